@@ -1,0 +1,113 @@
+"""A real HTTP server on 127.0.0.1 for tests: it answers from a Python function and stops itself.
+
+Usage (see the ``loopback`` fixture in conftest.py)::
+
+    def handler(request: Recorded) -> Reply: ...
+    server = loopback(handler)        # fixture: started, stopped at teardown
+    server.url                        # "http://127.0.0.1:PORT"
+    server.requests                   # every Recorded request, in order
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+from urllib.parse import parse_qs, urlsplit
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+@dataclass
+class Reply:
+    """A response. ``chunks`` streams the body in pieces (SSE/NDJSON) with a flush each."""
+
+    status: int = 200
+    body: Any = None  # dict/list -> JSON; str/bytes as is
+    headers: dict[str, str] = field(default_factory=dict)
+    chunks: list[str] | None = None
+    delay: float = 0.0
+
+
+Handler = Callable[[Recorded], Reply]
+
+
+class LoopbackServer:
+    def __init__(self, handler: Handler):
+        self.handler = handler
+        self.requests: list[Recorded] = []
+        outer = self
+
+        class _RequestHandler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # keep test output quiet
+                pass
+
+            def _serve(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                parts = urlsplit(self.path)
+                recorded = Recorded(self.command, parts.path, parse_qs(parts.query),
+                                    {k.lower(): v for k, v in self.headers.items()}, body)
+                outer.requests.append(recorded)
+                reply = outer.handler(recorded)
+                if reply.delay:
+                    threading.Event().wait(reply.delay)
+                if reply.chunks is not None:
+                    self.send_response(reply.status)
+                    for name, value in reply.headers.items():
+                        self.send_header(name, value)
+                    self.send_header("Transfer-Encoding", "chunked")
+                    self.end_headers()
+                    for chunk in reply.chunks:
+                        data = chunk.encode("utf-8")
+                        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                        self.wfile.flush()
+                    self.wfile.write(b"0\r\n\r\n")
+                    return
+                if isinstance(reply.body, (dict, list)):
+                    data = json.dumps(reply.body, ensure_ascii=False).encode("utf-8")
+                    content_type = "application/json"
+                elif isinstance(reply.body, str):
+                    data, content_type = reply.body.encode("utf-8"), "text/plain; charset=utf-8"
+                else:
+                    data, content_type = reply.body or b"", "application/octet-stream"
+                self.send_response(reply.status)
+                headers = {"Content-Type": content_type, **reply.headers}
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _serve
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _RequestHandler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> LoopbackServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()

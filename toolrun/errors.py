@@ -1,0 +1,62 @@
+"""The exception hierarchy: every user mistake becomes a message with a place and a fix."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+EXIT_OK = 0
+EXIT_RUN_FAILED = 1
+EXIT_BAD_INPUT = 2
+EXIT_EXPECT_FAILED = 3
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One mistake in a user's file: where it is, what is wrong, how to fix it."""
+
+    file: Path | str | None
+    line: int | None
+    message: str
+    fix: str | None = None
+
+    def __str__(self) -> str:
+        where = ""
+        if self.file is not None:
+            where = f"{self.file}:{self.line}: " if self.line else f"{self.file}: "
+        return f"{where}{self.message}" + (f" — {self.fix}" if self.fix else "")
+
+
+class ToolrunError(Exception):
+    """Base of every error toolrun raises on purpose."""
+
+    exit_code = EXIT_RUN_FAILED
+
+
+class UserError(ToolrunError):
+    """Bad input: a file, an option, a missing credential. Exit code 2."""
+
+    exit_code = EXIT_BAD_INPUT
+
+    def __init__(self, problems: list[Problem] | Problem | str):
+        if isinstance(problems, str):
+            problems = [Problem(None, None, problems)]
+        elif isinstance(problems, Problem):
+            problems = [problems]
+        self.problems: list[Problem] = list(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+class RunFailed(ToolrunError):
+    """The run could not complete: provider error after retries, turn limit. Exit code 1."""
+
+    exit_code = EXIT_RUN_FAILED
+
+
+class ProviderError(RunFailed):
+    """A provider answered with an error, or could not be reached."""
+
+    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False):
+        super().__init__(message)
+        self.status = status
+        self.retryable = retryable

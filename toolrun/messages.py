@@ -1,0 +1,151 @@
+"""The provider-neutral message model every part of toolrun speaks.
+
+Adapters in ``toolrun.providers`` translate it to and from each wire format; the runner
+never sees a provider's dicts. Provider-specific data that must be echoed back unchanged
+(Gemini ``thoughtSignature``, Anthropic ``thinking`` blocks, Responses item ids) travels in
+``provider_data`` fields, keyed by provider name, and only that provider reads it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+StopReason = Literal["stop", "tool_calls", "length", "content_filter", "error", "max_turns"]
+Role = Literal["user", "assistant", "tool"]
+
+
+@dataclass
+class TextPart:
+    text: str
+
+
+@dataclass
+class ToolCall:
+    """One call the model asked for.
+
+    ``id`` is unique within a run (toolrun makes one up when the provider sent none, an
+    empty one or a repeated one); ``provider_id`` is what the provider actually sent.
+    ``arguments`` is the parsed JSON object, or None when ``raw_arguments`` did not parse.
+    """
+
+    id: str
+    name: str
+    arguments: dict[str, Any] | None
+    raw_arguments: str
+    provider_id: str | None = None
+    provider_data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ToolResult:
+    """The outcome of one call, sent back tied to the call's id."""
+
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+    provider_id: str | None = None
+
+
+@dataclass
+class OpaquePart:
+    """A block only its own provider understands (e.g. Anthropic ``thinking``); echoed unchanged."""
+
+    provider: str
+    data: dict[str, Any]
+
+
+Part = TextPart | ToolCall | ToolResult | OpaquePart
+
+
+@dataclass
+class Message:
+    """A message of the conversation. Tool results travel in a ``role="tool"`` message."""
+
+    role: Role
+    parts: list[Part]
+    provider_data: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str | None:
+        texts = [p.text for p in self.parts if isinstance(p, TextPart)]
+        return "".join(texts) if texts else None
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        return [p for p in self.parts if isinstance(p, ToolCall)]
+
+    @property
+    def tool_results(self) -> list[ToolResult]:
+        return [p for p in self.parts if isinstance(p, ToolResult)]
+
+
+@dataclass
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    requests: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.requests + other.requests,
+        )
+
+
+@dataclass
+class ToolDefinition:
+    """What the model is told about a tool: never code, only these three things."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+ToolChoice = Literal["auto", "none", "required"] | str  # any other string: that tool's name
+
+
+@dataclass
+class ModelSettings:
+    temperature: float | None = None
+    max_tokens: int | None = None
+    tool_choice: ToolChoice = "auto"
+    parallel_tool_calls: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)  # passed through into the body
+
+
+@dataclass
+class ModelRequest:
+    model: str
+    system: str | None
+    messages: list[Message]
+    tools: list[ToolDefinition]
+    settings: ModelSettings = field(default_factory=ModelSettings)
+
+
+@dataclass
+class ModelResponse:
+    """One answer of the model: an assistant message, why it stopped, what it cost."""
+
+    message: Message
+    stop_reason: StopReason
+    usage: Usage
+    raw_stop_reason: str | None = None
+    model: str | None = None
+
+
+# Events an adapter emits while it reads a stream, so a terminal can show progress.
+@dataclass
+class TextDelta:
+    text: str
+
+
+@dataclass
+class ToolCallStarted:
+    name: str
+    index: int
+
+
+StreamEvent = TextDelta | ToolCallStarted

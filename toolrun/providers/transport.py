@@ -1,0 +1,198 @@
+"""How providers reach the network: one seam, so tests, recording and replay plug in here.
+
+A ``Transport`` sends one JSON request and returns either a whole JSON body or the lines of
+a stream. ``HttpxTransport`` is the real one (retries with ``Retry-After``); the recording
+and replay transports in ``toolrun.recording`` wrap or replace it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import random
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator
+
+import httpx
+
+from toolrun.errors import ProviderError
+from toolrun.secrets import redact
+
+RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+
+
+@dataclass
+class WireRequest:
+    method: str
+    url: str
+    headers: dict[str, str]
+    body: dict[str, Any] | None
+    stream: bool = False
+
+
+@dataclass
+class WireResponse:
+    """A whole response (``body``) or a streamed one (``lines``, already read)."""
+
+    status: int
+    headers: dict[str, str] = field(default_factory=dict)
+    body: Any = None
+    lines: list[str] | None = None
+
+
+class Transport(ABC):
+    @abstractmethod
+    async def send(self, request: WireRequest) -> WireResponse:
+        """Send a JSON request; raise ``ProviderError`` for an error status after retries."""
+
+    async def stream(self, request: WireRequest) -> AsyncIterator[str]:
+        """Lines of a streamed response as they arrive. Default: read all, then yield."""
+        response = await self.send(request)
+        for line in response.lines or []:
+            yield line
+
+    async def aclose(self) -> None:
+        return None
+
+
+def retry_delay(headers: httpx.Headers | dict[str, str], attempt: int) -> float:
+    """Seconds to wait before retry ``attempt`` (0-based): the server's word, else backoff."""
+    lowered = {k.lower(): v for k, v in dict(headers).items()}
+    if "retry-after-ms" in lowered:
+        try:
+            return max(0.0, float(lowered["retry-after-ms"]) / 1000)
+        except ValueError:
+            pass
+    if "retry-after" in lowered:
+        value = lowered["retry-after"]
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            parsed = email.utils.parsedate_to_datetime(value) if value else None
+            if parsed is not None:
+                return max(0.0, parsed.timestamp() - time.time())
+    return min(8.0, 0.5 * (2**attempt)) * (0.75 + random.random() / 2)
+
+
+def error_message(status: int, text: str) -> str:
+    """The provider's own error message out of its JSON error body, or a short excerpt."""
+    try:
+        body = json.loads(text)
+    except ValueError:
+        body = None
+    message = None
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict):
+            message = error.get("message") or error.get("status")
+        elif isinstance(error, str):
+            message = error
+    if not message:
+        message = text.strip()[:300] or "(empty body)"
+    return redact(f"HTTP {status}: {message}")
+
+
+class HttpxTransport(Transport):
+    """The real network, through httpx, with bounded retries on retryable statuses."""
+
+    def __init__(self, *, max_retries: int = 2, timeout: float = 600.0, client: httpx.AsyncClient | None = None):
+        self.max_retries = max_retries
+        self._client = client or httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=15.0))
+
+    def _should_retry(self, response: httpx.Response, attempt: int) -> bool:
+        if attempt >= self.max_retries:
+            return False
+        hint = response.headers.get("x-should-retry")
+        if hint is not None:
+            return hint.lower() == "true"
+        return response.status_code in RETRYABLE_STATUS
+
+    async def send(self, request: WireRequest) -> WireResponse:
+        attempt = 0
+        while True:
+            try:
+                response = await self._client.request(
+                    request.method, request.url, headers=request.headers, json=request.body
+                )
+            except httpx.TransportError as exc:
+                if attempt < self.max_retries:
+                    await asyncio.sleep(retry_delay({}, attempt))
+                    attempt += 1
+                    continue
+                raise ProviderError(redact(f"cannot reach {request.url}: {exc}"), retryable=True) from None
+            if response.status_code >= 400:
+                if self._should_retry(response, attempt):
+                    await asyncio.sleep(retry_delay(response.headers, attempt))
+                    attempt += 1
+                    continue
+                raise ProviderError(error_message(response.status_code, response.text), status=response.status_code)
+            try:
+                body = response.json()
+            except ValueError:
+                raise ProviderError(f"HTTP {response.status_code}: the answer is not JSON: {response.text[:200]!r}") from None
+            return WireResponse(response.status_code, dict(response.headers), body=body)
+
+    async def stream(self, request: WireRequest) -> AsyncIterator[str]:
+        attempt = 0
+        while True:
+            try:
+                async with self._client.stream(
+                    request.method, request.url, headers=request.headers, json=request.body
+                ) as response:
+                    if response.status_code >= 400:
+                        text = (await response.aread()).decode("utf-8", "replace")
+                        if self._should_retry(response, attempt):
+                            delay = retry_delay(response.headers, attempt)
+                        else:
+                            raise ProviderError(error_message(response.status_code, text), status=response.status_code)
+                    else:
+                        async for line in response.aiter_lines():
+                            yield line
+                        return
+            except httpx.TransportError as exc:
+                if attempt >= self.max_retries:
+                    raise ProviderError(redact(f"cannot reach {request.url}: {exc}"), retryable=True) from None
+                delay = retry_delay({}, attempt)
+            await asyncio.sleep(delay)
+            attempt += 1
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+async def iter_sse(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str | None, str]]:
+    """Server-sent events as (event name or None, data) pairs; ``[DONE]`` ends the stream."""
+    event: str | None = None
+    data: list[str] = []
+    async for raw in lines:
+        line = raw.rstrip("\r")
+        if not line:
+            if data:
+                payload = "\n".join(data)
+                if payload.strip() == "[DONE]":
+                    return
+                yield event, payload
+            event, data = None, []
+            continue
+        if line.startswith(":"):
+            continue
+        name, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if name == "event":
+            event = value
+        elif name == "data":
+            data.append(value)
+    if data:
+        payload = "\n".join(data)
+        if payload.strip() != "[DONE]":
+            yield event, payload
+
+
+async def iter_ndjson(lines: AsyncIterator[str]) -> AsyncIterator[str]:
+    """Non-empty lines of a newline-delimited JSON stream (Ollama)."""
+    async for raw in lines:
+        if raw.strip():
+            yield raw

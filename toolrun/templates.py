@@ -1,0 +1,109 @@
+"""Sandboxed Jinja2 templates over validated tool arguments.
+
+Model-supplied values are data: they are passed to templates as variables and are never
+parsed as templates themselves. ``${env:NAME}`` references in a template are turned into
+variable look-ups before parsing, so a secret is inserted as data too, and a model value
+that happens to contain ``${env:...}`` is never resolved.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any, Mapping
+
+from jinja2 import StrictUndefined, TemplateSyntaxError, UndefinedError, meta
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from toolrun.secrets import ENV_REFERENCE, read_secret
+
+_ENV_VARIABLE = "__toolrun_env__"
+
+
+def _to_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _make_environment() -> ImmutableSandboxedEnvironment:
+    env = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
+    env.filters["tojson"] = _to_json  # Jinja's own tojson HTML-escapes; we want plain JSON
+    return env
+
+
+_environment = _make_environment()
+
+
+class TemplateError(ValueError):
+    """A template that does not parse or names a value that is not there."""
+
+
+def _prepare(source: str) -> str:
+    return ENV_REFERENCE.sub(lambda m: "{{ %s[%r] }}" % (_ENV_VARIABLE, m.group(1)), source)
+
+
+@lru_cache(maxsize=4096)
+def _compile(source: str):
+    try:
+        return _environment.from_string(_prepare(source))
+    except TemplateSyntaxError as exc:
+        raise TemplateError(f"template syntax error: {exc.message} (line {exc.lineno} of the template)") from None
+
+
+def check_template(source: str) -> str | None:
+    """None when ``source`` parses, else the error message."""
+    try:
+        _compile(source)
+    except TemplateError as exc:
+        return str(exc)
+    return None
+
+
+def placeholders(source: str) -> set[str]:
+    """Names of the variables a template uses (``${env:...}`` references excluded)."""
+    try:
+        parsed = _environment.parse(_prepare(source))
+    except TemplateSyntaxError:
+        return set()
+    return set(meta.find_undeclared_variables(parsed)) - {_ENV_VARIABLE}
+
+
+def is_template(source: str) -> bool:
+    return "{{" in source or "{%" in source or "${env:" in source
+
+
+def render(source: str, arguments: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> str:
+    """Render ``source`` with ``arguments`` as variables; secrets resolved from ``environ``.
+
+    Raises ``TemplateError`` for an undefined variable and ``MissingSecret`` for an unset
+    environment variable.
+    """
+    if not is_template(source):
+        return source
+    template = _compile(source)
+    env_values = {name: read_secret(name, environ) for name in ENV_REFERENCE.findall(source)}
+    try:
+        return template.render({**arguments, _ENV_VARIABLE: env_values})
+    except UndefinedError as exc:
+        raise TemplateError(f"template uses an undefined value: {exc.message}") from None
+
+
+def render_value(value: Any, arguments: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> Any:
+    """Render every string inside a JSON-like value (dict keys stay as written)."""
+    if isinstance(value, str):
+        return render(value, arguments, environ)
+    if isinstance(value, dict):
+        return {k: render_value(v, arguments, environ) for k, v in value.items()}
+    if isinstance(value, list):
+        return [render_value(v, arguments, environ) for v in value]
+    return value
+
+
+def value_placeholders(value: Any) -> set[str]:
+    """Every placeholder used by any string inside a JSON-like value."""
+    if isinstance(value, str):
+        return placeholders(value)
+    if isinstance(value, dict):
+        return set().union(*(value_placeholders(v) for v in value.values())) if value else set()
+    if isinstance(value, list):
+        return set().union(*(value_placeholders(v) for v in value)) if value else set()
+    return set()

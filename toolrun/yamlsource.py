@@ -1,0 +1,113 @@
+"""YAML loading that remembers where every value came from, for file:line error messages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+from toolrun.errors import Problem
+
+
+class LineDict(dict):
+    """A mapping from YAML that knows its own line and the line of each key (1-based)."""
+
+    line: int = 0
+    key_lines: dict[Any, int]
+
+
+class LineList(list):
+    """A sequence from YAML that knows its own line and the line of each item (1-based)."""
+
+    line: int = 0
+    item_lines: list[int]
+
+
+class _LineLoader(yaml.SafeLoader):
+    pass
+
+
+def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> LineDict:
+    loader.flatten_mapping(node)
+    result = LineDict()
+    result.line = node.start_mark.line + 1
+    result.key_lines = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if key in result:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark
+            )
+        result[key] = loader.construct_object(value_node, deep=True)
+        result.key_lines[key] = key_node.start_mark.line + 1
+    return result
+
+
+def _construct_sequence(loader: _LineLoader, node: yaml.SequenceNode) -> LineList:
+    result = LineList(loader.construct_object(child, deep=True) for child in node.value)
+    result.line = node.start_mark.line + 1
+    result.item_lines = [child.start_mark.line + 1 for child in node.value]
+    return result
+
+
+_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
+
+
+def load_yaml_file(path: Path) -> Any:
+    """Parse one YAML file; a syntax error becomes a UserError-ready Problem (raised as YamlSyntaxError)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise YamlSyntaxError(Problem(path, None, f"not UTF-8 text ({exc.reason})", "save the file as UTF-8"))
+    except OSError as exc:
+        raise YamlSyntaxError(Problem(path, None, f"cannot read the file: {exc.strerror}"))
+    return load_yaml_text(text, path)
+
+
+def load_yaml_text(text: str, path: Path | str) -> Any:
+    try:
+        return yaml.load(text, Loader=_LineLoader)  # noqa: S506 - _LineLoader is a SafeLoader
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else None
+        what = exc.problem or str(exc)
+        if exc.context:
+            what = f"{exc.context}, {what}"
+        raise YamlSyntaxError(
+            Problem(path, line, f"YAML syntax error: {what}", "fix the YAML syntax at this line")
+        ) from None
+    except yaml.YAMLError as exc:
+        raise YamlSyntaxError(Problem(path, None, f"YAML error: {exc}", "fix the YAML syntax")) from None
+
+
+class YamlSyntaxError(Exception):
+    def __init__(self, problem: Problem):
+        super().__init__(str(problem))
+        self.problem = problem
+
+
+def line_of(document: Any, path: Iterable[Any]) -> int | None:
+    """The line of the value at ``path`` (keys and list indexes), or of its nearest parent."""
+    line = getattr(document, "line", None) or None
+    node = document
+    for step in path:
+        if isinstance(node, LineDict) and step in node:
+            line = node.key_lines.get(step, line)
+            node = node[step]
+        elif isinstance(node, LineList) and isinstance(step, int) and 0 <= step < len(node):
+            line = node.item_lines[step]
+            node = node[step]
+        else:
+            break
+    return line
+
+
+def plain(value: Any) -> Any:
+    """Deep copy into plain dicts and lists (for JSON output and schema libraries)."""
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
