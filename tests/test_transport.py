@@ -1,0 +1,79 @@
+"""The real HttpxTransport against a loopback server: retries, errors, streams."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tests.loopback import Recorded, Reply
+from toolrun.errors import ProviderError
+from toolrun.providers.transport import HttpxTransport, WireRequest, iter_sse, retry_delay
+
+
+def _run(coro):
+    return asyncio.run(coro)
+
+
+def test_retry_after_headers_are_honoured():
+    assert retry_delay({"retry-after-ms": "1500"}, 0) == 1.5
+    assert retry_delay({"Retry-After": "2"}, 0) == 2.0
+    assert 0 < retry_delay({}, 0) <= 0.75
+
+
+def test_retries_a_429_then_succeeds(loopback):
+    answers = iter([Reply(429, {"error": {"message": "slow down"}}, {"retry-after": "0"}), Reply(200, {"ok": True})])
+    server = loopback(lambda request: next(answers))
+
+    async def go():
+        transport = HttpxTransport(max_retries=2)
+        try:
+            return await transport.send(WireRequest("POST", server.url + "/x", {}, {"a": 1}))
+        finally:
+            await transport.aclose()
+
+    assert _run(go()).body == {"ok": True}
+    assert len(server.requests) == 2
+
+
+def test_error_status_gives_the_providers_message(loopback):
+    server = loopback(lambda request: Reply(401, {"error": {"message": "Incorrect API key provided"}}))
+
+    async def go():
+        transport = HttpxTransport(max_retries=0)
+        try:
+            await transport.send(WireRequest("POST", server.url, {}, {}))
+        finally:
+            await transport.aclose()
+
+    with pytest.raises(ProviderError, match="HTTP 401: Incorrect API key provided"):
+        _run(go())
+
+
+def test_should_retry_header_false_stops_retries(loopback):
+    server = loopback(lambda request: Reply(503, {"error": {"message": "no"}}, {"x-should-retry": "false"}))
+
+    async def go():
+        transport = HttpxTransport(max_retries=3)
+        try:
+            await transport.send(WireRequest("POST", server.url, {}, {}))
+        finally:
+            await transport.aclose()
+
+    with pytest.raises(ProviderError):
+        _run(go())
+    assert len(server.requests) == 1
+
+
+def test_stream_lines_parse_as_sse_events(loopback):
+    frames = ["event: a\ndata: {\"n\": 1}\n\n", ": comment\n\n", "data: {\"n\": 2}\n\n", "data: [DONE]\n\n"]
+    server = loopback(lambda request: Reply(200, chunks=frames, headers={"Content-Type": "text/event-stream"}))
+
+    async def go():
+        transport = HttpxTransport()
+        try:
+            return [event async for event in iter_sse(transport.stream(WireRequest("POST", server.url, {}, {}, stream=True)))]
+        finally:
+            await transport.aclose()
+
+    assert _run(go()) == [("a", '{"n": 1}'), (None, '{"n": 2}')]

@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from toolrun.yamlsource import YamlSyntaxError, line_of, load_yaml_file, load_yaml_text, plain
+
+
+def test_lines_of_nested_keys_and_items():
+    doc = load_yaml_text("a: 1\nb:\n  c: [1, 2]\n  d:\n    - x\n    - y\n", "f.yaml")
+    assert line_of(doc, ["b", "d", 1]) == 6
+    assert line_of(doc, ["b", "c"]) == 3
+    assert line_of(doc, ["b", "missing", "deeper"]) == 2  # nearest parent
+
+
+def test_syntax_error_names_file_and_line(tmp_path: Path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nparameters: [1\nother: 2\n", encoding="utf-8")
+    with pytest.raises(YamlSyntaxError) as info:
+        load_yaml_file(bad)
+    assert info.value.problem.file == bad
+    assert info.value.problem.line in (2, 3)
+
+
+def test_duplicate_keys_are_an_error_not_a_silent_overwrite():
+    with pytest.raises(YamlSyntaxError, match="duplicate key 'name'"):
+        load_yaml_text("name: a\nname: b\n", "f.yaml")
+
+
+def test_plain_copies_into_builtin_types():
+    doc = load_yaml_text("a: [ {b: 1} ]", "f.yaml")
+    copy = plain(doc)
+    assert copy == {"a": [{"b": 1}]} and type(copy) is dict and type(copy["a"]) is list
