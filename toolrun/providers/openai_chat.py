@@ -1,0 +1,356 @@
+"""OpenAI Chat Completions — and every compatible server (vLLM, llama.cpp, Ollama /v1, DeepSeek ...).
+
+Mapping (pure functions over dicts): ``build_request_body``, ``parse_response`` and
+``ChatStreamAssembler`` (fed one parsed SSE chunk at a time). Transport: the thin
+``OpenAIChatProvider.complete``. The helpers ``parse_arguments``, ``tool_choice_value`` and
+``openai_tools`` are shared with the Ollama adapter, whose format is the same there.
+
+Quirks of compatible servers handled here (see PROVIDERS.md): ``arguments`` sent as an
+object instead of a string; a missing or empty call ``id`` (kept as ``id=""`` — the runner
+makes ids unique); ``index`` stuck at 0 while a new id starts a new call; deltas without
+``index``; a last chunk repeating an empty arguments delta; ``reasoning_content`` ignored.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator
+
+from toolrun.errors import ProviderError
+from toolrun.messages import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    StopReason,
+    StreamEvent,
+    TextDelta,
+    TextPart,
+    ToolCall,
+    ToolCallStarted,
+    ToolDefinition,
+    ToolResult,
+    Usage,
+)
+from toolrun.providers.base import EventSink, Provider
+from toolrun.providers.transport import WireRequest, iter_sse
+from toolrun.secrets import redact
+
+PROVIDER = "openai"
+OFFICIAL_BASE_URL = "https://api.openai.com/v1"
+
+FINISH_REASONS: dict[str, StopReason] = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "content_filter": "content_filter",
+    "error": "error",
+}
+
+
+# ---------------------------------------------------------------- shared mapping helpers
+
+
+def parse_arguments(value: Any) -> tuple[dict[str, Any] | None, str]:
+    """A call's ``arguments`` as sent -> (parsed object or None, raw JSON text).
+
+    A string is parsed (None when it is not a JSON object; the runner turns that into an
+    error result the model can fix); an object (a compatible-server quirk) is used as is
+    and re-serialised; nothing or an empty string means a call without arguments.
+    """
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return {}, "{}"
+    if isinstance(value, dict):
+        return value, json.dumps(value, ensure_ascii=False)
+    if not isinstance(value, str):
+        return None, json.dumps(value, ensure_ascii=False)
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return None, value
+    return (parsed if isinstance(parsed, dict) else None), value
+
+
+def openai_tools(definitions: list[ToolDefinition]) -> list[dict[str, Any]]:
+    """The ``tools`` array of a Chat Completions (and Ollama) request."""
+    return [tool_definition(definition, "openai") for definition in definitions]
+
+
+def tool_definition(definition: ToolDefinition, format: str) -> dict[str, Any]:
+    """One tool in ``format``; the catalog exporter owns the conversion when it is present."""
+    try:
+        from toolrun.catalog.export import tool_definition_for
+    except ImportError:  # the exporter has not landed yet: the same shapes, minimal
+        return _fallback_tool_definition(definition, format)
+    return tool_definition_for(definition, format)
+
+
+def _fallback_tool_definition(definition: ToolDefinition, format: str) -> dict[str, Any]:
+    function = {"name": definition.name, "description": definition.description, "parameters": definition.parameters}
+    if format == "openai-responses":
+        return {"type": "function", **function, "strict": False}
+    return {"type": "function", "function": function}
+
+
+def tool_choice_value(choice: str, *, flat: bool = False) -> str | dict[str, Any]:
+    """"auto" | "none" | "required" as is; any other string names the one tool to call.
+
+    ``flat`` is the Responses shape ``{type, name}``; Chat nests it under ``function``.
+    """
+    if choice in ("auto", "none", "required"):
+        return choice
+    return {"type": "function", "name": choice} if flat else {"type": "function", "function": {"name": choice}}
+
+
+def usage_from(body: Any, input_key: str = "prompt_tokens", output_key: str = "completion_tokens") -> Usage:
+    """Token counts of one request (zeros when the server sent none)."""
+    if not isinstance(body, dict):
+        return Usage(0, 0, 1)
+    return Usage(int(body.get(input_key) or 0), int(body.get(output_key) or 0), 1)
+
+
+def normalise_stop(raw: str | None, has_tool_calls: bool) -> StopReason:
+    """The provider's finish reason -> toolrun's; calls win over a plain "stop" (some servers)."""
+    reason = FINISH_REASONS.get(raw or "", "stop")
+    if has_tool_calls and reason == "stop":
+        return "tool_calls"
+    return reason
+
+
+# ---------------------------------------------------------------- request
+
+
+def _assistant_message(message: Message) -> dict[str, Any]:
+    calls = message.tool_calls
+    wire: dict[str, Any] = {"role": "assistant", "content": message.text if (message.text or not calls) else None}
+    if wire["content"] is None and not calls:
+        wire["content"] = ""
+    if calls:
+        wire["tool_calls"] = [
+            {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.raw_arguments or "{}"}}
+            for call in calls
+        ]
+    return wire
+
+
+def chat_messages(request: ModelRequest) -> list[dict[str, Any]]:
+    """The neutral conversation as Chat Completions ``messages`` (system first)."""
+    wire: list[dict[str, Any]] = []
+    if request.system:
+        wire.append({"role": "system", "content": request.system})
+    for message in request.messages:
+        if message.role == "assistant":
+            wire.append(_assistant_message(message))
+            continue
+        # One role:tool message per result, in call order, tied by the runner's call id.
+        for result in message.tool_results:
+            wire.append({"role": "tool", "tool_call_id": result.call_id, "content": result.content})
+        if message.text is not None:
+            wire.append({"role": "user", "content": message.text})
+    return wire
+
+
+def build_request_body(
+    request: ModelRequest, *, stream: bool, max_tokens_field: str = "max_completion_tokens"
+) -> dict[str, Any]:
+    """The JSON body of ``POST /chat/completions``.
+
+    ``max_tokens_field``: OpenAI deprecated ``max_tokens`` (o-series refuse it); most
+    compatible servers only know ``max_tokens`` — the provider picks by base URL.
+    """
+    settings = request.settings
+    body: dict[str, Any] = {"model": request.model, "messages": chat_messages(request)}
+    if request.tools:
+        body["tools"] = openai_tools(request.tools)
+        if settings.tool_choice != "auto":  # "auto" is the default; old servers choke on the key
+            body["tool_choice"] = tool_choice_value(settings.tool_choice)
+        if not settings.parallel_tool_calls:
+            body["parallel_tool_calls"] = False
+    if settings.temperature is not None:
+        body["temperature"] = settings.temperature
+    if settings.max_tokens is not None:
+        body[max_tokens_field] = settings.max_tokens
+    if stream:
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+    body.update(settings.extra)
+    return body
+
+
+# ---------------------------------------------------------------- response
+
+
+def _error_in(body: Any) -> str | None:
+    if isinstance(body, dict) and body.get("error"):
+        error = body["error"]
+        return str(error.get("message") or error) if isinstance(error, dict) else str(error)
+    return None
+
+
+def parse_response(body: dict[str, Any]) -> ModelResponse:
+    """A whole ``chat.completion`` body -> the neutral answer."""
+    if (error := _error_in(body)) is not None:
+        raise ProviderError(redact(f"the provider answered with an error: {error}"))
+    choices = body.get("choices") or []
+    if not choices:
+        raise ProviderError("the provider's answer has no choices")
+    choice = choices[0]
+    wire_message = choice.get("message") or {}
+    parts: list[TextPart | ToolCall] = []
+    if wire_message.get("content"):
+        parts.append(TextPart(wire_message["content"]))
+    for wire_call in wire_message.get("tool_calls") or []:
+        function = wire_call.get("function") or {}
+        arguments, raw = parse_arguments(function.get("arguments"))
+        provider_id = wire_call.get("id")
+        parts.append(ToolCall(provider_id or "", function.get("name") or "", arguments, raw, provider_id))
+    raw_reason = choice.get("finish_reason")
+    message = Message("assistant", list(parts))
+    return ModelResponse(
+        message=message,
+        stop_reason=normalise_stop(raw_reason, bool(message.tool_calls)),
+        usage=usage_from(body.get("usage")),
+        raw_stop_reason=raw_reason,
+        model=body.get("model"),
+    )
+
+
+@dataclass
+class _PartialCall:
+    provider_id: str | None
+    name: str = ""
+    arguments: Any = ""  # text fragments joined; an object when the server sent one whole
+
+
+@dataclass
+class ChatStreamAssembler:
+    """Builds one answer from ``chat.completion.chunk`` objects, in arrival order.
+
+    ``feed`` returns the events to show (text deltas, a call starting); ``result`` gives
+    the assembled ``ModelResponse`` once the stream has ended.
+    """
+
+    text: list[str] = field(default_factory=list)
+    calls: list[_PartialCall] = field(default_factory=list)
+    by_index: dict[int, int] = field(default_factory=dict)  # wire index -> position in calls
+    finish_reason: str | None = None
+    usage: Usage | None = None
+    model: str | None = None
+
+    def feed(self, chunk: dict[str, Any]) -> list[StreamEvent]:
+        if (error := _error_in(chunk)) is not None:
+            raise ProviderError(redact(f"the provider reported an error mid-stream: {error}"))
+        self.model = chunk.get("model") or self.model
+        if chunk.get("usage"):
+            self.usage = usage_from(chunk["usage"])
+        events: list[StreamEvent] = []
+        for choice in chunk.get("choices") or []:
+            if choice.get("index", 0) != 0:
+                continue  # only the first choice is used (we never ask for n > 1)
+            delta = choice.get("delta") or {}
+            if delta.get("content"):
+                self.text.append(delta["content"])
+                events.append(TextDelta(delta["content"]))
+            for fragment in delta.get("tool_calls") or []:
+                events.extend(self._add_fragment(fragment))
+            if choice.get("finish_reason"):
+                self.finish_reason = choice["finish_reason"]
+        return events
+
+    def _add_fragment(self, fragment: dict[str, Any]) -> list[StreamEvent]:
+        function = fragment.get("function") or {}
+        provider_id = fragment.get("id") or None
+        index = fragment.get("index")
+        position = self.by_index.get(index) if index is not None else None
+        if position is not None and provider_id and self.calls[position].provider_id not in (None, provider_id):
+            position = None  # index stuck at 0 but a new id: a new call (lmdeploy, SGLang)
+        if position is None and index is None and self.calls and not provider_id and not function.get("name"):
+            position = len(self.calls) - 1  # no index at all: a continuation of the last call
+        events: list[StreamEvent] = []
+        if position is None:
+            self.calls.append(_PartialCall(provider_id))
+            position = len(self.calls) - 1
+            if index is not None:
+                self.by_index[index] = position
+        call = self.calls[position]
+        if provider_id and call.provider_id is None:
+            call.provider_id = provider_id
+        if function.get("name") and not call.name:
+            call.name = function["name"]
+            events.append(ToolCallStarted(call.name, position))
+        arguments = function.get("arguments")
+        if isinstance(arguments, dict):
+            call.arguments = arguments  # the object quirk: a whole value, not a fragment
+        elif isinstance(arguments, str) and not isinstance(call.arguments, dict):
+            call.arguments += arguments
+        return events
+
+    def result(self) -> ModelResponse:
+        parts: list[TextPart | ToolCall] = []
+        if self.text:
+            parts.append(TextPart("".join(self.text)))
+        for call in self.calls:
+            arguments, raw = parse_arguments(call.arguments)
+            parts.append(ToolCall(call.provider_id or "", call.name, arguments, raw, call.provider_id))
+        message = Message("assistant", list(parts))
+        return ModelResponse(
+            message=message,
+            stop_reason=normalise_stop(self.finish_reason, bool(message.tool_calls)),
+            usage=self.usage or Usage(0, 0, 1),
+            raw_stop_reason=self.finish_reason,
+            model=self.model,
+        )
+
+
+# ---------------------------------------------------------------- transport
+
+
+async def sse_json(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str | None, dict[str, Any]]]:
+    """(event name, parsed JSON data) of an SSE stream; ProviderError for a non-JSON payload."""
+    async for event, data in iter_sse(lines):
+        try:
+            payload = json.loads(data)
+        except ValueError:
+            raise ProviderError(redact(f"the stream carried something that is not JSON: {data[:200]!r}")) from None
+        if isinstance(payload, dict):
+            yield event, payload
+
+
+def emit(events: list[StreamEvent], on_event: EventSink | None) -> None:
+    if on_event is not None:
+        for event in events:
+            on_event(event)
+
+
+class OpenAIChatProvider(Provider):
+    """``openai:MODEL`` — POST {OPENAI_BASE_URL}/chat/completions with a Bearer key."""
+
+    name = "openai"
+    default_base_url = OFFICIAL_BASE_URL
+    base_url_env = ("OPENAI_BASE_URL",)
+    api_key_env = ("OPENAI_API_KEY",)
+    path = "/chat/completions"
+
+    def headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json"}
+        if self.config.api_key:
+            headers["Authorization"] = f"Bearer {self.config.api_key}"
+        return {**headers, **self.config.headers}
+
+    def max_tokens_field(self) -> str:
+        # OpenAI itself wants the new name; compatible servers mostly know only the old one.
+        return "max_completion_tokens" if self.config.base_url.startswith(OFFICIAL_BASE_URL) else "max_tokens"
+
+    def wire_request(self, body: dict[str, Any], *, stream: bool) -> WireRequest:
+        return WireRequest("POST", self.config.base_url + self.path, self.headers(), body, stream=stream)
+
+    async def complete(self, request: ModelRequest, *, stream: bool, on_event: EventSink | None = None) -> ModelResponse:
+        body = build_request_body(request, stream=stream, max_tokens_field=self.max_tokens_field())
+        wire = self.wire_request(body, stream=stream)
+        if not stream:
+            return parse_response((await self.transport.send(wire)).body)
+        assembler = ChatStreamAssembler()
+        async for _event, chunk in sse_json(self.transport.stream(wire)):
+            emit(assembler.feed(chunk), on_event)
+        return assembler.result()
