@@ -1,0 +1,392 @@
+"""Anthropic Messages API (POST {base}/v1/messages): mapping to and from the neutral model.
+
+Pure functions (``build_request_body``, ``parse_response``) and a stream assembler
+(``AnthropicStreamAssembler``) do all the translation; ``AnthropicProvider`` only adds the
+endpoint, the headers and the transport.
+
+Wire rules handled here:
+- the system prompt is top-level, ``max_tokens`` is required;
+- the assistant turn goes back whole: text, ``tool_use`` and ``thinking`` /
+  ``redacted_thinking`` blocks (kept as ``OpaquePart("anthropic", block)``) in their order;
+- every tool result of a turn goes into ONE user message, ``tool_result`` blocks first;
+- streamed ``tool_use`` input arrives as ``input_json_delta`` pieces per block index.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from toolrun.errors import ProviderError
+from toolrun.messages import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    OpaquePart,
+    Part,
+    StopReason,
+    TextDelta,
+    TextPart,
+    ToolCall,
+    ToolCallStarted,
+    ToolDefinition,
+    ToolResult,
+    Usage,
+)
+from toolrun.providers.base import EventSink, Provider
+from toolrun.providers.transport import WireRequest, iter_sse
+
+PROVIDER = "anthropic"
+ANTHROPIC_VERSION = "2023-06-01"
+DEFAULT_MAX_TOKENS = 4096  # the API refuses a request without max_tokens
+
+STOP_REASONS: dict[str, StopReason] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "refusal": "content_filter",
+    # pause_turn: a server-side tool loop paused; the turn is usable as is and toolrun runs
+    # no server tools, so treat it as a normal end rather than an error.
+    "pause_turn": "stop",
+}
+
+# Error types worth another attempt (the same ones the API sends as 429/500/529).
+RETRYABLE_ERROR_TYPES = frozenset({"overloaded_error", "api_error", "rate_limit_error", "timeout_error"})
+
+
+# ---------------------------------------------------------------------------- request
+
+
+def tool_definition(definition: ToolDefinition) -> dict[str, Any]:
+    """One tool in Anthropic's ``tools`` array, via the catalog's shared export."""
+    try:
+        from toolrun.catalog.export import tool_definition_for
+    except ImportError:  # the shared export is not there yet: the same three fields
+        return {"name": definition.name, "description": definition.description,
+                "input_schema": definition.parameters or {"type": "object", "properties": {}}}
+    return tool_definition_for(definition, "anthropic")
+
+
+def tool_choice_body(choice: str, parallel: bool) -> dict[str, Any]:
+    """``tool_choice`` for a neutral choice: auto | required (-> any) | none | a tool's name."""
+    if choice == "none":
+        return {"type": "none"}  # takes no disable_parallel_tool_use
+    if choice == "auto":
+        body: dict[str, Any] = {"type": "auto"}
+    elif choice == "required":
+        body = {"type": "any"}
+    else:
+        body = {"type": "tool", "name": choice}
+    if not parallel:
+        body["disable_parallel_tool_use"] = True
+    return body
+
+
+def _assistant_content(message: Message) -> list[dict[str, Any]]:
+    content: list[dict[str, Any]] = []
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            if part.text:  # the API rejects empty text blocks
+                content.append({"type": "text", "text": part.text})
+        elif isinstance(part, ToolCall):
+            content.append({"type": "tool_use", "id": part.id, "name": part.name,
+                            "input": part.arguments if isinstance(part.arguments, dict) else {}})
+        elif isinstance(part, OpaquePart) and part.provider == PROVIDER:
+            content.append(part.data)  # thinking blocks: their signature breaks if touched
+    return content
+
+
+def _tool_result_block(result: ToolResult) -> dict[str, Any]:
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": result.call_id}
+    if result.content:  # content is optional; an empty string is not worth the risk
+        block["content"] = result.content
+    if result.is_error:
+        block["is_error"] = True
+    return block
+
+
+def _user_content(messages: list[Message]) -> list[dict[str, Any]]:
+    """One user message out of consecutive user/tool messages: tool_result blocks first."""
+    results: list[dict[str, Any]] = []
+    others: list[dict[str, Any]] = []
+    for message in messages:
+        for part in message.parts:
+            if isinstance(part, ToolResult):
+                results.append(_tool_result_block(part))
+            elif isinstance(part, TextPart):
+                if part.text:
+                    others.append({"type": "text", "text": part.text})
+            elif isinstance(part, OpaquePart) and part.provider == PROVIDER:
+                others.append(part.data)
+    return results + others  # the API wants tool results before any text in the message
+
+
+def wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
+    """The ``messages`` array: assistant turns as they came, user-side runs merged into one."""
+    wire: list[dict[str, Any]] = []
+    pending_user: list[Message] = []
+
+    def flush_user() -> None:
+        if pending_user:
+            content = _user_content(pending_user)
+            if content:
+                wire.append({"role": "user", "content": content})
+            pending_user.clear()
+
+    for message in messages:
+        if message.role == "assistant":
+            flush_user()
+            content = _assistant_content(message)
+            if content:
+                wire.append({"role": "assistant", "content": content})
+        else:
+            pending_user.append(message)
+    flush_user()
+    return wire
+
+
+def build_request_body(request: ModelRequest, *, stream: bool) -> dict[str, Any]:
+    """The JSON body of POST /v1/messages for ``request``."""
+    settings = request.settings
+    body: dict[str, Any] = {
+        "model": request.model,
+        "max_tokens": settings.max_tokens or DEFAULT_MAX_TOKENS,
+        "messages": wire_messages(request.messages),
+    }
+    if request.system:
+        body["system"] = request.system
+    if request.tools:
+        body["tools"] = [tool_definition(definition) for definition in request.tools]
+        body["tool_choice"] = tool_choice_body(settings.tool_choice, settings.parallel_tool_calls)
+    if settings.temperature is not None:
+        body["temperature"] = settings.temperature
+    if stream:
+        body["stream"] = True
+    body.update(settings.extra)
+    return body
+
+
+# --------------------------------------------------------------------------- response
+
+
+def normalise_stop_reason(raw: str | None) -> StopReason:
+    """Anthropic's ``stop_reason`` as one of toolrun's stop reasons."""
+    if raw is None:
+        return "stop"
+    return STOP_REASONS.get(raw, "stop")
+
+
+def parse_usage(usage: dict[str, Any] | None) -> Usage:
+    """Tokens of one request; cache writes and reads are input the request paid for."""
+    usage = usage or {}
+    input_tokens = sum(int(usage.get(key) or 0) for key in
+                       ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+    return Usage(input_tokens=input_tokens, output_tokens=int(usage.get("output_tokens") or 0), requests=1)
+
+
+def _tool_call(block: dict[str, Any], raw_arguments: str | None = None) -> ToolCall:
+    provider_id = block.get("id")
+    if raw_arguments is None:
+        value = block.get("input")
+        arguments = value if isinstance(value, dict) else {}
+        raw_arguments = json.dumps(arguments, ensure_ascii=False)
+    elif raw_arguments.strip() == "":
+        arguments, raw_arguments = {}, "{}"  # a tool without arguments streams only ""
+    else:
+        try:
+            parsed = json.loads(raw_arguments)
+        except ValueError:
+            parsed = None
+        arguments = parsed if isinstance(parsed, dict) else None
+    return ToolCall(id=provider_id or "", name=block.get("name") or "", arguments=arguments,
+                    raw_arguments=raw_arguments, provider_id=provider_id)
+
+
+def content_part(block: dict[str, Any]) -> Part | None:
+    """The neutral part for one response content block (None for an empty text block)."""
+    kind = block.get("type")
+    if kind == "text":
+        return TextPart(block.get("text") or "") if block.get("text") else None
+    if kind == "tool_use":
+        return _tool_call(block)
+    # thinking, redacted_thinking and anything newer: only Anthropic understands them,
+    # and they must go back exactly as received.
+    return OpaquePart(PROVIDER, block)
+
+
+def raise_for_error(body: dict[str, Any], status: int | None = None) -> None:
+    """Raise ``ProviderError`` for an Anthropic error object ``{"type": "error", ...}``."""
+    if body.get("type") != "error":
+        return
+    error = body.get("error") or {}
+    kind = str(error.get("type") or "error")
+    message = error.get("message") or kind
+    raise ProviderError(f"Anthropic {kind}: {message}", status=status,
+                        retryable=kind in RETRYABLE_ERROR_TYPES)
+
+
+def parse_response(body: dict[str, Any]) -> ModelResponse:
+    """A whole (non-streamed) Messages response as a ``ModelResponse``."""
+    raise_for_error(body)
+    parts = [part for block in body.get("content") or [] if (part := content_part(block)) is not None]
+    raw_stop = body.get("stop_reason")
+    return ModelResponse(
+        message=Message(role="assistant", parts=parts),
+        stop_reason=normalise_stop_reason(raw_stop),
+        usage=parse_usage(body.get("usage")),
+        raw_stop_reason=raw_stop,
+        model=body.get("model"),
+    )
+
+
+# ----------------------------------------------------------------------------- stream
+
+
+@dataclass
+class _Block:
+    """A content block being streamed: its start object plus what the deltas added."""
+
+    start: dict[str, Any]
+    text: list[str] = field(default_factory=list)
+    json_pieces: list[str] = field(default_factory=list)
+    thinking: list[str] = field(default_factory=list)
+    signature: str | None = None
+
+    def finish(self) -> Part | None:
+        kind = self.start.get("type")
+        if kind == "text":
+            text = (self.start.get("text") or "") + "".join(self.text)
+            return TextPart(text) if text else None
+        if kind == "tool_use":
+            return _tool_call(self.start, "".join(self.json_pieces))
+        block = dict(self.start)
+        if kind == "thinking":
+            block["thinking"] = (block.get("thinking") or "") + "".join(self.thinking)
+            if self.signature is not None:
+                block["signature"] = self.signature
+        return OpaquePart(PROVIDER, block)
+
+
+class AnthropicStreamAssembler:
+    """Builds one ``ModelResponse`` from the parsed events of a Messages stream.
+
+    Feed every event's JSON with ``feed``; call ``finish`` at the end of the stream.
+    Text deltas and tool-call starts are reported to ``on_event`` as they arrive.
+    """
+
+    def __init__(self, on_event: EventSink | None = None):
+        self._on_event = on_event
+        self._blocks: dict[int, _Block] = {}
+        self._usage: dict[str, Any] = {}
+        self._stop_reason: str | None = None
+        self._model: str | None = None
+        self._stopped = False
+        self._calls_started = 0
+
+    def _emit(self, event: TextDelta | ToolCallStarted) -> None:
+        if self._on_event is not None:
+            self._on_event(event)
+
+    def feed(self, event: dict[str, Any], event_name: str | None = None) -> None:
+        """Take one event (the JSON of an SSE ``data:`` line)."""
+        kind = event.get("type") or event_name
+        if kind == "message_start":
+            message = event.get("message") or {}
+            self._model = message.get("model")
+            self._usage.update(message.get("usage") or {})
+        elif kind == "content_block_start":
+            block = dict(event.get("content_block") or {})
+            self._blocks[int(event.get("index", len(self._blocks)))] = _Block(block)
+            if block.get("type") == "tool_use":
+                self._emit(ToolCallStarted(name=block.get("name") or "", index=self._calls_started))
+                self._calls_started += 1
+            elif block.get("type") == "text" and block.get("text"):
+                self._emit(TextDelta(block["text"]))
+        elif kind == "content_block_delta":
+            self._delta(int(event.get("index", 0)), event.get("delta") or {})
+        elif kind == "message_delta":
+            delta = event.get("delta") or {}
+            self._stop_reason = delta.get("stop_reason") or self._stop_reason
+            # message_delta carries cumulative counts: the latest value wins
+            self._usage.update({k: v for k, v in (event.get("usage") or {}).items() if v is not None})
+        elif kind == "message_stop":
+            self._stopped = True
+        elif kind == "error":
+            raise_for_error({"type": "error", "error": event.get("error") or {}})
+        # ping, content_block_stop and unknown events change nothing
+
+    def _delta(self, index: int, delta: dict[str, Any]) -> None:
+        block = self._blocks.get(index)
+        if block is None:  # a delta for a block that never started: keep it rather than lose it
+            block = self._blocks[index] = _Block({"type": "text", "text": ""})
+        kind = delta.get("type")
+        if kind == "text_delta":
+            text = delta.get("text") or ""
+            block.text.append(text)
+            if text:
+                self._emit(TextDelta(text))
+        elif kind == "input_json_delta":
+            block.json_pieces.append(delta.get("partial_json") or "")
+        elif kind == "thinking_delta":
+            block.thinking.append(delta.get("thinking") or "")
+        elif kind == "signature_delta":
+            block.signature = delta.get("signature")
+
+    def finish(self) -> ModelResponse:
+        """The assembled response; ``ProviderError`` when the stream stopped half-way."""
+        if not self._stopped and self._stop_reason is None:
+            raise ProviderError("Anthropic stream ended before message_stop", retryable=True)
+        parts = [part for _, block in sorted(self._blocks.items()) if (part := block.finish()) is not None]
+        return ModelResponse(
+            message=Message(role="assistant", parts=parts),
+            stop_reason=normalise_stop_reason(self._stop_reason),
+            usage=parse_usage(self._usage),
+            raw_stop_reason=self._stop_reason,
+            model=self._model,
+        )
+
+
+# --------------------------------------------------------------------------- provider
+
+
+class AnthropicProvider(Provider):
+    """Anthropic Messages over the transport: headers, endpoint, whole or streamed answers."""
+
+    name: ClassVar[str] = PROVIDER
+    default_base_url: ClassVar[str] = "https://api.anthropic.com"
+    base_url_env: ClassVar[tuple[str, ...]] = ("ANTHROPIC_BASE_URL",)
+    api_key_env: ClassVar[tuple[str, ...]] = ("ANTHROPIC_API_KEY",)
+
+    def headers(self) -> dict[str, str]:
+        """Request headers: the version pin, the key, then any gateway headers."""
+        headers = {"anthropic-version": ANTHROPIC_VERSION, "content-type": "application/json"}
+        if self.config.api_key:
+            headers["x-api-key"] = self.config.api_key
+        headers.update(self.config.headers)
+        return headers
+
+    def wire_request(self, request: ModelRequest, *, stream: bool) -> WireRequest:
+        return WireRequest("POST", f"{self.config.base_url}/v1/messages", self.headers(),
+                           build_request_body(request, stream=stream), stream=stream)
+
+    async def complete(
+        self, request: ModelRequest, *, stream: bool, on_event: EventSink | None = None
+    ) -> ModelResponse:
+        wire = self.wire_request(request, stream=stream)
+        if not stream:
+            response = await self.transport.send(wire)
+            if not isinstance(response.body, dict):
+                raise ProviderError(f"Anthropic answered with a non-object body: {str(response.body)[:200]!r}")
+            return parse_response(response.body)
+        assembler = AnthropicStreamAssembler(on_event)
+        async for event_name, data in iter_sse(self.transport.stream(wire)):
+            try:
+                event = json.loads(data)
+            except ValueError:
+                raise ProviderError(f"Anthropic stream sent a line that is not JSON: {data[:200]!r}") from None
+            if isinstance(event, dict):
+                assembler.feed(event, event_name)
+        return assembler.finish()

@@ -1,0 +1,494 @@
+"""Gemini generateContent (POST {base}/v1beta/models/{model}:generateContent): mapping.
+
+Pure functions (``build_request_body``, ``parse_response``) and a stream assembler
+(``GeminiStreamAssembler``) do all the translation; ``GeminiProvider`` only adds the
+endpoint, the key header and the transport.
+
+Wire rules handled here:
+- roles are ``user`` / ``model``; the system prompt is ``systemInstruction``;
+- calls often come without an id: parsed as ``ToolCall(id="", provider_id=None)`` (the
+  runner makes ids unique) and answered by name, with ``id`` only when Gemini sent one;
+- a call's ``thoughtSignature`` is kept in ``ToolCall.provider_data["gemini"]`` and put
+  back on the same part unchanged (Gemini 3 rejects a follow-up without it);
+- all results of a turn go into ONE user turn, in the order of the calls;
+- ``finishReason`` is STOP even when the model called tools;
+- streamed calls usually arrive whole; with streamed arguments (``willContinue`` /
+  ``partialArgs``) they are put back together here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+from urllib.parse import quote
+
+from toolrun.errors import ProviderError
+from toolrun.messages import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    OpaquePart,
+    Part,
+    StopReason,
+    TextDelta,
+    TextPart,
+    ToolCall,
+    ToolCallStarted,
+    ToolDefinition,
+    ToolResult,
+    Usage,
+)
+from toolrun.providers.base import EventSink, Provider
+from toolrun.providers.transport import WireRequest, iter_sse
+
+PROVIDER = "gemini"
+SIGNATURE = "thoughtSignature"
+TEXT_SIGNATURES = "text_signatures"  # Message.provider_data["gemini"][...]: part index -> signature
+
+FILTERED = frozenset({"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII",
+                      "IMAGE_SAFETY", "LANGUAGE"})
+# The model produced a call it could not express (MALFORMED_FUNCTION_CALL) or one it was not
+# allowed to make: nothing usable came back and nothing was cut off, so "error", not "length".
+FAILED = frozenset({"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", "TOO_MANY_TOOL_CALLS", "OTHER"})
+RETRYABLE_STATUSES = frozenset({"RESOURCE_EXHAUSTED", "UNAVAILABLE", "INTERNAL", "DEADLINE_EXCEEDED"})
+
+
+# ---------------------------------------------------------------------------- request
+
+
+def function_declaration(definition: ToolDefinition) -> dict[str, Any]:
+    """One entry of ``functionDeclarations``, via the catalog's shared export."""
+    try:
+        from toolrun.catalog.export import tool_definition_for
+    except ImportError:
+        # Until the shared export exists: plain JSON Schema in parametersJsonSchema, which
+        # Gemini accepts without the OpenAPI-subset conversion `parameters` needs.
+        declaration: dict[str, Any] = {"name": definition.name, "description": definition.description}
+        if (definition.parameters or {}).get("properties"):
+            declaration["parametersJsonSchema"] = definition.parameters
+        return declaration
+    return tool_definition_for(definition, "gemini")
+
+
+def tool_config(choice: str) -> dict[str, Any]:
+    """``toolConfig`` for a neutral choice. Gemini has no switch for parallel calls."""
+    if choice == "auto":
+        config: dict[str, Any] = {"mode": "AUTO"}
+    elif choice == "required":
+        config = {"mode": "ANY"}
+    elif choice == "none":
+        config = {"mode": "NONE"}
+    else:
+        config = {"mode": "ANY", "allowedFunctionNames": [choice]}
+    return {"functionCallingConfig": config}
+
+
+def _signed(part: dict[str, Any], signature: str | None) -> dict[str, Any]:
+    return {**part, SIGNATURE: signature} if signature else part
+
+
+def _model_parts(message: Message) -> list[dict[str, Any]]:
+    text_signatures = (message.provider_data.get(PROVIDER) or {}).get(TEXT_SIGNATURES) or {}
+    parts: list[dict[str, Any]] = []
+    for index, part in enumerate(message.parts):
+        if isinstance(part, TextPart):
+            signature = text_signatures.get(str(index))
+            if part.text or signature:
+                parts.append(_signed({"text": part.text}, signature))
+        elif isinstance(part, ToolCall):
+            call: dict[str, Any] = {"name": part.name,
+                                    "args": part.arguments if isinstance(part.arguments, dict) else {}}
+            if part.provider_id:  # echo an id only when Gemini sent one
+                call["id"] = part.provider_id
+            signature = (part.provider_data.get(PROVIDER) or {}).get(SIGNATURE)
+            parts.append(_signed({"functionCall": call}, signature))
+        elif isinstance(part, OpaquePart) and part.provider == PROVIDER:
+            parts.append(part.data)  # thought parts and anything else, exactly as received
+    return parts
+
+
+def _function_response(result: ToolResult, call: ToolCall | None) -> dict[str, Any]:
+    provider_id = result.provider_id or (call.provider_id if call else None)
+    response: dict[str, Any] = {"name": (call.name if call else None) or result.name}
+    if provider_id:
+        response["id"] = provider_id
+    response["response"] = {"error": result.content} if result.is_error else {"output": result.content}
+    return {"functionResponse": response}
+
+
+def _user_parts(messages: list[Message], calls: dict[str, ToolCall], order: dict[str, int]) -> list[dict[str, Any]]:
+    """One user turn out of consecutive user/tool messages: results in call order, then text."""
+    results: list[ToolResult] = []
+    others: list[dict[str, Any]] = []
+    for message in messages:
+        for part in message.parts:
+            if isinstance(part, ToolResult):
+                results.append(part)
+            elif isinstance(part, TextPart) and part.text:
+                others.append({"text": part.text})
+            elif isinstance(part, OpaquePart) and part.provider == PROVIDER:
+                others.append(part.data)
+    results.sort(key=lambda result: order.get(result.call_id, len(order)))  # stable for unknown ids
+    return [_function_response(result, calls.get(result.call_id)) for result in results] + others
+
+
+def wire_contents(messages: list[Message]) -> list[dict[str, Any]]:
+    """The ``contents`` array: model turns as they came, user-side runs merged into one turn."""
+    contents: list[dict[str, Any]] = []
+    pending_user: list[Message] = []
+    calls: dict[str, ToolCall] = {}
+    order: dict[str, int] = {}
+
+    def flush_user() -> None:
+        if pending_user:
+            parts = _user_parts(pending_user, calls, order)
+            if parts:
+                contents.append({"role": "user", "parts": parts})
+            pending_user.clear()
+
+    for message in messages:
+        if message.role == "assistant":
+            flush_user()
+            calls = {call.id: call for call in message.tool_calls}
+            order = {call.id: position for position, call in enumerate(message.tool_calls)}
+            parts = _model_parts(message)
+            if parts:
+                contents.append({"role": "model", "parts": parts})
+        else:
+            pending_user.append(message)
+    flush_user()
+    return contents
+
+
+def build_request_body(request: ModelRequest, *, stream: bool) -> dict[str, Any]:
+    """The JSON body of generateContent / streamGenerateContent (the same for both)."""
+    settings = request.settings
+    body: dict[str, Any] = {"contents": wire_contents(request.messages)}
+    if request.system:
+        body["systemInstruction"] = {"parts": [{"text": request.system}]}
+    if request.tools:
+        body["tools"] = [{"functionDeclarations": [function_declaration(d) for d in request.tools]}]
+        body["toolConfig"] = tool_config(settings.tool_choice)
+    generation: dict[str, Any] = {}
+    if settings.temperature is not None:
+        generation["temperature"] = settings.temperature
+    if settings.max_tokens is not None:
+        generation["maxOutputTokens"] = settings.max_tokens
+    if generation:
+        body["generationConfig"] = generation
+    body.update(settings.extra)
+    return body
+
+
+# --------------------------------------------------------------------------- response
+
+
+def normalise_stop_reason(raw: str | None, has_calls: bool) -> StopReason:
+    """Gemini's ``finishReason`` as a toolrun stop reason (STOP with calls -> tool_calls)."""
+    if raw in FILTERED:
+        return "content_filter"
+    if raw == "MAX_TOKENS":
+        return "length"
+    if raw in FAILED:
+        return "error"
+    return "tool_calls" if has_calls else "stop"
+
+
+def parse_usage(metadata: dict[str, Any] | None) -> Usage:
+    """Tokens of one request. Thinking tokens are billed as output, so they count as output."""
+    metadata = metadata or {}
+    input_tokens = int(metadata.get("promptTokenCount") or 0) + int(metadata.get("toolUsePromptTokenCount") or 0)
+    output_tokens = int(metadata.get("candidatesTokenCount") or 0) + int(metadata.get("thoughtsTokenCount") or 0)
+    return Usage(input_tokens=input_tokens, output_tokens=output_tokens, requests=1)
+
+
+def raise_for_error(body: dict[str, Any], status: int | None = None) -> None:
+    """Raise ``ProviderError`` for a Google error object ``{"error": {code, status, message}}``."""
+    error = body.get("error")
+    if not isinstance(error, dict):
+        return
+    code = error.get("code")
+    status_name = str(error.get("status") or "")
+    message = error.get("message") or status_name or "error"
+    raise ProviderError(f"Gemini {status_name or code}: {message}",
+                        status=status or (code if isinstance(code, int) else None),
+                        retryable=status_name in RETRYABLE_STATUSES or code in (429, 500, 503, 504))
+
+
+def _tool_call(function_call: dict[str, Any], signature: str | None, arguments: Any = None) -> ToolCall:
+    args = function_call.get("args") if arguments is None else arguments
+    args = args if isinstance(args, dict) else {}
+    provider_id = function_call.get("id") or None
+    return ToolCall(id=provider_id or "", name=function_call.get("name") or "", arguments=args,
+                    raw_arguments=json.dumps(args, ensure_ascii=False), provider_id=provider_id,
+                    provider_data={PROVIDER: {SIGNATURE: signature}} if signature else {})
+
+
+class _PartsBuilder:
+    """Collects response parts into neutral parts, merging adjacent text as a stream needs."""
+
+    def __init__(self) -> None:
+        self.parts: list[Part] = []
+        self.text_signatures: dict[str, str] = {}
+
+    def add_text(self, text: str, signature: str | None) -> None:
+        last = self.parts[-1] if self.parts else None
+        if isinstance(last, TextPart) and str(len(self.parts) - 1) not in self.text_signatures:
+            last.text += text
+        elif text or signature:
+            self.parts.append(TextPart(text))
+        else:
+            return
+        if signature:
+            self.text_signatures[str(len(self.parts) - 1)] = signature
+
+    def add_thought(self, part: dict[str, Any]) -> None:
+        last = self.parts[-1] if self.parts else None
+        if (isinstance(last, OpaquePart) and last.provider == PROVIDER and last.data.get("thought")
+                and SIGNATURE not in last.data):  # a streamed thought continues the previous piece
+            last.data["text"] = (last.data.get("text") or "") + (part.get("text") or "")
+            if part.get(SIGNATURE):
+                last.data[SIGNATURE] = part[SIGNATURE]
+        else:
+            self.parts.append(OpaquePart(PROVIDER, dict(part)))
+
+    def message(self) -> Message:
+        provider_data = {PROVIDER: {TEXT_SIGNATURES: dict(self.text_signatures)}} if self.text_signatures else {}
+        return Message(role="assistant", parts=list(self.parts), provider_data=provider_data)
+
+
+def _add_part(builder: _PartsBuilder, part: dict[str, Any]) -> None:
+    """One whole (non-partial) response part into ``builder``."""
+    signature = part.get(SIGNATURE)
+    if part.get("thought"):
+        builder.add_thought(part)
+    elif "text" in part:
+        builder.add_text(part.get("text") or "", signature)
+    elif "functionCall" in part:
+        builder.parts.append(_tool_call(part["functionCall"] or {}, signature))
+    else:  # executableCode, inlineData, ...: echo unchanged
+        builder.parts.append(OpaquePart(PROVIDER, dict(part)))
+
+
+def _finish(builder: _PartsBuilder, finish_reason: str | None, usage: dict[str, Any] | None,
+            model: str | None) -> ModelResponse:
+    message = builder.message()
+    return ModelResponse(message=message,
+                         stop_reason=normalise_stop_reason(finish_reason, bool(message.tool_calls)),
+                         usage=parse_usage(usage), raw_stop_reason=finish_reason, model=model)
+
+
+def parse_response(body: dict[str, Any]) -> ModelResponse:
+    """A whole generateContent response as a ``ModelResponse`` (first candidate)."""
+    raise_for_error(body)
+    candidates = body.get("candidates") or []
+    builder = _PartsBuilder()
+    if not candidates:
+        # the prompt itself was blocked: no candidate, a promptFeedback.blockReason instead
+        reason = (body.get("promptFeedback") or {}).get("blockReason")
+        return ModelResponse(Message("assistant", []), "content_filter" if reason else "error",
+                             parse_usage(body.get("usageMetadata")), reason, body.get("modelVersion"))
+    candidate = candidates[0]
+    for part in (candidate.get("content") or {}).get("parts") or []:
+        _add_part(builder, part)
+    return _finish(builder, candidate.get("finishReason"), body.get("usageMetadata"), body.get("modelVersion"))
+
+
+# ----------------------------------------------------------------------------- stream
+
+_PATH_STEP = re.compile(r"\.([A-Za-z_$][\w$-]*)|\[(\d+)\]|\['((?:[^'\\]|\\.)*)'\]|\[\"((?:[^\"\\]|\\.)*)\"\]")
+
+
+def json_path_steps(path: str) -> list[str | int]:
+    """``$.a.b[0]['c d']`` -> ["a", "b", 0, "c d"]; ValueError for anything else."""
+    if not path.startswith("$"):
+        raise ValueError(f"not a JSONPath: {path!r}")
+    steps: list[str | int] = []
+    position = 1
+    while position < len(path):
+        match = _PATH_STEP.match(path, position)
+        if match is None:
+            raise ValueError(f"unsupported JSONPath: {path!r}")
+        name, index, single, double = match.groups()
+        steps.append(int(index) if index is not None else (name or single or double or ""))
+        position = match.end()
+    return steps
+
+
+def _partial_value(partial: dict[str, Any]) -> Any:
+    for key in ("stringValue", "numberValue", "boolValue"):
+        if key in partial:
+            return partial[key]
+    return None  # nullValue, or nothing
+
+
+def _set_path(root: dict[str, Any], steps: list[str | int], value: Any, append: bool) -> None:
+    """Set ``value`` at ``steps`` under ``root`` (creating containers); ``append`` extends strings."""
+    node: Any = root
+    for step, following in zip(steps, steps[1:]):
+        empty: Any = [] if isinstance(following, int) else {}
+        if isinstance(step, int):
+            while len(node) <= step:
+                node.append(None)
+            if node[step] is None:
+                node[step] = empty
+            node = node[step]
+        else:
+            node = node.setdefault(step, empty)
+    last = steps[-1]
+    if isinstance(last, int):
+        while len(node) <= last:
+            node.append(None)
+        current = node[last]
+        node[last] = current + value if append and isinstance(current, str) else value
+    else:
+        current = node.get(last)
+        node[last] = current + value if append and isinstance(current, str) else value
+
+
+@dataclass
+class _StreamedCall:
+    """A call whose arguments arrive in pieces (``willContinue`` / ``partialArgs``)."""
+
+    head: dict[str, Any]
+    signature: str | None
+    arguments: dict[str, Any] = field(default_factory=dict)
+    open_strings: set[str] = field(default_factory=set)  # paths whose string continues
+
+    def apply(self, partials: list[dict[str, Any]]) -> None:
+        for partial in partials:
+            path = str(partial.get("jsonPath") or "")
+            try:
+                steps = json_path_steps(path)
+            except ValueError as exc:
+                raise ProviderError(f"Gemini streamed an argument with {exc}") from None
+            if not steps:
+                continue
+            value = _partial_value(partial)
+            _set_path(self.arguments, steps, value, append=path in self.open_strings)
+            if isinstance(value, str) and partial.get("willContinue"):
+                self.open_strings.add(path)
+            else:
+                self.open_strings.discard(path)
+
+
+class GeminiStreamAssembler:
+    """Builds one ``ModelResponse`` from the chunks of streamGenerateContent.
+
+    Each chunk is a whole GenerateContentResponse: text parts are deltas, calls arrive
+    whole (or, with streamed arguments, as a head, ``partialArgs`` pieces and an empty
+    closing ``functionCall``). Usage and finishReason come with the last chunks.
+    """
+
+    def __init__(self, on_event: EventSink | None = None):
+        self._on_event = on_event
+        self._builder = _PartsBuilder()
+        self._streamed: _StreamedCall | None = None
+        self._finish_reason: str | None = None
+        self._usage: dict[str, Any] | None = None
+        self._model: str | None = None
+        self._block_reason: str | None = None
+        self._calls_started = 0
+
+    def _emit(self, event: TextDelta | ToolCallStarted) -> None:
+        if self._on_event is not None:
+            self._on_event(event)
+
+    def feed(self, chunk: dict[str, Any]) -> None:
+        """Take one chunk (the JSON of an SSE ``data:`` line)."""
+        raise_for_error(chunk)
+        self._usage = chunk.get("usageMetadata") or self._usage
+        self._model = chunk.get("modelVersion") or self._model
+        self._block_reason = (chunk.get("promptFeedback") or {}).get("blockReason") or self._block_reason
+        for candidate in (chunk.get("candidates") or [])[:1]:
+            for part in (candidate.get("content") or {}).get("parts") or []:
+                self._part(part)
+            self._finish_reason = candidate.get("finishReason") or self._finish_reason
+
+    def _start_call(self, name: str) -> None:
+        self._emit(ToolCallStarted(name=name, index=self._calls_started))
+        self._calls_started += 1
+
+    def _part(self, part: dict[str, Any]) -> None:
+        function_call = part.get("functionCall")
+        if function_call is None:
+            if "text" in part and not part.get("thought") and part.get("text"):
+                self._emit(TextDelta(part["text"]))
+            _add_part(self._builder, part)
+            return
+        signature = part.get(SIGNATURE)
+        if self._streamed is not None:
+            self._streamed.apply(function_call.get("partialArgs") or [])
+            if signature:
+                self._streamed.signature = signature
+            if not function_call.get("willContinue"):  # the closing piece: the call is whole
+                call = self._streamed
+                self._streamed = None
+                self._builder.parts.append(_tool_call(call.head, call.signature, call.arguments))
+            return
+        if function_call.get("willContinue"):
+            self._streamed = _StreamedCall(head=dict(function_call), signature=signature,
+                                           arguments=dict(function_call.get("args") or {}))
+            self._streamed.apply(function_call.get("partialArgs") or [])
+            self._start_call(function_call.get("name") or "")
+        elif function_call.get("name"):
+            self._start_call(function_call["name"])
+            self._builder.parts.append(_tool_call(function_call, signature))
+        # an empty functionCall outside a streamed call closes nothing: ignore it
+
+    def finish(self) -> ModelResponse:
+        """The assembled response; ``ProviderError`` when the stream stopped half-way."""
+        if self._streamed is not None or (self._finish_reason is None and self._block_reason is None):
+            raise ProviderError("Gemini stream ended before its finishReason", retryable=True)
+        if self._finish_reason is None:
+            return ModelResponse(Message("assistant", []), "content_filter", parse_usage(self._usage),
+                                 self._block_reason, self._model)
+        return _finish(self._builder, self._finish_reason, self._usage, self._model)
+
+
+# --------------------------------------------------------------------------- provider
+
+
+class GeminiProvider(Provider):
+    """Gemini over the transport: the key in a header (never the URL), whole or streamed."""
+
+    name: ClassVar[str] = PROVIDER
+    default_base_url: ClassVar[str] = "https://generativelanguage.googleapis.com"
+    base_url_env: ClassVar[tuple[str, ...]] = ("GEMINI_BASE_URL",)
+    api_key_env: ClassVar[tuple[str, ...]] = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+
+    def headers(self) -> dict[str, str]:
+        """Request headers: the key (URLs get logged, headers do not), then gateway headers."""
+        headers = {"content-type": "application/json"}
+        if self.config.api_key:
+            headers["x-goog-api-key"] = self.config.api_key
+        headers.update(self.config.headers)
+        return headers
+
+    def url(self, model: str, *, stream: bool) -> str:
+        """The endpoint for ``model``; no key in it."""
+        model = model.removeprefix("models/")
+        method = "streamGenerateContent?alt=sse" if stream else "generateContent"
+        return f"{self.config.base_url}/v1beta/models/{quote(model, safe='-._~')}:{method}"
+
+    async def complete(
+        self, request: ModelRequest, *, stream: bool, on_event: EventSink | None = None
+    ) -> ModelResponse:
+        wire = WireRequest("POST", self.url(request.model or self.model, stream=stream), self.headers(),
+                           build_request_body(request, stream=stream), stream=stream)
+        if not stream:
+            response = await self.transport.send(wire)
+            if not isinstance(response.body, dict):
+                raise ProviderError(f"Gemini answered with a non-object body: {str(response.body)[:200]!r}")
+            return parse_response(response.body)
+        assembler = GeminiStreamAssembler(on_event)
+        async for _event, data in iter_sse(self.transport.stream(wire)):
+            try:
+                chunk = json.loads(data)
+            except ValueError:
+                raise ProviderError(f"Gemini stream sent a line that is not JSON: {data[:200]!r}") from None
+            if isinstance(chunk, dict):
+                assembler.feed(chunk)
+        return assembler.finish()
