@@ -51,6 +51,7 @@ class Provider(ABC):
         self.model = model
         self.config = config
         self.transport = transport or HttpxTransport()
+        register_secret(config.api_key)  # a key given directly (tests, plugins) is redacted too
 
     @classmethod
     def resolve_config(
