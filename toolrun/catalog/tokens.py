@@ -1,0 +1,29 @@
+"""A deterministic estimate of how many tokens a tool definition costs in every request.
+
+It is an ESTIMATE, not a tokenizer: about 4 characters per token for Latin text and JSON
+punctuation, and one token per CJK character (BPE vocabularies rarely merge them). It
+needs no model files, gives the same number on every machine, and is within the right
+order of magnitude for OpenAI, Anthropic and Gemini tokenizers, which is what a budget
+check needs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from toolrun.catalog.similarity import is_cjk
+
+CHARS_PER_TOKEN = 4
+
+
+def estimate_tokens(text: str) -> int:
+    """Estimated token count of ``text`` (ceil(other chars / 4) + CJK characters)."""
+    cjk = sum(1 for char in text if is_cjk(char))
+    return cjk + math.ceil((len(text) - cjk) / CHARS_PER_TOKEN)
+
+
+def estimate_definition_tokens(definition: dict[str, Any]) -> int:
+    """Estimated tokens of a tool definition as sent: its compact JSON."""
+    return estimate_tokens(json.dumps(definition, ensure_ascii=False, separators=(",", ":")))
