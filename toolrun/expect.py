@@ -1,0 +1,93 @@
+"""A recipe's ``expect:`` checks, run against a finished run. Failing checks -> exit code 3."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from typing import Any
+
+from toolrun.runner import RunResult
+
+_EXCERPT_CHARS = 120
+
+
+@dataclass
+class Expectations:
+    """What a recipe expects of its run. Empty lists and None check nothing."""
+
+    tools_called: list[str] = field(default_factory=list)
+    tools_not_called: list[str] = field(default_factory=list)
+    final_contains: list[str] = field(default_factory=list)
+    final_not_contains: list[str] = field(default_factory=list)
+    max_turns: int | None = None
+    stop_reason: str | None = None
+
+    @classmethod
+    def from_mapping(cls, mapping: dict[str, Any] | None) -> Expectations:
+        """From a validated ``expect:`` mapping; a single string counts as a list of one."""
+        mapping = mapping or {}
+
+        def as_list(key: str) -> list[str]:
+            value = mapping.get(key) or []
+            return [value] if isinstance(value, str) else [str(v) for v in value]
+
+        return cls(
+            tools_called=as_list("tools_called"),
+            tools_not_called=as_list("tools_not_called"),
+            final_contains=as_list("final_contains"),
+            final_not_contains=as_list("final_not_contains"),
+            max_turns=mapping.get("max_turns"),
+            stop_reason=mapping.get("stop_reason"),
+        )
+
+    def __bool__(self) -> bool:
+        return bool(self.tools_called or self.tools_not_called or self.final_contains
+                    or self.final_not_contains or self.max_turns is not None or self.stop_reason)
+
+
+def check_expectations(expect: Expectations | None, result: RunResult) -> list[str]:
+    """One sentence per failing check; an empty list when every check passes.
+
+    ``tools_called`` needs a call with a successful result (a call the model got wrong
+    and never fixed does not count); ``tools_not_called`` counts every call, failed or not.
+    Tool names may be fnmatch globs.
+    """
+    if not expect:
+        return []
+    failures: list[str] = []
+    calls = result.tool_calls
+    for pattern in expect.tools_called:
+        matching = [c for c in calls if fnmatchcase(c.name, pattern)]
+        if not matching:
+            called = sorted({c.name for c in calls})
+            failures.append(f"expect.tools_called: {pattern} was not called "
+                            f"(called: {', '.join(called) if called else 'no tool'})")
+        elif all(c.is_error for c in matching):
+            failures.append(f"expect.tools_called: {pattern} was called {len(matching)} time(s) "
+                            f"but every call failed; last result: {_excerpt(matching[-1].result)}")
+    for pattern in expect.tools_not_called:
+        matching = [c for c in calls if fnmatchcase(c.name, pattern)]
+        if matching:
+            failures.append(f"expect.tools_not_called: {pattern} was called {len(matching)} time(s)")
+    final = result.final or ""
+    for text in expect.final_contains:
+        if text not in final:
+            failures.append(f"expect.final_contains: {text!r} is not in the final answer: {_shown(result.final)}")
+    for text in expect.final_not_contains:
+        if text in final:
+            failures.append(f"expect.final_not_contains: {text!r} is in the final answer: {_shown(result.final)}")
+    if expect.max_turns is not None and len(result.turns) > expect.max_turns:
+        failures.append(f"expect.max_turns: the run took {len(result.turns)} model requests, "
+                        f"more than {expect.max_turns}")
+    if expect.stop_reason is not None and result.stop_reason != expect.stop_reason:
+        failures.append(f"expect.stop_reason: the run stopped with {result.stop_reason!r}, "
+                        f"not {expect.stop_reason!r}" + (f" ({result.error})" if result.error else ""))
+    return failures
+
+
+def _shown(final: str | None) -> str:
+    return "(no final answer)" if not final else repr(_excerpt(final))
+
+
+def _excerpt(text: str) -> str:
+    return text if len(text) <= _EXCERPT_CHARS else text[:_EXCERPT_CHARS] + "…"

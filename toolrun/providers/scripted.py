@@ -1,0 +1,176 @@
+"""An offline model for tests: it answers from a script instead of a network.
+
+Like pydantic-ai's ``FunctionModel``: the loop, the tools and the transcript are real,
+only the model is played by your script. Kept in the package so users can test their own
+tools and recipes with it. Not registered as a provider name: it needs a script.
+
+Example::
+
+    from toolrun.providers.scripted import ScriptedModel
+    from toolrun.runner import RunSettings, run_conversation
+
+    model = ScriptedModel([
+        ScriptedModel.calls([("get_flower_inventory", {"city": "北京"}),
+                             ("get_flower_inventory", {"city": "上海"})]),
+        ScriptedModel.text("北京: 玫瑰 100; 上海: 玫瑰 80"),
+    ])
+    result = await run_conversation(model, tools, system=None,
+                                    messages=[user("库存?")], settings=RunSettings(),
+                                    context=CallContext())
+    assert result.final.startswith("北京")
+    assert model.requests[1].messages[-1].role == "tool"   # what the model was sent
+
+A script item is a ``ModelResponse``, a ``str`` (a plain text answer), an exception
+instance (raised, e.g. a ``ProviderError`` to test a failing provider), or a function
+``(ModelRequest) -> ModelResponse | str`` that looks at what it was sent. A whole model
+can also be one function: ``ScriptedModel.from_function(fn)``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from typing import Any, Callable, Iterable, Sequence, Union
+
+from toolrun.errors import ProviderError
+from toolrun.messages import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    StopReason,
+    TextDelta,
+    TextPart,
+    ToolCall,
+    ToolCallStarted,
+    Usage,
+)
+from toolrun.providers.base import EventSink, Provider, ProviderConfig
+from toolrun.providers.transport import Transport, WireRequest, WireResponse
+
+ModelFunction = Callable[[ModelRequest], Union[ModelResponse, str]]
+ScriptItem = Union[ModelResponse, str, BaseException, ModelFunction]
+# (name, arguments) or (name, arguments, provider id); arguments as a dict or a raw JSON string
+CallSpec = Union[tuple[str, Any], tuple[str, Any, Union[str, None]]]
+
+
+class ScriptExhausted(ProviderError):
+    """The model was asked once more than the script has answers for."""
+
+
+class _OfflineTransport(Transport):
+    """A transport that refuses to send: the scripted model never touches a network."""
+
+    async def send(self, request: WireRequest) -> WireResponse:
+        raise ProviderError("ScriptedModel is offline: it never sends HTTP requests")
+
+
+class ScriptedModel(Provider):
+    """A Provider that plays a script; ``requests`` holds a copy of every request it got."""
+
+    name = "scripted"
+    default_base_url = "scripted:"
+    requires_api_key = False
+
+    def __init__(self, responses: Iterable[ScriptItem] = (), *, model: str = "scripted") -> None:
+        super().__init__(model, ProviderConfig(base_url=self.default_base_url), transport=_OfflineTransport())
+        self.script: list[ScriptItem] = list(responses)
+        self.requests: list[ModelRequest] = []
+        self._function: ModelFunction | None = None
+
+    @classmethod
+    def from_function(cls, function: ModelFunction, *, model: str = "scripted") -> ScriptedModel:
+        """A model that answers every request with ``function(request)``."""
+        scripted = cls(model=model)
+        scripted._function = function
+        return scripted
+
+    @staticmethod
+    def text(text: str, *, stop_reason: StopReason = "stop", usage: Usage | None = None) -> ModelResponse:
+        """A plain text answer."""
+        return ModelResponse(Message("assistant", [TextPart(text)]), stop_reason, usage or Usage(requests=1))
+
+    @staticmethod
+    def calls(
+        calls: Sequence[CallSpec],
+        *,
+        text: str | None = None,
+        stop_reason: StopReason = "tool_calls",
+        usage: Usage | None = None,
+    ) -> ModelResponse:
+        """An answer with tool calls: ``[(name, arguments), (name, arguments, provider_id), ...]``.
+
+        ``arguments`` as a dict, or as a raw string (which may be broken JSON, to test
+        that path). Without a provider id the call has none, as with Gemini.
+        """
+        parts: list[Any] = [TextPart(text)] if text else []
+        for spec in calls:
+            name, arguments = spec[0], spec[1]
+            provider_id = spec[2] if len(spec) > 2 else None  # type: ignore[misc]
+            parts.append(tool_call(name, arguments, provider_id))
+        return ModelResponse(Message("assistant", parts), stop_reason, usage or Usage(requests=1))
+
+    @property
+    def remaining(self) -> int:
+        """How many scripted answers are left (0 for a function model)."""
+        return len(self.script)
+
+    async def complete(self, request: ModelRequest, *, stream: bool, on_event: EventSink | None = None) -> ModelResponse:
+        """Answer ``request`` from the script; streams text and call starts when asked to."""
+        self.requests.append(copy.deepcopy(request))  # the runner keeps appending to its history
+        response = self._next_answer(request)
+        if stream and on_event is not None:
+            _emit_events(response, on_event)
+        return response
+
+    def _next_answer(self, request: ModelRequest) -> ModelResponse:
+        if self._function is not None:
+            item: ScriptItem = self._function
+        elif self.script:
+            item = self.script.pop(0)
+        else:
+            raise ScriptExhausted(
+                f"ScriptedModel has no answer left for request {len(self.requests)} "
+                f"(the script held {len(self.requests) - 1}); add an answer to the script "
+                "or find out why the model was asked again"
+            )
+        if isinstance(item, BaseException):
+            raise item
+        if callable(item) and not isinstance(item, ModelResponse):
+            item = item(request)
+        if isinstance(item, str):
+            return ScriptedModel.text(item)
+        if not isinstance(item, ModelResponse):
+            raise TypeError(f"a script item must give a ModelResponse or a str, not {type(item).__name__}")
+        return copy.deepcopy(item)  # the runner rewrites call ids; a reused item must stay pristine
+
+
+def tool_call(name: str, arguments: Any, provider_id: str | None = None) -> ToolCall:
+    """A ToolCall as an adapter would parse it: dict arguments, or a raw string that may not parse."""
+    if isinstance(arguments, str):
+        raw = arguments
+        try:
+            parsed = json.loads(raw)
+        except json.JSONDecodeError:
+            parsed = None
+    else:
+        raw = json.dumps(arguments, ensure_ascii=False)
+        parsed = arguments
+    return ToolCall(id=provider_id or "", name=name, arguments=parsed, raw_arguments=raw, provider_id=provider_id)
+
+
+def _emit_events(response: ModelResponse, on_event: EventSink) -> None:
+    index = 0
+    for part in response.message.parts:
+        if isinstance(part, TextPart):
+            for piece in re.findall(r"\S+\s*|\s+", part.text):  # word by word, like a real stream
+                on_event(TextDelta(piece))
+        elif isinstance(part, ToolCall):
+            on_event(ToolCallStarted(part.name, index))
+            index += 1
+
+
+text_response = ScriptedModel.text
+calls_response = ScriptedModel.calls
+
+__all__ = ["ScriptedModel", "ScriptExhausted", "calls_response", "text_response", "tool_call"]

@@ -1,0 +1,303 @@
+"""Recipes (DESIGN §3): a chat session in YAML — tools, messages, settings, checks.
+
+``load_recipe`` reads and validates a recipe against ``schemas/recipe.schema.json`` plus
+the checks a schema cannot make (template syntax, secrets in prompts), and reports every
+problem with file, line and fix, like tool files. Templates in ``system`` and
+``messages`` are Jinja2 over ``vars`` (trusted recipe data) and ``--var`` overrides.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Mapping
+
+from toolrun.backends.base import CallContext
+from toolrun.catalog.model import Catalog, Tool
+from toolrun.errors import Problem, UserError
+from toolrun.expect import Expectations, check_expectations
+from toolrun.messages import Message, TextPart
+from toolrun.providers.base import ProviderOverrides
+from toolrun.runner import RunSettings
+from toolrun.schema_errors import did_you_mean, schema_problems
+from toolrun.secrets import MissingSecret, env_references
+from toolrun.templates import TemplateError, check_template, placeholders, render
+from toolrun.yamlsource import LineDict, YamlSyntaxError, line_of, load_yaml_file, plain
+
+DEFAULT_TOOLS_DIR = "tools.d"
+_GLOB_CHARACTERS = set("*?[")
+
+
+@lru_cache(maxsize=1)
+def recipe_schema() -> dict[str, Any]:
+    """The published recipe schema (``toolrun schema recipe`` prints it)."""
+    text = resources.files("toolrun.schemas").joinpath("recipe.schema.json").read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+@dataclass
+class RecipeMessage:
+    """One message of the conversation, still a template."""
+
+    role: str  # "user" or "assistant"
+    template: str
+    line: int | None
+
+
+@dataclass
+class Recipe:
+    """A loaded, validated recipe. Templates are rendered by ``render_messages``."""
+
+    name: str
+    model: str | None
+    tools: list[str] | None  # names or globs; None: the whole catalog
+    tools_dir: Path
+    system: str | None
+    messages: list[RecipeMessage]
+    vars: dict[str, Any]
+    settings: RunSettings
+    expect: Expectations
+    provider: ProviderOverrides
+    path: Path
+    description: str | None = None
+    allow_hosts: list[str] | None = None
+    document: Any = field(default=None, repr=False, compare=False)  # the YAML, for lines
+
+    def line_of(self, *path: Any) -> int | None:
+        """The line of a key path in the recipe file (``"settings", "tool_choice"``)."""
+        return line_of(self.document, path) if self.document is not None else None
+
+    def model_spec(self, override: str | None = None) -> str:
+        """``--model`` if given, else the recipe's ``model``; UserError when neither says."""
+        spec = override or self.model
+        if not spec:
+            raise UserError(Problem(self.path, None, "the recipe names no model",
+                                    "add  model: provider:model  (e.g. openai:gpt-4o-mini) or pass --model"))
+        return spec
+
+    def locate_tools_dir(self, override: Path | None = None) -> Path:
+        """``--tools-dir`` if given, else the recipe's ``tools_dir``, which must exist."""
+        if override is not None:
+            return override
+        if not self.tools_dir.is_dir():
+            stated = self.document is not None and "tools_dir" in self.document
+            raise UserError(Problem(
+                self.path, self.line_of("tools_dir") if stated else None,
+                f"the tools directory {self.tools_dir} does not exist",
+                "set tools_dir: relative to the recipe file (e.g. tools_dir: ../tools.d) or pass --tools-dir",
+            ))
+        return self.tools_dir
+
+    def variables(self, var_overrides: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """``vars`` with ``--var`` overrides applied; UserError for an override nobody uses."""
+        overrides = dict(var_overrides or {})
+        known = set(self.vars) | self.placeholders()
+        for key in overrides:
+            if key not in known:
+                guess = did_you_mean(key, known)
+                hint = f"did you mean {guess!r}?" if guess else (
+                    f"this recipe's vars are: {', '.join(sorted(known))}" if known else "this recipe uses no vars")
+                raise UserError(Problem(self.path, self.line_of("vars"), f"--var {key}: the recipe has no var {key!r}", hint))
+        return {**self.vars, **overrides}
+
+    def placeholders(self) -> set[str]:
+        """Every var the system prompt and messages use."""
+        sources = [m.template for m in self.messages] + ([self.system] if self.system else [])
+        return set().union(*(placeholders(s) for s in sources))
+
+    def render_system(self, var_overrides: Mapping[str, str] | None = None) -> str | None:
+        """The system prompt with vars filled in."""
+        if self.system is None:
+            return None
+        return self._render(self.system, self.variables(var_overrides), "system", self.line_of("system"))
+
+    def render_messages(self, var_overrides: Mapping[str, str] | None = None) -> list[Message]:
+        """The conversation with vars filled in, as neutral messages."""
+        values = self.variables(var_overrides)
+        return [
+            Message(m.role, [TextPart(self._render(m.template, values, f"messages[{i}]", m.line))])  # type: ignore[arg-type]
+            for i, m in enumerate(self.messages)
+        ]
+
+    def run_settings(self, *, max_turns: int | None = None, stream: bool | None = None,
+                     parallel: bool | None = None) -> RunSettings:
+        """The recipe's settings with command-line overrides (None: keep the recipe's)."""
+        changes = {k: v for k, v in {"max_turns": max_turns, "stream": stream, "parallel": parallel}.items()
+                   if v is not None}
+        return dataclasses.replace(self.settings, **changes)
+
+    def select_tools(self, catalog: Catalog) -> list[Tool]:
+        """The recipe's tools from ``catalog``, checked against ``tool_choice`` and ``expect``."""
+        lines = self.document.get("tools") if isinstance(self.document, LineDict) else None
+        item_lines = getattr(lines, "item_lines", None)
+        selected = select_tools(catalog, self.tools, file=self.path, item_lines=item_lines)
+        names = [tool.name for tool in selected]
+        choice = self.settings.tool_choice
+        if choice not in ("auto", "none", "required") and choice not in names:
+            guess = did_you_mean(choice, names)
+            raise UserError(Problem(self.path, self.line_of("settings", "tool_choice"),
+                                    f"tool_choice {choice!r} is not one of the recipe's tools",
+                                    f"did you mean {guess!r}?" if guess else
+                                    f"use auto, none, required or one of: {', '.join(names) or '(no tools)'}"))
+        problems = []
+        for key in ("tools_called", "tools_not_called"):
+            for pattern in getattr(self.expect, key):
+                if not any(fnmatchcase(name, pattern) for name in names):
+                    guess = did_you_mean(pattern, names)
+                    problems.append(Problem(self.path, self.line_of("expect", key),
+                                            f"expect.{key} names {pattern!r}, which is not one of the recipe's tools",
+                                            f"did you mean {guess!r}?" if guess else
+                                            f"the recipe's tools are: {', '.join(names) or '(none)'}"))
+        if problems:
+            raise UserError(problems)
+        return selected
+
+    def call_context(self, environ: Mapping[str, str] | None = None) -> CallContext:
+        """What the tools of this recipe's run may use: environment and allowed hosts."""
+        return CallContext(environ=os.environ if environ is None else environ, allow_hosts=self.allow_hosts)
+
+    def provider_overrides(self, environ: Mapping[str, str] | None = None) -> ProviderOverrides:
+        """``provider:`` with ``${env:NAME}`` in header values resolved (and registered as secrets)."""
+        headers = {}
+        for name, value in self.provider.headers.items():
+            try:
+                headers[name] = render(value, {}, environ)
+            except MissingSecret as exc:
+                raise UserError(Problem(self.path, self.line_of("provider", "headers", name),
+                                        f"provider header {name} needs {exc}", f"set {exc.name} in the environment")) from None
+        return dataclasses.replace(self.provider, headers=headers)
+
+    def check(self, result: Any) -> list[str]:
+        """The failing ``expect`` checks of a finished run."""
+        return check_expectations(self.expect, result)
+
+    def _render(self, template: str, values: dict[str, Any], where: str, line: int | None) -> str:
+        missing = sorted(placeholders(template) - set(values))
+        if missing:
+            name = missing[0]
+            raise UserError(Problem(self.path, line, f"{where} uses {{{{ {name} }}}} but the recipe has no var {name!r}",
+                                    f"add {name} to vars: or pass --var {name}=VALUE"))
+        try:
+            return render(template, values, environ={})
+        except TemplateError as exc:
+            raise UserError(Problem(self.path, line, f"{where}: {exc}", "fix the template")) from None
+
+
+def load_recipe(path: Path) -> Recipe:
+    """Read and validate a recipe file; UserError listing every problem (file, line, fix)."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(Problem(path, None, "recipe file not found", "check the path of the recipe"))
+    try:
+        document = load_yaml_file(path)
+    except YamlSyntaxError as exc:
+        raise UserError(exc.problem) from None
+    if not isinstance(document, dict):
+        raise UserError(Problem(path, getattr(document, "line", 1) or 1, "a recipe must be a mapping of keys",
+                                "start with  name: ...  model: ...  messages: [...]  (see toolrun schema recipe)"))
+    problems = schema_problems(document, recipe_schema(), path)
+    if not problems:
+        problems = _template_problems(document, path)
+    if problems:
+        raise UserError(problems)
+    return _build(document, path)
+
+
+def select_tools(catalog: Catalog, patterns: list[str] | None, *, file: Path | None = None,
+                 item_lines: list[int] | None = None) -> list[Tool]:
+    """Tools by name or fnmatch glob, in the order given; None: the whole catalog.
+
+    A name or glob that matches nothing is a UserError with a did-you-mean.
+    """
+    if patterns is None:
+        return list(catalog)
+    names = list(catalog.tools)
+    chosen: dict[str, Tool] = {}
+    problems = []
+    for index, pattern in enumerate(patterns):
+        line = item_lines[index] if item_lines and index < len(item_lines) else None
+        if _GLOB_CHARACTERS & set(pattern):
+            matches = [name for name in names if fnmatchcase(name, pattern)]
+        else:
+            matches = [pattern] if pattern in catalog else []
+        if not matches:
+            guess = did_you_mean(pattern, names)
+            problems.append(Problem(file, line, f"no tool in the catalog matches {pattern!r}",
+                                    f"did you mean {guess!r}?" if guess else
+                                    f"tools in the catalog: {', '.join(names) or '(none)'}"))
+        for name in matches:
+            chosen.setdefault(name, catalog.tools[name])
+    if problems:
+        raise UserError(problems)
+    return list(chosen.values())
+
+
+def _template_problems(document: LineDict, path: Path) -> list[Problem]:
+    sources: list[tuple[str, str, int | None]] = []
+    if isinstance(document.get("system"), str):
+        sources.append(("system", document["system"], line_of(document, ["system"])))
+    for index, item in enumerate(document.get("messages") or []):
+        for role, text in item.items():
+            sources.append((f"messages[{index}].{role}", text, line_of(document, ["messages", index])))
+    problems = []
+    for where, source, line in sources:
+        if env_references(source):
+            problems.append(Problem(path, line, f"{where} reads an environment variable with ${{env:...}}; "
+                                                "the model would see its value",
+                                    "pass the value as a var (vars: or --var); secrets belong in tool files"))
+            continue
+        error = check_template(source)
+        if error:
+            problems.append(Problem(path, line, f"{where}: {error}", "fix the Jinja2 template"))
+    return problems
+
+
+def _build(document: LineDict, path: Path) -> Recipe:
+    settings_map = document.get("settings") or {}
+    defaults = RunSettings()
+    settings = RunSettings(
+        max_turns=settings_map.get("max_turns", defaults.max_turns),
+        parallel=settings_map.get("parallel", defaults.parallel),
+        tool_choice=settings_map.get("tool_choice", defaults.tool_choice),
+        temperature=settings_map.get("temperature", defaults.temperature),
+        max_tokens=settings_map.get("max_tokens", defaults.max_tokens),
+        stream=settings_map.get("stream", defaults.stream),
+        max_consecutive_failures=settings_map.get("max_consecutive_failures", defaults.max_consecutive_failures),
+    )
+    provider_map = document.get("provider") or {}
+    provider = ProviderOverrides(
+        base_url=provider_map.get("base_url"),
+        api_key_env=provider_map.get("api_key_env"),
+        headers=dict(plain(provider_map.get("headers") or {})),
+    )
+    messages = []
+    for index, item in enumerate(document["messages"]):
+        (role, text), = item.items()
+        messages.append(RecipeMessage(role, text, line_of(document, ["messages", index])))
+    tools = document.get("tools")
+    allow_hosts = document.get("allow_hosts")
+    return Recipe(
+        name=document.get("name") or path.stem,
+        model=document.get("model"),
+        tools=list(tools) if tools is not None else None,
+        tools_dir=Path(os.path.normpath(path.parent / document.get("tools_dir", DEFAULT_TOOLS_DIR))),
+        system=document.get("system"),
+        messages=messages,
+        vars=plain(document.get("vars") or {}),
+        settings=settings,
+        expect=Expectations.from_mapping(plain(document.get("expect"))),
+        provider=provider,
+        path=path,
+        description=document.get("description"),
+        allow_hosts=list(allow_hosts) if allow_hosts is not None else None,
+        document=document,
+    )
+
+
+__all__ = ["Recipe", "RecipeMessage", "check_expectations", "load_recipe", "recipe_schema", "select_tools"]

@@ -1,0 +1,360 @@
+"""The loop: ask the model, run the tools it calls, send the results back, until it answers.
+
+The runner knows nothing of any provider: it speaks ``toolrun.messages`` and leaves every
+wire detail (result order, id spelling, ``tool_choice`` spelling) to the adapters. What it
+does own:
+
+- ids: every call gets an id unique in the run (``toolrun.call_ids``);
+- resolution: unknown tools and arguments that are not JSON become error results the model
+  can act on; schema validation, approval, timeouts and output caps are
+  ``toolrun.execution.execute_call``'s job;
+- scheduling: independent calls of a turn run concurrently, ``sequential`` tools are
+  barriers, ``parallel=False`` serialises everything (``toolrun.scheduling``);
+- limits: ``max_turns`` model requests and ``max_consecutive_failures`` failing calls.
+
+A tool's failure never ends the run by itself; a provider error does, keeping every turn
+done so far.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import json
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from toolrun.backends.base import CallContext
+from toolrun.call_ids import CallIdAllocator
+from toolrun.catalog.model import Tool
+from toolrun.errors import Problem, ProviderError, UserError
+from toolrun.execution import execute_call
+from toolrun.messages import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    ModelSettings,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
+from toolrun.providers.base import Provider
+from toolrun.scheduling import plan_batches
+
+if TYPE_CHECKING:
+    from toolrun.approval import Approver
+
+_EXCERPT_CHARS = 200
+_TOOL_CHOICE_KEYWORDS = ("auto", "none", "required")
+
+
+@dataclass
+class RunSettings:
+    """How one run behaves; a recipe's ``settings:`` section maps onto these fields."""
+
+    max_turns: int = 10
+    parallel: bool = True
+    tool_choice: str = "auto"
+    temperature: float | None = None
+    max_tokens: int | None = None
+    stream: bool = True
+    max_consecutive_failures: int = 5
+    # A forced choice ("required" or a tool's name) applies to the first request only;
+    # forcing it on every turn would make the model call tools forever.
+    reset_tool_choice: bool = True
+
+
+@dataclass
+class ToolCallRecord:
+    """One executed (or refused) call, as the transcript shows it.
+
+    ``arguments`` is the parsed object, or the raw string when it was not valid JSON.
+    """
+
+    id: str
+    name: str
+    arguments: Any
+    result: str
+    is_error: bool
+    duration_ms: int
+
+
+@dataclass
+class TurnRecord:
+    """One model request and the calls it led to."""
+
+    stop_reason: str
+    text: str | None
+    usage: Usage
+    tool_calls: list[ToolCallRecord] = field(default_factory=list)
+
+
+@dataclass
+class RunResult:
+    """Everything a run produced. ``error`` explains a stop that is not a normal answer."""
+
+    final: str | None
+    stop_reason: str
+    usage: Usage
+    turns: list[TurnRecord]
+    messages: list[Message]
+    error: str | None = None
+
+    @property
+    def tool_calls(self) -> list[ToolCallRecord]:
+        """Every call of every turn, in order."""
+        return [call for turn in self.turns for call in turn.tool_calls]
+
+
+class RunObserver:
+    """Hooks for progress output and incremental transcripts. Every method is a no-op here.
+
+    Callbacks run on the event loop's thread; they must not block for long.
+    """
+
+    def on_text_delta(self, text: str) -> None:
+        """A piece of streamed assistant text."""
+
+    def on_model_response(self, turn_index: int, response: ModelResponse) -> None:
+        """The model answered (call ids already made unique)."""
+
+    def on_tool_call_start(self, call: ToolCall) -> None:
+        """A call is about to run (or be refused)."""
+
+    def on_tool_call_end(self, record: ToolCallRecord) -> None:
+        """A call finished, with its result and duration."""
+
+    def on_turn_end(self, turn: TurnRecord) -> None:
+        """A turn is complete: the model's answer and every call it led to."""
+
+
+async def run_conversation(
+    provider: Provider,
+    tools: list[Tool],
+    *,
+    system: str | None,
+    messages: list[Message],
+    settings: RunSettings,
+    context: CallContext,
+    approver: Approver | None = None,
+    observer: RunObserver | None = None,
+) -> RunResult:
+    """Play a conversation against ``provider`` with ``tools`` until the model answers.
+
+    Returns a ``RunResult`` whose ``stop_reason`` is the last answer's (``stop``,
+    ``length``, ``content_filter``), or ``max_turns`` / ``error`` with ``error`` saying why.
+    Raises ``UserError`` for settings that cannot work (a ``tool_choice`` naming no tool).
+    """
+    loop = _ConversationLoop(provider, tools, system, messages, settings, context, approver, observer)
+    return await loop.run()
+
+
+class _ConversationLoop:
+    """The state of one run; ``run_conversation`` is its only entry point."""
+
+    def __init__(
+        self,
+        provider: Provider,
+        tools: list[Tool],
+        system: str | None,
+        messages: list[Message],
+        settings: RunSettings,
+        context: CallContext,
+        approver: Approver | None,
+        observer: RunObserver | None,
+    ) -> None:
+        _check_settings(settings, tools)
+        self.provider = provider
+        self.tools = {tool.name: tool for tool in tools}
+        self.definitions = [tool.definition() for tool in tools]
+        self.system = system
+        self.history: list[Message] = list(messages)
+        self.settings = settings
+        self.context = context
+        self.approver = approver
+        self.observer = observer or RunObserver()
+        self.ids = CallIdAllocator()
+        for message in self.history:  # ids already in a given history stay taken
+            self.ids.assign_all(message.tool_calls)
+        self.turns: list[TurnRecord] = []
+        self.usage = Usage()
+        self.consecutive_failures = 0
+        self.last_failure: ToolCallRecord | None = None
+        self.final: str | None = None  # the model's last text; a recipe's own assistant lines never count
+
+    async def run(self) -> RunResult:
+        for turn_index in range(self.settings.max_turns):
+            try:
+                response = await self.provider.complete(
+                    self._request(turn_index), stream=self.settings.stream, on_event=self._on_event
+                )
+            except ProviderError as exc:
+                return self._finish("error", f"the provider failed: {exc}")
+            self.usage = self.usage + response.usage
+            calls = self.ids.assign_all(response.message.tool_calls)
+            self.history.append(response.message)
+            self.final = response.message.text or self.final
+            self.observer.on_model_response(turn_index, response)
+            turn = TurnRecord(response.stop_reason, response.message.text, response.usage)
+            if not calls:
+                self._end_turn(turn)
+                return self._finish_answer(response)
+            turn.tool_calls = await self._run_calls(calls, response.stop_reason)
+            self.history.append(
+                Message("tool", [ToolResult(r.id, r.name, r.result, r.is_error, c.provider_id)
+                                 for c, r in zip(calls, turn.tool_calls)])
+            )
+            self._end_turn(turn)
+            if self._count_failures(turn.tool_calls):
+                last = self.last_failure
+                assert last is not None
+                return self._finish(
+                    "error",
+                    f"stopped after {self.consecutive_failures} consecutive failing tool calls; "
+                    f"last: {last.name}: {_excerpt(last.result)}",
+                )
+        return self._finish(
+            "max_turns",
+            f"stopped after {self.settings.max_turns} model requests without a final answer "
+            f"(max_turns is {self.settings.max_turns}); raise settings.max_turns or --max-turns "
+            "if the task needs more rounds",
+        )
+
+    def _request(self, turn_index: int) -> ModelRequest:
+        tool_choice = self.settings.tool_choice
+        forced = tool_choice not in ("auto", "none")
+        if forced and self.settings.reset_tool_choice and turn_index > 0:
+            tool_choice = "auto"
+        settings = ModelSettings(
+            temperature=self.settings.temperature,
+            max_tokens=self.settings.max_tokens,
+            tool_choice=tool_choice,
+            parallel_tool_calls=self.settings.parallel,
+        )
+        return ModelRequest(self.provider.model, self.system, list(self.history), self.definitions, settings)
+
+    def _on_event(self, event: StreamEvent) -> None:
+        if isinstance(event, TextDelta):
+            self.observer.on_text_delta(event.text)
+
+    async def _run_calls(self, calls: list[ToolCall], stop_reason: str) -> list[ToolCallRecord]:
+        """Run one turn's calls batch by batch; records come back in call order."""
+        batches = plan_batches(calls, is_sequential=self._is_sequential, parallel=self.settings.parallel)
+        records: list[ToolCallRecord] = []
+        for batch in batches:
+            records.extend(await asyncio.gather(*(self._run_call(call, stop_reason) for call in batch)))
+        return records
+
+    def _is_sequential(self, call: ToolCall) -> bool:
+        tool = self.tools.get(call.name)
+        return bool(tool and tool.sequential)
+
+    async def _run_call(self, call: ToolCall, stop_reason: str) -> ToolCallRecord:
+        self.observer.on_tool_call_start(call)
+        shown_arguments = call.arguments if call.arguments is not None else call.raw_arguments
+        refusal = self._refusal(call, stop_reason)
+        if refusal is not None:
+            record = ToolCallRecord(call.id, call.name, shown_arguments, refusal, True, 0)
+        else:
+            tool = self.tools[call.name]
+            started = time.monotonic()
+            outcome = await execute_call(tool, call.arguments, self.context, self.approver)
+            duration_ms = outcome.duration_ms if outcome.duration_ms is not None else _ms_since(started)
+            record = ToolCallRecord(call.id, call.name, shown_arguments, outcome.result, outcome.is_error, duration_ms)
+        self.observer.on_tool_call_end(record)
+        return record
+
+    def _refusal(self, call: ToolCall, stop_reason: str) -> str | None:
+        """The error result for a call that cannot run at all, or None when it can."""
+        if call.name not in self.tools:
+            return unknown_tool_message(call.name, list(self.tools))
+        if call.arguments is None:
+            return invalid_json_message(call.raw_arguments, cut_off=stop_reason == "length")
+        return None
+
+    def _count_failures(self, records: list[ToolCallRecord]) -> bool:
+        """Update the consecutive-failure count; True when the limit is reached."""
+        for record in records:
+            if record.is_error:
+                self.consecutive_failures += 1
+                self.last_failure = record
+            else:
+                self.consecutive_failures = 0
+        return self.consecutive_failures >= self.settings.max_consecutive_failures
+
+    def _end_turn(self, turn: TurnRecord) -> None:
+        self.turns.append(turn)
+        self.observer.on_turn_end(turn)
+
+    def _finish_answer(self, response: ModelResponse) -> RunResult:
+        stop_reason = response.stop_reason
+        if stop_reason == "tool_calls":  # said it would call tools but sent none: it is done
+            stop_reason = "stop"
+        error = None
+        if stop_reason == "length":
+            error = "the answer was cut off by the output limit (stop reason: length); raise settings.max_tokens"
+        elif stop_reason == "content_filter":
+            error = "the provider's content filter stopped the answer"
+        elif stop_reason == "error":
+            error = f"the provider reported an error (stop reason: {response.raw_stop_reason or 'error'})"
+        return self._finish(stop_reason, error)
+
+    def _finish(self, stop_reason: str, error: str | None) -> RunResult:
+        return RunResult(
+            final=self.final,
+            stop_reason=stop_reason,
+            usage=self.usage,
+            turns=self.turns,
+            messages=self.history,
+            error=error,
+        )
+
+
+def _check_settings(settings: RunSettings, tools: list[Tool]) -> None:
+    if settings.max_turns < 1:
+        raise UserError(Problem(None, None, f"max_turns is {settings.max_turns}", "set max_turns to 1 or more"))
+    if settings.max_consecutive_failures < 1:
+        raise UserError(Problem(None, None, f"max_consecutive_failures is {settings.max_consecutive_failures}",
+                                "set max_consecutive_failures to 1 or more"))
+    choice = settings.tool_choice
+    names = [tool.name for tool in tools]
+    if choice not in _TOOL_CHOICE_KEYWORDS and choice not in names:
+        raise UserError(Problem(None, None, f"tool_choice {choice!r} is neither auto/none/required nor a selected tool",
+                                f"use auto, none, required or one of: {', '.join(names) or '(no tools selected)'}"))
+
+
+def unknown_tool_message(name: str, available: list[str]) -> str:
+    """The error result for a call of a tool that is not in the run's tool list."""
+    message = f"unknown tool {name!r}"
+    close = difflib.get_close_matches(name, available, n=1, cutoff=0.6)
+    if close:
+        message += f"; did you mean {close[0]!r}?"
+    listing = ", ".join(available) if available else "(none)"
+    return f"{message} Available tools: {listing}. Call one of these by its exact name."
+
+
+def invalid_json_message(raw: str, *, cut_off: bool) -> str:
+    """The error result for arguments that did not parse as JSON."""
+    try:
+        json.loads(raw)
+        reason = "not a JSON object"
+    except json.JSONDecodeError as exc:
+        reason = f"{exc.msg}, character {exc.pos}"
+    except TypeError:
+        reason = "no arguments were sent"
+    excerpt = _excerpt(raw or "")
+    if cut_off:
+        return (f"the arguments were cut off by the output limit (stop reason: length) and are not valid "
+                f"JSON ({reason}): {excerpt!s} — send the call again with complete, shorter arguments")
+    return f"the arguments are not valid JSON ({reason}): {excerpt} — send the call again with a JSON object"
+
+
+def _excerpt(text: str) -> str:
+    return text if len(text) <= _EXCERPT_CHARS else text[:_EXCERPT_CHARS] + "…"
+
+
+def _ms_since(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)
