@@ -1,0 +1,125 @@
+"""What a person sees while a recipe runs: streamed text, one line per tool call, a summary.
+
+The assistant's text goes to stdout (as it streams, or at the end of a turn when the run
+does not stream); everything else — tool calls, notices, the summary — goes to stderr, so
+``toolrun recipe ... > answer.txt`` keeps only the answer and ``--json`` keeps stdout for
+the JSON document.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TextIO
+
+from toolrun.messages import ModelResponse, ToolCall, Usage
+from toolrun.runner import RunObserver, RunResult, ToolCallRecord, TurnRecord
+from toolrun.secrets import redact
+
+_RESULT_EXCERPT = 100  # characters of a tool result shown on its line
+
+
+class ObserverGroup(RunObserver):
+    """Passes every event to each of several observers, in order."""
+
+    def __init__(self, *observers: RunObserver | None):
+        self.observers = [o for o in observers if o is not None]
+
+    def on_text_delta(self, text: str) -> None:
+        for observer in self.observers:
+            observer.on_text_delta(text)
+
+    def on_model_response(self, turn_index: int, response: ModelResponse) -> None:
+        for observer in self.observers:
+            observer.on_model_response(turn_index, response)
+
+    def on_tool_call_start(self, call: ToolCall) -> None:
+        for observer in self.observers:
+            observer.on_tool_call_start(call)
+
+    def on_tool_call_end(self, record: ToolCallRecord) -> None:
+        for observer in self.observers:
+            observer.on_tool_call_end(record)
+
+    def on_turn_end(self, turn: TurnRecord) -> None:
+        for observer in self.observers:
+            observer.on_turn_end(turn)
+
+
+class TerminalDisplay(RunObserver):
+    """Prints a run as it happens.
+
+    ``text_out`` receives the assistant's text (None: do not print it, as with ``--json``);
+    ``info_out`` receives tool-call lines and the summary.
+    """
+
+    def __init__(self, info_out: TextIO, text_out: TextIO | None):
+        self.info_out = info_out
+        self.text_out = text_out
+        self._streamed_this_turn = False
+        self._text_open = False  # text printed without its final newline yet
+
+    def notice(self, message: str) -> None:
+        """A line for the person running toolrun (mode, fallbacks, divergences)."""
+        self._close_text()
+        self._info(message)
+
+    def on_text_delta(self, text: str) -> None:
+        self._streamed_this_turn = True
+        if self.text_out is not None and text:
+            self.text_out.write(redact(text))
+            self.text_out.flush()
+            self._text_open = not text.endswith("\n")
+
+    def on_model_response(self, turn_index: int, response: ModelResponse) -> None:
+        text = response.message.text
+        if text and not self._streamed_this_turn and self.text_out is not None:
+            self.text_out.write(redact(text))
+            self.text_out.flush()
+            self._text_open = not text.endswith("\n")
+        self._close_text()
+        self._streamed_this_turn = False
+
+    def on_tool_call_start(self, call: ToolCall) -> None:
+        arguments = call.arguments if call.arguments is not None else call.raw_arguments
+        self._info(f"→ {call.name} {_compact(arguments)}")
+
+    def on_tool_call_end(self, record: ToolCallRecord) -> None:
+        mark = "✗" if record.is_error else "←"
+        label = "error: " if record.is_error else ""
+        self._info(f"{mark} {record.name} {record.duration_ms} ms: {label}{_one_line(record.result)}")
+
+    def summary(self, result: RunResult, mode: str) -> None:
+        """The last line: turns, tool calls and tokens used, and whether it was live."""
+        self._close_text()
+        self._info(summary_line(result.turns, len(result.tool_calls), result.usage, mode))
+
+    def _close_text(self) -> None:
+        if self._text_open and self.text_out is not None:
+            self.text_out.write("\n")
+            self.text_out.flush()
+        self._text_open = False
+
+    def _info(self, line: str) -> None:
+        self.info_out.write(redact(line) + "\n")
+        self.info_out.flush()
+
+
+def summary_line(turns: list[TurnRecord], tool_calls: int, usage: Usage, mode: str) -> str:
+    """``2 turns · 3 tool calls · 330 in / 157 out tokens · replay``."""
+    return (f"{_plural(len(turns), 'turn')} · {_plural(tool_calls, 'tool call')} · "
+            f"{usage.input_tokens} in / {usage.output_tokens} out tokens · {mode}")
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
+def _compact(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return _one_line(text)
+
+
+def _one_line(text: str) -> str:
+    """A result on one short line: newlines shown as ⏎, long text cut with …."""
+    flat = text.replace("\r", "").replace("\n", " ⏎ ")
+    return flat if len(flat) <= _RESULT_EXCERPT else flat[: _RESULT_EXCERPT - 1] + "…"
