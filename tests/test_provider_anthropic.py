@@ -1,0 +1,526 @@
+"""The Anthropic Messages adapter: recorded traffic parsed whole and streamed, request mapping,
+and a loopback server speaking the wire format (SSE with ``event:`` names). Every follow-up
+request is checked against the rules the API enforces (``anthropic_rejections``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.loopback import Recorded, Reply
+from toolrun.errors import ProviderError, UserError
+from toolrun.messages import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    ModelSettings,
+    OpaquePart,
+    TextDelta,
+    TextPart,
+    ToolCall,
+    ToolCallStarted,
+    ToolDefinition,
+    ToolResult,
+)
+from toolrun.providers import get_provider_class
+from toolrun.providers.anthropic import (
+    AnthropicProvider,
+    AnthropicStreamAssembler,
+    build_request_body,
+    normalise_stop_reason,
+    parse_response,
+)
+from toolrun.providers.base import ProviderConfig
+from toolrun.providers.transport import HttpxTransport
+
+KEY = "sk-ant-test-key-0123456789"
+WEATHER = ToolDefinition("weather", "Current weather of one city. Use for weather questions only.",
+                         {"type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]})
+UPDATE = ToolDefinition("updateIssueList", "Refreshes the issue list. Takes no arguments.",
+                        {"type": "object", "properties": {}})
+THINKING = {"type": "thinking", "thinking": "The user wants two cities; call weather twice.",
+            "signature": "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds"}
+REDACTED = {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr"}
+
+
+def _run(coro):
+    return asyncio.run(coro)
+
+
+def _recorded(fixtures_dir: Path, name: str) -> dict[str, Any]:
+    return json.loads((fixtures_dir / "recorded" / f"vercel-ai--{name}.json").read_text())
+
+
+def _recorded_events(fixtures_dir: Path, name: str) -> list[dict[str, Any]]:
+    text = (fixtures_dir / "recorded" / f"vercel-ai--{name}.chunks.txt").read_text()
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def sse(events: list[dict[str, Any]]) -> list[str]:
+    """Anthropic's framing: an ``event:`` line named after the type, then the data."""
+    return [f"event: {event['type']}\ndata: {json.dumps(event, ensure_ascii=False)}\n\n" for event in events]
+
+
+def _request(messages: list[Message], **settings: Any) -> ModelRequest:
+    return ModelRequest("claude-sonnet-4-5", "You answer weather questions.", messages, [WEATHER, UPDATE],
+                        ModelSettings(**settings))
+
+
+def _question() -> list[Message]:
+    return [Message("user", [TextPart("What is the weather in 北京 and San Francisco?")])]
+
+
+def _answer(response: ModelResponse) -> list[Message]:
+    """What the runner appends after a tool-call turn: the message, then one result per call."""
+    results = [ToolResult(call.id, call.name, f"sunny in {(call.arguments or {}).get('location', '?')}")
+               for call in response.message.tool_calls]
+    return [response.message, Message("tool", results)]
+
+
+def anthropic_rejections(body: dict[str, Any]) -> list[str]:
+    """Why the Messages API would refuse ``body`` (empty when it would accept it)."""
+    problems: list[str] = []
+    if not isinstance(body.get("max_tokens"), int) or body["max_tokens"] < 1:
+        problems.append("max_tokens is required")
+    messages = body.get("messages") or []
+    if not messages or messages[0].get("role") != "user":
+        problems.append("the first message must be a user message")
+    for index, message in enumerate(messages):
+        if message.get("role") not in ("user", "assistant"):
+            problems.append(f"messages[{index}]: role {message.get('role')!r} (system goes top-level)")
+        if index and message.get("role") == messages[index - 1].get("role"):
+            problems.append(f"messages[{index}]: two {message['role']} messages in a row")
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
+        for block in blocks:
+            if block.get("type") == "text" and not block.get("text"):
+                problems.append(f"messages[{index}]: empty text block")
+            if block.get("type") == "tool_use":
+                if message["role"] != "assistant":
+                    problems.append(f"messages[{index}]: tool_use outside an assistant message")
+                if not re.fullmatch(r"[a-zA-Z0-9_-]+", str(block.get("id"))):
+                    problems.append(f"messages[{index}]: tool_use id {block.get('id')!r}")
+                if not isinstance(block.get("input"), dict):
+                    problems.append(f"messages[{index}]: tool_use input must be an object")
+        uses = [block["id"] for block in blocks if block.get("type") == "tool_use"]
+        if len(set(uses)) != len(uses):
+            problems.append(f"messages[{index}]: repeated tool_use ids")
+        results = [block for block in blocks if block.get("type") == "tool_result"]
+        if results and blocks[: len(results)] != results:
+            problems.append(f"messages[{index}]: tool_result blocks must come first")
+        if results:
+            previous = messages[index - 1] if index else {}
+            previous_uses = {b["id"] for b in previous.get("content") or [] if isinstance(b, dict) and b.get("type") == "tool_use"}
+            given = [block.get("tool_use_id") for block in results]
+            if set(given) != previous_uses or len(given) != len(previous_uses):
+                problems.append(f"messages[{index}]: tool_result ids {given} do not answer tool_use ids {sorted(previous_uses)}")
+        if uses and index + 1 < len(messages):
+            following = messages[index + 1].get("content") or []
+            answered = {b.get("tool_use_id") for b in following if isinstance(b, dict) and b.get("type") == "tool_result"}
+            if answered != set(uses):
+                problems.append(f"messages[{index + 1}]: every tool_use needs its tool_result in the next message")
+    for tool in body.get("tools") or []:
+        if set(tool) - {"name", "description", "input_schema", "cache_control"} or tool.get("input_schema", {}).get("type") != "object":
+            problems.append(f"tool {tool.get('name')!r} is not {{name, description, input_schema: object}}")
+    choice = body.get("tool_choice")
+    if choice is not None and choice.get("type") not in ("auto", "any", "tool", "none"):
+        problems.append(f"tool_choice type {choice.get('type')!r}")
+    return problems
+
+
+# ------------------------------------------------------------------- recorded traffic
+
+
+def test_recorded_no_args_tool_whole(fixtures_dir):
+    response = parse_response(_recorded(fixtures_dir, "anthropic-tool-no-args"))
+    assert response.stop_reason == "tool_calls" and response.raw_stop_reason == "tool_use"
+    assert response.message.text.endswith("Okay, I will update the current issue list:")
+    [call] = response.message.tool_calls
+    assert (call.id, call.provider_id, call.name, call.arguments) == (
+        "toolu_01LRmxn9vGM1d2DZSDBowdZ1", "toolu_01LRmxn9vGM1d2DZSDBowdZ1", "updateIssueList", {})
+    assert (response.usage.input_tokens, response.usage.output_tokens, response.usage.requests) == (602, 93, 1)
+
+
+def test_recorded_no_args_tool_streamed(fixtures_dir):
+    events: list[Any] = []
+    assembler = AnthropicStreamAssembler(events.append)
+    for event in _recorded_events(fixtures_dir, "anthropic-tool-no-args"):
+        assembler.feed(event)
+    response = assembler.finish()
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["I'll update the issue list for", " you."]
+    assert [e for e in events if isinstance(e, ToolCallStarted)] == [ToolCallStarted("updateIssueList", 0)]
+    assert response.message.text == "I'll update the issue list for you."
+    [call] = response.message.tool_calls
+    # the only input_json_delta is "": a tool without arguments gets {}
+    assert (call.id, call.arguments, call.raw_arguments) == ("toolu_01QE1WLsSVp5hy5Q3GmGTmjP", {}, "{}")
+    assert response.stop_reason == "tool_calls"
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (565, 48)
+
+
+def test_recorded_object_input_whole_and_streamed_agree(fixtures_dir):
+    whole = parse_response(_recorded(fixtures_dir, "anthropic-json-other-tool.1"))
+    assembler = AnthropicStreamAssembler()
+    for event in _recorded_events(fixtures_dir, "anthropic-json-other-tool.1"):
+        assembler.feed(event)
+    streamed = assembler.finish()
+    for response in (whole, streamed):
+        [call] = response.message.tool_calls
+        assert (call.name, call.arguments) == ("weather", {"location": "San Francisco"})
+        assert response.message.text is None
+        assert response.usage.input_tokens == 843 and response.usage.output_tokens == 28
+    assert streamed.message.tool_calls[0].raw_arguments == '{"location": "San Francisco"}'
+
+
+# ------------------------------------------------------------------------ the request
+
+
+def test_request_body_puts_system_top_level_and_always_sets_max_tokens():
+    body = build_request_body(_request(_question()), stream=False)
+    assert body["system"] == "You answer weather questions."
+    assert body["max_tokens"] == 4096 and "stream" not in body
+    assert [m["role"] for m in body["messages"]] == ["user"]
+    assert body["messages"][0]["content"] == [{"type": "text", "text": "What is the weather in 北京 and San Francisco?"}]
+    assert body["tools"][0] == {"name": "weather", "description": WEATHER.description, "input_schema": WEATHER.parameters}
+    assert body["tool_choice"] == {"type": "auto"}
+    assert anthropic_rejections(body) == []
+
+
+def test_request_body_settings():
+    body = build_request_body(_request(_question(), temperature=0, max_tokens=300, parallel_tool_calls=False,
+                                       extra={"top_k": 5}), stream=True)
+    assert (body["temperature"], body["max_tokens"], body["stream"], body["top_k"]) == (0, 300, True, 5)
+    assert body["tool_choice"] == {"type": "auto", "disable_parallel_tool_use": True}
+
+
+@pytest.mark.parametrize("choice, expected", [
+    ("auto", {"type": "auto"}),
+    ("required", {"type": "any"}),
+    ("none", {"type": "none"}),
+    ("weather", {"type": "tool", "name": "weather"}),
+])
+def test_tool_choice(choice, expected):
+    assert build_request_body(_request(_question(), tool_choice=choice), stream=False)["tool_choice"] == expected
+
+
+def test_no_tools_sends_no_tool_choice():
+    request = ModelRequest("claude-sonnet-4-5", None, _question(), [])
+    body = build_request_body(request, stream=False)
+    assert "tools" not in body and "tool_choice" not in body and "system" not in body
+
+
+def test_history_echoes_thinking_in_place_and_sends_all_results_in_one_user_message():
+    assistant = Message("assistant", [
+        OpaquePart("anthropic", THINKING),
+        TextPart("Let me check both."),
+        ToolCall("toolu_A", "weather", {"location": "北京"}, '{"location": "北京"}', "toolu_A"),
+        OpaquePart("anthropic", REDACTED),
+        ToolCall("toolu_B", "weather", {"location": "San Francisco"}, "{}", "toolu_B"),
+        OpaquePart("gemini", {"text": "not ours"}),
+    ])
+    # results arrive as two tool messages (one per call): they must still share one user message
+    history = _question() + [assistant, Message("tool", [ToolResult("toolu_A", "weather", "晴 21°C")]),
+                             Message("tool", [ToolResult("toolu_B", "weather", "HTTP 503", is_error=True)])]
+    body = build_request_body(_request(history), stream=False)
+    assert anthropic_rejections(body) == []
+    assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
+    assert body["messages"][1]["content"] == [
+        THINKING,
+        {"type": "text", "text": "Let me check both."},
+        {"type": "tool_use", "id": "toolu_A", "name": "weather", "input": {"location": "北京"}},
+        REDACTED,
+        {"type": "tool_use", "id": "toolu_B", "name": "weather", "input": {"location": "San Francisco"}},
+    ]
+    assert body["messages"][2]["content"] == [
+        {"type": "tool_result", "tool_use_id": "toolu_A", "content": "晴 21°C"},
+        {"type": "tool_result", "tool_use_id": "toolu_B", "content": "HTTP 503", "is_error": True},
+    ]
+    assert "晴 21°C" in json.dumps(body, ensure_ascii=False)
+
+
+def test_history_uses_the_runners_ids_and_puts_results_before_text():
+    # the runner rewrote a repeated provider id; tool_use and tool_result must agree on call.id
+    call = ToolCall("toolu_X_2", "updateIssueList", None, "{not json", provider_id="toolu_X")
+    history = _question() + [Message("assistant", [TextPart(""), call]),
+                             Message("tool", [ToolResult("toolu_X_2", "updateIssueList", "bad arguments", True)]),
+                             Message("user", [TextPart("and be quick")])]
+    body = build_request_body(_request(history), stream=False)
+    assert anthropic_rejections(body) == []
+    assert body["messages"][1]["content"] == [{"type": "tool_use", "id": "toolu_X_2", "name": "updateIssueList", "input": {}}]
+    assert [b["type"] for b in body["messages"][2]["content"]] == ["tool_result", "text"]
+
+
+def test_the_rejection_checker_catches_split_results():
+    body = {"max_tokens": 10, "messages": [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "t", "input": {}},
+                                          {"type": "tool_use", "id": "b", "name": "t", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "1"}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "b", "content": "2"}]},
+    ]}
+    assert anthropic_rejections(body)
+
+
+# ------------------------------------------------------------------------ the response
+
+
+@pytest.mark.parametrize("raw, expected", [
+    ("end_turn", "stop"), ("stop_sequence", "stop"), ("tool_use", "tool_calls"), ("max_tokens", "length"),
+    ("model_context_window_exceeded", "length"), ("refusal", "content_filter"), ("pause_turn", "stop"),
+])
+def test_stop_reasons(raw, expected):
+    assert normalise_stop_reason(raw) == expected
+
+
+def test_cache_tokens_count_as_input():
+    body = {"content": [{"type": "text", "text": "hi"}], "stop_reason": "end_turn",
+            "usage": {"input_tokens": 10, "cache_creation_input_tokens": 100, "cache_read_input_tokens": 1000, "output_tokens": 5}}
+    usage = parse_response(body).usage
+    assert (usage.input_tokens, usage.output_tokens) == (1110, 5)
+
+
+def test_streamed_thinking_block_is_rebuilt_exactly():
+    events = [
+        {"type": "message_start", "message": {"model": "claude-sonnet-4-5", "usage": {"input_tokens": 50, "output_tokens": 1}}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": "", "signature": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "The user wants two cities; "}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "call weather twice."}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": THINKING["signature"]}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "content_block_start", "index": 1, "content_block": REDACTED},
+        {"type": "content_block_stop", "index": 1},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 30}},
+        {"type": "message_stop"},
+    ]
+    assembler = AnthropicStreamAssembler()
+    for event in events:
+        assembler.feed(event)
+    response = assembler.finish()
+    assert response.message.parts == [OpaquePart("anthropic", THINKING), OpaquePart("anthropic", REDACTED)]
+    assert response.message.text is None and response.stop_reason == "stop"
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (50, 30)
+
+
+def test_interleaved_parallel_tool_use_blocks_are_assembled_per_index():
+    events = [
+        {"type": "message_start", "message": {"usage": {"input_tokens": 5}}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {}}},
+        {"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "id": "toolu_2", "name": "weather", "input": {}}},
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": '{"location": "S'}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": '{"location": "北'}},
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": 'F"}'}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": '京"}'}},
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 9}},
+        {"type": "message_stop"},
+    ]
+    assembler = AnthropicStreamAssembler()
+    for event in events:
+        assembler.feed(event)
+    calls = assembler.finish().message.tool_calls
+    assert [(c.id, c.arguments) for c in calls] == [("toolu_1", {"location": "北京"}), ("toolu_2", {"location": "SF"})]
+
+
+def test_cut_off_arguments_are_kept_raw():
+    assembler = AnthropicStreamAssembler()
+    for event in [
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {}}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": '{"locat'}},
+        {"type": "message_delta", "delta": {"stop_reason": "max_tokens"}, "usage": {"output_tokens": 9}},
+        {"type": "message_stop"},
+    ]:
+        assembler.feed(event)
+    response = assembler.finish()
+    [call] = response.message.tool_calls
+    assert (call.arguments, call.raw_arguments, response.stop_reason) == (None, '{"locat', "length")
+
+
+def test_a_stream_that_stops_half_way_is_an_error():
+    assembler = AnthropicStreamAssembler()
+    assembler.feed({"type": "message_start", "message": {"usage": {"input_tokens": 5}}})
+    with pytest.raises(ProviderError, match="message_stop"):
+        assembler.finish()
+
+
+def test_an_error_body_raises():
+    with pytest.raises(ProviderError, match="invalid_request_error: bad") as caught:
+        parse_response({"type": "error", "error": {"type": "invalid_request_error", "message": "bad"}})
+    assert caught.value.retryable is False
+
+
+# -------------------------------------------------------------- provider configuration
+
+
+def test_registered_and_configured_from_the_environment():
+    assert get_provider_class("anthropic") is AnthropicProvider
+    config = AnthropicProvider.resolve_config(environ={"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": "http://gw.local/"})
+    assert (config.base_url, config.api_key) == ("http://gw.local", KEY)
+    assert AnthropicProvider.resolve_config(environ={"ANTHROPIC_API_KEY": KEY}).base_url == "https://api.anthropic.com"
+    with pytest.raises(UserError, match="ANTHROPIC_API_KEY"):
+        AnthropicProvider.resolve_config(environ={})
+
+
+# ---------------------------------------------------------------- loopback, end to end
+
+
+def _provider(server, **transport: Any) -> AnthropicProvider:
+    config = ProviderConfig(base_url=server.url, api_key=KEY, headers={"x-gateway": "team-a"})
+    return AnthropicProvider("claude-sonnet-4-5", config, HttpxTransport(**transport))
+
+
+FINAL_EVENTS = [
+    {"type": "message_start", "message": {"model": "claude-sonnet-4-5", "usage": {"input_tokens": 700, "output_tokens": 1}}},
+    {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+    {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "北京 and San Francisco "}},
+    {"type": "ping"},
+    {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "are both sunny."}},
+    {"type": "content_block_stop", "index": 0},
+    {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 12}},
+    {"type": "message_stop"},
+]
+FINAL_BODY = {"type": "message", "role": "assistant", "model": "claude-sonnet-4-5", "stop_reason": "end_turn",
+              "content": [{"type": "text", "text": "北京 and San Francisco are both sunny."}],
+              "usage": {"input_tokens": 700, "output_tokens": 12}}
+
+# thinking, then two parallel calls of the same tool: the shape a real turn with thinking has
+PARALLEL_EVENTS = [
+    {"type": "message_start", "message": {"model": "claude-sonnet-4-5", "usage": {"input_tokens": 600, "output_tokens": 1}}},
+    {"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": "", "signature": ""}},
+    {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": THINKING["thinking"]}},
+    {"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": THINKING["signature"]}},
+    {"type": "content_block_stop", "index": 0},
+    {"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "id": "toolu_01A", "name": "weather", "input": {}}},
+    {"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": ""}},
+    {"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": '{"location": "北京"}'}},
+    {"type": "content_block_stop", "index": 1},
+    {"type": "ping"},
+    {"type": "content_block_start", "index": 2, "content_block": {"type": "tool_use", "id": "toolu_01B", "name": "weather", "input": {}}},
+    {"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": '{"location": '}},
+    {"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": '"San Francisco"}'}},
+    {"type": "content_block_stop", "index": 2},
+    {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 80}},
+    {"type": "message_stop"},
+]
+
+
+def _two_turns(server, *, stream: bool) -> tuple[ModelResponse, ModelResponse, list[Any]]:
+    """Play one tool round against ``server`` as the runner would: ask, answer the calls, ask again."""
+    events: list[Any] = []
+
+    async def go():
+        provider = _provider(server)
+        try:
+            first = await provider.complete(_request(_question()), stream=stream, on_event=events.append)
+            second = await provider.complete(_request(_question() + _answer(first)), stream=stream, on_event=events.append)
+            return first, second
+        finally:
+            await provider.aclose()
+
+    first, second = _run(go())
+    return first, second, events
+
+
+def _check_http(server, *, stream: bool) -> None:
+    for recorded in server.requests:
+        assert recorded.method == "POST" and recorded.path == "/v1/messages" and recorded.query == {}
+        assert recorded.headers["x-api-key"] == KEY and recorded.headers["anthropic-version"] == "2023-06-01"
+        assert recorded.headers["x-gateway"] == "team-a"
+        assert KEY not in recorded.path
+        body = recorded.json()
+        assert body.get("stream", False) is stream
+        assert anthropic_rejections(body) == []
+
+
+@pytest.mark.parametrize("name", ["anthropic-tool-no-args", "anthropic-json-other-tool.1"])
+@pytest.mark.parametrize("stream", [False, True])
+def test_recorded_turn_replayed_by_a_loopback_server(loopback, fixtures_dir, name, stream):
+    def handler(request: Recorded) -> Reply:
+        first = len(server.requests) == 1
+        if stream:
+            events = _recorded_events(fixtures_dir, name) if first else FINAL_EVENTS
+            return Reply(200, chunks=sse(events), headers={"Content-Type": "text/event-stream"})
+        return Reply(200, _recorded(fixtures_dir, name) if first else FINAL_BODY)
+
+    server = loopback(handler)
+    first, second, _ = _two_turns(server, stream=stream)
+    recording = _recorded_events(fixtures_dir, name) if stream else _recorded(fixtures_dir, name)["content"]
+    recorded_ids = [e["content_block"]["id"] for e in recording if e.get("type") == "content_block_start"
+                    and e["content_block"]["type"] == "tool_use"] if stream else [b["id"] for b in recording if b["type"] == "tool_use"]
+    assert [call.provider_id for call in first.message.tool_calls] == recorded_ids
+    assert second.message.text == "北京 and San Francisco are both sunny." and second.stop_reason == "stop"
+    _check_http(server, stream=stream)
+    follow_up = server.requests[1].json()["messages"]
+    assert [b["tool_use_id"] for b in follow_up[2]["content"]] == recorded_ids
+
+
+def test_parallel_calls_with_thinking_streamed_end_to_end(loopback):
+    answers = iter([PARALLEL_EVENTS, FINAL_EVENTS])
+    server = loopback(lambda request: Reply(200, chunks=sse(next(answers)), headers={"Content-Type": "text/event-stream"}))
+    first, second, events = _two_turns(server, stream=True)
+
+    assert [(c.id, c.arguments) for c in first.message.tool_calls] == [
+        ("toolu_01A", {"location": "北京"}), ("toolu_01B", {"location": "San Francisco"})]
+    assert [e for e in events if isinstance(e, ToolCallStarted)] == [ToolCallStarted("weather", 0), ToolCallStarted("weather", 1)]
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "北京 and San Francisco are both sunny."
+    assert (first.usage.input_tokens, first.usage.output_tokens) == (600, 80)
+    _check_http(server, stream=True)
+    follow_up = server.requests[1].json()["messages"]
+    assert follow_up[1]["content"][0] == THINKING  # echoed unchanged, first, as received
+    assert [b["type"] for b in follow_up[1]["content"]] == ["thinking", "tool_use", "tool_use"]
+    assert follow_up[2]["content"] == [
+        {"type": "tool_result", "tool_use_id": "toolu_01A", "content": "sunny in 北京"},
+        {"type": "tool_result", "tool_use_id": "toolu_01B", "content": "sunny in San Francisco"},
+    ]
+
+
+def test_error_event_mid_stream_raises_a_retryable_error(loopback):
+    events = PARALLEL_EVENTS[:6] + [{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}]
+    server = loopback(lambda request: Reply(200, chunks=sse(events), headers={"Content-Type": "text/event-stream"}))
+
+    async def go():
+        provider = _provider(server)
+        try:
+            await provider.complete(_request(_question()), stream=True)
+        finally:
+            await provider.aclose()
+
+    with pytest.raises(ProviderError, match="overloaded_error: Overloaded") as caught:
+        _run(go())
+    assert caught.value.retryable is True
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_529_overloaded_is_retried_then_succeeds(loopback, stream):
+    overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    answers = iter([Reply(529, overloaded, {"retry-after-ms": "20"}),
+                    Reply(200, chunks=sse(FINAL_EVENTS)) if stream else Reply(200, FINAL_BODY)])
+    server = loopback(lambda request: next(answers))
+
+    async def go():
+        provider = _provider(server)
+        try:
+            return await provider.complete(_request(_question()), stream=stream)
+        finally:
+            await provider.aclose()
+
+    assert _run(go()).message.text == "北京 and San Francisco are both sunny."
+    assert len(server.requests) == 2
+
+
+def test_invalid_request_is_not_retried_and_names_the_problem(loopback):
+    server = loopback(lambda request: Reply(400, {"type": "error", "error": {
+        "type": "invalid_request_error", "message": "messages.2: tool_use ids were found without tool_result blocks"}}))
+
+    async def go():
+        provider = _provider(server)
+        try:
+            await provider.complete(_request(_question()), stream=False)
+        finally:
+            await provider.aclose()
+
+    with pytest.raises(ProviderError, match="HTTP 400: messages.2: tool_use ids") as caught:
+        _run(go())
+    assert caught.value.status == 400 and len(server.requests) == 1
