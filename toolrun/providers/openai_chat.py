@@ -17,6 +17,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
+from toolrun.catalog.export import tool_definition_for
 from toolrun.errors import ProviderError
 from toolrun.messages import (
     Message,
@@ -78,19 +79,8 @@ def openai_tools(definitions: list[ToolDefinition]) -> list[dict[str, Any]]:
 
 
 def tool_definition(definition: ToolDefinition, format: str) -> dict[str, Any]:
-    """One tool in ``format``; the catalog exporter owns the conversion when it is present."""
-    try:
-        from toolrun.catalog.export import tool_definition_for
-    except ImportError:  # the exporter has not landed yet: the same shapes, minimal
-        return _fallback_tool_definition(definition, format)
+    """One tool in ``format`` ("openai" or "openai-responses"); the catalog exporter owns the shapes."""
     return tool_definition_for(definition, format)
-
-
-def _fallback_tool_definition(definition: ToolDefinition, format: str) -> dict[str, Any]:
-    function = {"name": definition.name, "description": definition.description, "parameters": definition.parameters}
-    if format == "openai-responses":
-        return {"type": "function", **function, "strict": False}
-    return {"type": "function", "function": function}
 
 
 def tool_choice_value(choice: str, *, flat: bool = False) -> str | dict[str, Any]:

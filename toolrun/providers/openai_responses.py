@@ -1,0 +1,238 @@
+"""OpenAI Responses API — POST {OPENAI_BASE_URL}/responses.
+
+Stateless on purpose: ``store: false`` and the whole history re-sent as input items each
+turn. Calls are ``function_call`` output items answered by ``function_call_output`` items
+with the same ``call_id`` (toolrun's ``ToolCall.id``); the ``fc_…`` item id is kept in
+``provider_data`` but only echoed next to the reasoning item it belongs to — OpenAI rejects a
+``function_call`` with an id whose ``reasoning`` item is missing, and without ``store`` it
+only accepts reasoning items that carry ``encrypted_content`` (ask for it with
+``settings.extra: {include: [reasoning.encrypted_content]}``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolrun.errors import ProviderError
+from toolrun.messages import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    OpaquePart,
+    Part,
+    StopReason,
+    StreamEvent,
+    TextDelta,
+    TextPart,
+    ToolCall,
+    ToolCallStarted,
+    ToolResult,
+)
+from toolrun.providers.base import EventSink
+from toolrun.providers.openai_chat import (
+    OpenAIChatProvider,
+    emit,
+    parse_arguments,
+    sse_json,
+    tool_choice_value,
+    tool_definition,
+    usage_from,
+)
+from toolrun.secrets import redact
+
+PROVIDER = "openai-responses"
+INCOMPLETE_REASONS: dict[str, StopReason] = {"max_output_tokens": "length", "content_filter": "content_filter"}
+
+
+# ---------------------------------------------------------------- request
+
+
+def _assistant_items(message: Message) -> list[dict[str, Any]]:
+    echoes_reasoning = any(
+        isinstance(part, OpaquePart) and part.provider == PROVIDER and part.data.get("encrypted_content")
+        for part in message.parts
+    )
+    items: list[dict[str, Any]] = []
+    for part in message.parts:
+        if isinstance(part, TextPart) and part.text:
+            items.append({"role": "assistant", "content": part.text})
+        elif isinstance(part, OpaquePart) and part.provider == PROVIDER and part.data.get("encrypted_content"):
+            items.append(part.data)  # a reasoning item, unchanged
+        elif isinstance(part, ToolCall):
+            item = {"type": "function_call", "call_id": part.id, "name": part.name, "arguments": part.raw_arguments or "{}"}
+            item_id = part.provider_data.get(PROVIDER, {}).get("item_id")
+            if echoes_reasoning and item_id:
+                item["id"] = item_id
+            items.append(item)
+    return items
+
+
+def input_items(messages: list[Message]) -> list[dict[str, Any]]:
+    """The neutral conversation as Responses ``input`` items, in order."""
+    items: list[dict[str, Any]] = []
+    for message in messages:
+        if message.role == "assistant":
+            items.extend(_assistant_items(message))
+            continue
+        for result in message.tool_results:
+            items.append({"type": "function_call_output", "call_id": result.call_id, "output": result.content})
+        if message.text is not None:
+            items.append({"role": "user", "content": message.text})
+    return items
+
+
+def build_request_body(request: ModelRequest, *, stream: bool) -> dict[str, Any]:
+    """The JSON body of ``POST /responses`` (system prompt as ``instructions``)."""
+    settings = request.settings
+    body: dict[str, Any] = {"model": request.model, "input": input_items(request.messages), "store": False}
+    if request.system:
+        body["instructions"] = request.system
+    if request.tools:
+        body["tools"] = [tool_definition(definition, PROVIDER) for definition in request.tools]
+        if settings.tool_choice != "auto":
+            body["tool_choice"] = tool_choice_value(settings.tool_choice, flat=True)
+        if not settings.parallel_tool_calls:
+            body["parallel_tool_calls"] = False
+    if settings.temperature is not None:
+        body["temperature"] = settings.temperature
+    if settings.max_tokens is not None:
+        body["max_output_tokens"] = settings.max_tokens
+    if stream:
+        body["stream"] = True
+    body.update(settings.extra)
+    return body
+
+
+# ---------------------------------------------------------------- response
+
+
+def _parts_of(output: list[dict[str, Any]]) -> tuple[list[Part], bool]:
+    """Output items -> message parts, and whether the model refused."""
+    parts: list[Part] = []
+    refused = False
+    for item in output:
+        kind = item.get("type")
+        if kind == "message":
+            for content in item.get("content") or []:
+                if content.get("type") == "output_text" and content.get("text"):
+                    parts.append(TextPart(content["text"]))
+                elif content.get("type") == "refusal":
+                    refused = True
+                    parts.append(TextPart(content.get("refusal") or ""))
+        elif kind == "function_call":
+            arguments, raw = parse_arguments(item.get("arguments"))
+            call_id = item.get("call_id")
+            parts.append(ToolCall(call_id or "", item.get("name") or "", arguments, raw, call_id,
+                                  {PROVIDER: {"item_id": item.get("id")}}))
+        elif kind == "reasoning":
+            parts.append(OpaquePart(PROVIDER, item))
+    return parts, refused
+
+
+def _stop_reason(response: dict[str, Any], has_calls: bool, refused: bool) -> tuple[StopReason, str | None]:
+    status = response.get("status")
+    if status == "failed":
+        error = response.get("error") or {}
+        raise ProviderError(redact(f"the response failed: {error.get('message') or error or 'no reason given'}"))
+    if status == "incomplete":
+        reason = (response.get("incomplete_details") or {}).get("reason")
+        return INCOMPLETE_REASONS.get(reason or "", "length"), reason
+    if has_calls:
+        return "tool_calls", status
+    return ("content_filter" if refused else "stop"), status
+
+
+def parse_response(body: dict[str, Any]) -> ModelResponse:
+    """A whole ``response`` object -> the neutral answer."""
+    if body.get("error") and body.get("status") != "failed":
+        error = body["error"]
+        raise ProviderError(redact(f"the provider answered with an error: {error.get('message') if isinstance(error, dict) else error}"))
+    parts, refused = _parts_of(body.get("output") or [])
+    message = Message("assistant", parts)
+    stop_reason, raw = _stop_reason(body, bool(message.tool_calls), refused)
+    usage = usage_from(body.get("usage"), "input_tokens", "output_tokens")
+    return ModelResponse(message, stop_reason, usage, raw_stop_reason=raw, model=body.get("model"))
+
+
+@dataclass
+class ResponsesStreamAssembler:
+    """Builds one answer from Responses stream events; deltas are matched by ``item_id``."""
+
+    items: dict[int, dict[str, Any]] = field(default_factory=dict)  # output_index -> item so far
+    texts: dict[str, list[str]] = field(default_factory=dict)  # message item id -> text deltas
+    index_of: dict[str, int] = field(default_factory=dict)  # item id -> output_index
+    final: dict[str, Any] | None = None
+    calls_started: int = 0
+
+    def feed(self, event: str | None, data: dict[str, Any]) -> list[StreamEvent]:
+        kind = data.get("type") or event
+        if kind == "error":
+            raise ProviderError(redact(f"the provider reported an error mid-stream: {data.get('message') or data}"))
+        if kind in ("response.completed", "response.incomplete", "response.failed"):
+            self.final = data.get("response") or {}
+            if kind == "response.failed":
+                _stop_reason(self.final, False, False)  # raises with the provider's message
+            return []
+        if kind == "response.output_item.added":
+            return self._added(data["output_index"], dict(data["item"]))
+        if kind == "response.output_item.done":
+            self.items[data["output_index"]] = data["item"]
+            return []
+        item = self._item(data)
+        if item is None:
+            return []
+        if kind == "response.output_text.delta":
+            self.texts.setdefault(item["id"], []).append(data.get("delta") or "")
+            return [TextDelta(data["delta"])] if data.get("delta") else []
+        if kind == "response.function_call_arguments.delta":
+            item["arguments"] = (item.get("arguments") or "") + (data.get("delta") or "")
+        elif kind == "response.function_call_arguments.done":
+            item["arguments"] = data.get("arguments", item.get("arguments"))
+        return []
+
+    def _added(self, output_index: int, item: dict[str, Any]) -> list[StreamEvent]:
+        self.items[output_index] = item
+        if item.get("id"):
+            self.index_of[item["id"]] = output_index
+        if item.get("type") != "function_call":
+            return []
+        self.calls_started += 1
+        return [ToolCallStarted(item.get("name") or "", self.calls_started - 1)]
+
+    def _item(self, data: dict[str, Any]) -> dict[str, Any] | None:
+        index = self.index_of.get(data.get("item_id") or "", data.get("output_index"))
+        return self.items.get(index) if index is not None else None
+
+    def _assembled_output(self) -> list[dict[str, Any]]:
+        output = []
+        for _, item in sorted(self.items.items()):
+            if item.get("type") == "message" and not item.get("content") and item.get("id") in self.texts:
+                item = {**item, "content": [{"type": "output_text", "text": "".join(self.texts[item["id"]])}]}
+            output.append(item)
+        return output
+
+    def result(self) -> ModelResponse:
+        if self.final is None:
+            raise ProviderError("the stream ended before response.completed: the answer is incomplete")
+        output = self._assembled_output() or self.final.get("output") or []
+        return parse_response({**self.final, "output": output})
+
+
+# ---------------------------------------------------------------- transport
+
+
+class OpenAIResponsesProvider(OpenAIChatProvider):
+    """``openai-responses:MODEL`` — same endpoint variables and key as ``openai``."""
+
+    name = "openai-responses"
+    path = "/responses"
+
+    async def complete(self, request: ModelRequest, *, stream: bool, on_event: EventSink | None = None) -> ModelResponse:
+        wire = self.wire_request(build_request_body(request, stream=stream), stream=stream)
+        if not stream:
+            return parse_response((await self.transport.send(wire)).body)
+        assembler = ResponsesStreamAssembler()
+        async for event, data in sse_json(self.transport.stream(wire)):
+            emit(assembler.feed(event, data), on_event)
+        return assembler.result()
