@@ -1,1 +1,80 @@
-"""(placeholder: filled in by its owner)."""
+"""``toolrun tools list``: what the catalog holds, as a table or as JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import click
+
+from toolrun.catalog.model import Tool
+from toolrun.cli import tools
+from toolrun.cli.common import load_catalog_for_cli, tools_dir_option
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s|(?<=[。！？])")
+_SUMMARY_WIDTH = 80
+
+
+@tools.command("list")
+@tools_dir_option
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of the tools on stdout.")
+def list_command(tools_dir: Path | None, as_json: bool) -> None:
+    """List the tools: name, backend, first sentence of the description, file."""
+    catalog = load_catalog_for_cli(tools_dir)
+    if as_json:
+        click.echo(json.dumps([tool_listing(tool) for tool in catalog], ensure_ascii=False, indent=2))
+        return
+    if not len(catalog):
+        click.echo(f"no tools in {catalog.directory}", err=True)
+        return
+    rows = [(tool.name, tool.backend.kind, first_sentence(tool.description), _where(tool)) for tool in catalog]
+    click.echo(format_table(("NAME", "BACKEND", "DESCRIPTION", "FILE"), rows))
+
+
+def tool_listing(tool: Tool) -> dict[str, Any]:
+    """One tool as an object of ``toolrun tools list --json``."""
+    return {
+        "name": tool.name,
+        "description": tool.description,
+        "parameters": tool.parameters,
+        "backend": tool.backend.kind,
+        "file": str(tool.source.file),
+        "line": tool.source.line,
+        "sequential": tool.sequential,
+        "timeout": tool.timeout,
+        "max_output": tool.max_output,
+        "confirm": tool.confirm,
+        "annotations": asdict(tool.annotations) if tool.annotations else None,
+    }
+
+
+def first_sentence(text: str, width: int = _SUMMARY_WIDTH) -> str:
+    """The description's first sentence on one line, cut to ``width`` characters."""
+    flat = " ".join(text.split())
+    sentence = _SENTENCE_END.split(flat, maxsplit=1)[0].strip()
+    return sentence if len(sentence) <= width else sentence[: width - 1].rstrip() + "…"
+
+
+def format_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    """Left-aligned columns separated by two spaces; the last column is not padded."""
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header) - 1)]
+    lines = []
+    for row in [header, *rows]:
+        cells = [cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])] + [row[-1]]
+        lines.append("  ".join(cells))
+    return "\n".join(lines)
+
+
+def _where(tool: Tool) -> str:
+    # Relative to the current folder when it is inside it: shorter, and what the user typed.
+    try:
+        shown = os.path.relpath(tool.source.file)
+    except ValueError:
+        shown = str(tool.source.file)
+    if shown.startswith(".."):
+        shown = str(tool.source.file)
+    return f"{shown}:{tool.source.line}"

@@ -1,0 +1,168 @@
+"""Load a tools directory into a Catalog, reporting every problem of every file at once.
+
+Per file: YAML syntax -> the packaged JSON Schema -> semantic rules (tool_builder) ->
+names unique across files. A broken file never hides the problems of the others, and a
+toolset's broken tool never hides its good neighbours.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toolrun.catalog.model import Catalog, Tool
+from toolrun.catalog.tool_builder import build_tool
+from toolrun.catalog.tool_schema import schema_problems
+from toolrun.errors import Problem, UserError
+from toolrun.schema_errors import describe_value
+from toolrun.yamlsource import LineDict, YamlSyntaxError, load_yaml_file
+
+TOOL_FILE_SUFFIXES = (".yaml", ".yml")
+
+
+@dataclass
+class LoadResult:
+    """The tools that loaded, and every problem found (empty when the directory is clean)."""
+
+    catalog: Catalog
+    problems: list[Problem] = field(default_factory=list)
+    files: list[Path] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def tool_files(directory: Path) -> list[Path]:
+    """The tool files of ``directory`` in load order: *.yaml and *.yml, sorted, hidden files skipped."""
+    if not directory.exists():
+        raise UserError(
+            Problem(directory, None, "tools directory not found", f"pass --tools-dir DIR, or create {directory}/ with one YAML file per tool")
+        )
+    if not directory.is_dir():
+        raise UserError(Problem(directory, None, "is not a directory", "pass --tools-dir with the folder that holds the tool files"))
+    return sorted(
+        (p for p in directory.iterdir() if p.suffix in TOOL_FILE_SUFFIXES and not p.name.startswith(".") and p.is_file()),
+        key=lambda p: p.name,
+    )
+
+
+def load_catalog(directory: Path) -> LoadResult:
+    """Load every tool file of ``directory``; problems are collected, never raised (except a missing directory)."""
+    files = tool_files(directory)
+    catalog = Catalog(directory=directory)
+    problems: list[Problem] = []
+    first_seen: dict[str, tuple[Path, int | None]] = {}
+    for file in files:
+        tools, file_problems = load_tool_file(file)
+        for name, line, tool in tools:
+            if name in first_seen:
+                other_file, other_line = first_seen[name]
+                file_problems.append(
+                    Problem(file, line, f"duplicate tool name '{name}' (also defined at {other_file}:{other_line})", "rename one of the two tools")
+                )
+                continue
+            first_seen[name] = (file, line)
+            if tool is not None:
+                catalog.tools[name] = tool
+        problems += sorted(file_problems, key=lambda p: p.line or 0)
+    return LoadResult(catalog, problems, files)
+
+
+def load_catalog_or_raise(directory: Path) -> Catalog:
+    """The catalog of ``directory``; UserError listing every problem when there is any."""
+    result = load_catalog(directory)
+    if result.problems:
+        raise UserError(result.problems)
+    return result.catalog
+
+
+def load_tool_file(file: Path) -> tuple[list[tuple[str, int | None, Tool | None]], list[Problem]]:
+    """The tools of one file as (name, line, Tool or None when broken), and the file's problems.
+
+    Names of broken tools are still returned so duplicate names are found across files.
+    """
+    try:
+        document = load_yaml_file(file)
+    except YamlSyntaxError as exc:
+        return [], [exc.problem]
+    shape = _document_shape_problem(document, file)
+    if shape is not None:
+        return [], [shape]
+
+    problems: list[Problem] = []
+    broken_paths: set[tuple[Any, ...]] = set()
+    for path, problem in schema_problems(document, file):
+        problems.append(problem)
+        broken_paths.add(path[:3] if path[:1] == ("tools",) else path[:1])
+
+    if "tools" in document or "defaults" in document:
+        listed = document.get("tools")
+        entries = [(("tools", index), raw) for index, raw in enumerate(listed)] if isinstance(listed, list) else []
+        defaults = document.get("defaults")
+        defaults_broken = ("defaults",) in broken_paths or ("tools",) in broken_paths
+    else:
+        entries = [((), document)]
+        defaults = None
+        defaults_broken = False
+
+    tools: list[tuple[str, int | None, Tool | None]] = []
+    for path, raw in entries:
+        if not isinstance(raw, LineDict):
+            continue  # the schema already said it is not a mapping
+        name = raw.get("name")
+        line = raw.key_lines.get("name", raw.line)
+        broken_keys = _broken_keys(broken_paths, path)
+        tool = None
+        if not defaults_broken and _checkable(raw, broken_keys):
+            # Still run the semantic checks past a bad description or timeout: report everything at once.
+            usable = _without(raw, broken_keys - {""})
+            tool, tool_problems = build_tool(usable, file=file, document=document, path=path, defaults=defaults)
+            problems += tool_problems
+            if broken_keys:
+                tool = None
+        if isinstance(name, str) and name:
+            tools.append((name, line, tool))
+    return tools, problems
+
+
+def _broken_keys(broken_paths: set[tuple[Any, ...]], tool_path: tuple[Any, ...]) -> set[str]:
+    """The tool's own keys that have schema errors; "" for an error on the tool mapping itself."""
+    keys: set[str] = set()
+    for broken in broken_paths:
+        if broken[: len(tool_path)] == tool_path:
+            rest = broken[len(tool_path):]
+            keys.add(str(rest[0]) if rest else "")
+    return keys
+
+
+def _checkable(raw: LineDict, broken_keys: set[str]) -> bool:
+    # The semantic checks need a name, a schema-valid backend and schema-valid parameters.
+    return (
+        isinstance(raw.get("name"), str)
+        and isinstance(raw.get("description", ""), str)
+        and "backend" in raw
+        and not broken_keys & {"name", "backend", "parameters"}
+    )
+
+
+def _without(raw: LineDict, keys: set[str]) -> LineDict:
+    if not keys:
+        return raw
+    copy = LineDict((k, v) for k, v in raw.items() if k not in keys)
+    copy.line = raw.line
+    copy.key_lines = raw.key_lines
+    return copy
+
+
+def _document_shape_problem(document: Any, file: Path) -> Problem | None:
+    if document is None:
+        return Problem(file, None, "the file is empty", "write one tool (name, description, backend) or a toolset (tools: [...]), or delete the file")
+    if not isinstance(document, dict):
+        fix = "put the list under 'tools:'" if isinstance(document, list) else "write one tool (name, description, backend) or a toolset (tools: [...])"
+        return Problem(file, getattr(document, "line", 1), f"expected a mapping (one tool or a toolset), got {describe_value(document)}", fix)
+    return None
+
+
+__all__ = ["LoadResult", "TOOL_FILE_SUFFIXES", "load_catalog", "load_catalog_or_raise", "load_tool_file", "tool_files"]

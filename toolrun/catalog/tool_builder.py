@@ -1,0 +1,273 @@
+"""One tool mapping (already schema-valid) -> a Tool: defaults merged, semantic rules checked.
+
+The schema cannot see everything: whether ``parameters`` is itself a valid JSON Schema,
+whether the backend is installed, whether a template names an argument that does not
+exist. Those checks live here, each reported with the line it is about.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from jsonschema import Draft202012Validator
+
+from toolrun import templates
+from toolrun.backends import backend_targets, get_backend
+from toolrun.catalog.durations import parse_duration
+from toolrun.catalog.model import (
+    DEFAULT_MAX_OUTPUT,
+    DEFAULT_TIMEOUT_SECONDS,
+    Annotations,
+    BackendSpec,
+    SourceLocation,
+    Tool,
+)
+from toolrun.errors import Problem
+from toolrun.schema_errors import describe_path, did_you_mean
+from toolrun.yamlsource import LineDict, LineList, line_of, plain
+
+_EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
+_JSON_TYPES = ("string", "number", "integer", "boolean", "object", "array", "null")
+_TEMPLATE_MAP_KEYS = ("headers", "query", "env", "form")
+_MERGED_MAPPING_DEFAULTS = {"http": ("headers", "query"), "shell": ("env",)}
+_PLAIN_DEFAULTS = {"http": ("base_url", "timeout", "retries", "allow_hosts"), "shell": ("cwd",)}
+
+# Building the metaschema validator is slow; one instance serves every tool.
+_METASCHEMA_VALIDATOR = Draft202012Validator(Draft202012Validator.META_SCHEMA)
+
+
+def build_tool(
+    raw: LineDict,
+    *,
+    file: Path,
+    document: Any,
+    path: tuple[Any, ...] = (),
+    defaults: LineDict | None = None,
+) -> tuple[Tool | None, list[Problem]]:
+    """The Tool described by ``raw`` (with toolset ``defaults`` merged), or None and its problems.
+
+    ``document`` and ``path`` locate ``raw`` inside the file so problems carry lines.
+    """
+    problems: list[Problem] = []
+    name = str(raw["name"])
+    label = f"tool '{name}'"
+
+    def at(*steps: Any) -> int | None:
+        return line_of(document, path + steps)
+
+    parameters = plain(raw.get("parameters")) if "parameters" in raw else dict(_EMPTY_PARAMETERS)
+    problems += _parameter_problems(parameters, file, label, lambda *steps: at("parameters", *steps))
+
+    timeout = DEFAULT_TIMEOUT_SECONDS
+    timeout_source = raw if "timeout" in raw else defaults if defaults and "timeout" in defaults else None
+    if timeout_source is not None:
+        try:
+            timeout = parse_duration(timeout_source["timeout"])
+        except ValueError as exc:
+            problems.append(Problem(file, _line_in(timeout_source, "timeout", at()), f"{label}: timeout: {exc}", "write it like 30s, 500ms or 2m"))
+
+    backend, backend_problems = _backend_spec(raw, defaults, file, label, at)
+    problems += backend_problems
+    if backend is None:
+        return None, problems
+
+    tool = Tool(
+        name=name,
+        description=str(raw.get("description", "")),
+        parameters=parameters,
+        backend=backend,
+        source=SourceLocation(file, raw.key_lines.get("name", raw.line), _key_lines(raw)),
+        sequential=bool(_own_or_default(raw, defaults, "sequential", False)),
+        timeout=timeout,
+        max_output=int(_own_or_default(raw, defaults, "max_output", DEFAULT_MAX_OUTPUT)),
+        confirm=bool(_own_or_default(raw, defaults, "confirm", False)),
+        annotations=_annotations(raw, defaults),
+    )
+    problems += _backend_problems(tool, raw, defaults, file, label, at)
+    return (None if problems else tool), problems
+
+
+def _line_in(mapping: Any, key: str, fallback: int | None) -> int | None:
+    if isinstance(mapping, LineDict):
+        return mapping.key_lines.get(key, fallback)
+    return fallback
+
+
+def _own_or_default(raw: Mapping[str, Any], defaults: Mapping[str, Any] | None, key: str, fallback: Any) -> Any:
+    if key in raw:
+        return raw[key]
+    if defaults and key in defaults:
+        return defaults[key]
+    return fallback
+
+
+def _annotations(raw: Mapping[str, Any], defaults: Mapping[str, Any] | None) -> Annotations | None:
+    merged = {**plain((defaults or {}).get("annotations") or {}), **plain(raw.get("annotations") or {})}
+    return Annotations(**merged) if merged else None
+
+
+def _parameter_problems(parameters: Any, file: Path, label: str, at) -> list[Problem]:
+    problems = []
+    for error in _METASCHEMA_VALIDATOR.iter_errors(parameters):
+        where = describe_path(("parameters", *error.absolute_path))
+        message = f"{label}: {where} is not a valid JSON Schema: {error.message}"
+        fix = "fix it per JSON Schema draft 2020-12 (e.g. {type: string, description: ...})"
+        if error.absolute_path and error.absolute_path[-1] == "type" and isinstance(error.instance, str):
+            message = f"{label}: {where}: '{error.instance}' is not a JSON Schema type"
+            guess = did_you_mean(error.instance, _JSON_TYPES)
+            fix = f"did you mean '{guess}'?" if guess else f"use one of {', '.join(_JSON_TYPES)}"
+        problems.append(Problem(file, at(*error.absolute_path), message, fix))
+    if problems or not isinstance(parameters, dict):
+        return problems
+    properties = parameters.get("properties")
+    required = parameters.get("required")
+    if isinstance(properties, dict) and isinstance(required, list):
+        for index, key in enumerate(required):
+            if key not in properties:
+                guess = did_you_mean(str(key), properties)
+                problems.append(
+                    Problem(
+                        file,
+                        at("required", index),
+                        f"{label}: parameters.required names '{key}', which is not under parameters.properties",
+                        f"did you mean '{guess}'?" if guess else f"declare '{key}' under parameters.properties, or remove it from required",
+                    )
+                )
+    return problems
+
+
+def _backend_spec(raw: LineDict, defaults: LineDict | None, file: Path, label: str, at) -> tuple[BackendSpec | None, list[Problem]]:
+    backend = raw["backend"]
+    kind = next(iter(backend))
+    targets = backend_targets()
+    if kind not in targets:
+        guess = did_you_mean(str(kind), targets)
+        fix = f"did you mean '{guess}'?" if guess else f"use one of {', '.join(targets)}"
+        return None, [Problem(file, at("backend", kind), f"{label}: unknown backend '{kind}'", fix)]
+    value = backend[kind]
+    if kind == "python" and isinstance(value, str):
+        config: dict[str, Any] = {"function": value}
+    elif isinstance(value, dict):
+        config = plain(value)
+    else:
+        config = {"value": plain(value)}  # a plugin backend written as a scalar
+    config = _merge_backend_defaults(kind, config, defaults)
+    problems: list[Problem] = []
+    for key in _TEMPLATE_MAP_KEYS:
+        if isinstance(config.get(key), dict):
+            config[key] = {k: _as_text(v) for k, v in config[key].items()}
+    if "timeout" in config:
+        try:
+            config["timeout"] = parse_duration(config["timeout"])
+        except ValueError as exc:
+            problems.append(Problem(file, at("backend", kind, "timeout"), f"{label}: backend.{kind}.timeout: {exc}", "write it like 30s, 500ms or 2m"))
+    problems += _shape_problems(kind, config, file, label, lambda *steps: at("backend", kind, *steps))
+    return BackendSpec(kind, config), problems
+
+
+def _as_text(value: Any) -> Any:
+    # YAML turns `PORT: 8080` into an int and `DEBUG: true` into a bool; headers/env need text.
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    return value
+
+
+def _merge_backend_defaults(kind: str, config: dict[str, Any], defaults: Mapping[str, Any] | None) -> dict[str, Any]:
+    section = plain((defaults or {}).get(kind) or {})
+    if not section:
+        return config
+    merged = dict(config)
+    for key in _PLAIN_DEFAULTS.get(kind, ()):
+        if key in section and key not in merged:
+            merged[key] = section[key]
+    for key in _MERGED_MAPPING_DEFAULTS.get(kind, ()):
+        if key in section:
+            own = merged.get(key) or {}
+            # Header names are case-insensitive: the tool's "authorization" replaces the default "Authorization".
+            own_lower = {k.lower() for k in own} if key == "headers" else set(own)
+            inherited = {k: v for k, v in section[key].items() if (k.lower() if key == "headers" else k) not in own_lower}
+            merged[key] = {**inherited, **own}
+    return merged
+
+
+def _shape_problems(kind: str, config: dict[str, Any], file: Path, label: str, at) -> list[Problem]:
+    """Rules between keys that the schema does not express."""
+    problems = []
+    if kind == "shell":
+        uses_shell = config.get("shell") is True
+        if "command" in config and not uses_shell:
+            problems.append(Problem(file, at("command"), f"{label}: 'command' runs through /bin/sh", "add shell: true, or write argv as a list"))
+        if uses_shell and "command" not in config:
+            problems.append(Problem(file, at("shell"), f"{label}: shell: true needs a 'command'", "add command: \"...\" (arguments as \"$TOOLRUN_ARG_<NAME>\"), or drop shell: true and use argv"))
+        if uses_shell and "argv" in config:
+            problems.append(Problem(file, at("argv"), f"{label}: 'argv' and shell: true exclude each other", "use argv without shell, or shell: true with command"))
+        if not uses_shell and "command" not in config and "argv" not in config:
+            problems.append(Problem(file, at(), f"{label}: the shell backend needs 'argv'", "add argv: [cmd, arg, \"{{ name }}\"]"))
+    if kind == "http" and "json" in config and "form" in config:
+        problems.append(Problem(file, at("form"), f"{label}: 'json' and 'form' are both set", "send one body: keep json or form"))
+    return problems
+
+
+def _backend_problems(tool: Tool, raw: LineDict, defaults: LineDict | None, file: Path, label: str, at) -> list[Problem]:
+    kind = tool.backend.kind
+    backend_line = at("backend", kind)
+    try:
+        backend = get_backend(kind)
+        used = backend.placeholders(tool)
+        checked = backend.check(tool)
+    except Exception as exc:  # a plugin (or an unfinished backend) must not crash loading
+        return [Problem(file, backend_line, f"{label}: backend '{kind}' cannot check this tool: {type(exc).__name__}: {exc}", "reinstall toolrun or the plugin that provides this backend")]
+    problems = [Problem(p.file or file, p.line or backend_line, p.message if p.message.startswith("tool '") else f"{label}: {p.message}", p.fix) for p in checked]
+    declared = set((tool.parameters.get("properties") or {}) if isinstance(tool.parameters, dict) else {})
+    for name in sorted(used - declared):
+        guess = did_you_mean(name, declared)
+        problems.append(
+            Problem(
+                file,
+                _placeholder_line(name, raw, defaults, kind, path_line=at) or backend_line,
+                f"{label}: the template uses '{name}', which is not a declared parameter",
+                f"did you mean '{guess}'?" if guess else f"declare '{name}' under parameters.properties, or fix the template",
+            )
+        )
+    return problems
+
+
+def _placeholder_line(name: str, raw: LineDict, defaults: LineDict | None, kind: str, path_line) -> int | None:
+    for steps, text in _strings(raw["backend"][kind]):
+        if name in templates.placeholders(text) or "{%s}" % name in text:
+            return path_line("backend", kind, *steps)
+    if defaults and isinstance(defaults.get(kind), LineDict):
+        for steps, text in _strings(defaults[kind]):
+            if name in templates.placeholders(text) or "{%s}" % name in text:
+                return line_of(defaults[kind], steps)
+    return None
+
+
+def _strings(value: Any, steps: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], str]]:
+    if isinstance(value, str):
+        yield steps, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(item, steps + (key,))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _strings(item, steps + (index,))
+
+
+def _key_lines(node: Any, prefix: str = "", out: dict[str, int] | None = None) -> dict[str, int]:
+    """Dotted key path -> line for everything under a tool's mapping (list items by index)."""
+    out = {} if out is None else out
+    if isinstance(node, LineDict):
+        for key, value in node.items():
+            dotted_key = f"{prefix}.{key}" if prefix else str(key)
+            out[dotted_key] = node.key_lines.get(key, node.line)
+            _key_lines(value, dotted_key, out)
+    elif isinstance(node, LineList):
+        for index, value in enumerate(node):
+            dotted_key = f"{prefix}.{index}"
+            out[dotted_key] = node.item_lines[index]
+            _key_lines(value, dotted_key, out)
+    return out

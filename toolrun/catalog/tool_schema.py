@@ -1,0 +1,109 @@
+"""The published tool-file JSON Schema, and its errors translated into plain words with a fix.
+
+jsonschema's own messages ("Additional properties are not allowed ...") name neither the
+line nor the remedy; users need ``file:line: unknown key 'descripton' — did you mean
+'description'?``. The schema carries ``x-expected`` / ``x-fix`` / ``x-example`` hints that
+this module uses for those words, so the wording lives next to the rule it explains.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+
+from toolrun.errors import Problem
+from toolrun.schema_errors import describe_path, describe_value, did_you_mean, error_problems
+from toolrun.yamlsource import line_of
+
+
+def packaged_schema_text(name: str) -> str | None:
+    """The text of ``toolrun/schemas/<name>.schema.json``, or None when it is not packaged."""
+    resource = resources.files("toolrun") / "schemas" / f"{name}.schema.json"
+    try:
+        return resource.read_text(encoding="utf-8")
+    except (FileNotFoundError, OSError):
+        return None
+
+
+@lru_cache(maxsize=1)
+def tool_schema() -> dict[str, Any]:
+    """The tool-file schema as a dict (loaded once)."""
+    text = packaged_schema_text("tool")
+    if text is None:  # pragma: no cover - a broken install
+        raise RuntimeError("toolrun/schemas/tool.schema.json is missing from the installed package")
+    return json.loads(text)
+
+
+@lru_cache(maxsize=1)
+def tool_file_validator() -> Draft202012Validator:
+    """A validator for whole tool files, built once (building it is the slow part)."""
+    return Draft202012Validator(tool_schema())
+
+
+def schema_problems(document: Any, file: Path) -> list[tuple[tuple[Any, ...], Problem]]:
+    """Every schema violation of one parsed tool file, as (instance path, Problem) pairs."""
+    found: list[tuple[tuple[Any, ...], Problem]] = []
+    seen: set[str] = set()
+    for error in tool_file_validator().iter_errors(document):
+        for path, problem in _translate(error, document, file):
+            key = str(problem)
+            if key not in seen:
+                seen.add(key)
+                found.append((path, problem))
+    return found
+
+
+def _resolve(schema: Any) -> dict[str, Any]:
+    # Local "$ref": "#/$defs/x" only: that is all the packaged schema uses.
+    if isinstance(schema, dict) and isinstance(schema.get("$ref"), str) and schema["$ref"].startswith("#/$defs/"):
+        return tool_schema()["$defs"][schema["$ref"].removeprefix("#/$defs/")]
+    return schema if isinstance(schema, dict) else {}
+
+
+def _hint(schema: dict[str, Any], key: str) -> str | None:
+    return schema.get(key) or _resolve(schema).get(key)
+
+
+def _translate(error: ValidationError, document: Any, file: Path) -> list[tuple[tuple[Any, ...], Problem]]:
+    """The generic wording comes from toolrun.schema_errors; a few keywords read better with tool-file hints."""
+    path = tuple(error.absolute_path)
+    where = describe_path(path) if path else "the file"
+    line = line_of(document, path)
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    keyword = error.validator
+    value = error.instance
+    fix = schema.get("x-fix")
+
+    if keyword == "additionalProperties" and isinstance(value, dict):
+        allowed = set(schema.get("properties", {}))
+        unknown = [key for key in value if key not in allowed]
+        problems = error_problems(error, document, file)
+        if not path:  # "in the document" says nothing at the top of a tool file
+            problems = [Problem(p.file, p.line, p.message.replace(" in the document", ""), p.fix) for p in problems]
+        return [(path + (key,), problem) for key, problem in zip(unknown, problems)]
+    if keyword == "required" and isinstance(value, dict):
+        results = []
+        for key in error.validator_value:
+            if key not in value:
+                example = _hint(schema.get("properties", {}).get(key, {}), "x-example") or "..."
+                results.append((path, Problem(file, line, f"{where} is missing the required key '{key}'", f"add '{key}: {example}'")))
+        return results
+    if keyword == "enum":
+        choices = list(dict.fromkeys(str(c).upper() if isinstance(c, str) else str(c) for c in error.validator_value))
+        guess = did_you_mean(str(value).upper(), choices)
+        message = f"{where} must be one of {', '.join(choices)}, not {describe_value(value)}"
+        return [(path, Problem(file, line, message, f"did you mean '{guess}'?" if guess else fix))]
+    if keyword in ("minProperties", "maxProperties", "minItems") and isinstance(value, (dict, list)):
+        keys = ", ".join(str(k) for k in value) if isinstance(value, dict) else ""
+        what = f"has {len(value)} keys ({keys})" if keys else "is empty"
+        return [(path, Problem(file, line, f"{where} {what}", fix))]
+    return [(path, problem) for problem in error_problems(error, document, file)]
+
+
+__all__ = ["describe_path", "describe_value", "did_you_mean", "packaged_schema_text", "schema_problems", "tool_file_validator", "tool_schema"]
