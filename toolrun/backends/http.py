@@ -1,0 +1,376 @@
+"""The http backend: one HTTP request per call, built from templates over the arguments.
+
+``url: "/items/{city}"``: single-brace names are path parameters, URL-encoded (``/``
+included) and joined to ``base_url``; ``query``, ``headers``, ``json``/``form`` bodies and
+``result`` are Jinja2 templates. ``${env:NAME}`` brings a secret in at call time. A
+``json`` string that is exactly ``"{{ name }}"`` keeps the argument's JSON type, and a
+query/form/header/json entry whose template needs an argument the call did not give is
+left out, so optional parameters just work.
+
+Safety: ``allow_hosts`` (the tool's and the call context's) limits where requests go;
+link-local and cloud-metadata addresses are refused; redirects are followed by hand and
+only to the same scheme, host and port. Every result and error passes through
+``secrets.redact``, so a token echoed back by a server never reaches the model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import ipaddress
+import json
+import re
+import ssl
+from functools import lru_cache
+from typing import Any, Mapping
+from urllib.parse import quote
+
+import httpx
+
+from toolrun.backends.base import Backend, BackendOutput, CallContext
+from toolrun.backends.extract import ExtractError, extract, parse_path
+from toolrun.catalog.durations import parse_duration
+from toolrun.catalog.model import Tool
+from toolrun.errors import Problem
+from toolrun.providers.transport import retry_delay
+from toolrun.secrets import redact
+from toolrun.templates import TemplateError, check_template, placeholders, render, value_placeholders
+
+METHODS = frozenset({"GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE"})
+IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
+RETRY_STATUSES = frozenset({429, 502, 503, 504})
+DEFAULT_RETRIES = 2
+MAX_REDIRECTS = 5
+ERROR_EXCERPT_CHARS = 300
+BLOCKED_HOSTNAMES = frozenset({"metadata.google.internal", "metadata.goog", "metadata"})
+_LINK_LOCAL = (ipaddress.ip_network("169.254.0.0/16"), ipaddress.ip_network("fe80::/10"))
+
+_PATH_PARAMETER = re.compile(r"(?<![{$])\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")
+_WHOLE_PLACEHOLDER = re.compile(r"^\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}$")
+_PATH_VARIABLE = "__toolrun_path__"
+_OMIT = object()
+
+
+class RefusedRequest(Exception):
+    """A request the safety rules do not allow; its message is the error result."""
+
+
+@lru_cache(maxsize=1)
+def _ssl_context() -> ssl.SSLContext:
+    return httpx.create_ssl_context()  # building one costs ~40 ms: share it between calls
+
+
+def path_parameters(url: str) -> list[str]:
+    """Names of the ``{name}`` path parameters of a URL template, in order."""
+    return _PATH_PARAMETER.findall(url)
+
+
+def _as_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _render_optional(template: Any, arguments: Mapping[str, Any], environ: Mapping[str, str]) -> Any:
+    """A rendered string, or _OMIT when the template needs an argument the call did not give."""
+    if not isinstance(template, str):
+        return _as_text(template)
+    try:
+        return render(template, arguments, environ)
+    except TemplateError:
+        if placeholders(template) - set(arguments):
+            return _OMIT
+        raise
+
+
+def _render_mapping(mapping: Mapping[str, Any] | None, arguments: Mapping[str, Any],
+                    environ: Mapping[str, str]) -> dict[str, Any]:
+    rendered: dict[str, Any] = {}
+    for key, template in (mapping or {}).items():
+        if isinstance(template, list):
+            values = [_render_optional(t, arguments, environ) for t in template]
+            values = [v for v in values if v is not _OMIT]
+            if values:
+                rendered[str(key)] = values
+            continue
+        value = _render_optional(template, arguments, environ)
+        if value is not _OMIT:
+            rendered[str(key)] = value
+    return rendered
+
+
+def _render_json(value: Any, arguments: Mapping[str, Any], environ: Mapping[str, str]) -> Any:
+    """Render a JSON body; ``"{{ name }}"`` alone keeps the argument's type; missing ones are left out."""
+    if isinstance(value, str):
+        whole = _WHOLE_PLACEHOLDER.match(value.strip())
+        if whole:
+            return arguments.get(whole.group(1), _OMIT)
+        return _render_optional(value, arguments, environ)
+    if isinstance(value, dict):
+        items = {k: _render_json(v, arguments, environ) for k, v in value.items()}
+        return {k: v for k, v in items.items() if v is not _OMIT}
+    if isinstance(value, list):
+        items = [_render_json(v, arguments, environ) for v in value]
+        return [v for v in items if v is not _OMIT]
+    return value
+
+
+def build_url(config: Mapping[str, Any], arguments: Mapping[str, Any], environ: Mapping[str, str]) -> str:
+    """The request URL: path parameters encoded, templates rendered, joined to base_url."""
+    path_values: dict[str, str] = {}
+
+    def to_variable(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if arguments.get(name) is None:
+            raise ValueError(f"path parameter {{{name}}} has no value: the argument {name!r} is required")
+        path_values[name] = quote(_as_text(arguments[name]), safe="")
+        return "{{ %s[%r] }}" % (_PATH_VARIABLE, name)
+
+    url = render(_PATH_PARAMETER.sub(to_variable, str(config["url"])),
+                 {**arguments, _PATH_VARIABLE: path_values}, environ)
+    if httpx.URL(url).is_absolute_url:
+        return url
+    base_url = config.get("base_url")
+    if not base_url:
+        raise ValueError(f"the url {config['url']!r} is relative and the tool has no base_url")
+    base = render(str(base_url), arguments, environ)
+    return base.rstrip("/") + "/" + url.lstrip("/")
+
+
+def _host_allowed(pattern: str, url: httpx.URL) -> bool:
+    pattern = pattern.strip().lower()
+    if ":" in pattern and not pattern.startswith("["):
+        return fnmatch.fnmatchcase(f"{url.host}:{url.port or _default_port(url)}", pattern)
+    return fnmatch.fnmatchcase(url.host.lower(), pattern)
+
+
+def _default_port(url: httpx.URL) -> int:
+    return 443 if url.scheme == "https" else 80
+
+
+def _is_link_local(address: str) -> bool:
+    try:
+        ip = ipaddress.ip_address(address.split("%")[0])
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return any(ip in network for network in _LINK_LOCAL)
+
+
+async def check_destination(url: httpx.URL, allow_lists: list[list[str]]) -> None:
+    """Raise RefusedRequest for a scheme, host or address the safety rules forbid."""
+    if url.scheme not in ("http", "https"):
+        raise RefusedRequest(f"refused: only http and https URLs are allowed, not {url.scheme or 'a relative URL'}")
+    host = url.host.lower().rstrip(".")
+    if host in BLOCKED_HOSTNAMES or _is_link_local(host):
+        raise RefusedRequest(f"refused: {host} is a link-local or cloud-metadata address")
+    for allow_hosts in allow_lists:
+        if not any(_host_allowed(pattern, url) for pattern in allow_hosts):
+            raise RefusedRequest(f"refused: host {host} is not in allow_hosts ({', '.join(allow_hosts)})")
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(host, url.port or _default_port(url))
+    except OSError:
+        return  # httpx reports the unreachable host with its own message
+    if any(_is_link_local(str(info[4][0])) for info in infos):
+        raise RefusedRequest(f"refused: {host} resolves to a link-local or cloud-metadata address")
+
+
+def _excerpt(text: str) -> str:
+    flat = " ".join(text.split())
+    if not flat:
+        return "(empty body)"
+    return flat if len(flat) <= ERROR_EXCERPT_CHARS else flat[:ERROR_EXCERPT_CHARS] + "…"
+
+
+def _response_json(response: httpx.Response) -> Any:
+    if not response.content:
+        return None
+    try:
+        return response.json()
+    except ValueError:
+        return None
+
+
+def result_of(config: Mapping[str, Any], arguments: Mapping[str, Any], response: httpx.Response,
+              environ: Mapping[str, str]) -> BackendOutput:
+    """The model's view of a response: an error for 4xx/5xx, else extract / result template / body."""
+    status = f"HTTP {response.status_code} {response.reason_phrase}".rstrip()
+    if response.status_code >= 400:
+        return BackendOutput(f"{status}: {_excerpt(response.text)}", is_error=True)
+    if response.is_redirect:
+        location = response.headers.get("location", "?")
+        return BackendOutput(f"{status}: redirect to {location} not followed (follow_redirects is false)",
+                             is_error=True)
+    body = _response_json(response)
+    if config.get("extract"):
+        if body is None:
+            return BackendOutput(f"{status}: the response is not JSON, so extract "
+                                 f"{config['extract']!r} cannot apply: {_excerpt(response.text)}", is_error=True)
+        try:
+            value = extract(body, str(config["extract"]))
+        except ExtractError as exc:
+            return BackendOutput(str(exc), is_error=True)
+        return BackendOutput(_as_text(value))
+    if config.get("result"):
+        view = {"status": response.status_code, "headers": {k.lower(): v for k, v in response.headers.items()},
+                "json": body, "text": response.text}
+        return BackendOutput(render(str(config["result"]), {**arguments, "response": view}, environ))
+    if body is not None:
+        return BackendOutput(json.dumps(body, ensure_ascii=False))  # also turns \uXXXX escapes back into text
+    if not response.text.strip():
+        return BackendOutput(f"{status} (empty body)")
+    return BackendOutput(response.text)
+
+
+class HttpBackend(Backend):
+    kind = "http"
+
+    def placeholders(self, tool: Tool) -> set[str]:
+        """Path parameters plus every argument used by url/query/headers/body/result templates."""
+        config = tool.backend.config
+        url = str(config.get("url") or "")
+        names = set(path_parameters(url)) | placeholders(_PATH_PARAMETER.sub("", url))
+        for key in ("base_url", "query", "headers", "json", "form"):
+            names |= value_placeholders(config.get(key))
+        if isinstance(config.get("result"), str):
+            names |= placeholders(config["result"]) - {"response"}
+        return names
+
+    def check(self, tool: Tool) -> list[Problem]:
+        """Bad method, unparseable url, template syntax errors, bad retries/timeout/extract."""
+        config = tool.backend.config
+        problems: list[Problem] = []
+
+        def add(key: str, message: str, fix: str | None = None) -> None:
+            problems.append(Problem(tool.source.file, tool.source.line_of(f"backend.http.{key}"), message, fix))
+
+        method = str(config.get("method", "GET")).upper()
+        if method not in METHODS:
+            add("method", f"unknown HTTP method {config.get('method')!r}", "use one of " + ", ".join(sorted(METHODS)))
+        url = config.get("url")
+        if not isinstance(url, str) or not url.strip():
+            add("url", "http backend needs a url", "e.g. url: /items/{city}")
+        else:
+            self._check_url(url, config, add)
+        if config.get("extract") and config.get("result"):
+            add("result", "use either extract or result, not both")
+        if config.get("extract"):
+            try:
+                parse_path(str(config["extract"]))
+            except ExtractError as exc:
+                add("extract", str(exc), "e.g. extract: data.items[0].name")
+        for key in ("base_url", "result"):
+            if isinstance(config.get(key), str) and (error := check_template(config[key])):
+                add(key, error)
+        for key in ("query", "headers", "json", "form"):
+            for error in _template_errors(config.get(key)):
+                add(key, error)
+        retries = config.get("retries")
+        if retries is not None and (isinstance(retries, bool) or not isinstance(retries, int) or retries < 0):
+            add("retries", f"retries must be a whole number ≥ 0, got {retries!r}")
+        if config.get("timeout") is not None:
+            try:
+                parse_duration(config["timeout"])
+            except ValueError as exc:
+                add("timeout", str(exc))
+        allow_hosts = config.get("allow_hosts")
+        if allow_hosts is not None and (not isinstance(allow_hosts, list)
+                                        or not all(isinstance(h, str) for h in allow_hosts)):
+            add("allow_hosts", "allow_hosts must be a list of host names", "e.g. allow_hosts: [api.internal]")
+        return problems
+
+    @staticmethod
+    def _check_url(url: str, config: Mapping[str, Any], add: Any) -> None:
+        if error := check_template(_PATH_PARAMETER.sub("x", url)):
+            add("url", error)
+            return
+        # Templates and secrets stand in as plain text so the URL's shape can be parsed.
+        sample = re.sub(r"\{\{.*?\}\}|\{%.*?%\}|\$\{env:[^}]*\}", "x", _PATH_PARAMETER.sub("x", url))
+        try:
+            parsed = httpx.URL(sample)
+        except httpx.InvalidURL as exc:
+            add("url", f"the url does not parse: {exc}")
+            return
+        if parsed.is_relative_url and not sample.startswith("x") and not config.get("base_url"):
+            add("url", f"the url {url!r} is relative and there is no base_url",
+                "set defaults: {http: {base_url: ...}} in the toolset, or base_url in the tool")
+        elif parsed.is_absolute_url and parsed.scheme not in ("http", "https"):
+            add("url", f"only http and https URLs are supported, not {parsed.scheme}")
+
+    async def run(self, tool: Tool, arguments: dict[str, Any], context: CallContext) -> BackendOutput:
+        config = tool.backend.config
+        environ = context.environ
+        method = str(config.get("method", "GET")).upper()
+        url = build_url(config, arguments, environ)
+        query = _render_mapping(config.get("query"), arguments, environ)
+        headers = {k: str(v) for k, v in _render_mapping(config.get("headers"), arguments, environ).items()}
+        body: dict[str, Any] = {}
+        if "json" in config:
+            body["json"] = _render_json(config["json"], arguments, environ)
+        elif "form" in config:
+            body["data"] = _render_mapping(config["form"], arguments, environ)
+        timeout = parse_duration(config["timeout"]) if config.get("timeout") is not None else tool.timeout
+        retries = int(config.get("retries", DEFAULT_RETRIES))
+        attempts = 1 + retries if (method in IDEMPOTENT_METHODS or config.get("idempotent")) else 1
+        allow_lists = [list(h) for h in (config.get("allow_hosts"), context.allow_hosts) if h is not None]
+        follow = config.get("follow_redirects", True)
+
+        async with httpx.AsyncClient(timeout=timeout, verify=_ssl_context(), follow_redirects=False) as client:
+            request = client.build_request(method, url, params=query, headers=headers, **body)
+            for attempt in range(attempts):
+                try:
+                    response = await _send(client, request, allow_lists, follow)
+                except RefusedRequest as exc:
+                    return BackendOutput(redact(str(exc)), is_error=True)
+                except httpx.HTTPError as exc:
+                    if attempt + 1 < attempts:
+                        await asyncio.sleep(min(retry_delay({}, attempt), timeout))
+                        continue
+                    reason = str(exc) or type(exc).__name__
+                    return BackendOutput(redact(f"cannot reach {request.url.host}: {reason}"), is_error=True)
+                if response.status_code in RETRY_STATUSES and attempt + 1 < attempts:
+                    delay = retry_delay(response.headers, attempt)
+                    if delay > timeout:  # waiting would outlive the call; report what the server said
+                        break
+                    await asyncio.sleep(delay)
+                    continue
+                break
+        output = result_of(config, arguments, response, environ)
+        return BackendOutput(redact(output.text), output.is_error)
+
+
+async def _send(client: httpx.AsyncClient, request: httpx.Request, allow_lists: list[list[str]],
+                follow: bool) -> httpx.Response:
+    """Send, following redirects by hand: same scheme, host and port only, re-checking each hop."""
+    for _ in range(MAX_REDIRECTS + 1):
+        await check_destination(request.url, allow_lists)
+        response = await client.send(request)
+        if not (follow and response.is_redirect):
+            return response
+        target = request.url.join(response.headers["location"])
+        origin = (request.url.scheme, request.url.host, request.url.port)
+        if (target.scheme, target.host, target.port) != origin:
+            raise RefusedRequest(f"refused to follow a redirect from {request.url.host} to another origin "
+                                 f"({target.scheme}://{target.host}): the request may carry credentials")
+        request = _redirected(client, request, response.status_code, target)
+    raise RefusedRequest(f"stopped after {MAX_REDIRECTS} redirects")
+
+
+def _redirected(client: httpx.AsyncClient, request: httpx.Request, status: int, target: httpx.URL) -> httpx.Request:
+    keep_body = status in (307, 308) or request.method in ("GET", "HEAD")
+    method = request.method if keep_body or status not in (301, 302, 303) else "GET"
+    headers = dict(request.headers)
+    if not keep_body:
+        for name in ("content-type", "content-length", "transfer-encoding"):
+            headers.pop(name, None)
+    return client.build_request(method, target, headers=headers, content=request.content if keep_body else None)
+
+
+def _template_errors(value: Any) -> list[str]:
+    if isinstance(value, str):
+        error = check_template(value)
+        return [error] if error else []
+    if isinstance(value, dict):
+        return [e for v in value.values() for e in _template_errors(v)]
+    if isinstance(value, list):
+        return [e for v in value for e in _template_errors(v)]
+    return []

@@ -1,0 +1,248 @@
+"""The shell backend: run a command with the call's arguments, never through a shell by default.
+
+``argv: [cmd, arg, "{{ city }}"]``: each element is rendered in Jinja2's sandbox and passed
+to ``exec`` as one argument, so a model-supplied ``x; touch /tmp/owned`` or ``$(id)`` stays
+one literal string. Tool authors should put ``--`` before positional values so a value
+starting with ``-`` is not read as an option (``[grep, -c, --, "{{ pattern }}", file]``).
+An element that uses ``{% ... %}`` and renders to nothing is dropped (optional flags).
+
+``shell: true`` (opt-in) runs ``command`` with ``/bin/sh -c``; arguments reach it only as
+environment variables ``TOOLRUN_ARG_<NAME>`` (non-strings as JSON), never spliced into the
+command text. The child gets an empty environment plus ``PATH`` plus the tool's ``env``.
+It runs in its own session; on timeout or cancel the whole process group is killed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+from typing import Any, Mapping
+
+from toolrun.backends.base import Backend, BackendOutput, CallContext
+from toolrun.catalog.durations import parse_duration
+from toolrun.catalog.model import Tool
+from toolrun.errors import Problem
+from toolrun.templates import check_template, placeholders, render
+
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+STDERR_TAIL_LINES = 20
+MAX_CAPTURE_BYTES = 16 * 1024 * 1024  # memory guard; the tool's max_output cuts far earlier
+KILL_GRACE_SECONDS = 1.0
+_ARG_REFERENCE = re.compile(r"TOOLRUN_ARG_([A-Za-z0-9_]+)")
+
+
+def argument_env_name(name: str) -> str:
+    """``city`` -> ``TOOLRUN_ARG_CITY``; characters a shell cannot name become ``_``."""
+    return "TOOLRUN_ARG_" + re.sub(r"[^A-Za-z0-9_]", "_", name).upper()
+
+
+def _env_value(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _templates_of(config: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(dotted key, template) for every templated string of a shell config."""
+    found: list[tuple[str, str]] = []
+    for index, element in enumerate(config.get("argv") or []):
+        if isinstance(element, str):
+            found.append((f"argv.{index}", element))
+    for key in ("cwd", "stdin"):
+        if isinstance(config.get(key), str):
+            found.append((key, config[key]))
+    for name, value in (config.get("env") or {}).items():
+        if isinstance(value, str):
+            found.append((f"env.{name}", value))
+    return found
+
+
+class ShellBackend(Backend):
+    kind = "shell"
+
+    def placeholders(self, tool: Tool) -> set[str]:
+        """Arguments used by argv/cwd/env/stdin templates, or by ``$TOOLRUN_ARG_X`` in a shell command."""
+        config = tool.backend.config
+        names: set[str] = set()
+        for _, template in _templates_of(config):
+            names |= placeholders(template)
+        command = config.get("command")
+        if config.get("shell") and isinstance(command, str):
+            by_env_name = {argument_env_name(p): p for p in (tool.parameters.get("properties") or {})}
+            for suffix in _ARG_REFERENCE.findall(command):
+                env_name = "TOOLRUN_ARG_" + suffix
+                names.add(by_env_name.get(env_name, suffix.lower()))
+        return names
+
+    def check(self, tool: Tool) -> list[Problem]:
+        """argv empty or not strings, ``command`` misuse, template syntax errors, a bad timeout."""
+        config = tool.backend.config
+        where = tool.source.file
+        problems: list[Problem] = []
+
+        def add(key: str, message: str, fix: str | None = None) -> None:
+            problems.append(Problem(where, tool.source.line_of(f"backend.shell.{key}"), message, fix))
+
+        # Key combinations (command without shell: true, argv with it) are the loader's checks.
+        if config.get("shell"):
+            command = config.get("command")
+            if "command" in config and (not isinstance(command, str) or not command.strip()):
+                add("command", "shell: true needs a non-empty command string", "add command: \"...\"")
+            elif isinstance(command, str) and ("{{" in command or "{%" in command):
+                add("command", "a shell: true command must not contain {{ }} or {% %} templates "
+                    "(model values would become shell syntax)",
+                    "read arguments from environment variables, e.g. \"$TOOLRUN_ARG_CITY\"")
+        elif "argv" in config:
+            argv = config.get("argv")
+            if not isinstance(argv, list) or not argv:
+                add("argv", "argv must be a non-empty list: [command, arg, ...]",
+                    "e.g. argv: [df, -h, --, \"{{ path }}\"]")
+            elif not all(isinstance(element, str) for element in argv):
+                add("argv", "every argv element must be a string", "quote numbers, e.g. \"10\"")
+            elif not argv[0].strip():
+                add("argv", "argv[0] (the command) is empty")
+        env = config.get("env")
+        if env is not None and (not isinstance(env, dict)
+                                or not all(isinstance(v, (str, int, float)) for v in env.values())):
+            add("env", "env must map variable names to strings")
+        for key, template in _templates_of(config):
+            error = check_template(template)
+            if error:
+                add(key, error)
+        if config.get("timeout") is not None:
+            try:
+                parse_duration(config["timeout"])
+            except ValueError as exc:
+                add("timeout", str(exc))
+        return problems
+
+    async def run(self, tool: Tool, arguments: dict[str, Any], context: CallContext) -> BackendOutput:
+        config = tool.backend.config
+        argv = self._argv(config, arguments, context)
+        env = self._environment(tool, config, arguments, context)
+        cwd = tool.base_dir
+        if config.get("cwd"):
+            cwd = tool.base_dir / os.path.expanduser(render(str(config["cwd"]), arguments, context.environ))
+        stdin_text = render(config["stdin"], arguments, context.environ) if config.get("stdin") is not None else None
+        timeout = parse_duration(config["timeout"]) if config.get("timeout") is not None else None
+        if not cwd.is_dir():
+            return BackendOutput(f"working directory not found: {cwd}", is_error=True)
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.PIPE if stdin_text is not None else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                cwd=cwd,
+                env=env,
+                start_new_session=True,  # its own process group, so a timeout kills children too
+            )
+        except FileNotFoundError as exc:
+            return BackendOutput(f"command not found: {argv[0]}", is_error=True)
+        except (PermissionError, NotADirectoryError) as exc:
+            return BackendOutput(f"cannot run {argv[0]}: {exc.strerror}", is_error=True)
+        try:
+            stdout, stderr = await asyncio.wait_for(_communicate(process, stdin_text), timeout)
+        except asyncio.TimeoutError:
+            await _kill_group(process)
+            return BackendOutput(f"the command timed out after {timeout:g}s and was killed", is_error=True)
+        except BaseException:
+            await _kill_group(process)
+            raise
+        if process.returncode != 0:
+            return BackendOutput(_failure_text(process.returncode, stdout, stderr), is_error=True)
+        return BackendOutput(stdout)
+
+    def _argv(self, config: Mapping[str, Any], arguments: dict[str, Any], context: CallContext) -> list[str]:
+        if config.get("shell"):
+            return ["/bin/sh", "-c", str(config["command"])]
+        argv: list[str] = []
+        for element in config["argv"]:
+            rendered = render(str(element), arguments, context.environ)
+            if "{%" in element and not rendered.strip():
+                continue  # an optional flag whose condition was false
+            argv.append(rendered)
+        return argv
+
+    def _environment(self, tool: Tool, config: Mapping[str, Any], arguments: dict[str, Any],
+                     context: CallContext) -> dict[str, str]:
+        env = {"PATH": os.environ.get("PATH") or DEFAULT_PATH}
+        for name, value in (config.get("env") or {}).items():
+            env[str(name)] = render(str(value), arguments, context.environ)
+        if config.get("shell"):
+            for name, value in arguments.items():
+                env[argument_env_name(name)] = _env_value(value)
+        return env
+
+
+async def _read_capped(stream: asyncio.StreamReader | None) -> bytes:
+    """Read a stream to its end, keeping at most MAX_CAPTURE_BYTES (the rest is drained)."""
+    if stream is None:
+        return b""
+    kept = bytearray()
+    while chunk := await stream.read(65536):
+        if len(kept) < MAX_CAPTURE_BYTES:
+            kept += chunk[: MAX_CAPTURE_BYTES - len(kept)]
+    return bytes(kept)
+
+
+async def _communicate(process: asyncio.subprocess.Process, stdin_text: str | None) -> tuple[str, str]:
+    async def feed() -> None:
+        if process.stdin is None:
+            return
+        try:
+            if stdin_text:
+                process.stdin.write(stdin_text.encode("utf-8"))
+                await process.stdin.drain()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the command did not read its input; its exit code tells the story
+        finally:
+            process.stdin.close()
+
+    _, out, err = await asyncio.gather(feed(), _read_capped(process.stdout), _read_capped(process.stderr))
+    await process.wait()
+    return out.decode("utf-8", errors="replace"), err.decode("utf-8", errors="replace")
+
+
+def _signal_group(pid: int, sig: signal.Signals) -> bool:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+async def _kill_group(process: asyncio.subprocess.Process) -> None:
+    """SIGTERM the process group, give it a moment, then SIGKILL whatever is left."""
+    if process.returncode is None:
+        _signal_group(process.pid, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(asyncio.shield(process.wait()), KILL_GRACE_SECONDS)
+        except (asyncio.TimeoutError, asyncio.CancelledError):
+            pass
+    _signal_group(process.pid, signal.SIGKILL)
+    if process.returncode is None:
+        try:
+            await asyncio.wait_for(asyncio.shield(process.wait()), KILL_GRACE_SECONDS)
+        except (asyncio.TimeoutError, asyncio.CancelledError):
+            pass
+
+
+def _tail(text: str, lines: int = STDERR_TAIL_LINES) -> str:
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def _failure_text(returncode: int | None, stdout: str, stderr: str) -> str:
+    if returncode is not None and returncode < 0:
+        try:
+            what = f"the command was killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            what = f"the command was killed by signal {-returncode}"
+    else:
+        what = f"the command exited with code {returncode}"
+    if stderr.strip():
+        return f"{what}; stderr (last lines):\n{_tail(stderr)}"
+    if stdout.strip():
+        return f"{what}; stdout (last lines):\n{_tail(stdout)}"
+    return what

@@ -1,0 +1,167 @@
+"""Running one tool call: validate, ask approval, run the backend under a timeout, cap, redact.
+
+``execute_call`` never raises for a tool's failure: every problem becomes an error result
+the model can read and act on. Only cancellation from outside propagates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from jsonschema import Draft202012Validator, ValidationError
+from jsonschema.exceptions import SchemaError
+
+from toolrun.approval import Approver
+from toolrun.backends import get_backend
+from toolrun.backends.base import CallContext
+from toolrun.catalog.model import Tool
+from toolrun.secrets import MissingSecret, redact
+
+DENIED_MESSAGE = "the user denied this call"
+NO_APPROVER_MESSAGE = "this tool needs a human's approval for each call and nobody can approve it here"
+
+_JSON_TYPES = {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer",
+               float: "number", type(None): "null"}
+
+
+@dataclass
+class ToolOutcome:
+    """What one call produced, as the model will see it."""
+
+    result: str
+    is_error: bool
+    duration_ms: int
+
+
+@lru_cache(maxsize=1024)
+def _validator(schema_json: str) -> Draft202012Validator:
+    return Draft202012Validator(json.loads(schema_json))
+
+
+def _validator_for(tool: Tool) -> Draft202012Validator:
+    return _validator(json.dumps(tool.parameters, sort_keys=True, default=str))
+
+
+def _json_path(parts: Any) -> str:
+    path = "$"
+    for part in parts:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if str(part).isidentifier()
+                                                             else f"[{json.dumps(part, ensure_ascii=False)}]")
+    return path
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 200 else text[:200] + "…"
+
+
+def _type_name(value: Any) -> str:
+    return "integer" if isinstance(value, int) and not isinstance(value, bool) else _JSON_TYPES.get(type(value), "value")
+
+
+def _describe(error: ValidationError) -> str:
+    """One precise sentence: where, what was expected, what was given."""
+    where = _json_path(error.absolute_path)
+    expected = error.validator_value
+    given = error.instance
+    kind = error.validator
+    if kind == "required":
+        missing = [p for p in expected if isinstance(given, dict) and p not in given]
+        named = next((p for p in missing if repr(p) in error.message), missing[0] if missing else "?")
+        return f"at {where}: missing required property {named!r}"
+    if kind == "type":
+        wanted = " or ".join(expected) if isinstance(expected, list) else expected
+        return f"at {where}: expected {wanted}, got {_shown(given)}"
+    if kind == "enum":
+        return f"at {where}: expected one of {expected!r}, got {given!r}"
+    if kind == "const":
+        return f"at {where}: expected {expected!r}, got {given!r}"
+    if kind == "additionalProperties":
+        allowed = sorted((error.schema.get("properties") or {}).keys())
+        extra = sorted(set(given) - set(allowed)) if isinstance(given, dict) else []
+        hint = f" (allowed: {', '.join(allowed)})" if allowed else " (this tool takes no arguments)"
+        return f"at {where}: unexpected propert{'y' if len(extra) == 1 else 'ies'} {', '.join(map(repr, extra))}{hint}"
+    bounds = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}
+    if kind in bounds:
+        return f"at {where}: expected a number {bounds[kind]} {expected}, got {_shown(given)}"
+    if kind in ("minLength", "maxLength"):
+        limit = "at least" if kind == "minLength" else "at most"
+        return f"at {where}: expected {limit} {expected} characters, got {len(given)}: {_shown(given)}"
+    if kind in ("minItems", "maxItems"):
+        limit = "at least" if kind == "minItems" else "at most"
+        return f"at {where}: expected {limit} {expected} items, got {len(given)}"
+    if kind == "pattern":
+        return f"at {where}: expected a string matching {expected!r}, got {_shown(given)}"
+    return f"at {where}: {error.message}"
+
+
+def validate_arguments(tool: Tool, arguments: Any) -> list[str]:
+    """Every way ``arguments`` breaks the tool's schema, each naming the JSON path, the expected and the given."""
+    if not isinstance(arguments, dict):
+        return [f"at $: expected an object with the arguments, got {_type_name(arguments)} {_shown(arguments)}"]
+    try:
+        validator = _validator_for(tool)
+        errors = sorted(validator.iter_errors(arguments),
+                        key=lambda e: ([str(p) for p in e.absolute_path], e.message))
+        mistyped = {tuple(e.absolute_path) for e in errors if e.validator == "type"}
+        # A wrong type says it all: drop the enum/pattern/... noise about the same value.
+        errors = [e for e in errors if e.validator == "type" or tuple(e.absolute_path) not in mistyped]
+        return [_describe(error) for error in errors]
+    except SchemaError as exc:
+        return [f"the tool's parameter schema is invalid: {exc.message}"]
+
+
+def cap_output(text: str, limit: int) -> str:
+    """Keep ``limit`` characters and say how much was cut."""
+    if limit <= 0 or len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[output truncated: kept {limit} of {len(text)} characters]"
+
+
+async def _approved(tool: Tool, arguments: dict[str, Any], approver: Approver | None) -> str | None:
+    """None when the call may run, else the error result to send."""
+    if not tool.needs_confirmation:
+        return None
+    if approver is None:
+        return NO_APPROVER_MESSAGE
+    return None if await approver(tool, arguments) else DENIED_MESSAGE
+
+
+async def execute_call(tool: Tool, arguments: Any, context: CallContext,
+                       approver: Approver | None = None) -> ToolOutcome:
+    """Validate, approve, run under ``tool.timeout``, cap at ``tool.max_output`` and redact one call."""
+    problems = validate_arguments(tool, arguments)
+    if problems:
+        return ToolOutcome(f"invalid arguments for {tool.name}: " + "; ".join(problems), True, 0)
+    try:
+        refusal = await _approved(tool, arguments, approver)
+    except Exception as exc:  # an approver that breaks must not break the run
+        refusal = f"approval failed: {type(exc).__name__}: {exc}"
+    if refusal:
+        return ToolOutcome(refusal, True, 0)
+    started = time.perf_counter()  # after approval: a human's thinking time is not the tool's
+    text, is_error = await _run_backend(tool, arguments, context)
+    duration_ms = round((time.perf_counter() - started) * 1000)
+    return ToolOutcome(cap_output(redact(text), tool.max_output), is_error, duration_ms)
+
+
+async def _run_backend(tool: Tool, arguments: dict[str, Any], context: CallContext) -> tuple[str, bool]:
+    try:
+        backend = get_backend(tool.backend.kind)
+    except KeyError:
+        return f"no backend named {tool.backend.kind!r} is installed", True
+    try:
+        output = await asyncio.wait_for(backend.run(tool, arguments, context), tool.timeout)
+    except asyncio.TimeoutError:
+        return f"the tool timed out after {tool.timeout:g}s", True
+    except MissingSecret as exc:
+        return f"the tool is not configured: {exc}", True
+    except Exception as exc:  # the model gets the type and message, never a traceback
+        return f"{type(exc).__name__}: {exc}", True
+    text = output.text if isinstance(output.text, str) else str(output.text)
+    return text, bool(output.is_error)
