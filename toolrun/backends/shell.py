@@ -152,7 +152,7 @@ class ShellBackend(Backend):
             raise
         if process.returncode != 0:
             return BackendOutput(_failure_text(process.returncode, stdout, stderr), is_error=True)
-        return BackendOutput(stdout)
+        return BackendOutput(stdout.rstrip("\n"))  # the final newline is noise to a model
 
     def _argv(self, config: Mapping[str, Any], arguments: dict[str, Any], context: CallContext) -> list[str]:
         if config.get("shell"):

@@ -1,1 +1,115 @@
-"""(placeholder: filled in by its owner)."""
+"""``toolrun call NAME --arg k=v | --args JSON``: run one tool, no model involved.
+
+How an ops engineer checks the wiring of a new tool before any model sees it: the
+arguments are validated against the tool's schema exactly as a model's would be.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from toolrun.approval import TerminalApprover
+from toolrun.backends.base import CallContext
+from toolrun.catalog.model import Catalog, Tool
+from toolrun.cli import main
+from toolrun.cli.common import load_catalog_for_cli, tools_dir_option
+from toolrun.errors import EXIT_RUN_FAILED, Problem, UserError
+from toolrun.execution import execute_call, validate_arguments
+
+
+@main.command("call")
+@click.argument("name")
+@click.option("--arg", "arg_pairs", multiple=True, metavar="K=V",
+              help="One argument; V is read as JSON when the schema says it is not a string. Repeatable.")
+@click.option("--args", "args_json", metavar="JSON", help="All arguments as one JSON object (--arg values win).")
+@tools_dir_option
+@click.option("--json", "as_json", is_flag=True, help='Print {"result", "is_error", "duration_ms"} as JSON.')
+@click.option("--yes", "assume_yes", is_flag=True, help="Approve the call if the tool asks for confirmation.")
+def call_command(name: str, arg_pairs: tuple[str, ...], args_json: str | None, tools_dir: Path | None,
+                 as_json: bool, assume_yes: bool) -> None:
+    """Run the tool NAME once with the given arguments and print its result.
+
+    Exit code 0 for a result, 1 for an error result, 2 for an unknown tool or invalid arguments.
+    """
+    catalog = load_catalog_for_cli(tools_dir)
+    tool = find_tool(catalog, name)
+    arguments = parse_arguments(tool, arg_pairs, args_json)
+    problems = validate_arguments(tool, arguments)
+    if problems:
+        hint = f"see the parameters with: toolrun tools show {tool.name}"
+        raise UserError([Problem(None, None, f"invalid arguments for {tool.name}: {p}",
+                                 hint if index == len(problems) - 1 else None)
+                         for index, p in enumerate(problems)])
+    outcome = asyncio.run(execute_call(tool, arguments, CallContext(), TerminalApprover(assume_yes)))
+    if as_json:
+        document = {"result": outcome.result, "is_error": outcome.is_error, "duration_ms": outcome.duration_ms}
+        click.echo(json.dumps(document, ensure_ascii=False))
+    elif outcome.is_error:
+        click.echo(f"error result: {outcome.result}", err=True)
+    else:
+        click.echo(outcome.result)
+    if outcome.is_error:
+        click.get_current_context().exit(EXIT_RUN_FAILED)
+
+
+def find_tool(catalog: Catalog, name: str) -> Tool:
+    """The tool called ``name``; UserError with a did-you-mean otherwise."""
+    tool = catalog.get(name)
+    if tool is not None:
+        return tool
+    guesses = difflib.get_close_matches(name, list(catalog.tools), n=3, cutoff=0.5)
+    fix = f"did you mean {' or '.join(guesses)}?" if guesses else "run `toolrun tools list` to see the tools"
+    where = catalog.directory if catalog.directory is not None else "the tools directory"
+    raise UserError(Problem(None, None, f"no tool named {name!r} in {where}", fix))
+
+
+def _declared_types(tool: Tool, key: str) -> set[str]:
+    schema = (tool.parameters.get("properties") or {}).get(key)
+    if not isinstance(schema, dict):
+        return set()
+    declared = schema.get("type")
+    if isinstance(declared, str):
+        return {declared}
+    if isinstance(declared, list):
+        return {str(t) for t in declared}
+    if "enum" in schema and all(isinstance(v, str) for v in schema["enum"]):
+        return {"string"}
+    return set()
+
+
+def parse_value(tool: Tool, key: str, text: str) -> Any:
+    """``--arg count=3`` gives 3 when the schema says integer; a string parameter keeps "3"."""
+    types = _declared_types(tool, key)
+    if not types or types <= {"string"}:  # unknown or string-only: the text is the value
+        return text
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def parse_arguments(tool: Tool, arg_pairs: tuple[str, ...], args_json: str | None) -> dict[str, Any]:
+    """The call's arguments from ``--args`` (a JSON object) and ``--arg K=V`` pairs."""
+    arguments: dict[str, Any] = {}
+    if args_json is not None:
+        try:
+            parsed = json.loads(args_json)
+        except ValueError as exc:
+            raise UserError(Problem(None, None, f"--args is not valid JSON: {exc}",
+                                    "pass one JSON object, e.g. --args '{\"city\": \"北京\"}'")) from None
+        if not isinstance(parsed, dict):
+            raise UserError(Problem(None, None, f"--args must be a JSON object, got {json.dumps(parsed)[:80]}",
+                                    "wrap the arguments in {...}"))
+        arguments.update(parsed)
+    for pair in arg_pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UserError(Problem(None, None, f"--arg {pair!r} is not K=V", "write it as --arg city=北京"))
+        arguments[key.strip()] = parse_value(tool, key.strip(), value)
+    return arguments
