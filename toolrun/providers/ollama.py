@@ -1,0 +1,199 @@
+"""Ollama's native API — POST {OLLAMA_HOST}/api/chat, streamed as NDJSON (one JSON object a line).
+
+Tools and tool choice have the OpenAI shape (the helpers come from ``openai_chat``); the
+differences: call arguments are JSON *objects* both ways, calls arrive whole (several may
+come in one line), a result names its tool (``tool_name``), sampling settings live under
+``options``, and the server needs no key. Ollama has no ``tool_choice``: "none" is honoured
+by not offering the tools; the others are left to the model.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from toolrun.errors import ProviderError
+from toolrun.messages import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    StreamEvent,
+    TextDelta,
+    TextPart,
+    ToolCall,
+    ToolCallStarted,
+    Usage,
+)
+from toolrun.providers.base import EventSink, Provider, ProviderConfig, ProviderOverrides
+from toolrun.providers.openai_chat import emit, normalise_stop, openai_tools, parse_arguments, usage_from
+from toolrun.providers.transport import WireRequest, iter_ndjson
+from toolrun.secrets import redact
+
+DEFAULT_HOST = "http://127.0.0.1:11434"
+
+
+# ---------------------------------------------------------------- request
+
+
+def _wire_call(call: ToolCall) -> dict[str, Any]:
+    # A call whose arguments did not parse (from another provider) still needs an object here.
+    wire: dict[str, Any] = {"function": {"name": call.name, "arguments": call.arguments if call.arguments is not None else {}}}
+    if call.provider_id:  # only echo an id Ollama itself sent
+        wire["id"] = call.id
+    return wire
+
+
+def ollama_messages(request: ModelRequest) -> list[dict[str, Any]]:
+    """The neutral conversation as /api/chat ``messages`` (system first)."""
+    wire: list[dict[str, Any]] = []
+    if request.system:
+        wire.append({"role": "system", "content": request.system})
+    for message in request.messages:
+        if message.role == "assistant":
+            assistant: dict[str, Any] = {"role": "assistant", "content": message.text or ""}
+            if message.tool_calls:
+                assistant["tool_calls"] = [_wire_call(call) for call in message.tool_calls]
+            wire.append(assistant)
+            continue
+        for result in message.tool_results:
+            tool_message = {"role": "tool", "tool_name": result.name, "content": result.content}
+            if result.provider_id:  # Ollama sent an id for this call: tie the result to it
+                tool_message["tool_call_id"] = result.call_id
+            wire.append(tool_message)
+        if message.text is not None:
+            wire.append({"role": "user", "content": message.text})
+    return wire
+
+
+def build_request_body(request: ModelRequest, *, stream: bool) -> dict[str, Any]:
+    """The JSON body of ``POST /api/chat``; ``stream`` is always explicit (Ollama streams by default)."""
+    settings = request.settings
+    body: dict[str, Any] = {"model": request.model, "messages": ollama_messages(request), "stream": stream}
+    if request.tools and settings.tool_choice != "none":
+        body["tools"] = openai_tools(request.tools)
+    options: dict[str, Any] = {}
+    if settings.temperature is not None:
+        options["temperature"] = settings.temperature
+    if settings.max_tokens is not None:
+        options["num_predict"] = settings.max_tokens
+    extra = dict(settings.extra)
+    options.update(extra.pop("options", None) or {})
+    if options:
+        body["options"] = options
+    body.update(extra)
+    return body
+
+
+# ---------------------------------------------------------------- response
+
+
+def _calls_of(wire_message: Mapping[str, Any]) -> list[ToolCall]:
+    calls = []
+    for wire_call in wire_message.get("tool_calls") or []:
+        function = wire_call.get("function") or {}
+        arguments, raw = parse_arguments(function.get("arguments"))
+        provider_id = wire_call.get("id")
+        calls.append(ToolCall(provider_id or "", function.get("name") or "", arguments, raw, provider_id))
+    return calls
+
+
+def _check_error(body: Any) -> None:
+    if isinstance(body, dict) and body.get("error"):
+        raise ProviderError(redact(f"Ollama answered with an error: {body['error']}"))
+
+
+def _usage(body: Mapping[str, Any]) -> Usage:
+    return usage_from(body, "prompt_eval_count", "eval_count")
+
+
+def parse_response(body: dict[str, Any]) -> ModelResponse:
+    """A whole (``stream: false``) /api/chat body -> the neutral answer."""
+    _check_error(body)
+    wire_message = body.get("message") or {}
+    parts: list[TextPart | ToolCall] = []
+    if wire_message.get("content"):
+        parts.append(TextPart(wire_message["content"]))
+    parts.extend(_calls_of(wire_message))
+    message = Message("assistant", list(parts))
+    raw = body.get("done_reason")
+    return ModelResponse(message, normalise_stop(raw, bool(message.tool_calls)), _usage(body), raw, body.get("model"))
+
+
+@dataclass
+class OllamaStreamAssembler:
+    """Builds one answer from NDJSON chunks: text pieces, whole calls, counts in the last (``done``)."""
+
+    text: list[str] = field(default_factory=list)
+    calls: list[ToolCall] = field(default_factory=list)
+    last: dict[str, Any] | None = None
+
+    def feed(self, chunk: dict[str, Any]) -> list[StreamEvent]:
+        _check_error(chunk)
+        wire_message = chunk.get("message") or {}
+        events: list[StreamEvent] = []
+        if wire_message.get("content"):
+            self.text.append(wire_message["content"])
+            events.append(TextDelta(wire_message["content"]))
+        for call in _calls_of(wire_message):
+            events.append(ToolCallStarted(call.name, len(self.calls)))
+            self.calls.append(call)
+        if chunk.get("done"):
+            self.last = chunk
+        return events
+
+    def result(self) -> ModelResponse:
+        if self.last is None:
+            raise ProviderError("Ollama's stream ended before its final (done) line: the answer is incomplete")
+        parts: list[TextPart | ToolCall] = [TextPart("".join(self.text))] if self.text else []
+        parts.extend(self.calls)
+        message = Message("assistant", list(parts))
+        raw = self.last.get("done_reason")
+        return ModelResponse(message, normalise_stop(raw, bool(self.calls)), _usage(self.last), raw, self.last.get("model"))
+
+
+# ---------------------------------------------------------------- transport
+
+
+def normalise_host(host: str) -> str:
+    """``OLLAMA_HOST`` as Ollama itself reads it: "0.0.0.0:11434" -> "http://0.0.0.0:11434"."""
+    host = host.strip().rstrip("/")
+    return host if "://" in host else f"http://{host}"
+
+
+class OllamaProvider(Provider):
+    """``ollama:MODEL`` — the native API of a local Ollama; no key needed."""
+
+    name = "ollama"
+    default_base_url = DEFAULT_HOST
+    base_url_env = ("OLLAMA_HOST",)
+    api_key_env = ("OLLAMA_API_KEY",)  # only for a gateway in front of Ollama
+    requires_api_key = False
+
+    @classmethod
+    def resolve_config(
+        cls, overrides: ProviderOverrides | None = None, environ: Mapping[str, str] | None = None
+    ) -> ProviderConfig:
+        config = super().resolve_config(overrides, environ)
+        config.base_url = normalise_host(config.base_url)
+        return config
+
+    def headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json"}
+        if self.config.api_key:
+            headers["Authorization"] = f"Bearer {self.config.api_key}"
+        return {**headers, **self.config.headers}
+
+    async def complete(self, request: ModelRequest, *, stream: bool, on_event: EventSink | None = None) -> ModelResponse:
+        wire = WireRequest("POST", normalise_host(self.config.base_url) + "/api/chat", self.headers(),
+                           build_request_body(request, stream=stream), stream=stream)
+        if not stream:
+            return parse_response((await self.transport.send(wire)).body)
+        assembler = OllamaStreamAssembler()
+        async for line in iter_ndjson(self.transport.stream(wire)):
+            try:
+                chunk = json.loads(line)
+            except ValueError:
+                raise ProviderError(redact(f"Ollama's stream carried a line that is not JSON: {line[:200]!r}")) from None
+            emit(assembler.feed(chunk), on_event)
+        return assembler.result()
