@@ -1,1 +1,104 @@
-"""(placeholder: filled in by its owner)."""
+"""``toolrun tools show`` and ``toolrun tools export``: tool definitions in a provider's shape."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from toolrun.catalog.export import FORMATS, ExportedTool, export_catalog, export_tool, tools_payload
+from toolrun.catalog.lint_rules import token_estimate
+from toolrun.catalog.model import Tool
+from toolrun.cli import tools
+from toolrun.cli.common import load_catalog_for_cli, tools_dir_option
+from toolrun.errors import Problem, UserError
+
+format_option = click.option(
+    "--format",
+    "format_",
+    type=click.Choice(FORMATS),
+    help="Provider shape: " + ", ".join(FORMATS) + ".",
+)
+strict_option = click.option(
+    "--strict-schema",
+    "strict",
+    is_flag=True,
+    help="openai / openai-responses: convert the schema for strict mode (optional -> nullable, closed objects).",
+)
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, indent=2)
+
+
+def _print_changes(exported: list[ExportedTool]) -> None:
+    for item in exported:
+        for change in item.changes:
+            click.echo(f"note: {item.name}: {change}", err=True)
+
+
+@tools.command("show")
+@click.argument("name")
+@format_option
+@strict_option
+@tools_dir_option
+def show_command(name: str, format_: str | None, strict: bool, tools_dir: Path | None) -> None:
+    """Show one tool: a readable summary, or with --format its definition as JSON."""
+    catalog = load_catalog_for_cli(tools_dir)
+    tool = catalog.get(name)
+    if tool is None:
+        known = ", ".join(sorted(catalog.tools)[:20]) or "none"
+        raise UserError(Problem(catalog.directory, None, f"no tool named {name!r}", f"known tools: {known}"))
+    if format_ is None:
+        click.echo(readable_summary(tool))
+        return
+    exported = export_tool(tool, format_, strict=strict)
+    _print_changes([exported])
+    click.echo(_dump(exported.definition))
+
+
+@tools.command("export")
+@format_option
+@strict_option
+@tools_dir_option
+def export_command(format_: str | None, strict: bool, tools_dir: Path | None) -> None:
+    """Print the whole catalog as the provider's `tools` value (gemini: functionDeclarations, mcp: ListToolsResult)."""
+    if format_ is None:
+        raise UserError(Problem(None, None, "--format is required", f"add --format with one of: {', '.join(FORMATS)}"))
+    catalog = load_catalog_for_cli(tools_dir)
+    exported = export_catalog(catalog, format_, strict=strict)
+    _print_changes(exported)
+    click.echo(_dump(tools_payload([item.definition for item in exported], format_)))
+
+
+def readable_summary(tool: Tool) -> str:
+    """What a person wants to know about a tool, as plain text."""
+    lines = [f"{tool.name}  ({tool.backend.kind}, {tool.source.file}:{tool.source.line})", ""]
+    lines += [f"  {line}" for line in tool.description.splitlines() or [""]]
+    lines.append("")
+    properties = tool.parameters.get("properties", {}) or {}
+    required = set(tool.parameters.get("required", []) or [])
+    if properties:
+        lines.append("Parameters:")
+        for name, schema in properties.items():
+            schema = schema if isinstance(schema, dict) else {}
+            kind = schema.get("type", "any")
+            kind = "|".join(kind) if isinstance(kind, list) else kind
+            flag = "required" if name in required else "optional"
+            extra = f" one of {json.dumps(schema['enum'], ensure_ascii=False)}" if "enum" in schema else ""
+            lines.append(f"  {name} ({kind}, {flag}){extra}: {schema.get('description', '')}".rstrip(": "))
+    else:
+        lines.append("Parameters: none")
+    settings = [f"timeout {tool.timeout:g}s", f"max_output {tool.max_output}"]
+    if tool.sequential:
+        settings.append("sequential")
+    if tool.needs_confirmation:
+        settings.append("asks for approval")
+    lines.append("Settings: " + ", ".join(settings))
+    if tool.annotations:
+        hints = {k: v for k, v in vars(tool.annotations).items() if v is not None}
+        lines.append("Annotations: " + ", ".join(f"{k}={v}" for k, v in hints.items()))
+    lines.append(f"Cost: about {token_estimate(tool)} tokens per request (estimate)")
+    return "\n".join(lines)

@@ -1,1 +1,47 @@
-"""(placeholder: filled in by its owner)."""
+"""``toolrun tools lint``: every description-quality finding, as text or as JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from toolrun.catalog.lint import count_by_severity, lint_catalog
+from toolrun.catalog.loader import load_catalog
+from toolrun.cli import tools
+from toolrun.cli.common import DEFAULT_TOOLS_DIR, tools_dir_option
+from toolrun.errors import EXIT_RUN_FAILED, UserError
+
+
+@tools.command("lint")
+@tools_dir_option
+@click.option("--json", "as_json", is_flag=True, help='Print {"tools": N, "findings": [...]} on stdout.')
+@click.option("--strict", is_flag=True, help="Fail (exit 1) on warnings too, not only on errors.")
+@click.pass_context
+def lint_command(ctx: click.Context, tools_dir: Path | None, as_json: bool, strict: bool) -> None:
+    """Check that each tool tells a model enough to choose and call it (rules: docs/lint.md).
+
+    Exit 0 when clean or only warnings/info, 1 on a lint error (or a warning with
+    --strict), 2 when the tool files do not load.
+    """
+    directory = tools_dir if tools_dir is not None else DEFAULT_TOOLS_DIR
+    # The loader directly, not load_catalog_for_cli: lint errors must be listed, not stop it.
+    result = load_catalog(directory)
+    if result.problems:
+        raise UserError(result.problems)
+    findings = lint_catalog(result.catalog)
+    counts = count_by_severity(findings)
+    if as_json:
+        document = {"tools": len(result.catalog), "findings": [finding.to_json() for finding in findings]}
+        click.echo(json.dumps(document, ensure_ascii=False, indent=2))
+    else:
+        for finding in findings:
+            click.echo(str(finding))
+        click.echo(
+            f"{len(result.catalog)} tools: {counts['error']} errors, {counts['warning']} warnings, "
+            f"{counts['info']} info",
+            err=True,
+        )
+    if counts["error"] or (strict and counts["warning"]):
+        ctx.exit(EXIT_RUN_FAILED)

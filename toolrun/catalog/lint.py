@@ -1,0 +1,199 @@
+"""Description-quality lint: does each tool tell a model enough to choose and call it well?
+
+``lint_catalog`` runs every rule of DESIGN §5 that is not a load error (the loader owns
+names, duplicates and undeclared placeholders). Rules, ids and thresholds are documented in
+docs/lint.md; the per-tool rules live in ``lint_rules``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Iterable, Literal
+
+from toolrun.catalog import lint_rules
+from toolrun.catalog.model import Catalog, Tool
+from toolrun.catalog.similarity import similar_pairs, tokenize
+
+Severity = Literal["error", "warning", "info"]
+SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
+
+NEAR_DUPLICATE_THRESHOLD = 0.7  # calibrated on the OpenAI API's operations, see docs/lint.md
+TOO_MANY_TOOLS = 20  # more than this many tools in one request: the model's choice degrades
+
+
+@dataclass(frozen=True)
+class LintFinding:
+    """One finding: which tool, where (file and line), which rule, how bad, what to change.
+
+    ``tool`` is None for findings about the whole catalog (tool count, total token cost).
+    """
+
+    tool: str | None
+    file: str | None
+    line: int | None
+    rule: str
+    severity: Severity
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The finding as in ``toolrun tools lint --json``."""
+        return {
+            "tool": self.tool,
+            "file": self.file,
+            "line": self.line,
+            "rule": self.rule,
+            "severity": self.severity,
+            "message": self.message,
+        }
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}: " if self.file and self.line else (f"{self.file}: " if self.file else "")
+        subject = f"{self.tool}: " if self.tool else ""
+        return f"{where}{self.severity}: {subject}{self.message} [{self.rule}]"
+
+
+def _finding(tool: Tool, raw: lint_rules.RawFinding) -> LintFinding:
+    return LintFinding(
+        tool=tool.name,
+        file=str(tool.source.file),
+        line=tool.source.line_of(raw.key_path),
+        rule=raw.rule,
+        severity=raw.severity,
+        message=raw.message,
+    )
+
+
+def lint_tool(tool: Tool) -> list[LintFinding]:
+    """The findings of the rules that look at one tool alone."""
+    return [_finding(tool, raw) for raw in lint_rules.tool_findings(tool)]
+
+
+# Action verbs by meaning: two tools whose names carry verbs of different meanings
+# (get_x / delete_x) are told apart by the verb, however alike the rest of their text is.
+ACTION_VERBS: dict[str, str] = {
+    verb: meaning
+    for meaning, verbs in {
+        "read": "get retrieve read fetch show describe download view lookup inspect",
+        "list": "list search find query browse enumerate",
+        "create": "create add new insert upload post make register generate",
+        "update": "update modify edit set patch put change rename replace",
+        "delete": "delete remove destroy drop purge erase",
+        "cancel": "cancel abort stop",
+        "assign": "assign grant attach link",
+        "unassign": "unassign revoke detach unlink",
+        "activate": "activate enable start resume",
+        "deactivate": "deactivate disable pause suspend",
+        "run": "run execute invoke trigger",
+    }.items()
+    for verb in verbs.split()
+}
+
+
+def _action_meaning(name: str) -> str | None:
+    # The first verb anywhere in the name: "admin-api-keys-create", "beta_getResponse".
+    return next((ACTION_VERBS[word] for word in tokenize(name) if word in ACTION_VERBS), None)
+
+
+def distinct_actions(first: Tool, second: Tool) -> bool:
+    """True when both names carry action verbs of different meanings (get_x vs delete_x)."""
+    first_meaning, second_meaning = _action_meaning(first.name), _action_meaning(second.name)
+    return first_meaning is not None and second_meaning is not None and first_meaning != second_meaning
+
+
+def near_duplicate_findings(tools: list[Tool], threshold: float = NEAR_DUPLICATE_THRESHOLD) -> list[LintFinding]:
+    """A warning on both tools of every pair whose name+description cosine is >= threshold."""
+    documents = [f"{tool.name} {tool.description}" for tool in tools]
+    findings: list[LintFinding] = []
+    for pair in similar_pairs(documents, threshold):
+        first, second = tools[pair.first], tools[pair.second]
+        if distinct_actions(first, second):
+            continue
+        for tool, other in ((first, second), (second, first)):
+            findings.append(
+                LintFinding(
+                    tool=tool.name,
+                    file=str(tool.source.file),
+                    line=tool.source.line_of("description"),
+                    rule="near-duplicate",
+                    severity="warning",
+                    message=(
+                        f"description is {pair.score:.2f} similar to {other.name!r} "
+                        f"({other.source.file}:{other.source.line}); say what sets the two apart "
+                        "(when to use this one instead of the other), or merge them"
+                    ),
+                )
+            )
+    return findings
+
+
+def catalog_findings(tools: list[Tool], directory: str | None) -> list[LintFinding]:
+    """Findings about the catalog as a whole: tool count and total token cost."""
+    findings: list[LintFinding] = []
+    if len(tools) > TOO_MANY_TOOLS:
+        findings.append(
+            LintFinding(
+                None,
+                directory,
+                None,
+                "too-many-tools",
+                "warning",
+                f"too many tools for one request: {len(tools)} (more than {TOO_MANY_TOOLS}); "
+                "models choose worse among many tools — give each recipe only the tools it needs "
+                "(`tools:` in the recipe) or split the catalog",
+            )
+        )
+    total = sum(lint_rules.token_estimate(tool) for tool in tools)
+    findings.append(
+        LintFinding(
+            None,
+            directory,
+            None,
+            "token-cost",
+            "info",
+            f"the {len(tools)} tool definitions cost about {total} tokens in every request "
+            "(estimate: ~4 characters per token of the exported JSON)",
+        )
+    )
+    return findings
+
+
+def _sort_key(finding: LintFinding) -> tuple:
+    # Per-tool findings in file/line order; catalog-wide ones last.
+    return (
+        finding.tool is None,
+        finding.file or "",
+        finding.line or 0,
+        finding.tool or "",
+        SEVERITY_ORDER[finding.severity],
+        finding.rule,
+        finding.message,
+    )
+
+
+def lint_catalog(
+    catalog: Catalog | Iterable[Tool], *, near_duplicate_threshold: float = NEAR_DUPLICATE_THRESHOLD
+) -> list[LintFinding]:
+    """Every finding for ``catalog``, in a deterministic order (file, line, tool, severity, rule)."""
+    tools = list(catalog)
+    directory = str(catalog.directory) if isinstance(catalog, Catalog) and catalog.directory else None
+    findings: list[LintFinding] = []
+    for tool in tools:
+        findings.extend(lint_tool(tool))
+    findings.extend(near_duplicate_findings(tools, near_duplicate_threshold))
+    findings.extend(catalog_findings(tools, directory))
+    return sorted(findings, key=_sort_key)
+
+
+def count_by_severity(findings: Iterable[LintFinding]) -> Counter[str]:
+    """How many findings of each severity."""
+    return Counter(finding.severity for finding in findings)
+
+
+def lint_summary(findings: list[LintFinding], tool_count: int) -> str:
+    """One line for every load: ``lint: 12 tools, 0 errors, 3 warnings (toolrun tools lint)``."""
+    counts = count_by_severity(findings)
+    summary = f"lint: {tool_count} tools, {counts['error']} errors, {counts['warning']} warnings"
+    if counts["error"] or counts["warning"]:
+        summary += " — details: toolrun tools lint"
+    return summary

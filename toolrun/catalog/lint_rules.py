@@ -1,0 +1,493 @@
+"""The per-tool lint rules. Each yields RawFindings; ``lint`` adds tool, file and line.
+
+Thresholds are module constants so docs/lint.md and the tests can name them; the figures
+behind them (measured on the OpenAI API's 288 operations) are in docs/lint.md.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import Any, Iterator, Literal
+
+from toolrun.catalog.export import export_tool
+from toolrun.catalog.model import Tool
+from toolrun.catalog.schema_convert import to_gemini, to_openai_strict
+from toolrun.catalog.similarity import is_cjk
+from toolrun.catalog.tokens import estimate_definition_tokens
+
+Severity = Literal["error", "warning", "info"]
+
+MIN_DESCRIPTION_WORDS = 10  # fewer words cannot say what, when and when not
+CJK_CHARS_PER_WORD = 2  # a Chinese word is about two characters
+LARGE_TOOL_TOKENS = 1000  # a single definition above this is worth trimming
+STATE_CHANGING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+@dataclass(frozen=True)
+class RawFinding:
+    """A finding before it is placed: ``key_path`` is the dotted path of the tool's YAML key."""
+
+    rule: str
+    severity: Severity
+    key_path: str
+    message: str
+
+
+# ---------------------------------------------------------------- descriptions
+
+
+def word_count(text: str) -> int:
+    """Words of ``text``: Latin words, plus CJK characters counted two per word."""
+    latin = len(re.findall(r"[^\W\d_]+", "".join(" " if is_cjk(c) else c for c in text)))
+    cjk = sum(1 for char in text if is_cjk(char))
+    return latin + -(-cjk // CJK_CHARS_PER_WORD)
+
+
+# Cues that a description says when (or when not) to use the tool.
+USAGE_GUIDANCE = re.compile(
+    r"\b(use (this|it|when|for|to|only|instead|with)|used (for|to|when)|useful (for|when)|"
+    r"when (you|the|a|an|to|asked|looking|needed|there)|if (you|the)|only (for|when|if|use|works)|"
+    r"do not|don'?t|never|instead of|rather than|not (for|suitable|intended)|avoid|"
+    r"for example|e\.g\.|such as|call (this|it) (when|to|before|after|if))\b"
+    r"|用于|适用|适合|当|如果|不要|请勿|仅|只能|不能|例如",
+    re.IGNORECASE,
+)
+
+
+def description_findings(tool: Tool) -> Iterator[RawFinding]:
+    """description-too-short, no-usage-guidance (missing descriptions are load errors)."""
+    description = tool.description or ""
+    if not description.strip():
+        yield RawFinding(
+            "description-too-short",
+            "warning",
+            "description",
+            "description is empty; say what the tool does, when to use it and when not",
+        )
+        return
+    words = word_count(description)
+    if words < MIN_DESCRIPTION_WORDS:
+        yield RawFinding(
+            "description-too-short",
+            "warning",
+            "description",
+            f"description has {words} words (fewer than {MIN_DESCRIPTION_WORDS}): add what the tool "
+            "returns, when to use it and when not to",
+        )
+        return  # one fix covers both: a longer description with guidance
+    if not USAGE_GUIDANCE.search(description):
+        yield RawFinding(
+            "no-usage-guidance",
+            "warning",
+            "description",
+            'description does not say when to use the tool: add a sentence like "Use this when ...; '
+            'do not use it for ... (use OTHER_TOOL instead)"',
+        )
+
+
+# ---------------------------------------------------------------- parameters
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """A property of the parameters schema, top-level or nested."""
+
+    display: str  # "city", "address.street", "tags[].name"
+    key_path: str  # "parameters.properties.city" (for the line)
+    schema: Any
+
+
+def iter_parameters(schema: Any, display: str = "", key_path: str = "parameters") -> Iterator[Parameter]:
+    """Every property of ``schema``, depth first, nested objects and array items included."""
+    if not isinstance(schema, dict):
+        return
+    properties = schema.get("properties")
+    if isinstance(properties, dict):
+        for name, sub in properties.items():
+            sub_display = f"{display}.{name}" if display else str(name)
+            sub_path = f"{key_path}.properties.{name}"
+            yield Parameter(sub_display, sub_path, sub)
+            yield from iter_parameters(sub, sub_display, sub_path)
+    items = schema.get("items")
+    if isinstance(items, dict):
+        yield from iter_parameters(items, f"{display}[]", f"{key_path}.items")
+
+
+_TYPE_KEYWORDS = ("type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref")
+
+# A list of values in prose: a cue, then at least two quoted values, or "one of a, b or c".
+_VALUE_CUE = re.compile(
+    r"\b(one of|either|possible values|allowed values|valid values|supported values|accepted values|"
+    r"available values|values are|options are|must be|can be|should be|choose from|defaults? to)\b"
+    r"|可选值|取值|之一|可以是",
+    re.IGNORECASE,
+)
+_QUOTED_VALUE = re.compile(r"""[`'"“‘]([^`'"”’\s,]{1,40})[`'"”’]""")
+_BARE_LIST = re.compile(
+    r"\b(?:one of|either)[:\s]+([A-Za-z0-9_.-]{1,30})(?:\s*,\s*[A-Za-z0-9_.-]{1,30})*,?\s+(?:or|and)\s+[A-Za-z0-9_.-]{1,30}\b",
+    re.IGNORECASE,
+)
+
+
+def prose_values(description: str) -> list[str]:
+    """Values listed in a description ("one of `a`, `b`"), or [] when it lists none."""
+    if _BARE_LIST.search(description):
+        return [value for value in re.split(r"[\s,:]+", _BARE_LIST.search(description).group(0))[2:] if value.lower() not in ("or", "and")]
+    cue = _VALUE_CUE.search(description)
+    if not cue:
+        return []
+    values = list(dict.fromkeys(_QUOTED_VALUE.findall(description[cue.start() :])))
+    return values if len(values) >= 2 else []
+
+
+def _is_string_like(schema: dict[str, Any]) -> bool:
+    kind = schema.get("type")
+    return kind in (None, "string") or (isinstance(kind, list) and "string" in kind)
+
+
+def parameter_findings(tool: Tool) -> Iterator[RawFinding]:
+    """missing-parameter-type, parameter-missing-description, enum-in-prose."""
+    for parameter in iter_parameters(tool.parameters):
+        schema = parameter.schema
+        if not isinstance(schema, dict):
+            continue
+        if not any(keyword in schema for keyword in _TYPE_KEYWORDS):
+            yield RawFinding(
+                "missing-parameter-type",
+                "error",
+                parameter.key_path,
+                f"parameter {parameter.display!r} has no type: add `type:` (string, integer, number, "
+                "boolean, array or object) so the model knows what to send",
+            )
+        description = schema.get("description")
+        if not (isinstance(description, str) and description.strip()):
+            yield RawFinding(
+                "parameter-missing-description",
+                "warning",
+                parameter.key_path,
+                f"parameter {parameter.display!r} has no description: say what it is, its format and an example",
+            )
+            continue
+        if "enum" not in schema and "const" not in schema and _is_string_like(schema):
+            values = prose_values(description)
+            if values:
+                listed = ", ".join(values[:6])
+                yield RawFinding(
+                    "enum-in-prose",
+                    "warning",
+                    parameter.key_path,
+                    f"parameter {parameter.display!r} lists its values in prose ({listed}): declare them as "
+                    "`enum: [...]` so the model cannot send anything else",
+                )
+
+
+# ---------------------------------------------------------------- prompt injection
+
+INSTRUCTION_PATTERNS: list[tuple[re.Pattern[str], str]] = [
+    (
+        re.compile(
+            r"\b(ignore|disregard|forget|override)\s+(all\s+|any\s+)?(the\s+|your\s+)?"
+            r"(previous|prior|above|earlier|preceding|other|system)\s+(instructions|messages|prompts?|rules|directions)",
+            re.IGNORECASE,
+        ),
+        "tells the model to ignore its instructions",
+    ),
+    (
+        re.compile(r"\byou\s+(must|should|have\s+to)\s+always\s+(call|use|invoke|run)\b", re.IGNORECASE),
+        "orders the model to always call a tool",
+    ),
+    (
+        re.compile(
+            r"\b(always|first)\s+(call|use|invoke|run)\s+this\s+tool\s+(first|before\s+(any|every|all))", re.IGNORECASE
+        ),
+        "orders the model to call this tool before anything else",
+    ),
+    (
+        re.compile(
+            r"\b(do\s+not|don'?t|never|without)\s+(tell|telling|inform|informing|mention|mentioning|reveal|revealing|"
+            r"show|showing|notify|notifying)\s+(this\s+to\s+)?the\s+user",
+            re.IGNORECASE,
+        ),
+        "asks the model to hide something from the user",
+    ),
+    (
+        re.compile(
+            r"\b(reveal|print|output|repeat|show|send|leak|ignore|override|forget)\b[^.]{0,20}\b(your|the)\s+"
+            r"system\s+(prompt|message|instructions?)\b|\byour\s+system\s+(prompt|message|instructions?)\b",
+            re.IGNORECASE,
+        ),
+        "talks about the system prompt",
+    ),
+    (
+        re.compile(r"<\s*/?\s*(important|system|instructions?|admin)\s*>", re.IGNORECASE),
+        "contains an instruction tag (<IMPORTANT>, <system>)",
+    ),
+    (
+        re.compile(r"(忽略|无视)(之前|以上|先前|所有)[^。]{0,6}(指令|指示|说明|规则)|不要告诉用户|系统提示"),
+        "contains instruction-like text (忽略之前的指令 / 不要告诉用户 / 系统提示)",
+    ),
+]
+
+
+def _hidden_character_kind(text: str, index: int) -> str | None:
+    """What kind of invisible character ``text[index]`` is, or None for a visible one."""
+    code = ord(text[index])
+    if 0xE0000 <= code <= 0xE007F:
+        return "a Unicode tag character (invisible text)"
+    if 0x202A <= code <= 0x202E or 0x2066 <= code <= 0x2069 or code in (0x200E, 0x200F, 0x061C):
+        return "a bidirectional control character"
+    if code == 0x200D:  # zero-width joiner: legitimate inside emoji sequences
+        previous = ord(text[index - 1]) if index else 0
+        if previous >= 0x1F000 or 0x2600 <= previous <= 0x27BF or previous == 0xFE0F:
+            return None
+        return "a zero-width character"
+    if code in (0x200B, 0x200C, 0x2060, 0x2061, 0x2062, 0x2063, 0x2064, 0xFEFF, 0x00AD, 0x180E):
+        return "a zero-width character"
+    if 0xE0100 <= code <= 0xE01EF:
+        return "a variation selector (can smuggle hidden data)"
+    return None
+
+
+def hidden_characters(text: str) -> list[str]:
+    """Descriptions of the invisible characters in ``text`` (``U+200B (a zero-width character)``)."""
+    found: list[str] = []
+    for index, char in enumerate(text):
+        kind = _hidden_character_kind(text, index)
+        if kind:
+            name = unicodedata.name(char, "")
+            found.append(f"U+{ord(char):04X}{' ' + name if name else ''} ({kind})")
+    return list(dict.fromkeys(found))
+
+
+def _texts_for_injection(tool: Tool) -> Iterator[tuple[str, str, str]]:
+    """(what, key path, text) for every text the model sees."""
+    yield "name", "name", tool.name
+    yield "description", "description", tool.description or ""
+    for parameter in iter_parameters(tool.parameters):
+        schema = parameter.schema
+        if not isinstance(schema, dict):
+            continue
+        yield f"parameter {parameter.display!r}", parameter.key_path, str(parameter.display)
+        for key in ("description", "title"):
+            if isinstance(schema.get(key), str):
+                yield f"parameter {parameter.display!r} {key}", parameter.key_path, schema[key]
+        for value in schema.get("enum", []) if isinstance(schema.get("enum"), list) else []:
+            if isinstance(value, str):
+                yield f"parameter {parameter.display!r} enum value", parameter.key_path, value
+
+
+def injection_findings(tool: Tool) -> Iterator[RawFinding]:
+    """prompt-injection: hidden Unicode (error) and instruction-like text (warning)."""
+    for what, key_path, text in _texts_for_injection(tool):
+        hidden = hidden_characters(text)
+        if hidden:
+            yield RawFinding(
+                "prompt-injection",
+                "error",
+                key_path,
+                f"{what} contains invisible characters: {', '.join(hidden[:3])}"
+                f"{' and more' if len(hidden) > 3 else ''}; remove them (they can carry instructions "
+                "a reviewer cannot see)",
+            )
+        for pattern, meaning in INSTRUCTION_PATTERNS:
+            match = pattern.search(text)
+            if match:
+                yield RawFinding(
+                    "prompt-injection",
+                    "warning",
+                    key_path,
+                    f"{what} {meaning} ({match.group(0)!r}): describe what the tool does instead of "
+                    "instructing the model; text like this is how tool poisoning works",
+                )
+
+
+# ---------------------------------------------------------------- backends
+
+
+def _backend_placeholders(tool: Tool) -> set[str] | None:
+    """Argument names the tool's templates use, or None when the backend is not available."""
+    from toolrun.backends import get_backend
+
+    try:
+        return get_backend(tool.backend.kind).placeholders(tool)
+    except Exception:  # a missing or broken backend is a load error, reported there
+        return None
+
+
+def unused_parameter_findings(tool: Tool) -> Iterator[RawFinding]:
+    """unused-parameter: a declared parameter no template uses (shell and http tools only)."""
+    if tool.backend.kind not in ("shell", "http"):
+        return  # python functions receive every argument
+    used = _backend_placeholders(tool)
+    if used is None:
+        return
+    for name in tool.parameters.get("properties", {}) or {}:
+        if name not in used:
+            yield RawFinding(
+                "unused-parameter",
+                "warning",
+                f"parameters.properties.{name}",
+                f"parameter {name!r} is declared but no template of the {tool.backend.kind} backend uses it: "
+                f"use it (e.g. {{{{ {name} }}}}) or remove it — the model fills it in for nothing",
+            )
+
+
+def _value_cannot_start_with_dash(schema: Any) -> bool:
+    """True when the schema guarantees a value that is not an option (no leading "-")."""
+    if not isinstance(schema, dict):
+        return False
+    if isinstance(schema.get("enum"), list):
+        return all(not str(value).startswith("-") for value in schema["enum"])
+    if "const" in schema:
+        return not str(schema["const"]).startswith("-")
+    kind = schema.get("type")
+    if kind == "boolean":
+        return True
+    if kind in ("integer", "number"):
+        minimum = schema.get("minimum", schema.get("exclusiveMinimum"))
+        return isinstance(minimum, (int, float)) and minimum >= 0
+    pattern = schema.get("pattern")
+    if isinstance(pattern, str) and pattern.startswith("^"):
+        return bool(re.match(r"\^(\\d|\\w|\[[^\]^-]*\]|[A-Za-z0-9_/])", pattern)) and not pattern.startswith("^[-")
+    return False
+
+
+def argv_findings(tool: Tool) -> Iterator[RawFinding]:
+    """argv-option-injection: an argv element that starts with a model value, before any "--"."""
+    from toolrun.templates import placeholders
+
+    if tool.backend.kind != "shell" or tool.backend.config.get("shell"):
+        return
+    argv = tool.backend.config.get("argv")
+    if not isinstance(argv, list):
+        return
+    properties = tool.parameters.get("properties", {}) or {}
+    for index, element in enumerate(argv):
+        if not isinstance(element, str):
+            continue
+        if element == "--":
+            return  # everything after it is an operand
+        if not element.lstrip().startswith(("{{", "{%")):
+            continue
+        try:
+            names = placeholders(element)
+        except Exception:  # a template syntax error is the loader's to report
+            continue
+        risky = sorted(name for name in names if not _value_cannot_start_with_dash(properties.get(name)))
+        if not risky:
+            continue
+        key_path = "backend.shell.argv"
+        if index == 0:
+            message = (
+                f"argv[0] is chosen by the model ({', '.join(risky)}): it picks the program to run; "
+                "name the program yourself and pass the value as an argument"
+            )
+        else:
+            message = (
+                f"argv[{index}] {element!r} starts with a model-supplied value ({', '.join(risky)}): a value like "
+                '"--output=/etc/x" would be read as an option; put "--" before it in argv, or constrain the '
+                "parameter (enum, or a pattern such as ^[A-Za-z0-9])"
+            )
+        yield RawFinding("argv-option-injection", "warning", key_path, message)
+
+
+def annotation_findings(tool: Tool) -> Iterator[RawFinding]:
+    """state-changing-without-annotations: POST/PUT/PATCH/DELETE http or shell tools with no hints."""
+    if tool.annotations is not None:
+        return
+    if tool.backend.kind == "http":
+        method = str(tool.backend.config.get("method", "GET")).upper()
+        if method in STATE_CHANGING_METHODS:
+            yield RawFinding(
+                "state-changing-without-annotations",
+                "warning",
+                "backend",
+                f"{method} tool without `annotations`: say whether it is destructive and idempotent, e.g. "
+                "`annotations: {read_only: false, destructive: false, idempotent: true}` "
+                "(destructive: true also asks for approval before each call)",
+            )
+    elif tool.backend.kind == "shell":
+        yield RawFinding(
+            "state-changing-without-annotations",
+            "warning",
+            "backend",
+            "shell tool without `annotations`: a command may change things; say what it does, e.g. "
+            "`annotations: {read_only: true}` for a query, or `{destructive: true}` for one that deletes",
+        )
+
+
+# ---------------------------------------------------------------- provider schemas and cost
+
+
+def _summarise(changes: list[Any], limit: int = 3) -> str:
+    shown = "; ".join(str(change) for change in changes[:limit])
+    return shown + (f"; and {len(changes) - limit} more" if len(changes) > limit else "")
+
+
+def schema_compat_findings(tool: Tool) -> Iterator[RawFinding]:
+    """strict-mode-incompatible and gemini-schema-incompatible, with what the export does."""
+    strict = to_openai_strict(tool.parameters)
+    if not strict.compatible:
+        first = strict.incompatible[0]
+        yield RawFinding(
+            "strict-mode-incompatible",
+            "info",
+            f"parameters.{first.path}" if first.path else "parameters",
+            f"cannot use OpenAI strict mode: {_summarise(strict.incompatible)}; the strict export sends "
+            "`strict: false` (close the object and list its properties to allow strict mode)",
+        )
+    else:
+        dropped = [change for change in strict.changes if change.lossy]
+        if dropped:
+            yield RawFinding(
+                "strict-mode-incompatible",
+                "info",
+                f"parameters.{dropped[0].path}" if dropped[0].path else "parameters",
+                f"the OpenAI strict export changes the schema: {_summarise(dropped)}",
+            )
+    gemini = to_gemini(tool.parameters)
+    lossy = [change for change in gemini.changes if change.lossy]
+    if lossy:
+        yield RawFinding(
+            "gemini-schema-incompatible",
+            "warning",
+            f"parameters.{lossy[0].path}" if lossy[0].path else "parameters",
+            f"Gemini cannot take this schema as is; the export loses: {_summarise(lossy)} — "
+            "simplify the schema, or check the constraint in the tool itself",
+        )
+
+
+def token_estimate(tool: Tool) -> int:
+    """Estimated tokens of the tool's definition (the OpenAI Chat export) in every request."""
+    return estimate_definition_tokens(export_tool(tool, "openai").definition)
+
+
+def token_findings(tool: Tool) -> Iterator[RawFinding]:
+    """token-cost: the estimated cost of the tool's definition in every request."""
+    tokens = token_estimate(tool)
+    advice = " — large: shorten the descriptions or split the tool" if tokens > LARGE_TOOL_TOKENS else ""
+    yield RawFinding(
+        "token-cost",
+        "info",
+        "description",
+        f"definition costs about {tokens} tokens in every request (estimate: ~4 characters per token){advice}",
+    )
+
+
+TOOL_RULES = (
+    description_findings,
+    parameter_findings,
+    injection_findings,
+    unused_parameter_findings,
+    argv_findings,
+    annotation_findings,
+    schema_compat_findings,
+    token_findings,
+)
+
+
+def tool_findings(tool: Tool) -> list[RawFinding]:
+    """Every per-tool finding for ``tool``."""
+    return [finding for rule in TOOL_RULES for finding in rule(tool)]
