@@ -58,8 +58,32 @@ class Transport(ABC):
         return None
 
 
-def retry_delay(headers: httpx.Headers | dict[str, str], attempt: int) -> float:
-    """Seconds to wait before retry ``attempt`` (0-based): the server's word, else backoff."""
+def body_retry_delay(text: str | None) -> float | None:
+    """Seconds from a Google ``RetryInfo`` detail in an error body (``"retryDelay": "34s"``)."""
+    if not text or "retryDelay" not in text:
+        return None
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return None
+    error = body.get("error") if isinstance(body, dict) else None
+    details = error.get("details") if isinstance(error, dict) else None
+    for detail in details if isinstance(details, list) else []:
+        value = detail.get("retryDelay") if isinstance(detail, dict) else None
+        if isinstance(value, str) and value.endswith("s"):
+            try:
+                return max(0.0, float(value[:-1]))
+            except ValueError:
+                continue
+    return None
+
+
+def retry_delay(headers: httpx.Headers | dict[str, str], attempt: int, body: str | None = None) -> float:
+    """Seconds to wait before retry ``attempt`` (0-based): the server's word, else backoff.
+
+    The server's word is a ``retry-after-ms`` / ``retry-after`` header or, for Gemini, a
+    ``RetryInfo.retryDelay`` in the error ``body`` text.
+    """
     lowered = {k.lower(): v for k, v in dict(headers).items()}
     if "retry-after-ms" in lowered:
         try:
@@ -74,6 +98,9 @@ def retry_delay(headers: httpx.Headers | dict[str, str], attempt: int) -> float:
             parsed = email.utils.parsedate_to_datetime(value) if value else None
             if parsed is not None:
                 return max(0.0, parsed.timestamp() - time.time())
+    from_body = body_retry_delay(body)
+    if from_body is not None:
+        return from_body
     return min(8.0, 0.5 * (2**attempt)) * (0.75 + random.random() / 2)
 
 
@@ -125,7 +152,7 @@ class HttpxTransport(Transport):
                 raise ProviderError(redact(f"cannot reach {request.url}: {exc}"), retryable=True) from None
             if response.status_code >= 400:
                 if self._should_retry(response, attempt):
-                    await asyncio.sleep(retry_delay(response.headers, attempt))
+                    await asyncio.sleep(retry_delay(response.headers, attempt, response.text))
                     attempt += 1
                     continue
                 raise ProviderError(error_message(response.status_code, response.text), status=response.status_code)
@@ -145,7 +172,7 @@ class HttpxTransport(Transport):
                     if response.status_code >= 400:
                         text = (await response.aread()).decode("utf-8", "replace")
                         if self._should_retry(response, attempt):
-                            delay = retry_delay(response.headers, attempt)
+                            delay = retry_delay(response.headers, attempt, text)
                         else:
                             raise ProviderError(error_message(response.status_code, text), status=response.status_code)
                     else:

@@ -1,0 +1,528 @@
+"""The Gemini generateContent adapter: recorded traffic parsed whole and streamed, request
+mapping, and a loopback server speaking the wire format (SSE ``data:`` frames, each a whole
+GenerateContentResponse). Every follow-up request is checked against the rules the API
+enforces (``gemini_rejections``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.loopback import Recorded, Reply
+from toolrun.errors import ProviderError, UserError
+from toolrun.messages import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    ModelSettings,
+    OpaquePart,
+    TextDelta,
+    TextPart,
+    ToolCall,
+    ToolCallStarted,
+    ToolDefinition,
+    ToolResult,
+)
+from toolrun.providers import get_provider_class
+from toolrun.providers.base import ProviderConfig
+from toolrun.providers.gemini import (
+    GeminiProvider,
+    GeminiStreamAssembler,
+    build_request_body,
+    json_path_steps,
+    normalise_stop_reason,
+    parse_response,
+)
+from toolrun.providers.transport import HttpxTransport, retry_delay
+
+KEY = "AIzaSy-test-key-0123456789"
+WEATHER = ToolDefinition("weather", "Current weather of one city. Use for weather questions only.",
+                         {"type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]})
+READ_SCREEN = ToolDefinition("read_screen", "Reads one screen of the design by id.",
+                             {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]})
+READ_THEME = ToolDefinition("read_theme", "Reads the design theme. Takes no arguments.", {"type": "object", "properties": {}})
+RECORDED_WHOLE = ["google-tool-call", "google-tool-call-gemini3"]
+RECORDED_STREAMS = ["google-tool-call", "google-stream-no-args-tool-call"]
+EXPECTED_CALLS = {  # what each recording asked for: (name, arguments) per call
+    "google-tool-call": [("weather", {"location": "San Francisco"})],
+    "google-tool-call-gemini3": [("weather", {"location": "San Francisco"})],
+    "google-stream-no-args-tool-call": [("read_theme", {}), ("read_screen", {"id": "A"}),
+                                        ("read_screen", {"id": "B"}), ("read_screen", {"id": "C"})],
+}
+
+
+def _run(coro):
+    return asyncio.run(coro)
+
+
+def _recorded(fixtures_dir: Path, name: str) -> dict[str, Any]:
+    return json.loads((fixtures_dir / "recorded" / f"vercel-ai--{name}.json").read_text())
+
+
+def _recorded_chunks(fixtures_dir: Path, name: str) -> list[dict[str, Any]]:
+    text = (fixtures_dir / "recorded" / f"vercel-ai--{name}.chunks.txt").read_text()
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def _recorded_signatures(recording: list[dict[str, Any]]) -> list[str]:
+    return [part["thoughtSignature"] for chunk in recording for candidate in chunk.get("candidates", [])
+            for part in candidate["content"].get("parts", []) if "functionCall" in part and "thoughtSignature" in part]
+
+
+def sse(chunks: list[dict[str, Any]]) -> list[str]:
+    """Gemini's framing with alt=sse: ``data:`` lines only."""
+    return [f"data: {json.dumps(chunk, ensure_ascii=False)}\r\n\r\n" for chunk in chunks]
+
+
+def _request(messages: list[Message], **settings: Any) -> ModelRequest:
+    return ModelRequest("gemini-3-pro-preview", "You answer weather questions.", messages,
+                        [WEATHER, READ_SCREEN, READ_THEME], ModelSettings(**settings))
+
+
+def _question() -> list[Message]:
+    return [Message("user", [TextPart("What is the weather in 北京 and San Francisco?")])]
+
+
+def _make_ids_unique(message: Message) -> None:
+    """What the runner does with Gemini's missing ids: its own unique ``ToolCall.id``."""
+    for number, call in enumerate(message.tool_calls, start=1):
+        call.id = call.provider_id or f"call_{number}"
+
+
+def _answer(response: ModelResponse, *, reverse: bool = False) -> list[Message]:
+    """The runner's appendix after a tool-call turn: the message, then one result per call."""
+    _make_ids_unique(response.message)
+    results = [ToolResult(call.id, call.name, f"result of {call.name} {json.dumps(call.arguments, ensure_ascii=False)}")
+               for call in response.message.tool_calls]
+    return [response.message, Message("tool", results[::-1] if reverse else results)]
+
+
+def gemini_rejections(body: dict[str, Any]) -> list[str]:
+    """Why generateContent would refuse ``body`` (empty when it would accept it)."""
+    problems: list[str] = []
+    contents = body.get("contents") or []
+    if not contents or contents[0].get("role") != "user":
+        problems.append("contents must start with a user turn")
+    for index, content in enumerate(contents):
+        role = content.get("role")
+        if role not in ("user", "model"):
+            problems.append(f"contents[{index}]: role {role!r}")
+        if index and role == contents[index - 1].get("role"):
+            problems.append(f"contents[{index}]: two {role} turns in a row")
+        parts = content.get("parts") or []
+        if not parts:
+            problems.append(f"contents[{index}]: no parts")
+        for part in parts:
+            data_fields = {"text", "functionCall", "functionResponse", "inlineData", "executableCode", "codeExecutionResult"} & set(part)
+            if len(data_fields) != 1:
+                problems.append(f"contents[{index}]: a part needs exactly one data field, has {sorted(data_fields)}")
+            if "functionCall" in part and role != "model":
+                problems.append(f"contents[{index}]: functionCall in a {role} turn")
+            if "functionResponse" in part:
+                if role != "user":
+                    problems.append(f"contents[{index}]: functionResponse in a {role} turn")
+                response = part["functionResponse"]
+                if not isinstance(response.get("response"), dict) or not response.get("name"):
+                    problems.append(f"contents[{index}]: functionResponse needs a name and a response object")
+        calls = [part["functionCall"] for part in parts if "functionCall" in part]
+        if calls and index + 1 < len(contents):
+            answers = [part["functionResponse"] for part in contents[index + 1].get("parts") or [] if "functionResponse" in part]
+            if [a.get("name") for a in answers] != [c.get("name") for c in calls]:
+                problems.append(f"contents[{index + 1}]: functionResponse names {[a.get('name') for a in answers]} "
+                                f"do not answer the calls {[c.get('name') for c in calls]} in order")
+            if [a.get("id") for a in answers] != [c.get("id") for c in calls]:
+                problems.append(f"contents[{index + 1}]: functionResponse ids must echo the call ids (or be absent)")
+    for tool in body.get("tools") or []:
+        for declaration in tool.get("functionDeclarations") or []:
+            if not declaration.get("name") or ("parameters" in declaration and "parametersJsonSchema" in declaration):
+                problems.append(f"functionDeclaration {declaration.get('name')!r}")
+    mode = ((body.get("toolConfig") or {}).get("functionCallingConfig") or {}).get("mode")
+    if mode is not None and mode not in ("AUTO", "ANY", "NONE", "VALIDATED"):
+        problems.append(f"functionCallingConfig.mode {mode!r}")
+    return problems
+
+
+# ------------------------------------------------------------------- recorded traffic
+
+
+@pytest.mark.parametrize("name", RECORDED_WHOLE)
+def test_recorded_call_whole(fixtures_dir, name):
+    body = _recorded(fixtures_dir, name)
+    response = parse_response(body)
+    assert [(c.name, c.arguments) for c in response.message.tool_calls] == EXPECTED_CALLS[name]
+    [call] = response.message.tool_calls
+    assert (call.id, call.provider_id) == ("", None)  # Gemini sent no id: the runner makes one
+    assert call.provider_data == {"gemini": {"thoughtSignature": body["candidates"][0]["content"]["parts"][0]["thoughtSignature"]}}
+    assert response.stop_reason == "tool_calls" and response.raw_stop_reason == "STOP"
+    usage = body["usageMetadata"]  # thinking tokens are output the request paid for
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (
+        29, usage["candidatesTokenCount"] + usage["thoughtsTokenCount"])
+
+
+@pytest.mark.parametrize("name", RECORDED_STREAMS)
+def test_recorded_call_streamed(fixtures_dir, name):
+    events: list[Any] = []
+    assembler = GeminiStreamAssembler(events.append)
+    recording = _recorded_chunks(fixtures_dir, name)
+    for chunk in recording:
+        assembler.feed(chunk)
+    response = assembler.finish()
+    assert [(c.name, c.arguments) for c in response.message.tool_calls] == EXPECTED_CALLS[name]
+    assert [e.name for e in events if isinstance(e, ToolCallStarted)] == [name for name, _ in EXPECTED_CALLS[name]]
+    assert response.stop_reason == "tool_calls"
+    signatures = [c.provider_data["gemini"]["thoughtSignature"] for c in response.message.tool_calls if c.provider_data]
+    assert signatures == _recorded_signatures(recording)
+    assert response.message.text is None  # thought summaries are not the answer
+    assert not [e for e in events if isinstance(e, TextDelta)]
+
+
+def test_streamed_arguments_are_put_back_together(fixtures_dir):
+    assembler = GeminiStreamAssembler()
+    for chunk in _recorded_chunks(fixtures_dir, "google-stream-no-args-tool-call"):
+        assembler.feed(chunk)
+    response = assembler.finish()
+    thought, *calls = response.message.parts
+    assert isinstance(thought, OpaquePart) and thought.data["thought"] is True
+    assert [c.raw_arguments for c in calls] == ["{}", '{"id": "A"}', '{"id": "B"}', '{"id": "C"}']
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (249, 58 + 183)
+
+
+def test_streamed_arguments_of_several_types():
+    chunks = [
+        {"functionCall": {"name": "book", "willContinue": True}},
+        {"functionCall": {"partialArgs": [{"jsonPath": "$.city", "stringValue": "北", "willContinue": True}], "willContinue": True}},
+        {"functionCall": {"partialArgs": [{"jsonPath": "$.city", "stringValue": "京"}], "willContinue": True}},
+        {"functionCall": {"partialArgs": [{"jsonPath": "$.nights", "numberValue": 2},
+                                          {"jsonPath": "$.rooms[1].view", "boolValue": True},
+                                          {"jsonPath": "$['late checkout']", "nullValue": None}], "willContinue": True}},
+        {"functionCall": {}},
+    ]
+    assembler = GeminiStreamAssembler()
+    for part in chunks:
+        assembler.feed({"candidates": [{"content": {"role": "model", "parts": [part]}}]})
+    assembler.feed({"candidates": [{"content": {"role": "model", "parts": [{"text": ""}]}, "finishReason": "STOP"}]})
+    [call] = assembler.finish().message.tool_calls
+    assert call.arguments == {"city": "北京", "nights": 2, "rooms": [None, {"view": True}], "late checkout": None}
+
+
+def test_json_path_steps():
+    assert json_path_steps("$.a.b[2]['c d']") == ["a", "b", 2, "c d"]
+    with pytest.raises(ValueError):
+        json_path_steps("a.b")
+
+
+def test_streamed_text_is_merged_and_its_signature_kept():
+    chunks = [
+        {"candidates": [{"content": {"role": "model", "parts": [{"text": "北京 is "}]}}]},
+        {"candidates": [{"content": {"role": "model", "parts": [{"text": "sunny."}]}}]},
+        {"candidates": [{"content": {"role": "model", "parts": [{"text": "", "thoughtSignature": "SIG-TEXT"}]}, "finishReason": "STOP"}],
+         "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 4}},
+    ]
+    events: list[Any] = []
+    assembler = GeminiStreamAssembler(events.append)
+    for chunk in chunks:
+        assembler.feed(chunk)
+    response = assembler.finish()
+    assert response.message.parts == [TextPart("北京 is sunny.")]
+    assert [e.text for e in events] == ["北京 is ", "sunny."]
+    assert response.stop_reason == "stop"
+    history = _question() + [response.message, Message("user", [TextPart("and tomorrow?")])]
+    body = build_request_body(_request(history), stream=True)
+    assert body["contents"][1] == {"role": "model", "parts": [{"text": "北京 is sunny.", "thoughtSignature": "SIG-TEXT"}]}
+    assert gemini_rejections(body) == []
+
+
+# ------------------------------------------------------------------------ the request
+
+
+def test_request_body_basics():
+    body = build_request_body(_request(_question(), temperature=0.2, max_tokens=256, extra={"safetySettings": []}), stream=False)
+    assert body["contents"] == [{"role": "user", "parts": [{"text": "What is the weather in 北京 and San Francisco?"}]}]
+    assert body["systemInstruction"] == {"parts": [{"text": "You answer weather questions."}]}
+    assert body["generationConfig"] == {"temperature": 0.2, "maxOutputTokens": 256}
+    assert body["toolConfig"] == {"functionCallingConfig": {"mode": "AUTO"}}
+    assert body["safetySettings"] == []
+    [tools] = body["tools"]
+    assert [d["name"] for d in tools["functionDeclarations"]] == ["weather", "read_screen", "read_theme"]
+    assert tools["functionDeclarations"][0]["description"] == WEATHER.description
+    assert gemini_rejections(body) == []
+
+
+@pytest.mark.parametrize("choice, expected", [
+    ("auto", {"mode": "AUTO"}),
+    ("required", {"mode": "ANY"}),
+    ("none", {"mode": "NONE"}),
+    ("weather", {"mode": "ANY", "allowedFunctionNames": ["weather"]}),
+])
+def test_tool_choice(choice, expected):
+    body = build_request_body(_request(_question(), tool_choice=choice), stream=False)
+    assert body["toolConfig"] == {"functionCallingConfig": expected}
+
+
+def test_history_echoes_signatures_on_their_part_and_answers_in_call_order():
+    thought = {"text": "Two cities: two calls.", "thought": True}
+    first = ToolCall("call_1", "weather", {"location": "北京"}, '{"location": "北京"}', None, {"gemini": {"thoughtSignature": "SIG-1"}})
+    second = ToolCall("call_2", "weather", {"location": "San Francisco"}, "{}", None)
+    with_id = ToolCall("fc_7", "read_theme", {}, "{}", "fc_7")
+    assistant = Message("assistant", [OpaquePart("gemini", thought), TextPart("Checking."), first, second, with_id,
+                                      OpaquePart("anthropic", {"type": "thinking"})])
+    # results arrive out of order and in separate tool messages
+    history = _question() + [assistant,
+                             Message("tool", [ToolResult("fc_7", "read_theme", "dark", provider_id="fc_7")]),
+                             Message("tool", [ToolResult("call_2", "weather", "HTTP 503", is_error=True),
+                                              ToolResult("call_1", "weather", "晴")])]
+    body = build_request_body(_request(history), stream=False)
+    assert gemini_rejections(body) == []
+    assert [c["role"] for c in body["contents"]] == ["user", "model", "user"]
+    assert body["contents"][1]["parts"] == [
+        thought,
+        {"text": "Checking."},
+        {"functionCall": {"name": "weather", "args": {"location": "北京"}}, "thoughtSignature": "SIG-1"},
+        {"functionCall": {"name": "weather", "args": {"location": "San Francisco"}}},
+        {"functionCall": {"name": "read_theme", "args": {}, "id": "fc_7"}},
+    ]
+    assert body["contents"][2]["parts"] == [
+        {"functionResponse": {"name": "weather", "response": {"output": "晴"}}},
+        {"functionResponse": {"name": "weather", "response": {"error": "HTTP 503"}}},
+        {"functionResponse": {"name": "read_theme", "id": "fc_7", "response": {"output": "dark"}}},
+    ]
+
+
+def test_the_rejection_checker_catches_a_missing_answer():
+    body = {"contents": [
+        {"role": "user", "parts": [{"text": "q"}]},
+        {"role": "model", "parts": [{"functionCall": {"name": "a", "args": {}}}, {"functionCall": {"name": "b", "args": {}}}]},
+        {"role": "user", "parts": [{"functionResponse": {"name": "b", "response": {"output": "1"}}}]},
+    ]}
+    assert gemini_rejections(body)
+
+
+# ------------------------------------------------------------------------ the response
+
+
+@pytest.mark.parametrize("raw, has_calls, expected", [
+    ("STOP", False, "stop"), ("STOP", True, "tool_calls"), (None, True, "tool_calls"),
+    ("MAX_TOKENS", False, "length"), ("MAX_TOKENS", True, "length"),
+    ("SAFETY", False, "content_filter"), ("RECITATION", False, "content_filter"), ("BLOCKLIST", False, "content_filter"),
+    ("PROHIBITED_CONTENT", False, "content_filter"), ("SPII", False, "content_filter"),
+    ("MALFORMED_FUNCTION_CALL", False, "error"),
+])
+def test_stop_reasons(raw, has_calls, expected):
+    assert normalise_stop_reason(raw, has_calls) == expected
+
+
+def test_a_blocked_prompt_is_a_content_filter_stop():
+    response = parse_response({"promptFeedback": {"blockReason": "SAFETY"}, "usageMetadata": {"promptTokenCount": 8}})
+    assert (response.stop_reason, response.message.parts, response.usage.input_tokens) == ("content_filter", [], 8)
+
+
+def test_an_error_body_raises():
+    with pytest.raises(ProviderError, match="INVALID_ARGUMENT: bad schema") as caught:
+        parse_response({"error": {"code": 400, "status": "INVALID_ARGUMENT", "message": "bad schema"}})
+    assert caught.value.retryable is False
+
+
+def test_a_stream_that_stops_half_way_is_an_error(fixtures_dir):
+    assembler = GeminiStreamAssembler()
+    for chunk in _recorded_chunks(fixtures_dir, "google-stream-no-args-tool-call")[:4]:  # inside a streamed call
+        assembler.feed(chunk)
+    with pytest.raises(ProviderError, match="finishReason"):
+        assembler.finish()
+
+
+# -------------------------------------------------------------- provider configuration
+
+
+def test_registered_and_configured_from_the_environment():
+    assert get_provider_class("gemini") is GeminiProvider
+    assert GeminiProvider.resolve_config(environ={"GOOGLE_API_KEY": KEY}).api_key == KEY
+    config = GeminiProvider.resolve_config(environ={"GEMINI_API_KEY": KEY, "GOOGLE_API_KEY": "other-key",
+                                                    "GEMINI_BASE_URL": "http://gw.local/"})
+    assert (config.api_key, config.base_url) == (KEY, "http://gw.local")
+    with pytest.raises(UserError, match="GEMINI_API_KEY or GOOGLE_API_KEY"):
+        GeminiProvider.resolve_config(environ={})
+
+
+def test_retry_delay_from_a_retry_info_body():
+    body = json.dumps({"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "message": "quota", "details": [
+        {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": []},
+        {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "34s"}]}})
+    assert retry_delay({}, 0, body) == 34.0
+    assert retry_delay({"retry-after": "2"}, 0, body) == 2.0  # a header still wins
+
+
+# ---------------------------------------------------------------- loopback, end to end
+
+
+def _provider(server, **transport: Any) -> GeminiProvider:
+    config = ProviderConfig(base_url=server.url, api_key=KEY)
+    return GeminiProvider("gemini-3-pro-preview", config, HttpxTransport(**transport))
+
+
+FINAL_CHUNKS = [
+    {"candidates": [{"content": {"role": "model", "parts": [{"text": "北京 and San Francisco "}]}}]},
+    {"candidates": [{"content": {"role": "model", "parts": [{"text": "are both sunny."}]}, "finishReason": "STOP"}],
+     "usageMetadata": {"promptTokenCount": 120, "candidatesTokenCount": 9, "totalTokenCount": 129}},
+]
+FINAL_BODY = {"candidates": [{"content": {"role": "model", "parts": [{"text": "北京 and San Francisco are both sunny."}]},
+                              "finishReason": "STOP"}],
+              "usageMetadata": {"promptTokenCount": 120, "candidatesTokenCount": 9, "totalTokenCount": 129}}
+PARALLEL_CHUNKS = [  # two calls of one tool in one chunk; the signature rides on the first only
+    {"candidates": [{"content": {"role": "model", "parts": [
+        {"functionCall": {"name": "weather", "args": {"location": "北京"}}, "thoughtSignature": "SIG-PARALLEL"},
+        {"functionCall": {"name": "weather", "args": {"location": "San Francisco"}}}]}}],
+     "usageMetadata": {"promptTokenCount": 60, "candidatesTokenCount": 20}},
+    {"candidates": [{"content": {"role": "model", "parts": [{"text": ""}]}, "finishReason": "STOP"}],
+     "usageMetadata": {"promptTokenCount": 60, "candidatesTokenCount": 20, "thoughtsTokenCount": 100}},
+]
+
+
+def _two_turns(server, *, stream: bool, reverse: bool = False) -> tuple[ModelResponse, ModelResponse, list[Any]]:
+    """Play one tool round as the runner would: ask, answer the calls, ask again."""
+    events: list[Any] = []
+
+    async def go():
+        provider = _provider(server)
+        try:
+            first = await provider.complete(_request(_question()), stream=stream, on_event=events.append)
+            history = _question() + _answer(first, reverse=reverse)
+            second = await provider.complete(_request(history), stream=stream, on_event=events.append)
+            return first, second
+        finally:
+            await provider.aclose()
+
+    first, second = _run(go())
+    return first, second, events
+
+
+def _check_http(server, *, stream: bool) -> None:
+    for recorded in server.requests:
+        method = "streamGenerateContent" if stream else "generateContent"
+        assert recorded.method == "POST" and recorded.path == f"/v1beta/models/gemini-3-pro-preview:{method}"
+        assert recorded.query == ({"alt": ["sse"]} if stream else {})  # and never ?key=
+        assert recorded.headers["x-goog-api-key"] == KEY
+        assert gemini_rejections(recorded.json()) == []
+
+
+def _model_turn_of_recording(fixtures_dir: Path, name: str, stream: bool) -> list[dict[str, Any]]:
+    if not stream:
+        return _recorded(fixtures_dir, name)["candidates"][0]["content"]["parts"]
+    return [part for chunk in _recorded_chunks(fixtures_dir, name) for part in chunk["candidates"][0]["content"]["parts"]]
+
+
+@pytest.mark.parametrize("name, stream", [("google-tool-call", False), ("google-tool-call-gemini3", False),
+                                          ("google-tool-call", True)])
+def test_recorded_turn_replayed_by_a_loopback_server(loopback, fixtures_dir, name, stream):
+    def handler(request: Recorded) -> Reply:
+        first = len(server.requests) == 1
+        if stream:
+            chunks = _recorded_chunks(fixtures_dir, name) if first else FINAL_CHUNKS
+            return Reply(200, chunks=sse(chunks), headers={"Content-Type": "text/event-stream"})
+        return Reply(200, _recorded(fixtures_dir, name) if first else FINAL_BODY)
+
+    server = loopback(handler)
+    first, second, _ = _two_turns(server, stream=stream)
+    assert [(c.name, c.arguments) for c in first.message.tool_calls] == EXPECTED_CALLS[name]
+    assert second.message.text == "北京 and San Francisco are both sunny." and second.stop_reason == "stop"
+    _check_http(server, stream=stream)
+    follow_up = server.requests[1].json()["contents"]
+    recorded_parts = [p for p in _model_turn_of_recording(fixtures_dir, name, stream) if "functionCall" in p]
+    # the call part goes back exactly as recorded: same call, same signature on the same part
+    assert [p for p in follow_up[1]["parts"] if "functionCall" in p] == recorded_parts
+    assert follow_up[2]["parts"] == [{"functionResponse": {"name": "weather", "response": {
+        "output": 'result of weather {"location": "San Francisco"}'}}}]
+
+
+def test_streamed_arguments_recording_replayed_by_a_loopback_server(loopback, fixtures_dir):
+    answers = iter([_recorded_chunks(fixtures_dir, "google-stream-no-args-tool-call"), FINAL_CHUNKS])
+    server = loopback(lambda request: Reply(200, chunks=sse(next(answers))))
+    first, second, _ = _two_turns(server, stream=True)
+    _check_http(server, stream=True)
+    model_turn, answers_turn = server.requests[1].json()["contents"][1:3]
+    calls = [part for part in model_turn["parts"] if "functionCall" in part]
+    assert [c["functionCall"] for c in calls] == [
+        {"name": "read_theme", "args": {}}, {"name": "read_screen", "args": {"id": "A"}},
+        {"name": "read_screen", "args": {"id": "B"}}, {"name": "read_screen", "args": {"id": "C"}}]
+    assert calls[0]["thoughtSignature"].startswith("AY89a18a8") and all("thoughtSignature" not in c for c in calls[1:])
+    assert [a["functionResponse"]["name"] for a in answers_turn["parts"]] == ["read_theme", "read_screen", "read_screen", "read_screen"]
+    assert "partialArgs" not in json.dumps(model_turn) and "willContinue" not in json.dumps(model_turn)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_parallel_calls_without_ids_end_to_end(loopback, stream):
+    whole = {"candidates": [{"content": {"role": "model", "parts": [
+        part for chunk in PARALLEL_CHUNKS for part in chunk["candidates"][0]["content"]["parts"] if "functionCall" in part]},
+        "finishReason": "STOP"}], "usageMetadata": PARALLEL_CHUNKS[-1]["usageMetadata"]}
+    answers = iter([PARALLEL_CHUNKS, FINAL_CHUNKS] if stream else [whole, FINAL_BODY])
+    server = loopback(lambda request: Reply(200, chunks=sse(next(answers))) if stream else Reply(200, next(answers)))
+    first, second, events = _two_turns(server, stream=stream, reverse=True)
+
+    assert [c.arguments for c in first.message.tool_calls] == [{"location": "北京"}, {"location": "San Francisco"}]
+    assert [c.id for c in first.message.tool_calls] == ["call_1", "call_2"]  # given by the "runner"
+    assert (first.usage.input_tokens, first.usage.output_tokens) == (60, 120)
+    _check_http(server, stream=stream)
+    model_turn, answers_turn = server.requests[1].json()["contents"][1:3]
+    assert model_turn["parts"][0]["thoughtSignature"] == "SIG-PARALLEL" and "thoughtSignature" not in model_turn["parts"][1]
+    # results were handed over in reverse; they go back in call order, without ids Gemini never sent
+    assert answers_turn["parts"] == [
+        {"functionResponse": {"name": "weather", "response": {"output": 'result of weather {"location": "北京"}'}}},
+        {"functionResponse": {"name": "weather", "response": {"output": 'result of weather {"location": "San Francisco"}'}}},
+    ]
+    if stream:
+        assert [e for e in events if isinstance(e, ToolCallStarted)] == [ToolCallStarted("weather", 0), ToolCallStarted("weather", 1)]
+        assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "北京 and San Francisco are both sunny."
+
+
+def test_an_error_mid_stream_raises(loopback):
+    chunks = FINAL_CHUNKS[:1] + [{"error": {"code": 503, "status": "UNAVAILABLE", "message": "The model is overloaded."}}]
+    server = loopback(lambda request: Reply(200, chunks=sse(chunks)))
+
+    async def go():
+        provider = _provider(server)
+        try:
+            await provider.complete(_request(_question()), stream=True)
+        finally:
+            await provider.aclose()
+
+    with pytest.raises(ProviderError, match="UNAVAILABLE: The model is overloaded") as caught:
+        _run(go())
+    assert caught.value.retryable is True
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_429_with_retry_info_is_retried_then_succeeds(loopback, stream):
+    exhausted = {"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "message": "Quota exceeded", "details": [
+        {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "0.05s"}]}}
+    answers = iter([Reply(429, exhausted), Reply(200, chunks=sse(FINAL_CHUNKS)) if stream else Reply(200, FINAL_BODY)])
+    server = loopback(lambda request: next(answers))
+
+    async def go():
+        provider = _provider(server)
+        try:
+            return await provider.complete(_request(_question()), stream=stream)
+        finally:
+            await provider.aclose()
+
+    assert _run(go()).message.text == "北京 and San Francisco are both sunny."
+    assert len(server.requests) == 2
+
+
+def test_a_bad_request_names_the_problem_and_keeps_the_key_out(loopback):
+    server = loopback(lambda request: Reply(400, {"error": {"code": 400, "status": "INVALID_ARGUMENT",
+                                                             "message": f"API key {KEY} not valid"}}))
+
+    async def go():
+        provider = _provider(server, max_retries=0)
+        try:
+            await provider.complete(_request(_question()), stream=False)
+        finally:
+            await provider.aclose()
+
+    GeminiProvider.resolve_config(environ={"GEMINI_API_KEY": KEY})  # registers the key for redaction
+    with pytest.raises(ProviderError) as caught:
+        _run(go())
+    assert "HTTP 400" in str(caught.value) and KEY not in str(caught.value)
