@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from toolrun.catalog.model import Catalog, Tool
-from toolrun.catalog.tool_builder import build_tool
+from toolrun.catalog.tool_builder import build_tool, parameter_problems
 from toolrun.catalog.tool_schema import schema_problems
 from toolrun.errors import Problem, UserError
 from toolrun.schema_errors import describe_value
@@ -122,6 +122,8 @@ def load_tool_file(file: Path) -> tuple[list[tuple[str, int | None, Tool | None]
             problems += tool_problems
             if broken_keys:
                 tool = None
+        elif "parameters" not in broken_keys:
+            problems += parameter_problems(raw, file=file, document=document, path=path)
         if isinstance(name, str) and name:
             tools.append((name, line, tool))
     return tools, problems

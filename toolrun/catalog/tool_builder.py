@@ -33,6 +33,21 @@ _TEMPLATE_MAP_KEYS = ("headers", "query", "env", "form")
 _MERGED_MAPPING_DEFAULTS = {"http": ("headers", "query"), "shell": ("env",)}
 _PLAIN_DEFAULTS = {"http": ("base_url", "timeout", "retries", "allow_hosts"), "shell": ("cwd",)}
 
+# JSON Schema 2020-12 keywords (core, applicator, validation, meta-data, format, content, unevaluated).
+_SCHEMA_KEYWORDS = frozenset(
+    "$schema $id $ref $anchor $dynamicRef $dynamicAnchor $vocabulary $comment $defs definitions "
+    "allOf anyOf oneOf not if then else dependentSchemas prefixItems items contains properties "
+    "patternProperties additionalProperties propertyNames unevaluatedItems unevaluatedProperties "
+    "type const enum multipleOf maximum exclusiveMaximum minimum exclusiveMinimum maxLength minLength "
+    "pattern maxItems minItems uniqueItems maxContains minContains maxProperties minProperties required "
+    "dependentRequired title description default deprecated readOnly writeOnly examples format "
+    "contentEncoding contentMediaType contentSchema nullable".split()
+)
+_SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_SUBSCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
+_SUBSCHEMA_SINGLE = ("not", "if", "then", "else", "items", "contains", "additionalProperties",
+                     "propertyNames", "unevaluatedItems", "unevaluatedProperties", "contentSchema")
+
 # Building the metaschema validator is slow; one instance serves every tool.
 _METASCHEMA_VALIDATOR = Draft202012Validator(Draft202012Validator.META_SCHEMA)
 
@@ -107,6 +122,15 @@ def _annotations(raw: Mapping[str, Any], defaults: Mapping[str, Any] | None) -> 
     return Annotations(**merged) if merged else None
 
 
+def parameter_problems(raw: LineDict, *, file: Path, document: Any, path: tuple[Any, ...] = ()) -> list[Problem]:
+    """Only the checks of ``raw["parameters"]``: for a tool whose other parts are too broken to build."""
+    if "parameters" not in raw:
+        return []
+    name = raw.get("name")
+    label = f"tool '{name}'" if isinstance(name, str) else (describe_path(path) if path else "the tool")
+    return _parameter_problems(plain(raw["parameters"]), file, label, lambda *steps: line_of(document, path + ("parameters", *steps)))
+
+
 def _parameter_problems(parameters: Any, file: Path, label: str, at) -> list[Problem]:
     problems = []
     for error in _METASCHEMA_VALIDATOR.iter_errors(parameters):
@@ -120,6 +144,9 @@ def _parameter_problems(parameters: Any, file: Path, label: str, at) -> list[Pro
         problems.append(Problem(file, at(*error.absolute_path), message, fix))
     if problems or not isinstance(parameters, dict):
         return problems
+    for steps, keyword, guess in _keyword_typos(parameters):
+        where = describe_path(("parameters", *steps))
+        problems.append(Problem(file, at(*steps, keyword), f"{label}: unknown JSON Schema keyword '{keyword}' in {where}", f"did you mean '{guess}'?"))
     properties = parameters.get("properties")
     required = parameters.get("required")
     if isinstance(properties, dict) and isinstance(required, list):
@@ -135,6 +162,28 @@ def _parameter_problems(parameters: Any, file: Path, label: str, at) -> list[Pro
                     )
                 )
     return problems
+
+
+def _keyword_typos(schema: Any, steps: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], str, str]]:
+    """Keys of a JSON Schema that look like a misspelt keyword ("descriptoin").
+
+    Unknown keywords are legal JSON Schema (extensions), so only near-misses are reported.
+    """
+    if not isinstance(schema, dict):
+        return
+    for key, value in schema.items():
+        if key in _SUBSCHEMA_MAPS and isinstance(value, dict):
+            for name, sub in value.items():
+                yield from _keyword_typos(sub, steps + (key, name))
+        elif key in _SUBSCHEMA_LISTS and isinstance(value, list):
+            for index, sub in enumerate(value):
+                yield from _keyword_typos(sub, steps + (key, index))
+        elif key in _SUBSCHEMA_SINGLE:
+            yield from _keyword_typos(value, steps + (key,))
+        elif key not in _SCHEMA_KEYWORDS and isinstance(key, str) and not key.startswith("x-"):
+            guess = did_you_mean(key, _SCHEMA_KEYWORDS)
+            if guess:
+                yield steps, key, guess
 
 
 def _backend_spec(raw: LineDict, defaults: LineDict | None, file: Path, label: str, at) -> tuple[BackendSpec | None, list[Problem]]:

@@ -1,0 +1,488 @@
+"""The catalog loader against real YAML files in a temp dir, and the real console script."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from toolrun.catalog.durations import parse_duration
+from toolrun.catalog.loader import load_catalog, load_catalog_or_raise, tool_files
+from toolrun.catalog.tool_schema import tool_schema
+from toolrun.errors import UserError
+from toolrun.yamlsource import load_yaml_file, plain
+
+TOOLRUN = Path(sys.executable).parent / "toolrun"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def write(directory: Path, name: str, text: str) -> Path:
+    path = directory / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return path
+
+
+GOOD_SHELL = """
+name: count_stock
+description: Counts the stock lines of one city. Use it for stock questions; not for prices.
+parameters:
+  type: object
+  properties:
+    city: {type: string, description: City name}
+  required: [city]
+backend:
+  shell:
+    argv: [grep, -c, "{{ city }}", stock.txt]
+"""
+
+
+# --- a folder of broken files: every problem, with its file and line, at once ----------------
+
+BROKEN_FILES = {
+    "a_syntax.yaml": """
+        name: broken
+        description: a tool
+          backend: wrongly indented
+        """,
+    "b_typos.yaml": """
+        name: typo_tool
+        descripton: Counts things.
+        parameters:
+          type: object
+          properties:
+            city: {type: string, descriptoin: City}
+        backend:
+          shell: {argv: [echo, hi], timout: 5s}
+        """,
+    "c_bad_name.yaml": """
+        name: get weather!
+        description: Weather of a city.
+        backend: {python: "json:dumps"}
+        """,
+    "d_dup_one.yaml": """
+        name: same_name
+        description: The first one.
+        backend: {python: "json:dumps"}
+        """,
+    "e_dup_two.yml": """
+        name: same_name
+        description: The second one.
+        backend: {python: "json:dumps"}
+        """,
+    "f_bad_schema.yaml": """
+        name: bad_schema
+        description: Has a parameter schema that is not JSON Schema.
+        parameters:
+          type: object
+          properties:
+            city: {type: strin}
+            count: {type: integer, minimum: "zero"}
+        backend: {python: "json:dumps"}
+        """,
+    "g_placeholder.yaml": """
+        name: undeclared
+        description: Uses a placeholder that is not a parameter.
+        parameters:
+          type: object
+          properties:
+            city: {type: string}
+        backend:
+          http:
+            method: GET
+            url: "https://api.example.com/items/{cty}"
+        """,
+    "h_two_backends.yaml": """
+        name: two_backends
+        description: Declares two backends.
+        backend:
+          python: "json:dumps"
+          shell: {argv: [ls]}
+        """,
+    "i_no_backend.yaml": """
+        name: no_backend
+        description: Forgot how it runs.
+        """,
+    "j_toolset.yaml": """
+        defaults:
+          timeout: 5s
+        tools:
+          - name: good_one
+            description: A good tool in a toolset.
+            backend: {python: "json:dumps"}
+          - name: broken_one
+            description: A broken tool among good ones.
+            max_output: lots
+            backend: {python: "json:dumps"}
+          - name: good_two
+            description: Another good tool.
+            backend: {python: "json:dumps"}
+        """,
+}
+
+# (file, line, words that must be in the message) for every problem above
+EXPECTED = [
+    ("a_syntax.yaml", 3, "YAML syntax error"),
+    ("b_typos.yaml", 2, "unknown key 'descripton'"),
+    ("b_typos.yaml", 6, "unknown JSON Schema keyword 'descriptoin'"),
+    ("b_typos.yaml", 8, "unknown key 'timout'"),
+    ("b_typos.yaml", 1, "missing the required key 'description'"),
+    ("c_bad_name.yaml", 1, "get weather!"),
+    ("e_dup_two.yml", 1, "duplicate tool name 'same_name'"),
+    ("f_bad_schema.yaml", 6, "'strin' is not a JSON Schema type"),
+    ("f_bad_schema.yaml", 7, "minimum"),
+    ("g_placeholder.yaml", 10, "'cty', which is not a declared parameter"),
+    ("h_two_backends.yaml", 3, "backend has 2 keys (python, shell)"),
+    ("i_no_backend.yaml", 1, "missing the required key 'backend'"),
+    ("j_toolset.yaml", 9, "tools[1].max_output"),
+]
+
+
+@pytest.fixture
+def broken_dir(tmp_path: Path) -> Path:
+    directory = tmp_path / "tools.d"
+    for name, text in BROKEN_FILES.items():
+        write(directory, name, text)
+    write(directory, ".hidden.yaml", "this: is ignored: because hidden")
+    write(directory, "notes.txt", "not a tool file")
+    return directory
+
+
+def test_every_problem_of_every_file_is_reported_with_file_and_line(broken_dir: Path) -> None:
+    result = load_catalog(broken_dir)
+    reported = [(Path(str(p.file)).name, p.line, p.message) for p in result.problems]
+    for file, line, words in EXPECTED:
+        assert any(f == file and l == line and words in m for f, l, m in reported), (file, line, words, reported)
+    assert len(result.problems) == len(EXPECTED), "\n".join(str(p) for p in result.problems)
+
+
+def test_typos_get_did_you_mean(broken_dir: Path) -> None:
+    fixes = {p.message: p.fix for p in load_catalog(broken_dir).problems}
+    assert fixes["unknown key 'descripton'"] == "did you mean 'description'?"
+    assert fixes["unknown key 'timout' in backend.shell"] == "did you mean 'timeout'?"
+
+
+def test_duplicate_names_name_both_places(broken_dir: Path) -> None:
+    duplicate = next(p for p in load_catalog(broken_dir).problems if "duplicate" in p.message)
+    assert Path(str(duplicate.file)).name == "e_dup_two.yml"
+    assert "d_dup_one.yaml:1" in duplicate.message
+
+
+def test_a_broken_tool_does_not_hide_its_good_neighbours(broken_dir: Path) -> None:
+    catalog = load_catalog(broken_dir).catalog
+    assert "good_one" in catalog and "good_two" in catalog
+    assert "broken_one" not in catalog
+    assert catalog.get("good_two").timeout == 5.0  # toolset defaults still merged
+    assert catalog.get("same_name").description == "The first one."
+
+
+def test_load_catalog_or_raise_lists_all_problems(broken_dir: Path) -> None:
+    with pytest.raises(UserError) as caught:
+        load_catalog_or_raise(broken_dir)
+    assert len(caught.value.problems) == len(EXPECTED)
+
+
+def test_console_script_reports_all_problems_exit_2_no_traceback(broken_dir: Path) -> None:
+    completed = subprocess.run(
+        [str(TOOLRUN), "tools", "list", "--tools-dir", str(broken_dir)], capture_output=True, text=True, timeout=60
+    )
+    assert completed.returncode == 2
+    assert "Traceback" not in completed.stderr
+    assert completed.stdout == ""
+    lines = [line for line in completed.stderr.splitlines() if line.startswith("error: ")]
+    assert len(lines) == len(EXPECTED)
+    for file, line, words in EXPECTED:
+        prefix = f"error: {broken_dir / file}:{line}: "
+        assert any(l.startswith(prefix) and words in l for l in lines), (prefix, words)
+    # every message carries a fix after the dash
+    assert all(" — " in line for line in lines)
+
+
+# --- file shapes ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("", "the file is empty"),
+        ("# only a comment\n", "the file is empty"),
+        ("- name: a\n- name: b\n", "expected a mapping (one tool or a toolset), got a list"),
+        ("just a string\n", "expected a mapping"),
+        ("tools: []\n", "tools is empty"),
+        ("defaults: {timeout: 5s}\n", "missing the required key 'tools'"),
+        ("tools: {name: x}\n", "tools must be a list"),
+    ],
+)
+def test_file_shapes_that_are_not_tools(tmp_path: Path, text: str, words: str) -> None:
+    (tmp_path / "t.yaml").write_text(text, encoding="utf-8")
+    problems = load_catalog(tmp_path).problems
+    assert len(problems) == 1
+    assert words in problems[0].message
+    assert problems[0].fix
+
+
+def test_missing_directory_names_it_and_the_fix(tmp_path: Path) -> None:
+    with pytest.raises(UserError) as caught:
+        load_catalog(tmp_path / "nowhere")
+    text = str(caught.value)
+    assert "nowhere" in text and "--tools-dir" in text
+
+
+def test_tool_files_sorted_yaml_and_yml_hidden_skipped(tmp_path: Path) -> None:
+    for name in ["b.yml", "a.yaml", ".c.yaml", "d.json", "c.YAML.bak"]:
+        (tmp_path / name).write_text("x: 1\n", encoding="utf-8")
+    (tmp_path / "sub.yaml").mkdir()
+    assert [p.name for p in tool_files(tmp_path)] == ["a.yaml", "b.yml"]
+
+
+def test_empty_directory_is_an_empty_catalog(tmp_path: Path) -> None:
+    result = load_catalog(tmp_path)
+    assert len(result.catalog) == 0 and result.problems == []
+
+
+# --- good files --------------------------------------------------------------------------------
+
+
+def test_single_tool_file_builds_a_tool_with_lines(tmp_path: Path) -> None:
+    write(tmp_path, "count.yaml", GOOD_SHELL)
+    tool = load_catalog_or_raise(tmp_path).get("count_stock")
+    assert tool is not None
+    assert tool.backend.kind == "shell"
+    assert tool.backend.config == {"argv": ["grep", "-c", "{{ city }}", "stock.txt"]}
+    assert tool.parameters["required"] == ["city"]
+    assert isinstance(tool.parameters, dict) and type(tool.parameters) is dict  # plain, not LineDict
+    assert tool.timeout == 30.0 and tool.max_output == 20_000 and not tool.sequential and not tool.confirm
+    assert tool.annotations is None
+    assert tool.source.file == tmp_path / "count.yaml"
+    assert tool.source.line == 1
+    assert tool.source.line_of("description") == 2
+    assert tool.source.line_of("parameters.properties.city") == 6
+    assert tool.source.line_of("backend.shell.argv") == 10
+    assert tool.source.line_of("backend.shell.argv.2") == 10
+
+
+def test_toolset_defaults_are_merged_and_the_tools_own_values_win(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "inventory.yaml",
+        """
+        defaults:
+          timeout: 2m
+          max_output: 500
+          sequential: true
+          annotations: {read_only: true, idempotent: true}
+          http:
+            base_url: https://inventory.example.com/api
+            headers: {Authorization: "Bearer ${env:INVENTORY_TOKEN}", Accept: application/json}
+            query: {lang: zh}
+            timeout: 10s
+            retries: 2
+            allow_hosts: [inventory.example.com]
+          shell:
+            cwd: data
+            env: {LANG: C.UTF-8, DEPTH: 3}
+        tools:
+          - name: get_stock
+            description: Stock of one city.
+            parameters: {type: object, properties: {city: {type: string}}, required: [city]}
+            timeout: 500ms
+            annotations: {idempotent: false, title: Stock}
+            backend:
+              http:
+                url: /stock/{city}
+                headers: {accept: text/plain, X-Trace: "{{ city }}"}
+                retries: 0
+          - name: grep_stock
+            description: Grep the stock file.
+            parameters: {type: object, properties: {city: {type: string}}}
+            sequential: false
+            backend:
+              shell:
+                argv: [grep, "{{ city }}", stock.txt]
+                env: {LANG: en_US.UTF-8, VERBOSE: true}
+          - name: echo_tool
+            description: A python tool ignores the http and shell defaults.
+            backend: {python: "json:dumps"}
+        """,
+    )
+    catalog = load_catalog_or_raise(tmp_path)
+    stock, grep, echo = catalog.get("get_stock"), catalog.get("grep_stock"), catalog.get("echo_tool")
+
+    assert stock.timeout == 0.5 and grep.timeout == 120.0
+    assert stock.max_output == 500 and stock.sequential is True and grep.sequential is False
+    assert stock.annotations.read_only is True and stock.annotations.idempotent is False
+    assert stock.annotations.title == "Stock"
+    assert stock.backend.config == {
+        "url": "/stock/{city}",
+        "base_url": "https://inventory.example.com/api",
+        # header names are case-insensitive: the tool's "accept" replaces the default "Accept"
+        "headers": {"Authorization": "Bearer ${env:INVENTORY_TOKEN}", "accept": "text/plain", "X-Trace": "{{ city }}"},
+        "query": {"lang": "zh"},
+        "timeout": 10.0,
+        "retries": 0,
+        "allow_hosts": ["inventory.example.com"],
+    }
+    assert grep.backend.config == {
+        "argv": ["grep", "{{ city }}", "stock.txt"],
+        "cwd": "data",
+        "env": {"LANG": "en_US.UTF-8", "DEPTH": "3", "VERBOSE": "true"},
+    }
+    assert echo.backend.config == {"function": "json:dumps"}
+    assert echo.annotations.read_only is True  # annotations are defaults for every tool
+
+
+def test_python_file_function_relative_to_the_yaml_file(tmp_path: Path) -> None:
+    write(tmp_path, "flowers.py", "def get_inventory(city):\n    return f'{city}: 100'\n")
+    write(
+        tmp_path,
+        "flowers.yaml",
+        """
+        name: get_inventory
+        description: Flower stock of one city.
+        parameters: {type: object, properties: {city: {type: string}}}
+        backend: {python: "flowers.py:get_inventory"}
+        """,
+    )
+    write(
+        tmp_path,
+        "missing.yaml",
+        """
+        name: get_missing
+        description: Points at a file that is not there.
+        backend:
+          python: "nothere.py:f"
+        """,
+    )
+    result = load_catalog(tmp_path)
+    assert result.catalog.get("get_inventory").backend.config == {"function": "flowers.py:get_inventory"}
+    [problem] = result.problems
+    assert Path(str(problem.file)).name == "missing.yaml" and problem.line == 4
+    assert "nothere.py" in problem.message
+
+
+@pytest.mark.parametrize(
+    ("backend", "line", "words"),
+    [
+        ('shell: {command: "grep -c x file"}', 4, "add shell: true, or write argv as a list"),
+        ("shell: {shell: true}", 4, "shell: true needs a 'command'"),
+        ("shell: {cwd: /tmp}", 4, "needs 'argv'"),
+        ('http: {url: /a, json: {a: 1}, form: {b: "2"}}', 4, "'json' and 'form' are both set"),
+        ('http: {url: /a, method: FETCH}', 4, "must be one of GET, POST"),
+        ('pyhton: "json:dumps"', 4, "unknown backend 'pyhton'"),
+        ('shell: {argv: [echo], timeout: 0s}', 4, "more than 0"),
+    ],
+)
+def test_backend_shape_problems(tmp_path: Path, backend: str, line: int, words: str) -> None:
+    write(tmp_path, "t.yaml", f"name: t\ndescription: A tool.\nbackend:\n  {backend}\n")
+    problems = load_catalog(tmp_path).problems
+    assert any(p.line == line and words in (p.message + " — " + str(p.fix)) for p in problems), [str(p) for p in problems]
+
+
+def test_placeholder_in_toolset_default_header_is_checked(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "set.yaml",
+        """
+        defaults:
+          http:
+            base_url: https://api.example.com
+            headers: {X-User: "{{ user }}"}
+        tools:
+          - name: get_a
+            description: Gets a.
+            backend: {http: {url: /a}}
+        """,
+    )
+    [problem] = load_catalog(tmp_path).problems
+    assert "'user', which is not a declared parameter" in problem.message
+    assert problem.line == 4
+
+
+def test_required_names_a_property_that_does_not_exist(tmp_path: Path) -> None:
+    write(tmp_path, "t.yaml", GOOD_SHELL.replace("required: [city]", "required: [city, cty]"))
+    [problem] = load_catalog(tmp_path).problems
+    assert "'cty'" in problem.message and problem.fix == "did you mean 'city'?" and problem.line == 7
+
+
+def test_parameters_must_be_an_object_schema(tmp_path: Path) -> None:
+    write(tmp_path, "t.yaml", GOOD_SHELL.replace("  type: object", "  type: array", 1))
+    [problem] = load_catalog(tmp_path).problems
+    assert problem.line == 4 and 'parameters.type must be "object"' in problem.message
+
+
+def test_no_parameters_means_an_empty_object_schema(tmp_path: Path) -> None:
+    write(tmp_path, "t.yaml", 'name: now\ndescription: The time now.\nbackend: {shell: {argv: [date]}}\n')
+    assert load_catalog_or_raise(tmp_path).get("now").parameters == {"type": "object", "properties": {}}
+
+
+def test_chinese_text_survives(tmp_path: Path) -> None:
+    write(tmp_path, "t.yaml", GOOD_SHELL.replace("{type: string, description: City name}", "{type: string, enum: [北京, 上海]}"))
+    tool = load_catalog_or_raise(tmp_path).get("count_stock")
+    assert tool.parameters["properties"]["city"]["enum"] == ["北京", "上海"]
+
+
+# --- durations ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("value", "seconds"), [("30s", 30.0), ("500ms", 0.5), ("2m", 120.0), ("1h", 3600.0), (5, 5.0), (0.25, 0.25), ("1.5s", 1.5), ("7", 7.0)])
+def test_durations(value: object, seconds: float) -> None:
+    assert parse_duration(value) == seconds
+
+
+@pytest.mark.parametrize("value", ["30 secs", "-1s", "0s", 0, -3, True, None, "s", [1]])
+def test_bad_durations(value: object) -> None:
+    with pytest.raises(ValueError):
+        parse_duration(value)
+
+
+# --- the published schema ----------------------------------------------------------------------
+
+
+def test_published_schema_is_valid_and_described() -> None:
+    schema = tool_schema()
+    Draft202012Validator.check_schema(schema)
+
+    def properties_without_description(node: object, path: str = "") -> list[str]:
+        # Walk schema nodes only: property schemas, $defs, items and if/then/else branches.
+        missing = []
+        if not isinstance(node, dict):
+            return missing
+        for name, sub in (node.get("properties") or {}).items():
+            if isinstance(sub, dict) and "description" not in sub and "$ref" not in sub:
+                missing.append(f"{path}.{name}")
+            missing += properties_without_description(sub, f"{path}.{name}")
+        for name, sub in (node.get("$defs") or {}).items():
+            missing += properties_without_description(sub, f"{path}.$defs.{name}")
+        for key in ("items", "additionalProperties", "then", "else"):
+            missing += properties_without_description(node.get(key), f"{path}.{key}")
+        return missing
+
+    assert properties_without_description(schema) == []
+
+
+def test_schema_tool_output_validates_good_files_and_rejects_broken(tmp_path: Path, broken_dir: Path) -> None:
+    printed = subprocess.run([str(TOOLRUN), "schema", "tool"], capture_output=True, text=True, timeout=60, check=True)
+    validator = Draft202012Validator(json.loads(printed.stdout))
+    good = [write(tmp_path / "good", "count.yaml", GOOD_SHELL)]
+    shipped = ROOT / "tools.d"
+    if shipped.is_dir():
+        good += sorted(p for p in shipped.iterdir() if p.suffix in (".yaml", ".yml"))
+    for path in good:
+        errors = list(validator.iter_errors(plain(load_yaml_file(path))))
+        assert errors == [], (path, [e.message for e in errors])
+    for name in ["b_typos.yaml", "h_two_backends.yaml", "i_no_backend.yaml", "j_toolset.yaml"]:
+        assert list(validator.iter_errors(plain(load_yaml_file(broken_dir / name)))), name
+
+
+def test_shipped_tools_dir_loads_cleanly() -> None:
+    shipped = ROOT / "tools.d"
+    if not shipped.is_dir() or not tool_files(shipped):
+        pytest.skip("no tools.d examples committed yet")
+    result = load_catalog(shipped)
+    assert result.problems == [], "\n".join(str(p) for p in result.problems)
+    assert len(result.catalog) > 0
