@@ -312,3 +312,22 @@ def test_other_request_fields_and_first_difference():
     assert compare_requests(1, {"stream": True, "messages": []}, {"stream": False, "messages": []}) == []
     assert first_difference({"a": [1, 2]}, {"a": [1, 2, 3]}, "$")[0] == "$.a[2]"
     assert first_difference({"a": 1}, {"a": 1.0}) is not None  # 1 and 1.0 are different JSON
+
+
+def test_a_stream_the_adapter_stops_reading_is_kept_in_request_order(tmp_path: Path):
+    # An SSE reader returns at "data: [DONE]" and never exhausts the transport's generator.
+    path = tmp_path / "order.cassette.json"
+    inner = CannedTransport(bodies=[{"n": 2}], lines=["data: {\"n\": 1}", "", "data: [DONE]", "", ": trailing"])
+    recorder = RecordingTransport(inner, on_exchange=lambda cassette: save_cassette(cassette, path))
+
+    async def go() -> None:
+        async for line in recorder.stream(chat_request([USER], stream=True)):
+            if line == "data: [DONE]":
+                break
+        await recorder.send(chat_request([USER]))
+        await recorder.aclose()
+
+    run(go())
+    first, second = load_cassette(path).exchanges
+    assert first.response["lines"] == ["data: {\"n\": 1}", "", "data: [DONE]"]
+    assert second.response["body"] == {"n": 2}

@@ -180,7 +180,12 @@ class RecordingTransport(Transport):
         self._on_exchange = on_exchange  # e.g. save after every exchange, so a crash loses nothing
 
     def _keep(self, request: WireRequest, response: dict[str, Any]) -> None:
-        self.cassette.exchanges.append(Exchange(request_record(request), redact(response)))
+        """Add an exchange in request order; ``response`` may still be filled in (streams)."""
+        self.cassette.exchanges.append(Exchange(request_record(request), response))
+        self.flush()
+
+    def flush(self) -> None:
+        """Hand the cassette as it is now to ``on_exchange`` (e.g. to save it)."""
         if self._on_exchange is not None:
             self._on_exchange(self.cassette)
 
@@ -188,23 +193,29 @@ class RecordingTransport(Transport):
         try:
             response = await self.inner.send(request)
         except ProviderError as exc:
-            self._keep(request, {"status": exc.status, "error": str(exc)})
+            self._keep(request, {"status": exc.status, "error": redact(str(exc))})
             raise
-        self._keep(request, {"status": response.status, "headers": redact_headers(response.headers), "body": response.body})
+        self._keep(request, {"status": response.status, "headers": redact_headers(response.headers),
+                             "body": redact(response.body)})
         return response
 
     async def stream(self, request: WireRequest) -> AsyncIterator[str]:
-        lines: list[str] = []
+        # Kept before the first line: an adapter stops reading at its end marker ("[DONE]")
+        # and may never exhaust this generator, yet the next request must come after this one.
+        response: dict[str, Any] = {"status": 200, "headers": {}, "lines": []}
+        self._keep(request, response)
         try:
             async for line in self.inner.stream(request):
-                lines.append(line)
+                response["lines"].append(redact(line))
                 yield line
         except ProviderError as exc:
-            self._keep(request, {"status": exc.status, "error": str(exc), "lines": lines})
+            response["status"], response["error"] = exc.status, redact(str(exc))
             raise
-        self._keep(request, {"status": 200, "headers": {}, "lines": lines})
+        finally:
+            self.flush()
 
     async def aclose(self) -> None:
+        self.flush()
         await self.inner.aclose()
 
 
@@ -250,6 +261,7 @@ class ReplayTransport(Transport):
         self.divergences: list[Divergence] = []
         self.served = 0
         self._on_divergence = on_divergence
+        self._reported: set[tuple[str, str, str, str]] = set()
 
     def _next(self, request: WireRequest) -> Exchange:
         if self.served >= len(self.cassette.exchanges):
@@ -262,6 +274,11 @@ class ReplayTransport(Transport):
         exchange = self.cassette.exchanges[self.served]
         self.served += 1
         for divergence in compare_requests(self.served, exchange.request.get("body"), redact(request.body)):
+            # Each request re-sends the history: a difference already reported is not news.
+            key = (divergence.kind, divergence.path, _dumps(divergence.recorded), _dumps(divergence.now))
+            if key in self._reported:
+                continue
+            self._reported.add(key)
             self.divergences.append(divergence)
             if self._on_divergence is not None:
                 self._on_divergence(divergence)
@@ -306,8 +323,9 @@ _IGNORED_KEYS = frozenset({"stream", "stream_options"})
 def compare_requests(exchange: int, recorded: Any, now: Any) -> list[Divergence]:
     """Differences between a recorded request body and the one a replayed run sends.
 
-    At most one finding per area: the tool set, the conversation (first differing path,
-    named in plain words when it is a tool result or a call's arguments), other settings.
+    The tool set (names, else the first differing definition); each message or item of the
+    conversation that differs (its first differing path, named in plain words when it is a
+    tool result or a call's arguments); each other request field that differs.
     """
     if not isinstance(recorded, dict) or not isinstance(now, dict):
         if recorded != now:
@@ -317,9 +335,7 @@ def compare_requests(exchange: int, recorded: Any, now: Any) -> list[Divergence]
     findings.extend(_compare_tools(exchange, recorded.get("tools"), now.get("tools")))
     for key in _CONVERSATION_KEYS:
         if key in recorded or key in now:
-            finding = _compare_conversation(exchange, key, recorded.get(key), now.get(key))
-            if finding is not None:
-                findings.append(finding)
+            findings.extend(_compare_conversation(exchange, key, recorded.get(key), now.get(key)))
     for key in sorted(set(recorded) | set(now)):
         if key in _CONVERSATION_KEYS or key in _IGNORED_KEYS or key == "tools":
             continue
@@ -411,14 +427,24 @@ def _tool_at(tools: list[Any], path: str) -> str:
         return "?"
 
 
-def _compare_conversation(exchange: int, key: str, recorded: Any, now: Any) -> Divergence | None:
-    difference = first_difference(recorded, now, key)
-    if difference is None:
-        return None
+def _compare_conversation(exchange: int, key: str, recorded: Any, now: Any) -> list[Divergence]:
+    """One finding per differing item of the conversation, at its first differing path."""
+    if not isinstance(recorded, list) or not isinstance(now, list):
+        difference = first_difference(recorded, now, key)
+        return [] if difference is None else [_conversation_finding(exchange, difference, [], [])]
+    findings = []
+    for index in range(max(len(recorded), len(now))):
+        old = recorded[index] if index < len(recorded) else _MISSING
+        new = now[index] if index < len(now) else _MISSING
+        difference = first_difference(old, new, f"{key}[{index}]")
+        if difference is not None:
+            findings.append(_conversation_finding(exchange, difference, recorded, now))
+    return findings
+
+
+def _conversation_finding(exchange: int, difference: tuple[str, Any, Any], recorded: list[Any], now: list[Any]) -> Divergence:
     path, old, new = difference
-    conversation = now if isinstance(now, list) else []
-    history = recorded if isinstance(recorded, list) else []
-    described = _describe_in_conversation(path, history, conversation)
+    described = _describe_in_conversation(path, recorded, now)
     if described is None:
         kind, message = "conversation", f"the conversation differs at {path}: recorded {_show(old)}, now {_show(new)}"
     else:
@@ -517,6 +543,10 @@ def _result_words(call_id: Any, name: Any) -> str:
 def _arguments_words(call_id: Any, name: Any) -> str:
     label = f" of {call_id}" if call_id else ""
     return f"arguments{label}" + (f" ({name})" if name else "")
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
 
 def _show(value: Any, limit: int = 120) -> str:

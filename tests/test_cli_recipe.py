@@ -1,0 +1,394 @@
+"""``toolrun recipe`` end to end: the real console script or click's runner, real tools,
+a loopback OpenAI server for live runs, the shipped inventory cassette for replays."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from tests.loopback import Recorded, Reply
+from toolrun.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+INVENTORY = ROOT / "recipes" / "inventory.yaml"
+INVENTORY_CASSETTE = ROOT / "recipes" / "inventory.cassette.json"
+TOOLRUN = Path(sys.executable).parent / "toolrun"
+FAKE_KEY = "sk-test-NEVER-IN-A-FILE-0123456789"
+ANSWER = ("北京的鲜花库存为：玫瑰: 100, 郁金香: 150\n"
+          "上海的鲜花库存为：百合: 80, 康乃馨: 120\n"
+          "深圳的鲜花库存为：向日葵: 200, 玉兰: 90")
+CALL_IDS = ["call_DhKVYSzAsqJ2DKkYLhmlhNYH", "call_EW6HrY9A0WUV40KsOifY7cfY", "call_g9yh7ebEzIU8vc1Cx0OkGYK8"]
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The environment of a fresh machine: no provider key or endpoint of the developer's."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.endswith(("_API_KEY", "_BASE_URL")) and k != "OLLAMA_HOST"}
+    env.update(extra)
+    return env
+
+
+def toolrun(*args: str, env: dict[str, str] | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    """The real console script, as a user runs it."""
+    return subprocess.run([str(TOOLRUN), *args], env=env or clean_env(), cwd=cwd,
+                          capture_output=True, text=True, timeout=60)
+
+
+def invoke(*args: str, env: dict[str, str] | None = None):
+    """click's runner (in-process, faster); stdout and stderr kept apart."""
+    return CliRunner().invoke(main, list(args), env=env or clean_env(), catch_exceptions=False)
+
+
+# ----------------------------------------------------------------- a small world of our own
+
+
+TOOL_YAML = """\
+name: get_flower_inventory
+description: >-
+  Returns the current flower stock of one of our shops, as "flower: count" pairs. Use it
+  whenever someone asks what flowers a city's shop has; call it once per city. Do not use
+  it for prices or orders.
+parameters:
+  type: object
+  properties:
+    city: {{type: string, enum: [北京, 上海, 深圳], description: City of the shop}}
+  required: [city]
+annotations: {{read_only: true, destructive: false, idempotent: true}}
+backend:
+  python: stock.py:get_flower_inventory
+"""
+
+STOCK_PY = """\
+import time
+
+STOCK = {{"北京": "玫瑰: 100, 郁金香: 150", "上海": "百合: {shanghai}, 康乃馨: 120", "深圳": "向日葵: 200, 玉兰: 90"}}
+
+
+def get_flower_inventory(city):
+    time.sleep({delay})
+    return STOCK[city]
+"""
+
+RECIPE_YAML = """\
+name: shops
+model: openai:gpt-4o-mini
+tools: [get_flower_inventory]
+tools_dir: tools.d
+messages:
+  - user: "{{{{ question }}}}"
+vars:
+  question: 北京、上海和深圳的鲜花库存是多少?
+settings: {{max_turns: 4, temperature: 0}}
+expect:
+  tools_called: [get_flower_inventory]
+  final_contains: [{must_contain}]
+"""
+
+
+def make_world(folder: Path, *, shanghai: int = 80, delay: float = 0.0, must_contain: str = "玫瑰") -> Path:
+    """A recipe and its tools directory in ``folder``; returns the recipe's path."""
+    tools = folder / "tools.d"
+    tools.mkdir(parents=True, exist_ok=True)
+    (tools / "flowers.yaml").write_text(TOOL_YAML.format(), encoding="utf-8")
+    (tools / "stock.py").write_text(STOCK_PY.format(shanghai=shanghai, delay=delay), encoding="utf-8")
+    recipe = folder / "shops.yaml"
+    recipe.write_text(RECIPE_YAML.format(must_contain=must_contain), encoding="utf-8")
+    return recipe
+
+
+def completion(message: dict, finish_reason: str, prompt: int, output: int) -> dict:
+    return {"id": "chatcmpl-x", "object": "chat.completion", "model": "gpt-4o-mini",
+            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": output, "total_tokens": prompt + output}}
+
+
+CALLS_RESPONSE = completion({"role": "assistant", "content": None, "tool_calls": [
+    {"id": call_id, "type": "function",
+     "function": {"name": "get_flower_inventory", "arguments": json.dumps({"city": city}, ensure_ascii=False)}}
+    for call_id, city in zip(CALL_IDS, ["北京", "上海", "深圳"])]}, "tool_calls", 95, 67)
+ANSWER_RESPONSE = completion({"role": "assistant", "content": ANSWER}, "stop", 235, 90)
+
+
+def sse_chunks(body: dict) -> list[str]:
+    """A chat.completion as OpenAI streams it: text word by word, call arguments in pieces."""
+    message, choice = body["choices"][0]["message"], body["choices"][0]
+    chunks: list[dict] = [{"choices": [{"index": 0, "delta": {"role": "assistant"}}]}]
+    content = message.get("content") or ""
+    for start in range(0, len(content), 7):
+        chunks.append({"choices": [{"index": 0, "delta": {"content": content[start:start + 7]}}]})
+    for index, call in enumerate(message.get("tool_calls") or []):
+        arguments = call["function"]["arguments"]
+        chunks.append({"choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": index, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"], "arguments": ""}}]}}]})
+        for start in range(0, len(arguments), 5):
+            chunks.append({"choices": [{"index": 0, "delta": {"tool_calls": [
+                {"index": index, "function": {"arguments": arguments[start:start + 5]}}]}}]})
+    chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]})
+    chunks.append({"choices": [], "usage": body["usage"]})
+    return [f"data: {json.dumps(c, ensure_ascii=False)}\n\n" for c in chunks] + ["data: [DONE]\n\n"]
+
+
+def fake_openai(request: Recorded) -> Reply:
+    """Calls first; the answer once the three results are there. Streams when asked to."""
+    assert request.headers.get("authorization") == f"Bearer {FAKE_KEY}"
+    body = request.json()
+    has_results = any(m.get("role") == "tool" for m in body["messages"])
+    response = ANSWER_RESPONSE if has_results else CALLS_RESPONSE
+    if body.get("stream"):
+        return Reply(headers={"Content-Type": "text/event-stream"}, chunks=sse_chunks(response))
+    return Reply(body=response)
+
+
+def live_env(server) -> dict[str, str]:
+    return clean_env(OPENAI_API_KEY=FAKE_KEY, OPENAI_BASE_URL=f"{server.url}/v1")
+
+
+# ----------------------------------------------------------------- the shipped example, offline
+
+
+def test_inventory_runs_offline_from_its_cassette_on_a_fresh_machine():
+    completed = toolrun("recipe", "recipes/inventory.yaml")
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.strip() == ANSWER
+    err = completed.stderr
+    assert ("no OPENAI_API_KEY set: replaying recipes/inventory.cassette.json; "
+            "set the key for a live run, --live to refuse this") in err
+    for city in ("北京", "上海", "深圳"):
+        assert f'→ get_flower_inventory {{"city": "{city}"}}' in err
+    assert "← get_flower_inventory" in err and "玫瑰: 100, 郁金香: 150" in err
+    assert err.strip().splitlines()[-1] == "2 turns · 3 tool calls · 330 in / 157 out tokens · replay"
+    assert "divergence" not in err
+
+
+def test_inventory_json_is_the_section_4_transcript():
+    completed = toolrun("recipe", "recipes/inventory.yaml", "--json")
+    assert completed.returncode == 0, completed.stderr
+    assert "北京" in completed.stdout  # ensure_ascii=False
+    document = json.loads(completed.stdout)  # exactly one JSON document on stdout
+    assert document["recipe"] == "inventory"
+    assert document["model"] == "openai:gpt-4o-mini"
+    assert document["mode"] == "replay"
+    assert document["final"] == ANSWER
+    assert document["stop_reason"] == "stop"
+    assert document["usage"] == {"input_tokens": 330, "output_tokens": 157, "requests": 2}
+    first, second = document["turns"]
+    assert first["stop_reason"] == "tool_calls" and first["text"] is None
+    assert first["usage"] == {"input_tokens": 95, "output_tokens": 67}
+    assert [c["id"] for c in first["tool_calls"]] == CALL_IDS
+    assert [c["arguments"] for c in first["tool_calls"]] == [{"city": "北京"}, {"city": "上海"}, {"city": "深圳"}]
+    assert [c["result"] for c in first["tool_calls"]] == ["玫瑰: 100, 郁金香: 150", "百合: 80, 康乃馨: 120", "向日葵: 200, 玉兰: 90"]
+    assert all(c["is_error"] is False and isinstance(c["duration_ms"], int) for c in first["tool_calls"])
+    assert second["usage"] == {"input_tokens": 235, "output_tokens": 90} and second["tool_calls"] == []
+    assert document["divergences"] == []
+    assert "2 turns · 3 tool calls" in completed.stderr  # human output stays on stderr
+
+
+def test_the_shipped_cassette_holds_the_published_exchanges():
+    cassette = json.loads(INVENTORY_CASSETTE.read_text(encoding="utf-8"))
+    first, second = cassette["exchanges"]
+    calls = first["response"]["body"]["choices"][0]["message"]["tool_calls"]
+    assert [c["id"] for c in calls] == CALL_IDS
+    assert first["response"]["body"]["usage"]["prompt_tokens"] == 95
+    assert second["response"]["body"]["choices"][0]["message"]["content"] == ANSWER
+    assert [m["role"] for m in second["request"]["body"]["messages"]][-3:] == ["tool", "tool", "tool"]
+    assert all("authorization" not in {h.lower() for h in e["request"]["headers"]} for e in cassette["exchanges"])
+
+
+def test_live_refuses_the_fallback_and_names_the_variable():
+    completed = toolrun("recipe", "recipes/inventory.yaml", "--live")
+    assert completed.returncode == 2
+    assert "OPENAI_API_KEY" in completed.stderr
+    assert "recipes/inventory.yaml" in completed.stderr
+    assert "Traceback" not in completed.stderr
+
+
+def test_live_with_replay_is_a_bad_option():
+    completed = toolrun("recipe", "recipes/inventory.yaml", "--live", "--replay", "recipes/inventory.cassette.json")
+    assert completed.returncode == 2
+    assert "--live and --replay" in completed.stderr and "Traceback" not in completed.stderr
+
+
+def test_no_credentials_and_no_cassette_is_exit_2(tmp_path: Path):
+    recipe = make_world(tmp_path)
+    result = invoke("recipe", str(recipe))
+    assert result.exit_code == 2
+    assert "OPENAI_API_KEY" in result.stderr and "--record" in result.stderr
+
+
+def test_asking_for_streaming_on_a_non_streamed_recording_says_so():
+    result = invoke("recipe", str(INVENTORY), "--stream")
+    assert result.exit_code == 0, result.stderr
+    assert "the recording was made without streaming: replaying as --no-stream" in result.stderr
+    assert result.stdout.strip() == ANSWER
+
+
+# ----------------------------------------------------------------- divergence and failures
+
+
+def inventory_copy(folder: Path, *, tools: str = "[get_flower_inventory]", stock_change: tuple[str, str] | None = None) -> Path:
+    """The shipped inventory recipe and tools in ``folder``, the stock possibly changed."""
+    tools_dir = folder / "tools.d"
+    tools_dir.mkdir(parents=True)
+    (tools_dir / "flowers.yaml").write_text((ROOT / "tools.d" / "flowers.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+    source = (ROOT / "tools.d" / "flowers.py").read_text(encoding="utf-8")
+    if stock_change:
+        assert stock_change[0] in source
+        source = source.replace(*stock_change)
+    (tools_dir / "flowers.py").write_text(source, encoding="utf-8")
+    recipe = folder / "inventory.yaml"
+    text = INVENTORY.read_text(encoding="utf-8").replace("tools_dir: ../tools.d", "tools_dir: tools.d")
+    recipe.write_text(text.replace("tools: [get_flower_inventory]", f"tools: {tools}"), encoding="utf-8")
+    return recipe
+
+
+def test_a_changed_tool_result_is_reported_as_a_divergence(tmp_path: Path):
+    recipe = inventory_copy(tmp_path, stock_change=('"百合": 80', '"百合": 0'))
+    result = invoke("recipe", str(recipe), "--replay", str(INVENTORY_CASSETTE), "--json")
+    assert result.exit_code == 0, result.stderr
+    expected = (f"replay divergence at exchange 2: tool result for {CALL_IDS[1]} (get_flower_inventory) differs: "
+                "recorded '百合: 80, 康乃馨: 120', now '百合: 0, 康乃馨: 120'")
+    assert expected in result.stderr.splitlines()
+    [finding] = json.loads(result.stdout)["divergences"]  # the only difference, reported once
+    assert finding["kind"] == "tool_result" and finding["exchange"] == 2
+    assert finding["recorded"] == "百合: 80, 康乃馨: 120" and finding["now"] == "百合: 0, 康乃馨: 120"
+
+
+PRICES_YAML = """\
+name: get_flower_prices
+description: >-
+  Returns today's price list of our shop in one city, as "flower: yuan" pairs. Use it when
+  someone asks what flowers cost; call it once per city. Do not use it for stock levels.
+parameters:
+  type: object
+  properties:
+    city: {type: string, enum: [北京, 上海, 深圳], description: City of the shop}
+  required: [city]
+annotations: {read_only: true, destructive: false, idempotent: true}
+backend:
+  python: prices.py:get_flower_prices
+"""
+
+
+def test_replay_reports_a_different_tool_set(tmp_path: Path):
+    recipe = inventory_copy(tmp_path, tools="[get_flower_inventory, get_flower_prices]")
+    (tmp_path / "tools.d" / "prices.yaml").write_text(PRICES_YAML, encoding="utf-8")
+    (tmp_path / "tools.d" / "prices.py").write_text("def get_flower_prices(city):\n    return '玫瑰: 5'\n", encoding="utf-8")
+    result = invoke("recipe", str(recipe), "--replay", str(INVENTORY_CASSETTE), "--json")
+    assert result.exit_code == 0, result.stderr
+    assert ("replay divergence at exchange 1: a different tool set: recorded [get_flower_inventory], "
+            "now [get_flower_inventory, get_flower_prices] (now also offers get_flower_prices)") in result.stderr
+    findings = json.loads(result.stdout)["divergences"]
+    assert [f["kind"] for f in findings] == ["tool_set"]  # said once, not again at exchange 2
+
+
+def test_a_replay_of_the_same_run_shows_no_divergence(tmp_path: Path):
+    recipe = inventory_copy(tmp_path)
+    result = invoke("recipe", str(recipe), "--replay", str(INVENTORY_CASSETTE), "--json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["divergences"] == []
+
+
+def test_more_requests_than_recorded_is_a_run_failure(tmp_path: Path):
+    cassette = json.loads(INVENTORY_CASSETTE.read_text(encoding="utf-8"))
+    cassette["exchanges"] = cassette["exchanges"][:1]
+    short = tmp_path / "short.cassette.json"
+    short.write_text(json.dumps(cassette, ensure_ascii=False), encoding="utf-8")
+    result = invoke("recipe", str(INVENTORY), "--replay", str(short), "--json")
+    assert result.exit_code == 1
+    assert "the recording has only 1 exchange" in result.stderr
+    assert json.loads(result.stdout)["stop_reason"] == "error"
+
+
+def test_a_failing_expect_check_exits_3(tmp_path: Path):
+    recipe = make_world(tmp_path, must_contain="牡丹")
+    result = invoke("recipe", str(recipe), "--replay", str(INVENTORY_CASSETTE))
+    assert result.exit_code == 3
+    assert "expect failed" in result.stderr and "牡丹" in result.stderr
+
+
+def test_a_broken_cassette_is_bad_input(tmp_path: Path):
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json", encoding="utf-8")
+    result = invoke("recipe", str(INVENTORY), "--replay", str(broken))
+    assert result.exit_code == 2
+    assert "broken.json" in result.stderr and "not valid JSON" in result.stderr
+
+
+def test_a_bad_var_is_bad_input():
+    result = invoke("recipe", str(INVENTORY), "--var", "no-equals-sign")
+    assert result.exit_code == 2
+    assert "KEY=VALUE" in result.stderr
+
+
+# ----------------------------------------------------------------- live against a loopback OpenAI
+
+
+def test_live_streamed_run_records_a_cassette_that_replays_without_divergence(loopback, tmp_path: Path):
+    server = loopback(fake_openai)
+    recipe = make_world(tmp_path, delay=0.5)
+    cassette = tmp_path / "run.cassette.json"
+    transcript = tmp_path / "run.jsonl"
+    started = time.monotonic()
+    completed = toolrun("recipe", str(recipe), "--record", str(cassette), "--transcript", str(transcript),
+                        env=live_env(server))
+    elapsed = time.monotonic() - started
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.strip() == ANSWER  # streamed piece by piece, whole in the end
+    assert completed.stderr.strip().splitlines()[-2] == "2 turns · 3 tool calls · 330 in / 157 out tokens · live"
+    assert elapsed < 1.5 + 3.0  # three 0.5 s calls in one turn overlap (process start-up allowed for)
+    assert len(server.requests) == 2 and all(r.json().get("stream") for r in server.requests)
+
+    text = cassette.read_text(encoding="utf-8")
+    assert FAKE_KEY not in text and "北京" in text
+    recorded = json.loads(text)
+    assert len(recorded["exchanges"]) == 2 and all("lines" in e["response"] for e in recorded["exchanges"])
+
+    events = [json.loads(line) for line in transcript.read_text(encoding="utf-8").splitlines()]
+    kinds = [e["event"] for e in events]
+    assert kinds[0] == "run_start" and kinds[-1] == "run_end"
+    assert kinds.count("model_response") == 2 and kinds.count("tool_call") == 3
+    assert events[-1]["usage"] == {"input_tokens": 330, "output_tokens": 157, "requests": 2}
+    assert FAKE_KEY not in transcript.read_text(encoding="utf-8")
+
+    replayed = toolrun("recipe", str(recipe), "--replay", str(cassette), "--json")
+    assert replayed.returncode == 0, replayed.stderr
+    document = json.loads(replayed.stdout)
+    assert document["divergences"] == [] and document["final"] == ANSWER
+    assert document["usage"]["requests"] == 2
+
+
+def test_the_three_calls_of_one_turn_run_concurrently(loopback, tmp_path: Path):
+    server = loopback(fake_openai)
+    recipe = make_world(tmp_path, delay=0.5)
+    started = time.monotonic()
+    result = invoke("recipe", str(recipe), "--no-stream", "--json", env=live_env(server))
+    elapsed = time.monotonic() - started
+    assert result.exit_code == 0, result.stderr
+    durations = [c["duration_ms"] for c in json.loads(result.stdout)["turns"][0]["tool_calls"]]
+    assert all(d >= 450 for d in durations)  # each call really slept
+    assert elapsed < 1.5  # 3 x 0.5 s in one turn overlap
+
+
+def test_non_streamed_text_is_printed_at_the_end_of_the_turn(loopback, tmp_path: Path):
+    server = loopback(fake_openai)
+    recipe = make_world(tmp_path)
+    result = invoke("recipe", str(recipe), "--no-stream", env=live_env(server))
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == ANSWER + "\n"
+    assert all(r.json().get("stream") is None for r in server.requests)
+
+
+def test_a_provider_error_is_a_run_failure_without_traceback(loopback, tmp_path: Path):
+    server = loopback(lambda request: Reply(400, {"error": {"message": "Invalid schema for function"}}))
+    recipe = make_world(tmp_path)
+    result = invoke("recipe", str(recipe), env=live_env(server))
+    assert result.exit_code == 1
+    assert "Invalid schema for function" in result.stderr
