@@ -373,3 +373,111 @@ def test_configuration_comes_from_the_environment():
     with pytest.raises(UserError, match="OPENAI_API_KEY"):
         OpenAIChatProvider.resolve_config(environ={})
     assert get_provider_class("openai") is OpenAIChatProvider
+
+
+# ---------------------------------------------------------------- the real runner over loopback
+
+WEATHER_PY = '''
+def weather(location="Berlin"):
+    return {"location": location, "temperature_c": 18}
+
+def get_flower_inventory(city):
+    return {"北京": "玫瑰: 100", "上海": "玫瑰: 80", "深圳": "玫瑰: 60"}[city]
+'''
+WEATHER_YAML = '''
+tools:
+  - name: weather
+    description: Returns the current weather of one place. Use it for weather questions only.
+    parameters:
+      type: object
+      properties:
+        location: {type: string, description: A city name}
+    backend: {python: "tools.py:weather"}
+  - name: get_flower_inventory
+    description: Returns the current flower stock of one city. Use it for stock questions only.
+    parameters:
+      type: object
+      properties:
+        city: {type: string, enum: [北京, 上海, 深圳], description: City name}
+      required: [city]
+    backend: {python: "tools.py:get_flower_inventory"}
+'''
+
+
+def _catalog(tmp_path: Path):
+    from toolrun.catalog.loader import load_catalog_or_raise
+
+    directory = tmp_path / "tools.d"
+    directory.mkdir()
+    (directory / "tools.py").write_text(WEATHER_PY, encoding="utf-8")
+    (directory / "tools.yaml").write_text(WEATHER_YAML, encoding="utf-8")
+    return load_catalog_or_raise(directory)
+
+
+def _run_loop(server_url: str, tools: list, question: str, *, stream: bool):
+    from toolrun.backends.base import CallContext
+    from toolrun.runner import RunSettings, run_conversation
+
+    async def go():
+        provider = _provider(server_url)
+        try:
+            return await run_conversation(provider, tools, system=None, messages=[Message("user", [TextPart(question)])],
+                                          settings=RunSettings(stream=stream), context=CallContext(environ={}))
+        finally:
+            await provider.aclose()
+
+    return _run(go())
+
+
+@pytest.mark.parametrize("name", RECORDED_STREAMS)
+def test_recorded_stream_drives_a_whole_run_and_every_follow_up_is_valid(fixtures_dir: Path, loopback, tmp_path: Path, name: str):
+    catalog = _catalog(tmp_path)
+    lines = (fixtures_dir / "recorded" / f"vercel-ai--{name}-tool-call.chunks.txt").read_text().splitlines()
+    replies = iter([_sse([json.loads(line) for line in lines]), _sse([_chunk({"content": "18°C in San Francisco."}, "stop")])])
+    server = loopback(lambda request: next(replies))
+    tool_name = EXPECTED_CALL[name][0]
+    tools = [catalog.get("weather")] if tool_name == "weather" else []
+    result = _run_loop(server.url, tools, "What is the weather in San Francisco?", stream=True)
+
+    assert (result.stop_reason, result.final, result.error) == ("stop", "18°C in San Francisco.", None)
+    for request in server.requests:
+        _assert_valid(request.json())
+    recorded_id = result.turns[0].tool_calls[0].id
+    follow_up = server.requests[1].json()["messages"]
+    assert follow_up[-2]["tool_calls"][0]["id"] == follow_up[-1]["tool_call_id"] == recorded_id
+    if tool_name == "weather":  # the real tool ran and its result went back
+        assert json.loads(follow_up[-1]["content"])["temperature_c"] == 18
+    else:  # a tool the catalog does not have: an error result the model can act on, not a crash
+        assert result.turns[0].tool_calls[0].is_error
+
+
+@pytest.mark.parametrize("name", RECORDED_BODIES)
+def test_recorded_body_drives_a_whole_run(fixtures_dir: Path, loopback, tmp_path: Path, name: str):
+    body = json.loads((fixtures_dir / "recorded" / f"vercel-ai--{name}-tool-call.json").read_text())
+    replies = iter([Reply(200, body), Reply(200, _completion({"content": "18°C."}, "stop"))])
+    server = loopback(lambda request: next(replies))
+    result = _run_loop(server.url, [_catalog(tmp_path).get("weather")], "Weather in San Francisco?", stream=False)
+    assert (result.stop_reason, result.final) == ("stop", "18°C.")
+    assert result.usage.input_tokens == body["usage"]["prompt_tokens"] + 10
+    follow_up = server.requests[1].json()
+    _assert_valid(follow_up)
+    assert follow_up["messages"][-1]["tool_call_id"] == body["choices"][0]["message"]["tool_calls"][0]["id"]
+
+
+def test_ids_repeated_across_turns_are_made_unique_by_the_run(loopback, tmp_path: Path):
+    # SGLang / lmdeploy: every turn numbers its calls "0", "1" again, index stuck at 0.
+    def turn(city: str) -> Reply:
+        return _sse([_chunk({"tool_calls": [{"index": 0, "id": "0", "type": "function",
+                                             "function": {"name": "get_flower_inventory", "arguments": json.dumps({"city": city}, ensure_ascii=False)}}]}),
+                     _chunk({}, "tool_calls")])
+
+    replies = iter([turn("北京"), turn("上海"), _sse([_chunk({"content": "北京 100, 上海 80"}, "stop")])])
+    server = loopback(lambda request: next(replies))
+    result = _run_loop(server.url, [_catalog(tmp_path).get("get_flower_inventory")], "北京和上海?", stream=True)
+    assert result.final == "北京 100, 上海 80"
+    last = server.requests[2].json()
+    _assert_valid(last)
+    sent_ids = [m["tool_calls"][0]["id"] for m in last["messages"] if m["role"] == "assistant"]
+    result_ids = [m["tool_call_id"] for m in last["messages"] if m["role"] == "tool"]
+    assert sent_ids == result_ids and len(set(sent_ids)) == 2
+    assert [m["content"] for m in last["messages"] if m["role"] == "tool"] == ["玫瑰: 100", "玫瑰: 80"]
