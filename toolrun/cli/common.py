@@ -7,6 +7,7 @@ from typing import Any, Callable
 
 import click
 
+from toolrun.catalog.lint import lint_catalog
 from toolrun.catalog.loader import load_catalog
 from toolrun.catalog.model import Catalog
 from toolrun.errors import Problem, UserError
@@ -35,7 +36,7 @@ def load_catalog_for_cli(tools_dir: Path | None, *, stop_on_lint_errors: bool = 
     result = load_catalog(directory)
     if result.problems:
         raise UserError(result.problems)
-    findings = _lint(result.catalog)
+    findings = lint_catalog(result.catalog)
     errors = [f for f in findings if f.severity == "error"]
     warnings = [f for f in findings if f.severity == "warning"]
     click.echo(load_summary(len(result.catalog), directory, len(errors), len(warnings)), err=True)
@@ -52,10 +53,3 @@ def load_summary(tool_count: int, directory: Path, errors: int, warnings: int) -
         line += " (toolrun tools lint shows them)"
     return line
 
-
-def _lint(catalog: Catalog) -> list[Any]:
-    try:
-        from toolrun.catalog.lint import lint_catalog
-    except ImportError:  # the lint module is written in parallel; until it lands, no findings
-        return []
-    return lint_catalog(catalog)
