@@ -29,6 +29,7 @@ from toolrun.templates import check_template, placeholders, render
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 STDERR_TAIL_LINES = 20
+NO_OUTPUT = "(the command succeeded and printed nothing)"  # an empty result confuses some providers
 MAX_CAPTURE_BYTES = 16 * 1024 * 1024  # memory guard; the tool's max_output cuts far earlier
 KILL_GRACE_SECONDS = 1.0
 _ARG_REFERENCE = re.compile(r"TOOLRUN_ARG_([A-Za-z0-9_]+)")
@@ -152,7 +153,8 @@ class ShellBackend(Backend):
             raise
         if process.returncode != 0:
             return BackendOutput(_failure_text(process.returncode, stdout, stderr), is_error=True)
-        return BackendOutput(stdout.rstrip("\n"))  # the final newline is noise to a model
+        text = stdout.rstrip("\n")  # the final newline is noise to a model
+        return BackendOutput(text if text else NO_OUTPUT)
 
     def _argv(self, config: Mapping[str, Any], arguments: dict[str, Any], context: CallContext) -> list[str]:
         if config.get("shell"):

@@ -1,0 +1,175 @@
+"""The shell backend with real subprocesses: no shell injection, clean environment, kills."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.backend_helpers import call, make_tool
+from toolrun.backends.shell import NO_OUTPUT, ShellBackend
+
+INJECTIONS = ["x; touch {marker}", "$(touch {marker})", "`touch {marker}`", "x && touch {marker}",
+              "x | touch {marker}", "x\ntouch {marker}"]
+
+
+def shell_tool(folder: Path, config: dict, **kwargs):
+    kwargs.setdefault("properties", {"value": {"type": "string"}})
+    return make_tool("shell", config, folder=folder, **kwargs)
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("template", INJECTIONS)
+def test_argv_values_are_data_never_shell_syntax(tmp_path: Path, template: str) -> None:
+    marker = tmp_path / "owned"
+    value = template.format(marker=marker)
+    tool = shell_tool(tmp_path, {"argv": ["printf", "%s", "--", "{{ value }}"]})
+    outcome = call(tool, {"value": value})
+    assert not outcome.is_error
+    assert outcome.result == "--" + value.rstrip("\n")  # printf prints "--" as the first %s
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("template", INJECTIONS)
+def test_shell_true_gets_arguments_only_as_environment_variables(tmp_path: Path, template: str) -> None:
+    marker = tmp_path / "owned"
+    value = template.format(marker=marker)
+    tool = shell_tool(tmp_path, {"shell": True, "command": 'printf "%s" "$TOOLRUN_ARG_VALUE"'})
+    outcome = call(tool, {"value": value})
+    assert outcome.result == value.rstrip("\n")
+    assert not marker.exists()
+
+
+def test_dollar_id_comes_back_literally(tmp_path: Path) -> None:
+    tool = shell_tool(tmp_path, {"argv": ["echo", "{{ value }}"]})
+    assert call(tool, {"value": "$(id)"}).result == "$(id)"
+
+
+def test_option_like_value_after_double_dash_is_a_positional_argument(tmp_path: Path) -> None:
+    tool = shell_tool(tmp_path, {"argv": ["touch", "--", "{{ value }}"]})
+    outcome = call(tool, {"value": "--version"})
+    # After "--", touch took "--version" as a file name (in the tool's folder), not as an option.
+    assert (outcome.result, outcome.is_error) == (NO_OUTPUT, False)
+    assert (tmp_path / "--version").is_file()
+
+
+def test_output_option_from_the_model_does_not_write_elsewhere(tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    tool = shell_tool(tmp_path, {"argv": ["df", "-P", "--", "{{ value }}"]})
+    outcome = call(tool, {"value": f"--output={victim}"})
+    assert outcome.is_error and "--output=" in outcome.result  # df looked for a file of that name
+    assert not victim.exists()
+
+
+def test_child_gets_only_path_the_tool_env_and_no_secrets_of_the_parent(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("PARENT_ONLY_SECRET", "do-not-leak-1234")
+    tool = shell_tool(tmp_path, {"argv": ["env"], "env": {"REGION": "{{ value }}", "TOKEN": "${env:MY_TOKEN}"}})
+    outcome = call(tool, {"value": "cn-north"}, environ={"MY_TOKEN": "tok-secret-5678"})
+    names = {line.split("=", 1)[0] for line in outcome.result.splitlines()}
+    assert names <= {"PATH", "REGION", "TOKEN", "PWD", "SHLVL", "_"}
+    assert "REGION=cn-north" in outcome.result
+    assert "do-not-leak-1234" not in outcome.result
+    assert "tok-secret-5678" not in outcome.result  # the tool's own secret is redacted from its output
+    assert "TOKEN=***" in outcome.result
+
+
+def test_shell_true_passes_non_strings_as_json(tmp_path: Path) -> None:
+    tool = shell_tool(tmp_path, {"shell": True, "command": 'echo "$TOOLRUN_ARG_COUNT|$TOOLRUN_ARG_TAGS|$TOOLRUN_ARG_ON"'},
+                      properties={"count": {"type": "integer"}, "tags": {"type": "array"}, "on": {"type": "boolean"}})
+    assert call(tool, {"count": 3, "tags": ["北京", "b"], "on": True}).result == '3|["北京", "b"]|true'
+
+
+def test_stdin_and_cwd_are_templates(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    tool = shell_tool(tmp_path, {"argv": ["sh", "-c", "pwd; cat"], "cwd": "sub", "stdin": "hello {{ value }}"})
+    outcome = call(tool, {"value": "上海"})
+    assert outcome.result.splitlines() == [str(tmp_path / "sub"), "hello 上海"]
+
+
+def test_optional_flag_element_is_dropped_when_it_renders_empty(tmp_path: Path) -> None:
+    config = {"argv": ["printf", "[%s]", "{% if loud %}--loud{% endif %}", "x"]}
+    tool = shell_tool(tmp_path, config, properties={"loud": {"type": "boolean"}})
+    assert call(tool, {"loud": False}).result == "[x]"
+    assert call(tool, {"loud": True}).result == "[--loud][x]"
+
+
+def test_nonzero_exit_is_an_error_with_code_and_stderr_tail(tmp_path: Path) -> None:
+    script = "for i in $(seq 1 50); do echo line$i >&2; done; exit 3"
+    outcome = call(shell_tool(tmp_path, {"argv": ["sh", "-c", script]}), {})
+    assert outcome.is_error
+    assert "exited with code 3" in outcome.result
+    assert "line50" in outcome.result and "line31" in outcome.result
+    assert "line30\n" not in outcome.result  # only the last 20 lines
+
+
+def test_missing_command_is_an_error_result(tmp_path: Path) -> None:
+    outcome = call(shell_tool(tmp_path, {"argv": ["definitely-not-a-command-xyz"]}), {})
+    assert outcome.is_error and "command not found: definitely-not-a-command-xyz" in outcome.result
+
+
+def test_timeout_kills_the_whole_process_group_quickly(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pids"
+    script = f"sleep 30 & echo $! > {pid_file}; sleep 30"
+    tool = shell_tool(tmp_path, {"argv": ["sh", "-c", script]}, timeout=0.5)
+    started = time.perf_counter()
+    outcome = call(tool, {})
+    assert outcome.is_error and "timed out" in outcome.result
+    assert time.perf_counter() - started < 5
+    background = int(pid_file.read_text())
+    deadline = time.monotonic() + 2
+    while _process_exists(background) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _process_exists(background)
+
+
+def test_backend_timeout_option_kills_too(tmp_path: Path) -> None:
+    tool = shell_tool(tmp_path, {"argv": ["sleep", "30"], "timeout": "300ms"})
+    outcome = call(tool, {})
+    assert outcome.is_error and "timed out after 0.3s" in outcome.result
+
+
+def test_term_ignoring_child_is_killed(tmp_path: Path) -> None:
+    tool = shell_tool(tmp_path, {"argv": ["sh", "-c", "trap '' TERM; sleep 30"]}, timeout=0.3)
+    started = time.perf_counter()
+    assert call(tool, {}).is_error
+    assert time.perf_counter() - started < 5
+
+
+def test_placeholders_cover_argv_env_stdin_and_shell_variables(tmp_path: Path) -> None:
+    backend = ShellBackend()
+    tool = shell_tool(tmp_path, {"argv": ["grep", "--", "{{ pattern }}"], "env": {"A": "{{ region }}"},
+                                 "stdin": "{{ text }}", "cwd": "{{ folder }}"})
+    assert backend.placeholders(tool) == {"pattern", "region", "text", "folder"}
+    sh = shell_tool(tmp_path, {"shell": True, "command": 'grep -c "$TOOLRUN_ARG_CITY" "$TOOLRUN_ARG_TYPO"'},
+                    properties={"city": {"type": "string"}})
+    assert backend.placeholders(sh) == {"city", "typo"}
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ({"argv": []}, "non-empty list"),
+        ({"argv": ["ls", 3]}, "must be a string"),
+        ({"argv": ["echo", "{{ value "]}, "template syntax error"),
+        ({"shell": True, "command": "grep {{ value }} f"}, "must not contain"),
+        ({"argv": ["ls"], "timeout": "soon"}, "duration"),
+    ],
+)
+def test_check_reports_static_problems(tmp_path: Path, config: dict, expected: str) -> None:
+    problems = ShellBackend().check(shell_tool(tmp_path, config))
+    assert len(problems) == 1 and expected in problems[0].message
+
+
+def test_check_accepts_the_good_forms(tmp_path: Path) -> None:
+    backend = ShellBackend()
+    assert backend.check(shell_tool(tmp_path, {"argv": ["df", "-h", "--", "{{ value }}"]})) == []
+    assert backend.check(shell_tool(tmp_path, {"shell": True, "command": 'echo "$TOOLRUN_ARG_VALUE"'})) == []
