@@ -349,8 +349,14 @@ def _value_cannot_start_with_dash(schema: Any) -> bool:
         minimum = schema.get("minimum", schema.get("exclusiveMinimum"))
         return isinstance(minimum, (int, float)) and minimum >= 0
     pattern = schema.get("pattern")
-    if isinstance(pattern, str) and pattern.startswith("^"):
-        return bool(re.match(r"\^(\\d|\\w|\[[^\]^-]*\]|[A-Za-z0-9_/])", pattern)) and not pattern.startswith("^[-")
+    if isinstance(pattern, str):
+        # The first thing an anchored pattern requires: a class, \d / \w, or a literal.
+        first = re.match(r"\^(\[(?:\\.|[^\]])*\]|\\[dw]|[A-Za-z0-9_/.])", pattern)
+        if first and pattern[first.end() : first.end() + 1] not in ("*", "?") and "|" not in pattern:
+            try:
+                return re.fullmatch(first.group(1), "-") is None
+            except re.error:
+                return False
     return False
 
 
