@@ -140,9 +140,32 @@ def gemini_rejections(body: dict[str, Any]) -> list[str]:
         for declaration in tool.get("functionDeclarations") or []:
             if not declaration.get("name") or ("parameters" in declaration and "parametersJsonSchema" in declaration):
                 problems.append(f"functionDeclaration {declaration.get('name')!r}")
+            problems.extend(f"functionDeclaration {declaration.get('name')!r}: {problem}"
+                            for problem in _outside_gemini_subset(declaration.get("parameters")))
     mode = ((body.get("toolConfig") or {}).get("functionCallingConfig") or {}).get("mode")
     if mode is not None and mode not in ("AUTO", "ANY", "NONE", "VALIDATED"):
         problems.append(f"functionCallingConfig.mode {mode!r}")
+    return problems
+
+
+def _outside_gemini_subset(schema: Any, path: str = "parameters") -> list[str]:
+    """Keywords of ``parameters`` (OpenAPI subset) that generateContent refuses."""
+    if isinstance(schema, list):
+        return [p for i, item in enumerate(schema) for p in _outside_gemini_subset(item, f"{path}[{i}]")]
+    if not isinstance(schema, dict):
+        return []
+    problems = [f"{path}.{key}" for key in ("additionalProperties", "$ref", "$defs", "oneOf", "allOf", "const", "$schema")
+                if key in schema]
+    if isinstance(schema.get("type"), list):
+        problems.append(f"{path}.type is a list")
+    if schema.get("type") == "object" and "properties" in schema and not schema["properties"]:
+        problems.append(f"{path}.properties is empty for an object")
+    for key in ("properties",):
+        for name, sub in (schema.get(key) or {}).items():
+            problems.extend(_outside_gemini_subset(sub, f"{path}.{key}.{name}"))
+    for key in ("items", "anyOf"):
+        if key in schema:
+            problems.extend(_outside_gemini_subset(schema[key], f"{path}.{key}"))
     return problems
 
 
@@ -250,6 +273,19 @@ def test_request_body_basics():
     assert [d["name"] for d in tools["functionDeclarations"]] == ["weather", "read_screen", "read_theme"]
     assert tools["functionDeclarations"][0]["description"] == WEATHER.description
     assert gemini_rejections(body) == []
+
+
+def test_tool_schemas_go_through_the_catalogs_gemini_conversion():
+    strict_style = ToolDefinition("book", "Books a room in one city.", {
+        "type": "object", "additionalProperties": False, "required": ["city", "note"],
+        "properties": {"city": {"type": "string", "enum": ["北京", "上海"]},
+                       "note": {"type": ["string", "null"], "description": "free text"}}})
+    request = ModelRequest("gemini-2.5-flash", None, _question(), [strict_style, READ_THEME])
+    body = build_request_body(request, stream=False)
+    assert gemini_rejections(body) == []
+    book, theme = body["tools"][0]["functionDeclarations"]
+    assert book["parameters"]["properties"]["note"] == {"type": "string", "description": "free text", "nullable": True}
+    assert "parameters" not in theme  # a tool without arguments declares none
 
 
 @pytest.mark.parametrize("choice, expected", [

@@ -18,6 +18,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from toolrun.catalog.export import tool_definition_for
 from toolrun.errors import ProviderError
 from toolrun.messages import (
     Message,
@@ -30,7 +31,6 @@ from toolrun.messages import (
     TextPart,
     ToolCall,
     ToolCallStarted,
-    ToolDefinition,
     ToolResult,
     Usage,
 )
@@ -58,16 +58,6 @@ RETRYABLE_ERROR_TYPES = frozenset({"overloaded_error", "api_error", "rate_limit_
 
 
 # ---------------------------------------------------------------------------- request
-
-
-def tool_definition(definition: ToolDefinition) -> dict[str, Any]:
-    """One tool in Anthropic's ``tools`` array, via the catalog's shared export."""
-    try:
-        from toolrun.catalog.export import tool_definition_for
-    except ImportError:  # the shared export is not there yet: the same three fields
-        return {"name": definition.name, "description": definition.description,
-                "input_schema": definition.parameters or {"type": "object", "properties": {}}}
-    return tool_definition_for(definition, "anthropic")
 
 
 def tool_choice_body(choice: str, parallel: bool) -> dict[str, Any]:
@@ -159,7 +149,8 @@ def build_request_body(request: ModelRequest, *, stream: bool) -> dict[str, Any]
     if request.system:
         body["system"] = request.system
     if request.tools:
-        body["tools"] = [tool_definition(definition) for definition in request.tools]
+        # the same conversion `toolrun tools show --format anthropic` prints: one place
+        body["tools"] = [tool_definition_for(definition, "anthropic") for definition in request.tools]
         body["tool_choice"] = tool_choice_body(settings.tool_choice, settings.parallel_tool_calls)
     if settings.temperature is not None:
         body["temperature"] = settings.temperature

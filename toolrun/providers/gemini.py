@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 from urllib.parse import quote
 
+from toolrun.catalog.export import tool_definition_for, tools_payload
 from toolrun.errors import ProviderError
 from toolrun.messages import (
     Message,
@@ -36,7 +37,6 @@ from toolrun.messages import (
     TextPart,
     ToolCall,
     ToolCallStarted,
-    ToolDefinition,
     ToolResult,
     Usage,
 )
@@ -56,20 +56,6 @@ RETRYABLE_STATUSES = frozenset({"RESOURCE_EXHAUSTED", "UNAVAILABLE", "INTERNAL",
 
 
 # ---------------------------------------------------------------------------- request
-
-
-def function_declaration(definition: ToolDefinition) -> dict[str, Any]:
-    """One entry of ``functionDeclarations``, via the catalog's shared export."""
-    try:
-        from toolrun.catalog.export import tool_definition_for
-    except ImportError:
-        # Until the shared export exists: plain JSON Schema in parametersJsonSchema, which
-        # Gemini accepts without the OpenAPI-subset conversion `parameters` needs.
-        declaration: dict[str, Any] = {"name": definition.name, "description": definition.description}
-        if (definition.parameters or {}).get("properties"):
-            declaration["parametersJsonSchema"] = definition.parameters
-        return declaration
-    return tool_definition_for(definition, "gemini")
 
 
 def tool_config(choice: str) -> dict[str, Any]:
@@ -169,7 +155,12 @@ def build_request_body(request: ModelRequest, *, stream: bool) -> dict[str, Any]
     if request.system:
         body["systemInstruction"] = {"parts": [{"text": request.system}]}
     if request.tools:
-        body["tools"] = [{"functionDeclarations": [function_declaration(d) for d in request.tools]}]
+        # The catalog's export converts each schema to Gemini's `parameters` subset, the one
+        # every Gemini model accepts (`parametersJsonSchema` is newer); `toolrun tools show
+        # --format gemini` and lint report what that conversion changed, so what the user
+        # inspects is exactly what is sent.
+        declarations = [tool_definition_for(definition, "gemini") for definition in request.tools]
+        body["tools"] = tools_payload(declarations, "gemini")
         body["toolConfig"] = tool_config(settings.tool_choice)
     generation: dict[str, Any] = {}
     if settings.temperature is not None:
