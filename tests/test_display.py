@@ -1,0 +1,133 @@
+"""The terminal display and the JSON Lines transcript, fed the events a run produces."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from toolrun.display import ObserverGroup, TerminalDisplay, summary_line
+from toolrun.messages import Message, ModelResponse, TextPart, ToolCall, Usage
+from toolrun.runner import RunObserver, RunResult, ToolCallRecord, TurnRecord
+from toolrun.secrets import register_secret
+from toolrun.transcript_log import TranscriptLog
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def answer(text: str | None, *calls: ToolCall, usage: Usage = Usage(10, 5, 1)) -> ModelResponse:
+    parts: list = [TextPart(text)] if text else []
+    parts.extend(calls)
+    return ModelResponse(Message("assistant", parts), "tool_calls" if calls else "stop", usage)
+
+
+CALL = ToolCall("call_1", "get_flower_inventory", {"city": "北京"}, '{"city": "北京"}', "call_1")
+
+
+def test_streamed_text_goes_to_stdout_as_it_arrives_and_calls_to_stderr():
+    out, err = io.StringIO(), io.StringIO()
+    display = TerminalDisplay(info_out=err, text_out=out)
+    display.on_text_delta("北京的")
+    assert out.getvalue() == "北京的"  # written before the answer is complete
+    display.on_text_delta("库存")
+    display.on_model_response(0, answer("北京的库存", CALL))  # not printed twice
+    display.on_tool_call_start(CALL)
+    display.on_tool_call_end(ToolCallRecord("call_1", "get_flower_inventory", {"city": "北京"}, "玫瑰: 100", False, 3))
+    assert out.getvalue() == "北京的库存\n"
+    assert err.getvalue().splitlines() == ['→ get_flower_inventory {"city": "北京"}', "← get_flower_inventory 3 ms: 玫瑰: 100"]
+
+
+def test_non_streamed_text_is_printed_at_the_end_of_the_turn():
+    out, err = io.StringIO(), io.StringIO()
+    display = TerminalDisplay(info_out=err, text_out=out)
+    display.on_model_response(0, answer("第一行\n第二行"))
+    assert out.getvalue() == "第一行\n第二行\n"
+
+
+def test_json_mode_prints_no_text_and_errors_are_marked():
+    err = io.StringIO()
+    display = TerminalDisplay(info_out=err, text_out=None)
+    display.on_text_delta("hidden")
+    display.on_model_response(0, answer("hidden"))
+    display.on_tool_call_end(ToolCallRecord("c", "t", {}, "arguments are wrong:\nline two", True, 0))
+    assert err.getvalue() == "✗ t 0 ms: error: arguments are wrong: ⏎ line two\n"
+
+
+def test_summary_line_counts_turns_calls_and_tokens():
+    turns = [TurnRecord("tool_calls", None, Usage(95, 67, 1)), TurnRecord("stop", "x", Usage(235, 90, 1))]
+    assert summary_line(turns, 3, Usage(330, 157, 2), "replay") == "2 turns · 3 tool calls · 330 in / 157 out tokens · replay"
+    assert summary_line(turns[:1], 1, Usage(1, 1, 1), "live") == "1 turn · 1 tool call · 1 in / 1 out tokens · live"
+
+
+def test_display_never_prints_a_secret():
+    register_secret("sk-display-secret-123")
+    err = io.StringIO()
+    TerminalDisplay(info_out=err, text_out=None).on_tool_call_end(
+        ToolCallRecord("c", "t", {}, "token sk-display-secret-123", False, 1))
+    assert "sk-display-secret-123" not in err.getvalue()
+
+
+def test_observer_group_passes_every_event_in_order():
+    seen: list[str] = []
+
+    class Recorder(RunObserver):
+        def __init__(self, name: str):
+            self.name = name
+
+        def on_text_delta(self, text: str) -> None:
+            seen.append(f"{self.name}:{text}")
+
+        def on_turn_end(self, turn: TurnRecord) -> None:
+            seen.append(f"{self.name}:end")
+
+    group = ObserverGroup(Recorder("a"), None, Recorder("b"))
+    group.on_text_delta("x")
+    group.on_turn_end(TurnRecord("stop", None, Usage()))
+    group.on_tool_call_start(CALL)  # a no-op in both
+    assert seen == ["a:x", "b:x", "a:end", "b:end"]
+
+
+def test_transcript_log_writes_one_flushed_event_per_line(tmp_path: Path):
+    path = tmp_path / "run.jsonl"
+    log = TranscriptLog(path)
+    log.run_start(recipe="inventory", model="openai:gpt-4o-mini", mode="replay")
+    log.on_model_response(0, answer(None, CALL, usage=Usage(95, 67, 1)))
+    # Read back while the log is still open: nothing waits for close() to reach the file.
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["event"] for line in lines] == ["run_start", "model_response"]
+    assert "北京" in lines[1]
+    log.on_tool_call_end(ToolCallRecord("call_1", "get_flower_inventory", {"city": "北京"}, "玫瑰: 100", False, 3))
+    result = RunResult("done", "stop", Usage(95, 67, 1), [], [])
+    log.run_end({"final": result.final, "stop_reason": result.stop_reason})
+    log.close()
+    events = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert events[1]["turn"] == 1 and events[1]["tool_calls"] == [{"id": "call_1", "name": "get_flower_inventory", "arguments": {"city": "北京"}}]
+    assert events[2] == {"event": "tool_call", "turn": 1, "id": "call_1", "name": "get_flower_inventory",
+                         "arguments": {"city": "北京"}, "result": "玫瑰: 100", "is_error": False, "duration_ms": 3}
+    assert events[3] == {"event": "run_end", "final": "done", "stop_reason": "stop"}
+
+
+def test_a_crash_mid_run_keeps_what_the_transcript_already_holds(tmp_path: Path):
+    # The tool kills the whole toolrun process: no finally block, no atexit, nothing runs.
+    tools = tmp_path / "tools.d"
+    tools.mkdir()
+    shipped = (ROOT / "tools.d" / "flowers.yaml").read_text(encoding="utf-8")
+    (tools / "flowers.yaml").write_text(shipped.replace("flowers.py:", "crash.py:"), encoding="utf-8")
+    (tools / "crash.py").write_text(
+        "import os, signal\n\ndef get_flower_inventory(city):\n    os.kill(os.getpid(), signal.SIGKILL)\n",
+        encoding="utf-8")
+    transcript = tmp_path / "crash.jsonl"
+    env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_BASE_URL"))}
+    completed = subprocess.run(
+        [str(Path(sys.executable).parent / "toolrun"), "recipe", "recipes/inventory.yaml", "--tools-dir", str(tools),
+         "--transcript", str(transcript)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert completed.returncode == -signal.SIGKILL
+    events = [json.loads(line) for line in transcript.read_text(encoding="utf-8").splitlines()]
+    assert [e["event"] for e in events] == ["run_start", "notice", "model_response"]
+    assert len(events[2]["tool_calls"]) == 3
