@@ -481,3 +481,25 @@ def test_ids_repeated_across_turns_are_made_unique_by_the_run(loopback, tmp_path
     result_ids = [m["tool_call_id"] for m in last["messages"] if m["role"] == "tool"]
     assert sent_ids == result_ids and len(set(sent_ids)) == 2
     assert [m["content"] for m in last["messages"] if m["role"] == "tool"] == ["玫瑰: 100", "玫瑰: 80"]
+
+
+@pytest.mark.parametrize("kind", ["json", "chunks.txt"])
+def test_deepseek_reasoning_of_a_tool_call_turn_is_sent_back(fixtures_dir: Path, kind: str):
+    # DeepSeek's thinking mode answers 400 when a tool-call turn's reasoning_content is missing.
+    path = fixtures_dir / "recorded" / f"vercel-ai--deepseek-tool-call.{kind}"
+    if kind == "json":
+        response = parse_response(json.loads(path.read_text()))
+    else:
+        assembler = ChatStreamAssembler()
+        for line in path.read_text().splitlines():
+            assembler.feed(json.loads(line))
+        response = assembler.result()
+    reasoning = response.message.provider_data["openai"]["reasoning_content"]
+    assert reasoning.startswith("The user is asking for the weather in San Francisco")
+    body = build_request_body(_answer_calls(_request(), response), stream=False)
+    _assert_valid(body)
+    assert body["messages"][2]["reasoning_content"] == reasoning
+    # A plain answer's reasoning is not kept (DeepSeek ignores it there; others may reject it).
+    plain = parse_response(_completion({"content": "ok", "reasoning_content": "thinking..."}, "stop"))
+    assert plain.message.provider_data == {}
+    assert "reasoning_content" not in build_request_body(_answer_calls(_request(), plain), stream=False)["messages"][2]

@@ -8,7 +8,9 @@ Mapping (pure functions over dicts): ``build_request_body``, ``parse_response`` 
 Quirks of compatible servers handled here (see PROVIDERS.md): ``arguments`` sent as an
 object instead of a string; a missing or empty call ``id`` (kept as ``id=""`` — the runner
 makes ids unique); ``index`` stuck at 0 while a new id starts a new call; deltas without
-``index``; a last chunk repeating an empty arguments delta; ``reasoning_content`` ignored.
+``index``; a last chunk repeating an empty arguments delta. DeepSeek's ``reasoning_content``
+is not text; on a turn with tool calls it is kept and sent back (DeepSeek's thinking mode
+answers 400 when it is missing there; on other turns it would be ignored, so it is not kept).
 """
 
 from __future__ import annotations
@@ -116,6 +118,9 @@ def _assistant_message(message: Message) -> dict[str, Any]:
     wire: dict[str, Any] = {"role": "assistant", "content": message.text if (message.text or not calls) else None}
     if wire["content"] is None and not calls:
         wire["content"] = ""
+    reasoning = message.provider_data.get(PROVIDER, {}).get("reasoning_content")
+    if calls and reasoning:
+        wire["reasoning_content"] = reasoning
     if calls:
         wire["tool_calls"] = [
             {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.raw_arguments or "{}"}}
@@ -196,7 +201,8 @@ def parse_response(body: dict[str, Any]) -> ModelResponse:
         provider_id = wire_call.get("id")
         parts.append(ToolCall(provider_id or "", function.get("name") or "", arguments, raw, provider_id))
     raw_reason = choice.get("finish_reason")
-    message = Message("assistant", list(parts))
+    has_calls = any(isinstance(part, ToolCall) for part in parts)
+    message = Message("assistant", list(parts), _provider_data(wire_message.get("reasoning_content"), has_calls))
     return ModelResponse(
         message=message,
         stop_reason=normalise_stop(raw_reason, bool(message.tool_calls)),
@@ -204,6 +210,11 @@ def parse_response(body: dict[str, Any]) -> ModelResponse:
         raw_stop_reason=raw_reason,
         model=body.get("model"),
     )
+
+
+def _provider_data(reasoning: str | None, has_calls: bool) -> dict[str, Any]:
+    # Only a tool-call turn's reasoning must travel back (DeepSeek thinking mode).
+    return {PROVIDER: {"reasoning_content": reasoning}} if reasoning and has_calls else {}
 
 
 @dataclass
@@ -222,6 +233,7 @@ class ChatStreamAssembler:
     """
 
     text: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
     calls: list[_PartialCall] = field(default_factory=list)
     by_index: dict[int, int] = field(default_factory=dict)  # wire index -> position in calls
     finish_reason: str | None = None
@@ -242,6 +254,8 @@ class ChatStreamAssembler:
             if delta.get("content"):
                 self.text.append(delta["content"])
                 events.append(TextDelta(delta["content"]))
+            if isinstance(delta.get("reasoning_content"), str):
+                self.reasoning.append(delta["reasoning_content"])
             for fragment in delta.get("tool_calls") or []:
                 events.extend(self._add_fragment(fragment))
             if choice.get("finish_reason"):
@@ -283,7 +297,7 @@ class ChatStreamAssembler:
         for call in self.calls:
             arguments, raw = parse_arguments(call.arguments)
             parts.append(ToolCall(call.provider_id or "", call.name, arguments, raw, call.provider_id))
-        message = Message("assistant", list(parts))
+        message = Message("assistant", list(parts), _provider_data("".join(self.reasoning), bool(self.calls)))
         return ModelResponse(
             message=message,
             stop_reason=normalise_stop(self.finish_reason, bool(message.tool_calls)),
