@@ -1,0 +1,138 @@
+"""The loop through real provider adapters and a loopback server: what goes on the wire.
+
+The runner is provider-agnostic; these tests check that what it does (unique ids, one
+result per call in call order, tool_choice on the first request) comes out in each
+provider's own spelling and order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.loopback import Recorded, Reply
+from toolrun.backends.base import CallContext
+from toolrun.catalog.loader import load_catalog_or_raise
+from toolrun.catalog.model import Tool
+from toolrun.messages import Message, TextPart
+from toolrun.providers.anthropic import AnthropicProvider
+from toolrun.providers.base import Provider, ProviderConfig
+from toolrun.providers.gemini import GeminiProvider
+from toolrun.providers.openai_chat import OpenAIChatProvider
+from toolrun.runner import RunSettings, run_conversation
+
+CITIES = ("北京", "上海", "深圳")
+STOCK = {"北京": "玫瑰: 100", "上海": "玫瑰: 80", "深圳": "玫瑰: 60"}
+
+
+@pytest.fixture
+def inventory(tmp_path: Path) -> Tool:
+    (tmp_path / "flowers.py").write_text(
+        f"STOCK = {STOCK!r}\n\ndef get_flower_inventory(city):\n    return STOCK[city]\n", encoding="utf-8")
+    (tmp_path / "flowers.yaml").write_text(textwrap.dedent("""
+        name: get_flower_inventory
+        description: >-
+          Returns the current flower stock of one city. Use it when asked about stock;
+          do not use it for prices.
+        parameters:
+          type: object
+          properties:
+            city: {type: string, enum: [北京, 上海, 深圳], description: City name}
+          required: [city]
+        backend: {python: "flowers.py:get_flower_inventory"}
+        """), encoding="utf-8")
+    return load_catalog_or_raise(tmp_path).tools["get_flower_inventory"]
+
+
+def play(provider: Provider, tool: Tool, settings: RunSettings):
+    async def go():
+        try:
+            return await run_conversation(
+                provider, [tool], system="You answer questions about our flower shops.",
+                messages=[Message("user", [TextPart("北京、上海和深圳的鲜花库存是多少?")])],
+                settings=settings, context=CallContext(environ={}))
+        finally:
+            await provider.aclose()
+    return asyncio.run(go())
+
+
+def answers(*replies: dict):
+    """A handler that gives the replies in order."""
+    queue = list(replies)
+
+    def handler(request: Recorded) -> Reply:
+        return Reply(body=queue.pop(0))
+    return handler
+
+
+def test_openai_chat_repeated_ids_become_unique_and_one_tool_message_per_call(loopback, inventory):
+    calls = [{"id": "0", "type": "function", "function": {"name": "get_flower_inventory",
+                                                          "arguments": f'{{"city": "{city}"}}'}} for city in CITIES]
+    server = loopback(answers(
+        {"choices": [{"index": 0, "finish_reason": "tool_calls",
+                      "message": {"role": "assistant", "content": None, "tool_calls": calls}}],
+         "usage": {"prompt_tokens": 95, "completion_tokens": 67}},
+        {"choices": [{"index": 0, "finish_reason": "stop",
+                      "message": {"role": "assistant", "content": "北京100, 上海80, 深圳60"}}],
+         "usage": {"prompt_tokens": 235, "completion_tokens": 90}},
+    ))
+    provider = OpenAIChatProvider("gpt-4o-mini", ProviderConfig(server.url + "/v1", "sk-test-key"))
+    result = play(provider, inventory, RunSettings(stream=False, tool_choice="required"))
+
+    assert result.stop_reason == "stop" and result.final == "北京100, 上海80, 深圳60"
+    assert (result.usage.input_tokens, result.usage.output_tokens, result.usage.requests) == (330, 157, 2)
+    first, second = (r.json() for r in server.requests)
+    assert first["tool_choice"] == "required" and "tool_choice" not in second
+    assistant, *results = second["messages"][-4:]
+    sent_ids = [c["id"] for c in assistant["tool_calls"]]
+    assert len(set(sent_ids)) == 3
+    assert [(m["role"], m["tool_call_id"], m["content"]) for m in results] == [
+        ("tool", call_id, STOCK[city]) for call_id, city in zip(sent_ids, CITIES)]
+
+
+def test_anthropic_results_travel_together_in_one_user_message(loopback, inventory):
+    blocks = [{"type": "tool_use", "id": f"toolu_{i}", "name": "get_flower_inventory", "input": {"city": city}}
+              for i, city in enumerate(CITIES)]
+    server = loopback(answers(
+        {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude",
+         "content": [{"type": "text", "text": "Let me check."}, *blocks],
+         "stop_reason": "tool_use", "usage": {"input_tokens": 50, "output_tokens": 40}},
+        {"id": "msg_2", "type": "message", "role": "assistant", "model": "claude",
+         "content": [{"type": "text", "text": "北京100, 上海80, 深圳60"}],
+         "stop_reason": "end_turn", "usage": {"input_tokens": 90, "output_tokens": 20}},
+    ))
+    provider = AnthropicProvider("claude-sonnet-4-5", ProviderConfig(server.url, "sk-ant-test"))
+    result = play(provider, inventory, RunSettings(stream=False, parallel=False, tool_choice="get_flower_inventory"))
+
+    assert result.stop_reason == "stop"
+    first, second = (r.json() for r in server.requests)
+    assert first["tool_choice"] == {"type": "tool", "name": "get_flower_inventory", "disable_parallel_tool_use": True}
+    results = second["messages"][-1]
+    assert results["role"] == "user"
+    assert [(b["type"], b["tool_use_id"], b["content"]) for b in results["content"]] == [
+        ("tool_result", f"toolu_{i}", STOCK[city]) for i, city in enumerate(CITIES)]
+
+
+def test_gemini_calls_without_ids_are_answered_by_name_in_order(loopback, inventory):
+    parts = [{"functionCall": {"name": "get_flower_inventory", "args": {"city": city}}} for city in CITIES]
+    server = loopback(answers(
+        {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP"}],
+         "usageMetadata": {"promptTokenCount": 40, "candidatesTokenCount": 30}},
+        {"candidates": [{"content": {"role": "model", "parts": [{"text": "北京100, 上海80, 深圳60"}]},
+                         "finishReason": "STOP"}],
+         "usageMetadata": {"promptTokenCount": 80, "candidatesTokenCount": 12}},
+    ))
+    provider = GeminiProvider("gemini-2.5-flash", ProviderConfig(server.url, "gm-test-key"))
+    result = play(provider, inventory, RunSettings(stream=False))
+
+    assert result.stop_reason == "stop" and result.final == "北京100, 上海80, 深圳60"
+    ids = [c.id for c in result.tool_calls]
+    assert len(set(ids)) == 3 and all(ids), "made-up ids tell the three calls apart"
+    second = server.requests[1].json()
+    responses = [p["functionResponse"] for p in second["contents"][-1]["parts"]]
+    assert [r["name"] for r in responses] == ["get_flower_inventory"] * 3
+    assert all("id" not in r for r in responses), "Gemini gets ids back only when it sent them"
+    assert [STOCK[city] in str(r["response"]) for r, city in zip(responses, CITIES)] == [True] * 3
