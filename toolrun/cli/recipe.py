@@ -12,11 +12,14 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Mapping
 
 import click
 
+from toolrun.approval import TerminalApprover
 from toolrun.cli import main
+from toolrun.cli.common import load_catalog_for_cli
+from toolrun.display import ObserverGroup, TerminalDisplay
 from toolrun.errors import EXIT_EXPECT_FAILED, EXIT_OK, EXIT_RUN_FAILED, Problem, UserError
 from toolrun.providers import get_provider_class, split_model
 from toolrun.providers.base import Provider, ProviderConfig, ProviderOverrides
@@ -30,11 +33,13 @@ from toolrun.recording import (
     load_cassette,
     save_cassette,
 )
-
-if TYPE_CHECKING:
-    from toolrun.display import TerminalDisplay
+from toolrun.recipe import load_recipe
+from toolrun.runner import RunResult, run_conversation
+from toolrun.transcript import dumps, transcript_document
+from toolrun.transcript_log import TranscriptLog
 
 FAILED_STOP_REASONS = frozenset({"error", "max_turns"})
+EXIT_INTERRUPTED = 130  # the shell's convention for a run stopped by Ctrl-C
 
 
 @dataclass
@@ -177,15 +182,6 @@ def play_recipe(
     transcript_path: Path | None = None,
 ) -> int:
     """Everything ``toolrun recipe`` does; returns the exit code. Raises UserError for bad input."""
-    # Imported here: these modules belong to other parts and pull in the whole runner.
-    from toolrun.approval import TerminalApprover
-    from toolrun.cli.common import load_catalog_for_cli
-    from toolrun.display import ObserverGroup, TerminalDisplay
-    from toolrun.recipe import load_recipe
-    from toolrun.runner import run_conversation
-    from toolrun.transcript import dumps, transcript_document
-    from toolrun.transcript_log import TranscriptLog
-
     display = TerminalDisplay(info_out=sys.stderr, text_out=None if as_json else sys.stdout)
     recipe = load_recipe(recipe_path)
     spec = recipe.model_spec(model_spec)
@@ -199,17 +195,7 @@ def play_recipe(
     system = recipe.render_system(var_overrides)
     messages = recipe.render_messages(var_overrides)
 
-    divergences: list[Divergence] = []
-    log = TranscriptLog(transcript_path) if transcript_path is not None else None
-
-    def report_divergence(divergence: Divergence) -> None:
-        divergences.append(divergence)
-        display.notice(str(divergence))
-        if log is not None:
-            log.write("divergence", **divergence.to_json())
-
-    transport: Transport
-    replay_transport: ReplayTransport | None = None
+    session = _Session(display)
     if choice.mode == "replay":
         assert choice.cassette is not None
         cassette = load_cassette(choice.cassette)
@@ -218,67 +204,101 @@ def play_recipe(
         if cassette.model and cassette.model != spec:
             display.notice(f"the recording was made with {cassette.model}, this run asks for {spec}")
         stream = replay_stream_mode(cassette, stream, display)
-        replay_transport = ReplayTransport(cassette, on_divergence=report_divergence)
-        transport = replay_transport
+        session.replay = ReplayTransport(cassette, on_divergence=session.report_divergence)
+        transport: Transport = session.replay
         config = offline_config(provider_class, recipe.provider)
     else:
         config = provider_class.resolve_config(recipe.provider_overrides())
         transport = HttpxTransport()
         if record is not None:
             destination = record
-            transport = RecordingTransport(transport, recipe=recipe.name, model=spec,
-                                           on_exchange=lambda cassette: save_cassette(cassette, destination))
+            session.recorder = RecordingTransport(transport, recipe=recipe.name, model=spec,
+                                                  on_exchange=lambda cassette: save_cassette(cassette, destination))
+            transport = session.recorder
     settings = recipe.run_settings(max_turns=max_turns, stream=stream)
     provider = provider_class(model_name, config, transport=transport)
 
-    if log is not None:
-        log.run_start(recipe=recipe.name, model=spec, mode=choice.mode)
-        if choice.notice:
-            log.write("notice", message=choice.notice)
-
-    async def run() -> Any:
+    async def run() -> RunResult:
         try:
             return await run_conversation(
                 provider, tools, system=system, messages=messages, settings=settings,
                 context=recipe.call_context(), approver=TerminalApprover(assume_yes=assume_yes),
-                observer=ObserverGroup(display, log),
+                observer=ObserverGroup(display, session.log),
             )
         finally:
             await provider.aclose()
 
+    if transcript_path is not None:
+        session.log = TranscriptLog(transcript_path)
+        session.log.run_start(recipe=recipe.name, model=spec, mode=choice.mode)
+        if choice.notice:
+            session.log.write("notice", message=choice.notice)
     try:
-        result = asyncio.run(run())
-        if replay_transport is not None and replay_transport.unused and result.stop_reason not in FAILED_STOP_REASONS:
-            served = replay_transport.served
-            report_divergence(Divergence(
-                served + 1, "request", "$", None, None,
-                f"the run finished after {served} model request{'s' if served != 1 else ''}; "
-                f"the recording holds {len(replay_transport.cassette.exchanges)}"))
-
+        try:
+            result = asyncio.run(run())
+        except KeyboardInterrupt:
+            display.notice("interrupted: the run stopped before it finished")
+            if session.log is not None:
+                session.log.write("interrupted", message="the run was interrupted (Ctrl-C)")
+            return EXIT_INTERRUPTED
+        session.check_replay_complete(result)
         document = transcript_document(result, recipe=recipe.name, model=spec, mode=choice.mode)
         if choice.mode == "replay":
-            document["divergences"] = [d.to_json() for d in divergences]
+            document["divergences"] = [d.to_json() for d in session.divergences]
         failures = [] if result.stop_reason in FAILED_STOP_REASONS else recipe.check(result)
         if failures:
             document["expect_failures"] = failures
-        if log is not None:
-            log.run_end(document)
+        if session.log is not None:
+            session.log.run_end(document)
     finally:
-        if log is not None:
-            log.close()
+        if session.log is not None:
+            session.log.close()
 
     if as_json:
         click.echo(dumps(document))
-    display.summary(result, choice.mode)
-    if record is not None and choice.mode == "live":
-        display.notice(f"recorded {result.usage.requests} model exchange(s) to {record}")
+    return report_outcome(display, result, choice.mode, failures, session.recorder, record)
+
+
+class _Session:
+    """What one ``toolrun recipe`` run accumulates besides the RunResult."""
+
+    def __init__(self, display: TerminalDisplay):
+        self.display = display
+        self.divergences: list[Divergence] = []
+        self.log: TranscriptLog | None = None
+        self.replay: ReplayTransport | None = None
+        self.recorder: RecordingTransport | None = None
+
+    def report_divergence(self, divergence: Divergence) -> None:
+        """Shown on stderr as it is found, kept for --json, logged in the transcript."""
+        self.divergences.append(divergence)
+        self.display.notice(str(divergence))
+        if self.log is not None:
+            self.log.write("divergence", **divergence.to_json())
+
+    def check_replay_complete(self, result: RunResult) -> None:
+        """A replay that answered before using every recorded exchange diverged too."""
+        if self.replay is None or not self.replay.unused or result.stop_reason in FAILED_STOP_REASONS:
+            return
+        served, recorded = self.replay.served, len(self.replay.cassette.exchanges)
+        self.report_divergence(Divergence(
+            served + 1, "request", "$", None, None,
+            f"the run finished after {served} model request{'s' if served != 1 else ''}; "
+            f"the recording holds {recorded}"))
+
+
+def report_outcome(display: TerminalDisplay, result: RunResult, mode: str, failures: list[str],
+                   recorder: RecordingTransport | None, record: Path | None) -> int:
+    """The summary line and the closing messages on stderr; returns the exit code."""
+    display.summary(result, mode)
+    if recorder is not None:
+        count = len(recorder.cassette.exchanges)
+        display.notice(f"recorded {count} model exchange{'s' if count != 1 else ''} to {record}")
     if result.stop_reason in FAILED_STOP_REASONS:
         display.notice(f"error: the run failed: {result.error or result.stop_reason}")
         return EXIT_RUN_FAILED
     if result.error:
         display.notice(f"warning: {result.error}")
-    if failures:
-        for failure in failures:
-            display.notice(f"expect failed: {failure}")
-        return EXIT_EXPECT_FAILED
-    return EXIT_OK
+    for failure in failures:
+        display.notice(f"expect failed: {failure}")
+    return EXIT_EXPECT_FAILED if failures else EXIT_OK
