@@ -14,7 +14,7 @@ from toolrun.backends.base import CallContext
 from toolrun.catalog.loader import load_catalog_or_raise
 from toolrun.catalog.model import Tool
 from toolrun.errors import ProviderError, UserError
-from toolrun.messages import Message, ModelResponse, TextPart, ToolCall, ToolResult, Usage
+from toolrun.messages import Message, ModelResponse, TextPart, ToolCall, Usage
 from toolrun.providers.scripted import ScriptedModel
 from toolrun.runner import RunObserver, RunSettings, ToolCallRecord, TurnRecord, run_conversation
 from toolrun.secrets import register_secret
