@@ -524,3 +524,84 @@ def test_invalid_request_is_not_retried_and_names_the_problem(loopback):
     with pytest.raises(ProviderError, match="HTTP 400: messages.2: tool_use ids") as caught:
         _run(go())
     assert caught.value.status == 400 and len(server.requests) == 1
+
+
+# ------------------------------------------------------- the real runner, end to end
+
+TOOLS_PY = '''
+def weather(location):
+    return f"{location}: 18°C, sunny"
+
+def update_issue_list():
+    return "3 issues updated"
+'''
+TOOLS_YAML = '''
+tools:
+  - name: weather
+    description: >-
+      Returns the current weather of one city. Use it for weather questions; do not use it
+      for forecasts beyond today.
+    parameters:
+      type: object
+      properties: {location: {type: string, description: City name}}
+      required: [location]
+    backend: {python: "tools.py:weather"}
+  - name: updateIssueList
+    description: >-
+      Refreshes the issue list from the tracker. Use it when asked to update issues; do not
+      use it to read a single issue.
+    parameters: {type: object, properties: {}}
+    backend: {python: "tools.py:update_issue_list"}
+'''
+
+
+@pytest.fixture
+def catalog_tools(tmp_path: Path):
+    from toolrun.catalog.loader import load_catalog_or_raise
+
+    directory = tmp_path / "tools.d"
+    directory.mkdir()
+    (directory / "tools.py").write_text(TOOLS_PY, encoding="utf-8")
+    (directory / "tools.yaml").write_text(TOOLS_YAML, encoding="utf-8")
+    return list(load_catalog_or_raise(directory).tools.values())
+
+
+@pytest.mark.parametrize("name, tool, arguments, output", [
+    ("anthropic-tool-no-args", "updateIssueList", {}, "3 issues updated"),
+    ("anthropic-json-other-tool.1", "weather", {"location": "San Francisco"}, "San Francisco: 18°C, sunny"),
+])
+@pytest.mark.parametrize("stream", [False, True])
+def test_recorded_turn_through_the_runner(loopback, fixtures_dir, catalog_tools, name, tool, arguments, output, stream):
+    from toolrun.backends.base import CallContext
+    from toolrun.runner import RunSettings, run_conversation
+    from toolrun.transcript import transcript_document
+
+    def handler(request: Recorded) -> Reply:
+        first = len(server.requests) == 1
+        if stream:
+            return Reply(200, chunks=sse(_recorded_events(fixtures_dir, name) if first else FINAL_EVENTS))
+        return Reply(200, _recorded(fixtures_dir, name) if first else FINAL_BODY)
+
+    server = loopback(handler)
+
+    async def go():
+        provider = _provider(server)
+        try:
+            return await run_conversation(provider, catalog_tools, system="You help.", messages=_question(),
+                                          settings=RunSettings(stream=stream), context=CallContext(environ={}))
+        finally:
+            await provider.aclose()
+
+    result = _run(go())
+    assert (result.stop_reason, result.error, result.final) == ("stop", None, "北京 and San Francisco are both sunny.")
+    recorded = parse_response(_recorded(fixtures_dir, name)) if not stream else None
+    [call] = result.turns[0].tool_calls
+    assert (call.name, call.arguments, call.result, call.is_error) == (tool, arguments, output, False)
+    if recorded is not None:
+        assert call.id == recorded.message.tool_calls[0].provider_id  # a fresh, unique id is kept as sent
+    _check_http(server, stream=stream)
+    follow_up = server.requests[1].json()["messages"]
+    assert follow_up[2]["content"] == [{"type": "tool_result", "tool_use_id": call.id, "content": output}]
+    document = transcript_document(result, recipe="weather", model="anthropic:claude-sonnet-4-5", mode="live")
+    assert document["usage"]["requests"] == 2 and document["turns"][0]["stop_reason"] == "tool_calls"
+    assert document["usage"]["output_tokens"] == sum(t.usage.output_tokens for t in result.turns)

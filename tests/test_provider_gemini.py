@@ -562,3 +562,97 @@ def test_a_bad_request_names_the_problem_and_keeps_the_key_out(loopback):
     with pytest.raises(ProviderError) as caught:
         _run(go())
     assert "HTTP 400" in str(caught.value) and KEY not in str(caught.value)
+
+
+# ------------------------------------------------------- the real runner, end to end
+
+TOOLS_PY = '''
+def weather(location):
+    return f"{location}: 18°C, sunny"
+
+def read_theme():
+    return "dark theme"
+
+def read_screen(id):
+    return f"screen {id}: login form"
+'''
+TOOLS_YAML = '''
+tools:
+  - name: weather
+    description: >-
+      Returns the current weather of one city. Use it for weather questions; do not use it
+      for forecasts beyond today.
+    parameters:
+      type: object
+      properties: {location: {type: string, description: City name}}
+      required: [location]
+    backend: {python: "tools.py:weather"}
+  - name: read_theme
+    description: >-
+      Reads the design theme of the app. Use it before reading screens; do not use it to
+      change the theme.
+    parameters: {type: object, properties: {}}
+    backend: {python: "tools.py:read_theme"}
+  - name: read_screen
+    description: >-
+      Reads one screen of the design by its id. Use it once per screen; do not use it for
+      the theme.
+    parameters:
+      type: object
+      properties: {id: {type: string, description: Screen id such as A}}
+      required: [id]
+    backend: {python: "tools.py:read_screen"}
+'''
+
+
+@pytest.fixture
+def catalog_tools(tmp_path: Path):
+    from toolrun.catalog.loader import load_catalog_or_raise
+
+    directory = tmp_path / "tools.d"
+    directory.mkdir()
+    (directory / "tools.py").write_text(TOOLS_PY, encoding="utf-8")
+    (directory / "tools.yaml").write_text(TOOLS_YAML, encoding="utf-8")
+    return list(load_catalog_or_raise(directory).tools.values())
+
+
+@pytest.mark.parametrize("name, stream", [
+    ("google-tool-call", False), ("google-tool-call-gemini3", False),
+    ("google-tool-call", True), ("google-stream-no-args-tool-call", True),
+])
+def test_recorded_turn_through_the_runner(loopback, fixtures_dir, catalog_tools, name, stream):
+    from toolrun.backends.base import CallContext
+    from toolrun.runner import RunSettings, run_conversation
+    from toolrun.transcript import transcript_document
+
+    def handler(request: Recorded) -> Reply:
+        first = len(server.requests) == 1
+        if stream:
+            return Reply(200, chunks=sse(_recorded_chunks(fixtures_dir, name) if first else FINAL_CHUNKS))
+        return Reply(200, _recorded(fixtures_dir, name) if first else FINAL_BODY)
+
+    server = loopback(handler)
+
+    async def go():
+        provider = _provider(server)
+        try:
+            return await run_conversation(provider, catalog_tools, system="You help.", messages=_question(),
+                                          settings=RunSettings(stream=stream), context=CallContext(environ={}))
+        finally:
+            await provider.aclose()
+
+    result = _run(go())
+    assert (result.stop_reason, result.error, result.final) == ("stop", None, "北京 and San Francisco are both sunny.")
+    calls = result.turns[0].tool_calls
+    assert [(c.name, c.arguments) for c in calls] == EXPECTED_CALLS[name]
+    assert not any(c.is_error for c in calls)
+    assert len({c.id for c in calls}) == len(calls) and all(c.id for c in calls)  # the runner's unique ids
+    _check_http(server, stream=stream)
+    model_turn, answers = server.requests[1].json()["contents"][1:3]
+    assert [p["functionCall"]["name"] for p in model_turn["parts"] if "functionCall" in p] == [c.name for c in calls]
+    assert answers["parts"] == [{"functionResponse": {"name": c.name, "response": {"output": c.result}}} for c in calls]
+    recording = _recorded_chunks(fixtures_dir, name) if stream else [_recorded(fixtures_dir, name)]
+    assert [p["thoughtSignature"] for p in model_turn["parts"] if "thoughtSignature" in p] == _recorded_signatures(recording)
+    document = transcript_document(result, recipe="design", model="gemini:gemini-3-pro-preview", mode="live")
+    assert [c["name"] for c in document["turns"][0]["tool_calls"]] == [c.name for c in calls]
+    assert document["usage"]["requests"] == 2
