@@ -99,6 +99,9 @@ class _StrictConverter:
             elif key == "$schema" and not path:
                 self.changes.append(SchemaChange(path, "$schema removed"))
                 continue
+            elif key in ("exclusiveMinimum", "exclusiveMaximum") and isinstance(value, bool):
+                self.changes.append(SchemaChange(path, f"{key}: {_short(value)} removed (OpenAPI 3.0 form, not JSON Schema)"))
+                continue
             elif key not in STRICT_KEYWORDS:
                 self.changes.append(
                     SchemaChange(path, f"{key}: {_short(value)} removed (not supported in strict mode)", lossy=True)
@@ -233,6 +236,7 @@ class _GeminiConverter:
             node["anyOf"] = [*node.get("anyOf", []), *node.pop("oneOf")]
         result: JsonSchema = {}
         nullable = False
+        enum_values: list[Any] | None = None
         kind = node.get("type")
         if isinstance(kind, list):
             types = [t for t in kind if t != "null"]
@@ -252,14 +256,13 @@ class _GeminiConverter:
             if key == "type":
                 continue
             if key == "const":
-                node_enum = [value]
+                enum_values = [value]
                 self.note(path, f"const {_short(value)} became enum [{_short(value)}]")
-                self.set_enum(result, node_enum, path)
             elif key == "enum" and isinstance(value, list):
                 if None in value:
                     nullable = True
                     self.note(path, "null removed from enum, nullable: true instead")
-                self.set_enum(result, [v for v in value if v is not None], path)
+                enum_values = [v for v in value if v is not None]
             elif key == "properties" and isinstance(value, dict):
                 result[key] = {
                     name: self.convert(sub, _join(path, "properties", name), expanding) for name, sub in value.items()
@@ -304,6 +307,8 @@ class _GeminiConverter:
                 result[key] = copy.deepcopy(value)
             else:
                 self.note(path, f"{key}: {_short(value)} removed (not supported by Gemini)", lossy=True)
+        if enum_values is not None:  # after the loop: it may write into the description
+            self.set_enum(result, enum_values, path)
         if nullable:
             result["nullable"] = True
         return result
