@@ -126,7 +126,7 @@ def build_url(config: Mapping[str, Any], arguments: Mapping[str, Any], environ: 
 
     url = render(_PATH_PARAMETER.sub(to_variable, str(config["url"])),
                  {**arguments, _PATH_VARIABLE: path_values}, environ)
-    if httpx.URL(url).is_absolute_url:
+    if httpx.URL(url).scheme:  # absolute (file:// too: check_destination refuses it)
         return url
     base_url = config.get("base_url")
     if not base_url:
@@ -290,17 +290,20 @@ class HttpBackend(Backend):
         except httpx.InvalidURL as exc:
             add("url", f"the url does not parse: {exc}")
             return
-        if parsed.is_relative_url and not sample.startswith("x") and not config.get("base_url"):
+        if not parsed.scheme and not sample.startswith("x") and not config.get("base_url"):
             add("url", f"the url {url!r} is relative and there is no base_url",
                 "set defaults: {http: {base_url: ...}} in the toolset, or base_url in the tool")
-        elif parsed.is_absolute_url and parsed.scheme not in ("http", "https"):
+        elif parsed.scheme and parsed.scheme not in ("http", "https"):
             add("url", f"only http and https URLs are supported, not {parsed.scheme}")
 
     async def run(self, tool: Tool, arguments: dict[str, Any], context: CallContext) -> BackendOutput:
         config = tool.backend.config
         environ = context.environ
         method = str(config.get("method", "GET")).upper()
-        url = build_url(config, arguments, environ)
+        try:
+            url = build_url(config, arguments, environ)
+        except ValueError as exc:  # a missing path value or base_url: say it plainly
+            return BackendOutput(redact(str(exc)), is_error=True)
         query = _render_mapping(config.get("query"), arguments, environ)
         headers = {k: str(v) for k, v in _render_mapping(config.get("headers"), arguments, environ).items()}
         body: dict[str, Any] = {}

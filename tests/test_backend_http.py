@@ -1,0 +1,248 @@
+"""The http backend against a real loopback server: templates, secrets, retries, safety."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from tests.backend_helpers import call, make_tool
+from tests.loopback import Recorded, Reply
+from toolrun.backends.http import HttpBackend
+
+TOKEN = "tok-Zq81-very-secret"
+
+
+def http_tool(folder: Path, config: dict, **kwargs):
+    return make_tool("http", config, folder=folder, **kwargs)
+
+
+def ok(request: Recorded) -> Reply:
+    return Reply(200, {"path": request.path, "query": request.query})
+
+
+def test_path_parameters_are_url_encoded_including_slashes(tmp_path: Path, loopback) -> None:
+    server = loopback(ok)
+    city = "北京/上海 a?b#c"
+    tool = http_tool(tmp_path, {"method": "GET", "url": "/items/{city}/stock", "base_url": server.url + "/api/"},
+                     properties={"city": {"type": "string"}})
+    outcome = call(tool, {"city": city})
+    assert not outcome.is_error, outcome.result
+    assert server.requests[0].path == f"/api/items/{quote(city, safe='')}/stock"
+
+
+def test_query_headers_and_optional_entries(tmp_path: Path, loopback) -> None:
+    server = loopback(ok)
+    tool = http_tool(tmp_path, {"url": server.url + "/search",
+                                "query": {"q": "{{ term }}", "limit": "{{ limit }}", "fixed": 1},
+                                "headers": {"X-Term": "{{ term | length }}", "X-Page": "{{ page }}"}},
+                     properties={"term": {"type": "string"}, "limit": {"type": "integer"}, "page": {"type": "integer"}})
+    call(tool, {"term": "玫瑰 & co"})
+    request = server.requests[0]
+    assert request.query == {"q": ["玫瑰 & co"], "fixed": ["1"]}  # limit was not given: left out
+    assert request.headers["x-term"] == "7"
+    assert "x-page" not in request.headers
+
+
+def test_json_body_keeps_argument_types_and_renders_strings(tmp_path: Path, loopback) -> None:
+    server = loopback(ok)
+    tool = http_tool(tmp_path, {"method": "POST", "url": server.url + "/orders",
+                                "json": {"count": "{{ count }}", "note": "for {{ city }}", "tags": ["{{ tag }}", "x"],
+                                         "optional": "{{ missing }}"}},
+                     properties={"count": {"type": "integer"}, "city": {"type": "string"}, "tag": {"type": "string"},
+                                 "missing": {"type": "string"}})
+    call(tool, {"count": 3, "city": "深圳", "tag": "a"})
+    assert server.requests[0].json() == {"count": 3, "note": "for 深圳", "tags": ["a", "x"]}
+    assert server.requests[0].headers["content-type"] == "application/json"
+
+
+def test_form_body(tmp_path: Path, loopback) -> None:
+    server = loopback(ok)
+    tool = http_tool(tmp_path, {"method": "POST", "url": server.url + "/f", "form": {"city": "{{ city }}"}},
+                     properties={"city": {"type": "string"}})
+    call(tool, {"city": "上海"})
+    assert server.requests[0].body == b"city=%E4%B8%8A%E6%B5%B7"
+
+
+def test_secret_is_sent_but_never_in_the_result_even_when_echoed(tmp_path: Path, loopback) -> None:
+    server = loopback(lambda r: Reply(200, {"you_sent": r.headers.get("authorization")}))
+    config = {"url": "/me", "base_url": "${env:API_URL}", "headers": {"Authorization": "Bearer ${env:API_TOKEN}"}}
+    outcome = call(http_tool(tmp_path, config), {}, environ={"API_URL": server.url, "API_TOKEN": TOKEN})
+    assert server.requests[0].headers["authorization"] == f"Bearer {TOKEN}"
+    assert TOKEN not in outcome.result
+    assert outcome.result == '{"you_sent": "Bearer ***"}'
+
+
+def test_secret_never_in_error_messages_even_when_echoed(tmp_path: Path, loopback) -> None:
+    server = loopback(lambda r: Reply(401, f"token {r.query.get('key', ['?'])[0]} is not valid"))
+    config = {"url": server.url + "/x", "query": {"key": "${env:API_KEY}"}}
+    outcome = call(http_tool(tmp_path, config), {}, environ={"API_KEY": TOKEN})
+    assert outcome.is_error
+    assert outcome.result == "HTTP 401 Unauthorized: token *** is not valid"
+
+
+def test_missing_secret_is_an_error_naming_the_variable(tmp_path: Path, loopback) -> None:
+    server = loopback(ok)
+    config = {"url": server.url, "headers": {"Authorization": "Bearer ${env:NOT_SET_TOKEN_VAR}"}}
+    outcome = call(http_tool(tmp_path, config), {}, environ={})
+    assert outcome.is_error and "NOT_SET_TOKEN_VAR" in outcome.result
+    assert server.requests == []
+
+
+def test_404_is_an_error_result_with_a_short_body_excerpt(tmp_path: Path, loopback) -> None:
+    server = loopback(lambda r: Reply(404, "no such item " + "x" * 1000))
+    outcome = call(http_tool(tmp_path, {"url": server.url + "/items/9"}), {})
+    assert outcome.is_error
+    assert outcome.result.startswith("HTTP 404 Not Found: no such item xxx")
+    assert len(outcome.result) < 400
+
+
+def test_retries_on_503_honouring_retry_after(tmp_path: Path, loopback) -> None:
+    replies = iter([Reply(503, "busy", {"Retry-After": "0"}),
+                    Reply(429, "slow down", {"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}),
+                    Reply(200, {"stock": 5})])
+    server = loopback(lambda r: next(replies))
+    outcome = call(http_tool(tmp_path, {"url": server.url + "/stock"}), {})
+    assert (outcome.result, outcome.is_error) == ('{"stock": 5}', False)
+    assert len(server.requests) == 3
+
+
+def test_retries_are_bounded(tmp_path: Path, loopback) -> None:
+    server = loopback(lambda r: Reply(503, "down", {"Retry-After": "0"}))
+    outcome = call(http_tool(tmp_path, {"url": server.url, "retries": 1}), {})
+    assert outcome.is_error and outcome.result.startswith("HTTP 503 Service Unavailable")
+    assert len(server.requests) == 2
+
+
+def test_no_retry_on_post(tmp_path: Path, loopback) -> None:
+    server = loopback(lambda r: Reply(503, "down", {"Retry-After": "0"}))
+    outcome = call(http_tool(tmp_path, {"method": "POST", "url": server.url, "json": {}}), {})
+    assert outcome.is_error
+    assert len(server.requests) == 1
+
+
+def test_post_marked_idempotent_is_retried(tmp_path: Path, loopback) -> None:
+    replies = iter([Reply(502, "bad gateway", {"Retry-After": "0"}), Reply(200, "done")])
+    server = loopback(lambda r: next(replies))
+    outcome = call(http_tool(tmp_path, {"method": "POST", "url": server.url, "idempotent": True, "json": {}}), {})
+    assert outcome.result == "done"
+    assert len(server.requests) == 2
+
+
+def test_retry_after_longer_than_the_timeout_is_not_waited_for(tmp_path: Path, loopback) -> None:
+    server = loopback(lambda r: Reply(503, "come back in an hour", {"Retry-After": "3600"}))
+    started = time.perf_counter()
+    outcome = call(http_tool(tmp_path, {"url": server.url}, timeout=2), {})
+    assert outcome.is_error and "503" in outcome.result
+    assert time.perf_counter() - started < 1.5
+    assert len(server.requests) == 1
+
+
+def test_unreachable_host_is_an_error_result(tmp_path: Path, loopback) -> None:
+    server = loopback(ok)
+    url = server.url
+    server.stop()
+    outcome = call(http_tool(tmp_path, {"url": url, "retries": 0}), {})
+    assert outcome.is_error and outcome.result.startswith("cannot reach 127.0.0.1")
+
+
+def test_slow_server_hits_the_tool_timeout(tmp_path: Path, loopback) -> None:
+    server = loopback(lambda r: Reply(200, "late", delay=3))
+    started = time.perf_counter()
+    outcome = call(http_tool(tmp_path, {"url": server.url, "retries": 0}, timeout=0.3), {})
+    assert outcome.is_error and "timed out" in outcome.result
+    assert time.perf_counter() - started < 2
+
+
+def test_extract_path(tmp_path: Path, loopback) -> None:
+    body = {"data": {"items": [{"name": "玫瑰", "n": 1}, {"name": "百合", "n": 2}]}}
+    server = loopback(lambda r: Reply(200, body))
+    first = call(http_tool(tmp_path, {"url": server.url, "extract": "data.items[0].name"}), {})
+    every = call(http_tool(tmp_path, {"url": server.url, "extract": "data.items[*].n"}), {})
+    missing = call(http_tool(tmp_path, {"url": server.url, "extract": "data.nothing"}), {})
+    assert (first.result, every.result) == ("玫瑰", "[1, 2]")
+    assert missing.is_error and "found nothing" in missing.result and "data" in missing.result
+
+
+def test_result_template_sees_response_and_arguments(tmp_path: Path, loopback) -> None:
+    server = loopback(lambda r: Reply(201, {"id": 7}, {"X-Request-Id": "r-1"}))
+    template = "{{ city }}: {{ response.status }} {{ response.json['id'] }} {{ response.headers['x-request-id'] }}"
+    tool = http_tool(tmp_path, {"url": server.url, "result": template}, properties={"city": {"type": "string"}})
+    assert call(tool, {"city": "北京"}).result == "北京: 201 7 r-1"
+
+
+def test_default_result_is_compact_json_with_unicode(tmp_path: Path, loopback) -> None:
+    server = loopback(lambda r: Reply(200, '{"city":"\\u5317\\u4eac"}', {"Content-Type": "application/json"}))
+    assert call(http_tool(tmp_path, {"url": server.url}), {}).result == '{"city": "北京"}'
+
+
+def test_allow_hosts_refuses_other_hosts_before_sending(tmp_path: Path, loopback) -> None:
+    server = loopback(ok)
+    by_tool = call(http_tool(tmp_path, {"url": server.url, "allow_hosts": ["api.internal"]}), {})
+    by_context = call(http_tool(tmp_path, {"url": server.url}), {}, allow_hosts=["*.example.com"])
+    allowed = call(http_tool(tmp_path, {"url": server.url}), {}, allow_hosts=["127.0.0.1"])
+    assert by_tool.is_error and "not in allow_hosts" in by_tool.result
+    assert by_context.is_error and "not in allow_hosts" in by_context.result
+    assert not allowed.is_error
+    assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize("url", ["http://169.254.169.254/latest/meta-data/", "http://[fe80::1]/x",
+                                 "http://metadata.google.internal/computeMetadata/v1/", "file:///etc/passwd"])
+def test_link_local_metadata_and_non_http_urls_are_refused(tmp_path: Path, url: str) -> None:
+    outcome = call(http_tool(tmp_path, {"url": url, "retries": 0}), {})
+    assert outcome.is_error and outcome.result.startswith("refused")
+
+
+def test_same_host_redirect_is_followed(tmp_path: Path, loopback) -> None:
+    server = loopback(lambda r: Reply(302, "", {"Location": "/new"}) if r.path == "/old" else Reply(200, "moved here"))
+    outcome = call(http_tool(tmp_path, {"url": server.url + "/old"}), {})
+    assert outcome.result == "moved here"
+    assert [r.path for r in server.requests] == ["/old", "/new"]
+
+
+def test_redirect_to_another_host_is_not_followed_with_credentials(tmp_path: Path, loopback) -> None:
+    elsewhere = loopback(lambda r: Reply(200, {"got": r.headers.get("authorization")}))
+    server = loopback(lambda r: Reply(307, "", {"Location": elsewhere.url + "/steal"}))
+    config = {"url": server.url, "headers": {"Authorization": "Bearer ${env:T}"}}
+    outcome = call(http_tool(tmp_path, config), {}, environ={"T": TOKEN})
+    assert outcome.is_error and "another origin" in outcome.result
+    assert elsewhere.requests == []
+
+
+def test_redirects_can_be_turned_off(tmp_path: Path, loopback) -> None:
+    server = loopback(lambda r: Reply(301, "", {"Location": "/elsewhere"}))
+    outcome = call(http_tool(tmp_path, {"url": server.url, "follow_redirects": False}), {})
+    assert outcome.is_error and "not followed" in outcome.result
+    assert len(server.requests) == 1
+
+
+def test_placeholders_cover_path_query_headers_body_and_result(tmp_path: Path) -> None:
+    tool = http_tool(tmp_path, {"url": "/a/{city}?x={{ x }}", "base_url": "${env:U}", "query": {"q": "{{ q }}"},
+                                "headers": {"H": "{{ h }}"}, "json": {"b": ["{{ b }}"]},
+                                "result": "{{ response.text }} {{ r }}"})
+    assert HttpBackend().placeholders(tool) == {"city", "x", "q", "h", "b", "r"}
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ({"method": "FETCH", "url": "http://x/"}, "unknown HTTP method"),
+        ({"url": "/relative"}, "no base_url"),
+        ({"url": "http://x/", "query": {"a": "{{ oops"}}, "template syntax error"),
+        ({"url": "http://x/", "extract": "a..b"}, "extract path"),
+        ({"url": "http://x/", "retries": -1}, "retries"),
+        ({"url": "ftp://x/"}, "only http and https"),
+    ],
+)
+def test_check_reports_static_problems(tmp_path: Path, config: dict, expected: str) -> None:
+    problems = HttpBackend().check(http_tool(tmp_path, config))
+    assert len(problems) == 1 and expected in problems[0].message
+
+
+def test_check_accepts_env_base_urls_and_path_parameters(tmp_path: Path) -> None:
+    config = {"url": "/items/{city}", "base_url": "${env:OPS_API_URL}", "headers": {"A": "Bearer ${env:T}"}}
+    assert HttpBackend().check(http_tool(tmp_path, config)) == []
+    assert HttpBackend().check(http_tool(tmp_path, {"url": "${env:FULL_URL}/x"})) == []
