@@ -1,0 +1,167 @@
+"""``toolrun tools lint / show / export`` on real YAML files in a temp dir, through the loader."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from toolrun.cli import main
+
+TOOLRUN = Path(sys.executable).parent / "toolrun"
+
+GOOD_TOOL = """
+    name: get_flower_inventory
+    description: >-
+      Returns the current flower stock of our shop in one city, as "flower: count" pairs.
+      Use it when the user asks how many flowers a city's shop has; do not use it for prices.
+    parameters:
+      type: object
+      properties:
+        city:
+          type: string
+          enum: [北京, 上海, 深圳]
+          description: The city whose shop stock to return.
+        limit:
+          type: integer
+          description: How many kinds of flowers to return at most.
+      required: [city]
+    annotations: {read_only: true, title: Flower stock}
+    backend:
+      python: flowers.py:get_flower_inventory
+"""
+
+SHORT_TOOL = """
+    name: get_prices
+    description: Gets prices.
+    parameters:
+      type: object
+      properties:
+        city: {type: string, description: City name}
+    annotations: {read_only: true}
+    backend:
+      python: flowers.py:get_prices
+"""
+
+FLOWERS_PY = """
+def get_flower_inventory(city, limit=None):
+    return {"玫瑰": 100}
+
+def get_prices(city):
+    return "1"
+"""
+
+
+def tools_dir(tmp_path: Path, *tools: str) -> Path:
+    directory = tmp_path / "tools.d"
+    directory.mkdir()
+    (directory / "flowers.py").write_text(FLOWERS_PY, encoding="utf-8")
+    for index, text in enumerate(tools):
+        (directory / f"tool_{index}.yaml").write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return directory
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, list(args))
+    assert not isinstance(result.exception, Exception) or isinstance(result.exception, SystemExit), result.exception
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_lint_json_on_a_clean_catalog(tmp_path: Path) -> None:
+    directory = tools_dir(tmp_path, GOOD_TOOL)
+    code, out, _ = run("tools", "lint", "--tools-dir", str(directory), "--json")
+    assert code == 0
+    document = json.loads(out)
+    assert document["tools"] == 1
+    assert {f["severity"] for f in document["findings"]} == {"info"}
+    first = document["findings"][0]
+    assert set(first) == {"tool", "file", "line", "rule", "severity", "message"}
+    assert first["file"].endswith("tool_0.yaml") and first["line"] == 2  # the description key
+
+
+def test_warnings_exit_zero_and_fail_with_strict(tmp_path: Path) -> None:
+    directory = tools_dir(tmp_path, GOOD_TOOL, SHORT_TOOL)
+    code, out, err = run("tools", "lint", "--tools-dir", str(directory))
+    assert code == 0
+    assert "tool_1.yaml:2: warning: get_prices: description has 2 words" in out
+    assert "[description-too-short]" in out and "1 warnings" in err
+    strict_code, _, _ = run("tools", "lint", "--tools-dir", str(directory), "--strict")
+    assert strict_code == 1
+
+
+def test_lint_errors_are_listed_and_exit_one(tmp_path: Path) -> None:
+    hidden = GOOD_TOOL.replace("Returns the current", "Returns\u200b the current")
+    directory = tools_dir(tmp_path, hidden)
+    code, out, _ = run("tools", "lint", "--tools-dir", str(directory), "--json")
+    assert code == 1
+    errors = [f for f in json.loads(out)["findings"] if f["severity"] == "error"]
+    assert [(f["rule"], f["line"]) for f in errors] == [("prompt-injection", 2)]
+    assert "U+200B" in errors[0]["message"]
+
+
+def test_load_errors_exit_two_without_traceback(tmp_path: Path) -> None:
+    directory = tools_dir(tmp_path, GOOD_TOOL.replace("annotations:", "anotations:"))
+    code, out, err = run("tools", "lint", "--tools-dir", str(directory), "--json")
+    assert code == 2
+    assert out == "" and "tool_0.yaml" in err and "Traceback" not in err
+
+
+def test_show_readable_and_as_json(tmp_path: Path) -> None:
+    directory = tools_dir(tmp_path, GOOD_TOOL)
+    code, out, _ = run("tools", "show", "get_flower_inventory", "--tools-dir", str(directory))
+    assert code == 0
+    assert "city (string, required)" in out and "北京" in out and "tokens per request" in out
+    code, out, _ = run("tools", "show", "get_flower_inventory", "--format", "mcp", "--tools-dir", str(directory))
+    assert code == 0
+    definition = json.loads(out)
+    assert definition["title"] == "Flower stock" and definition["annotations"]["readOnlyHint"] is True
+    assert "北京" in out  # ensure_ascii=False
+
+
+def test_show_unknown_tool_is_bad_input(tmp_path: Path) -> None:
+    directory = tools_dir(tmp_path, GOOD_TOOL)
+    code, _, err = run("tools", "show", "get_weather", "--tools-dir", str(directory))
+    assert code == 2 and "no tool named 'get_weather'" in err and "get_flower_inventory" in err
+
+
+def test_export_each_format_with_notes_on_stderr(tmp_path: Path) -> None:
+    directory = tools_dir(tmp_path, GOOD_TOOL, SHORT_TOOL)
+    expected_top = {
+        "openai": list,
+        "openai-responses": list,
+        "anthropic": list,
+        "gemini": list,
+        "mcp": dict,
+    }
+    for format, kind in expected_top.items():
+        code, out, _ = run("tools", "export", "--format", format, "--tools-dir", str(directory))
+        assert code == 0, format
+        assert isinstance(json.loads(out), kind)
+    _, out, _ = run("tools", "export", "--format", "gemini", "--tools-dir", str(directory))
+    declarations = json.loads(out)[0]["functionDeclarations"]
+    assert [d["name"] for d in declarations] == ["get_flower_inventory", "get_prices"]
+    _, out, err = run("tools", "export", "--format", "openai-responses", "--strict-schema", "--tools-dir", str(directory))
+    assert "note: get_flower_inventory: strict mode: properties.limit: optional: now required and nullable" in err
+    assert all(tool["strict"] is True for tool in json.loads(out))
+
+
+def test_export_without_format_is_bad_input(tmp_path: Path) -> None:
+    directory = tools_dir(tmp_path, GOOD_TOOL)
+    code, _, err = run("tools", "export", "--tools-dir", str(directory))
+    assert code == 2 and "--format" in err
+
+
+def test_the_console_script_end_to_end(tmp_path: Path) -> None:
+    directory = tools_dir(tmp_path, GOOD_TOOL, SHORT_TOOL)
+    completed = subprocess.run(
+        [str(TOOLRUN), "tools", "lint", "--json", "--strict", "--tools-dir", str(directory)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert completed.returncode == 1
+    assert json.loads(completed.stdout)["tools"] == 2
