@@ -605,3 +605,24 @@ def test_recorded_turn_through_the_runner(loopback, fixtures_dir, catalog_tools,
     document = transcript_document(result, recipe="weather", model="anthropic:claude-sonnet-4-5", mode="live")
     assert document["usage"]["requests"] == 2 and document["turns"][0]["stop_reason"] == "tool_calls"
     assert document["usage"]["output_tokens"] == sum(t.usage.output_tokens for t in result.turns)
+
+
+def test_an_empty_assistant_answer_does_not_split_the_user_side():
+    history = _question() + [Message("assistant", [TextPart("")]), Message("user", [TextPart("Please answer.")])]
+    body = build_request_body(_request(history), stream=False)
+    assert anthropic_rejections(body) == []
+    assert [block["text"] for block in body["messages"][0]["content"]] == [
+        "What is the weather in 北京 and San Francisco?", "Please answer."]
+
+
+def test_streamed_server_tool_input_is_kept_on_its_opaque_block():
+    assembler = AnthropicStreamAssembler()
+    for event in [
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": '{"query": "北京 天气"}'}},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 3}},
+        {"type": "message_stop"},
+    ]:
+        assembler.feed(event)
+    assert assembler.finish().message.parts == [OpaquePart("anthropic", {
+        "type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "北京 天气"}})]

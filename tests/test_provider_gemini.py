@@ -656,3 +656,11 @@ def test_recorded_turn_through_the_runner(loopback, fixtures_dir, catalog_tools,
     document = transcript_document(result, recipe="design", model="gemini:gemini-3-pro-preview", mode="live")
     assert [c["name"] for c in document["turns"][0]["tool_calls"]] == [c.name for c in calls]
     assert document["usage"]["requests"] == 2
+
+
+def test_an_empty_model_answer_does_not_split_the_user_side():
+    history = _question() + [Message("assistant", []), Message("user", [TextPart("Please answer.")])]
+    body = build_request_body(_request(history), stream=False)
+    assert gemini_rejections(body) == []
+    assert body["contents"] == [{"role": "user", "parts": [
+        {"text": "What is the weather in 北京 and San Francisco?"}, {"text": "Please answer."}]}]

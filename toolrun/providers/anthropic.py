@@ -128,9 +128,9 @@ def wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
 
     for message in messages:
         if message.role == "assistant":
-            flush_user()
             content = _assistant_content(message)
-            if content:
+            if content:  # an empty answer is left out, so the user turns around it stay one
+                flush_user()
                 wire.append({"role": "assistant", "content": content})
         else:
             pending_user.append(message)
@@ -254,6 +254,11 @@ class _Block:
         if kind == "tool_use":
             return _tool_call(self.start, "".join(self.json_pieces))
         block = dict(self.start)
+        if self.json_pieces:  # server_tool_use and other blocks whose input streams like tool_use
+            try:
+                block["input"] = json.loads("".join(self.json_pieces) or "{}")
+            except ValueError:
+                pass
         if kind == "thinking":
             block["thinking"] = (block.get("thinking") or "") + "".join(self.thinking)
             if self.signature is not None:

@@ -136,12 +136,13 @@ def wire_contents(messages: list[Message]) -> list[dict[str, Any]]:
 
     for message in messages:
         if message.role == "assistant":
+            parts = _model_parts(message)
+            if not parts:  # an empty answer is left out, so the user turns around it stay one
+                continue
             flush_user()
             calls = {call.id: call for call in message.tool_calls}
             order = {call.id: position for position, call in enumerate(message.tool_calls)}
-            parts = _model_parts(message)
-            if parts:
-                contents.append({"role": "model", "parts": parts})
+            contents.append({"role": "model", "parts": parts})
         else:
             pending_user.append(message)
     flush_user()
