@@ -21,11 +21,16 @@ def shell_tool(folder: Path, config: dict, **kwargs):
 
 
 def _process_exists(pid: int) -> bool:
+    """Alive and not a zombie (a killed orphan may wait a moment for init to reap it)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state != "Z"
 
 
 @pytest.mark.parametrize("template", INJECTIONS)

@@ -1,0 +1,169 @@
+"""execute_call and validate_arguments: precise messages, approval, timeouts, caps, redaction."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from pathlib import Path
+
+import pytest
+
+from tests.backend_helpers import call, make_tool
+from toolrun.approval import TerminalApprover
+from toolrun.backends.base import CallContext
+from toolrun.catalog.model import Annotations
+from toolrun.execution import DENIED_MESSAGE, cap_output, execute_call, validate_arguments
+from toolrun.secrets import register_secret
+
+CITY = {"type": "string", "enum": ["北京", "上海", "深圳"], "description": "City"}
+
+
+def py_tool(tmp_path: Path, source: str, function: str = "f", **kwargs):
+    (tmp_path / "impl.py").write_text(source, encoding="utf-8")
+    return make_tool("python", {"function": f"impl.py:{function}"}, folder=tmp_path, **kwargs)
+
+
+def schema_tool(tmp_path: Path, properties: dict, required: list[str] | None = None, **extra):
+    tool = make_tool("python", {"function": "json:dumps"}, folder=tmp_path, properties=properties, required=required)
+    tool.parameters.update(extra)
+    return tool
+
+
+class TestValidateArguments:
+    def test_enum_message_names_path_expected_and_given(self, tmp_path: Path) -> None:
+        tool = schema_tool(tmp_path, {"city": CITY}, ["city"])
+        assert validate_arguments(tool, {"city": "广州"}) == [
+            "at $.city: expected one of ['北京', '上海', '深圳'], got '广州'"]
+
+    def test_missing_required_property(self, tmp_path: Path) -> None:
+        tool = schema_tool(tmp_path, {"city": CITY, "day": {"type": "string"}}, ["city", "day"])
+        assert validate_arguments(tool, {"day": "mon"}) == ["at $: missing required property 'city'"]
+        assert validate_arguments(tool, {}) == ["at $: missing required property 'city'",
+                                                "at $: missing required property 'day'"]
+
+    def test_wrong_type_shows_the_given_json_and_hides_enum_noise(self, tmp_path: Path) -> None:
+        tool = schema_tool(tmp_path, {"count": {"type": "integer", "enum": [1, 2, 3]}})
+        assert validate_arguments(tool, {"count": "3"}) == ['at $.count: expected integer, got "3"']
+
+    def test_nested_paths(self, tmp_path: Path) -> None:
+        items = {"type": "array", "items": {"type": "object", "properties": {"qty": {"type": "integer", "minimum": 1}}}}
+        tool = schema_tool(tmp_path, {"items": items})
+        assert validate_arguments(tool, {"items": [{"qty": 2}, {"qty": 0}]}) == [
+            "at $.items[1].qty: expected a number >= 1, got 0"]
+
+    def test_unexpected_property(self, tmp_path: Path) -> None:
+        tool = schema_tool(tmp_path, {"city": CITY}, additionalProperties=False)
+        assert validate_arguments(tool, {"city": "北京", "cty": "x"}) == [
+            "at $: unexpected property 'cty' (allowed: city)"]
+
+    @pytest.mark.parametrize(("arguments", "shown"), [(None, "null null"), ([1], "array [1]"), ("北京", 'string "北京"')])
+    def test_arguments_must_be_an_object(self, tmp_path: Path, arguments, shown: str) -> None:
+        tool = schema_tool(tmp_path, {})
+        assert validate_arguments(tool, arguments) == [f"at $: expected an object with the arguments, got {shown}"]
+
+    def test_valid_arguments_give_no_messages(self, tmp_path: Path) -> None:
+        assert validate_arguments(schema_tool(tmp_path, {"city": CITY}, ["city"]), {"city": "深圳"}) == []
+
+
+def test_invalid_arguments_never_reach_the_backend(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    tool = py_tool(tmp_path, f"def f(city):\n    open({str(marker)!r}, 'w').close()\n    return 'ran'\n",
+                   properties={"city": CITY}, required=["city"])
+    outcome = call(tool, {"city": "广州"})
+    assert outcome.is_error and outcome.result.startswith("invalid arguments for t: at $.city")
+    assert not marker.exists()
+
+
+def test_output_is_capped_with_a_note(tmp_path: Path) -> None:
+    tool = py_tool(tmp_path, "def f():\n    return '北' * 50\n", max_output=10)
+    outcome = call(tool, {})
+    assert outcome.result == "北" * 10 + "\n[output truncated: kept 10 of 50 characters]"
+    assert cap_output("short", 10) == "short"
+
+
+def test_registered_secrets_are_redacted_from_results(tmp_path: Path) -> None:
+    register_secret("sk-live-abcdef123456")
+    tool = py_tool(tmp_path, "def f():\n    return 'key is sk-live-abcdef123456'\n")
+    assert call(tool, {}).result == "key is ***"
+
+
+def test_timeout_becomes_an_error_result(tmp_path: Path) -> None:
+    tool = py_tool(tmp_path, "import asyncio\nasync def f():\n    await asyncio.sleep(10)\n", timeout=0.2)
+    outcome = call(tool, {})
+    assert (outcome.result, outcome.is_error) == ("the tool timed out after 0.2s", True)
+    assert 150 <= outcome.duration_ms < 2000
+
+
+def test_unknown_backend_is_an_error_result(tmp_path: Path) -> None:
+    tool = make_tool("carrier-pigeon", {}, folder=tmp_path)
+    outcome = call(tool, {})
+    assert outcome.is_error and "carrier-pigeon" in outcome.result
+
+
+def test_duration_is_measured(tmp_path: Path) -> None:
+    tool = py_tool(tmp_path, "import time\ndef f():\n    time.sleep(0.05)\n    return 'ok'\n")
+    assert call(tool, {}).duration_ms >= 45
+
+
+def test_cancelling_a_call_kills_its_process(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    tool = make_tool("shell", {"argv": ["sh", "-c", f"echo $$ > {pid_file}; exec sleep 30"]}, folder=tmp_path)
+
+    async def cancel_soon() -> None:
+        task = asyncio.create_task(execute_call(tool, {}, CallContext()))
+        while not pid_file.exists() or not pid_file.read_text().strip():
+            await asyncio.sleep(0.02)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancel_soon())
+    pid = int(pid_file.read_text())
+    assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] == "Z"
+
+
+class TestApproval:
+    def _tool(self, tmp_path: Path, **kwargs):
+        marker = tmp_path / "ran"
+        source = f"def f():\n    open({str(marker)!r}, 'w').close()\n    return 'done'\n"
+        return py_tool(tmp_path, source, **kwargs), marker
+
+    def test_confirm_without_an_approver_is_denied(self, tmp_path: Path) -> None:
+        tool, marker = self._tool(tmp_path, confirm=True)
+        outcome = call(tool, {})
+        assert outcome.is_error and "approval" in outcome.result
+        assert not marker.exists()
+
+    def test_denial_is_an_error_result_the_model_sees(self, tmp_path: Path) -> None:
+        seen = []
+
+        async def deny(tool, arguments) -> bool:
+            seen.append((tool.name, arguments))
+            return False
+
+        tool, marker = self._tool(tmp_path, annotations=Annotations(destructive=True))
+        outcome = call(tool, {}, approver=deny)
+        assert (outcome.result, outcome.is_error) == (DENIED_MESSAGE, True)
+        assert seen == [("t", {})] and not marker.exists()
+
+    def test_approved_call_runs(self, tmp_path: Path) -> None:
+        async def allow(tool, arguments) -> bool:
+            return True
+
+        tool, marker = self._tool(tmp_path, confirm=True)
+        assert call(tool, {}, approver=allow).result == "done"
+        assert marker.exists()
+
+    def test_tools_without_confirm_are_not_asked_about(self, tmp_path: Path) -> None:
+        async def explode(tool, arguments) -> bool:
+            raise AssertionError("must not be asked")
+
+        tool, _ = self._tool(tmp_path)
+        assert call(tool, {}, approver=explode).result == "done"
+
+    def test_terminal_approver_yes_approves_and_no_tty_denies(self, tmp_path: Path, capsys) -> None:
+        tool, marker = self._tool(tmp_path, confirm=True)
+        denied = call(tool, {}, approver=TerminalApprover(False, stdin=io.StringIO("y\n")))
+        assert denied.result == DENIED_MESSAGE and not marker.exists()
+        assert "stdin is not a terminal" in capsys.readouterr().err
+        assert call(tool, {}, approver=TerminalApprover(True)).result == "done"
