@@ -503,3 +503,12 @@ def test_deepseek_reasoning_of_a_tool_call_turn_is_sent_back(fixtures_dir: Path,
     plain = parse_response(_completion({"content": "ok", "reasoning_content": "thinking..."}, "stop"))
     assert plain.message.provider_data == {}
     assert "reasoning_content" not in build_request_body(_answer_calls(_request(), plain), stream=False)["messages"][2]
+
+
+def test_a_server_that_ignores_stream_and_answers_with_one_body_still_works(loopback):
+    # Older LM Studio / vLLM builds answered tool requests with a plain JSON body despite "stream": true.
+    body = _completion({"content": None, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "get_flower_inventory", "arguments": '{"city": "北京"}'}}]}, "tool_calls")
+    server = loopback(lambda request: Reply(200, body))
+    response = _run(_complete(_provider(server.url), _request(), stream=True))
+    assert (response.message.tool_calls[0].arguments, response.stop_reason) == ({"city": "北京"}, "tool_calls")

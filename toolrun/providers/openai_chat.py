@@ -239,10 +239,12 @@ class ChatStreamAssembler:
     finish_reason: str | None = None
     usage: Usage | None = None
     model: str | None = None
+    chunks: int = 0
 
     def feed(self, chunk: dict[str, Any]) -> list[StreamEvent]:
         if (error := _error_in(chunk)) is not None:
             raise ProviderError(redact(f"the provider reported an error mid-stream: {error}"))
+        self.chunks += 1
         self.model = chunk.get("model") or self.model
         if chunk.get("usage"):
             self.usage = usage_from(chunk["usage"])
@@ -354,7 +356,25 @@ class OpenAIChatProvider(Provider):
         wire = self.wire_request(body, stream=stream)
         if not stream:
             return parse_response((await self.transport.send(wire)).body)
-        assembler = ChatStreamAssembler()
-        async for _event, chunk in sse_json(self.transport.stream(wire)):
+        assembler, raw_lines = ChatStreamAssembler(), []
+        async for _event, chunk in sse_json(_kept(self.transport.stream(wire), raw_lines)):
             emit(assembler.feed(chunk), on_event)
+        if assembler.chunks == 0 and (whole := _whole_body(raw_lines)) is not None:
+            return parse_response(whole)  # a server that ignored "stream": one plain JSON body
         return assembler.result()
+
+
+async def _kept(lines: AsyncIterator[str], kept: list[str], limit: int = 2000) -> AsyncIterator[str]:
+    """Pass lines through, keeping the first ``limit`` to recognise a body that is not SSE."""
+    async for line in lines:
+        if len(kept) < limit:
+            kept.append(line)
+        yield line
+
+
+def _whole_body(lines: list[str]) -> dict[str, Any] | None:
+    try:
+        body = json.loads("\n".join(lines))
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) and "choices" in body else None
