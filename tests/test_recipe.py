@@ -273,11 +273,26 @@ def test_tool_choice_and_expect_must_name_selected_tools(project):
         tools_dir: ../tools.d
         tools: [get_*]
         messages: [{user: hi}]
+        expect: {tools_called: [place_order], tools_not_called: [place_ordr]}
+        """)
+    recipe = load_recipe(path)
+    with pytest.raises(UserError) as caught:
+        recipe.select_tools(load_catalog_or_raise(recipe.tools_dir))
+    called, not_called = caught.value.problems
+    assert "expect.tools_called names 'place_order', which is not one of the recipe's tools" in called.message
+    assert "not one of the catalog" in not_called.message and not_called.fix == "did you mean 'place_order'?"
+
+
+def test_tools_not_called_may_name_a_catalog_tool_the_recipe_does_not_offer(project):
+    path = write(project, """\
+        tools_dir: ../tools.d
+        tools: [get_*]
+        messages: [{user: hi}]
         expect: {tools_not_called: [place_order]}
         """)
     recipe = load_recipe(path)
-    with pytest.raises(UserError, match="expect.tools_not_called names 'place_order'"):
-        recipe.select_tools(load_catalog_or_raise(recipe.tools_dir))
+    assert [t.name for t in recipe.select_tools(load_catalog_or_raise(recipe.tools_dir))] == [
+        "get_flower_inventory", "get_flower_price"]
 
 
 def test_a_missing_tools_dir_points_at_the_key(project):

@@ -145,15 +145,18 @@ class Recipe:
                                     f"tool_choice {choice!r} is not one of the recipe's tools",
                                     f"did you mean {guess!r}?" if guess else
                                     f"use auto, none, required or one of: {', '.join(names) or '(no tools)'}"))
+        # tools_called must be offered to be callable; tools_not_called may name any catalog
+        # tool (stating that an unoffered tool stays unused is fine), but not a typo
         problems = []
-        for key in ("tools_called", "tools_not_called"):
+        for key, pool, label in (("tools_called", names, "the recipe's tools"),
+                                 ("tools_not_called", list(catalog.tools), "the catalog")):
             for pattern in getattr(self.expect, key):
-                if not any(fnmatchcase(name, pattern) for name in names):
-                    guess = did_you_mean(pattern, names)
+                if not any(fnmatchcase(name, pattern) for name in pool):
+                    guess = did_you_mean(pattern, pool)
                     problems.append(Problem(self.path, self.line_of("expect", key),
-                                            f"expect.{key} names {pattern!r}, which is not one of the recipe's tools",
+                                            f"expect.{key} names {pattern!r}, which is not one of {label}",
                                             f"did you mean {guess!r}?" if guess else
-                                            f"the recipe's tools are: {', '.join(names) or '(none)'}"))
+                                            f"{label} has: {', '.join(pool) or '(nothing)'}"))
         if problems:
             raise UserError(problems)
         return selected
