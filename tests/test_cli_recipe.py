@@ -392,3 +392,81 @@ def test_a_provider_error_is_a_run_failure_without_traceback(loopback, tmp_path:
     result = invoke("recipe", str(recipe), env=live_env(server))
     assert result.exit_code == 1
     assert "Invalid schema for function" in result.stderr
+
+
+# ----------------------------------------------------------------- the shipped recipes
+
+
+OPS = ROOT / "recipes" / "ops-triage.yaml"
+OPS_TOKEN = "ops-token-NEVER-SHOWN-42"
+OPS_ANSWER = "checkout is healthy (v2.14.1); last deploy 2026-11-29 09:12 by lin; / has room."
+
+
+def fake_ops_model(request: Recorded) -> Reply:
+    """Plays the model of the ops recipe: three independent calls, then a short answer."""
+    body = request.json()
+    results = [m for m in body["messages"] if m.get("role") == "tool"]
+    if results:
+        return Reply(body=completion({"role": "assistant", "content": OPS_ANSWER}, "stop", 400, 40))
+    offered = sorted(t["function"]["name"] for t in body["tools"])
+    assert offered == ["get_disk_usage", "get_service_status", "list_largest_directories", "list_recent_deployments"]
+    calls = [("call_status", "get_service_status", {"service": "checkout", "environment": "production"}),
+             ("call_deploys", "list_recent_deployments", {"service": "checkout", "limit": 2}),
+             ("call_disk", "get_disk_usage", {"path": "/"})]
+    return Reply(body=completion({"role": "assistant", "content": None, "tool_calls": [
+        {"id": i, "type": "function", "function": {"name": n, "arguments": json.dumps(a)}} for i, n, a in calls]},
+        "tool_calls", 300, 60))
+
+
+def fake_ops_api(request: Recorded) -> Reply:
+    """The internal ops API the HTTP tools talk to."""
+    if request.headers.get("authorization") != f"Bearer {OPS_TOKEN}":
+        return Reply(401, {"error": "missing token"})
+    if request.path == "/api/v1/services/checkout/status":
+        return Reply(body={"status": "healthy", "version": "v2.14.1", "replicas": {"ready": 3, "desired": 3}})
+    if request.path == "/api/v1/deployments":
+        return Reply(body={"deployments": [
+            {"finished_at": "2026-11-29T09:12Z", "service": "checkout", "version": "v2.14.1", "status": "succeeded", "author": "lin"},
+            {"finished_at": "2026-11-27T16:40Z", "service": "checkout", "version": "v2.14.0", "status": "rolled_back", "author": "sam"}]})
+    return Reply(404, {"error": f"no route {request.path}"})
+
+
+def test_ops_triage_runs_http_and_shell_tools_together(loopback, tmp_path: Path):
+    model, ops = loopback(fake_ops_model), loopback(fake_ops_api)
+    env = clean_env(OPENAI_API_KEY=FAKE_KEY, OPENAI_BASE_URL=f"{model.url}/v1",
+                    OPS_API_URL=f"{ops.url}/api/v1", OPS_API_TOKEN=OPS_TOKEN)
+    transcript = tmp_path / "ops.jsonl"
+    completed = toolrun("recipe", str(OPS), "--json", "--transcript", str(transcript), env=env)
+    assert completed.returncode == 0, completed.stderr
+    document = json.loads(completed.stdout)
+    results = {c["name"]: c for c in document["turns"][0]["tool_calls"]}
+    assert not any(c["is_error"] for c in results.values()), results
+    assert json.loads(results["get_service_status"]["result"])["status"] == "healthy"
+    assert "v2.14.0 rolled_back by sam" in results["list_recent_deployments"]["result"]
+    assert "Filesystem" in results["get_disk_usage"]["result"]  # real df output
+    assert document["final"] == OPS_ANSWER
+    assert {r.path for r in ops.requests} == {"/api/v1/services/checkout/status", "/api/v1/deployments"}
+    assert "Traceback" not in completed.stderr
+    for text in (completed.stdout, completed.stderr, transcript.read_text(encoding="utf-8"),
+                 json.dumps([r.json() for r in model.requests], ensure_ascii=False)):
+        assert OPS_TOKEN not in text  # the token went to the ops API only
+
+
+@pytest.mark.parametrize("name", ["inventory", "inventory-anthropic", "inventory-gemini"])
+def test_each_shipped_cassette_replays_without_divergence(name: str):
+    result = invoke("recipe", str(ROOT / "recipes" / f"{name}.yaml"), "--json")
+    assert result.exit_code == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["mode"] == "replay" and document["divergences"] == []
+    assert document["final"].endswith(ANSWER)
+    assert len(document["turns"][0]["tool_calls"]) == 3
+
+
+@pytest.mark.parametrize("name", ["inventory-responses", "inventory-ollama", "ops-triage"])
+def test_live_only_recipes_load_and_select_their_tools(name: str):
+    from toolrun.catalog.loader import load_catalog_or_raise
+    from toolrun.recipe import load_recipe
+
+    recipe = load_recipe(ROOT / "recipes" / f"{name}.yaml")
+    tools = recipe.select_tools(load_catalog_or_raise(recipe.locate_tools_dir()))
+    assert tools and recipe.render_messages()
