@@ -626,3 +626,70 @@ def test_streamed_server_tool_input_is_kept_on_its_opaque_block():
         assembler.feed(event)
     assert assembler.finish().message.parts == [OpaquePart("anthropic", {
         "type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "北京 天气"}})]
+
+
+# ------------------------------------------- toolrun recipe: record live, replay offline
+
+
+def _weather_server_handler(*, stream: bool):
+    """An Anthropic server: three parallel calls, then an answer built from the results sent back."""
+    from tests.provider_roundtrip import CITIES
+
+    def handler(request: Recorded) -> Reply:
+        body = request.json()
+        refused = anthropic_rejections(body) + ([] if request.headers.get("x-api-key") == KEY else ["no x-api-key"])
+        if refused:  # answer as Anthropic would: 400 with the reasons
+            return Reply(400, {"type": "error", "error": {"type": "invalid_request_error", "message": "; ".join(refused)}})
+        last = body["messages"][-1]["content"]
+        if not any(block.get("type") == "tool_result" for block in last):
+            blocks = [{"type": "thinking", "thinking": "Three cities, three calls.", "signature": "SIG-3"}] + [
+                {"type": "tool_use", "id": f"toolu_0{i}", "name": "weather", "input": {"city": city}}
+                for i, city in enumerate(CITIES)]
+            answer = {"type": "message", "role": "assistant", "content": blocks, "stop_reason": "tool_use",
+                      "usage": {"input_tokens": 300, "output_tokens": 90}}
+        else:
+            text = "；".join(f"{block['tool_use_id']}={block['content']}" for block in last)
+            answer = {"type": "message", "role": "assistant", "content": [{"type": "text", "text": text}],
+                      "stop_reason": "end_turn", "usage": {"input_tokens": 500, "output_tokens": 40}}
+        if not stream:
+            return Reply(200, answer)
+        events = [{"type": "message_start", "message": {**answer, "content": [], "stop_reason": None,
+                                                        "usage": {"input_tokens": answer["usage"]["input_tokens"], "output_tokens": 1}}}]
+        for index, block in enumerate(answer["content"]):
+            if block["type"] == "tool_use":
+                events += [{"type": "content_block_start", "index": index, "content_block": {**block, "input": {}}},
+                           {"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": ""}},
+                           {"type": "content_block_delta", "index": index, "delta": {
+                               "type": "input_json_delta", "partial_json": json.dumps(block["input"], ensure_ascii=False)}}]
+            elif block["type"] == "thinking":
+                events += [{"type": "content_block_start", "index": index, "content_block": {"type": "thinking", "thinking": "", "signature": ""}},
+                           {"type": "content_block_delta", "index": index, "delta": {"type": "thinking_delta", "thinking": block["thinking"]}},
+                           {"type": "content_block_delta", "index": index, "delta": {"type": "signature_delta", "signature": block["signature"]}}]
+            else:
+                events += [{"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}},
+                           {"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": block["text"]}}]
+            events += [{"type": "ping"}, {"type": "content_block_stop", "index": index}]
+        events += [{"type": "message_delta", "delta": {"stop_reason": answer["stop_reason"]},
+                    "usage": {"output_tokens": answer["usage"]["output_tokens"]}}, {"type": "message_stop"}]
+        return Reply(200, chunks=sse(events), headers={"Content-Type": "text/event-stream"})
+
+    return handler
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_toolrun_recipe_records_live_and_replays_offline(loopback, tmp_path, stream):
+    from tests.provider_roundtrip import WEATHER, comparable, record_then_replay
+
+    server = loopback(_weather_server_handler(stream=stream))
+    roundtrip = record_then_replay(tmp_path, "anthropic:claude-sonnet-4-5",
+                                   {"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": server.url}, stream=stream)
+    live = roundtrip.live
+    assert live["stop_reason"] == "stop" and live["usage"] == {"input_tokens": 800, "output_tokens": 130, "requests": 2}
+    calls = live["turns"][0]["tool_calls"]
+    assert [(c["id"], c["arguments"]["city"], c["result"]) for c in calls] == [
+        (f"toolu_0{i}", city, WEATHER[city]) for i, city in enumerate(WEATHER)]
+    assert live["final"] == "；".join(f"toolu_0{i}={WEATHER[city]}" for i, city in enumerate(WEATHER))
+    assert len(server.requests) == 2  # the replay never reached the server
+    assert roundtrip.replay["mode"] == "replay" and roundtrip.replay["divergences"] == []
+    assert comparable(roundtrip.replay, keep_ids=True) == comparable(live, keep_ids=True)
+    assert KEY not in json.dumps(roundtrip.cassette)

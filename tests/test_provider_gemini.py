@@ -664,3 +664,59 @@ def test_an_empty_model_answer_does_not_split_the_user_side():
     assert gemini_rejections(body) == []
     assert body["contents"] == [{"role": "user", "parts": [
         {"text": "What is the weather in 北京 and San Francisco?"}, {"text": "Please answer."}]}]
+
+
+# ------------------------------------------- toolrun recipe: record live, replay offline
+
+
+def _weather_server_handler(*, stream: bool):
+    """A Gemini server: three parallel calls without ids, then an answer built from the results."""
+    from tests.provider_roundtrip import CITIES
+
+    def handler(request: Recorded) -> Reply:
+        body = request.json()
+        refused = gemini_rejections(body) + ([] if request.headers.get("x-goog-api-key") == KEY else ["no key header"])
+        if refused or "key" in request.query:  # answer as Gemini would: 400 with the reasons
+            return Reply(400, {"error": {"code": 400, "status": "INVALID_ARGUMENT", "message": "; ".join(refused) or "key in URL"}})
+        last = body["contents"][-1]["parts"]
+        if not any("functionResponse" in part for part in last):
+            parts = [{"text": "Three cities.", "thought": True}] + [
+                {"functionCall": {"name": "weather", "args": {"city": city}}} for city in CITIES]
+            parts[1]["thoughtSignature"] = "SIG-3"
+            usage = {"promptTokenCount": 300, "candidatesTokenCount": 60, "thoughtsTokenCount": 30}
+        else:
+            if body["contents"][-2]["parts"][1].get("thoughtSignature") != "SIG-3":  # Gemini 3 refuses this
+                return Reply(400, {"error": {"code": 400, "status": "INVALID_ARGUMENT",
+                                             "message": "Function call is missing a thought_signature"}})
+            text = "；".join(f"{p['functionResponse']['name']}={p['functionResponse']['response']['output']}" for p in last)
+            parts = [{"text": text}]
+            usage = {"promptTokenCount": 500, "candidatesTokenCount": 40}
+        if not stream:
+            return Reply(200, {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP"}],
+                               "usageMetadata": usage})
+        chunks = [{"candidates": [{"content": {"role": "model", "parts": [part]}}]} for part in parts]
+        chunks.append({"candidates": [{"content": {"role": "model", "parts": [{"text": ""}]}, "finishReason": "STOP"}],
+                       "usageMetadata": usage})
+        return Reply(200, chunks=sse(chunks), headers={"Content-Type": "text/event-stream"})
+
+    return handler
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_toolrun_recipe_records_live_and_replays_offline(loopback, tmp_path, stream):
+    from tests.provider_roundtrip import WEATHER, comparable, record_then_replay
+
+    server = loopback(_weather_server_handler(stream=stream))
+    roundtrip = record_then_replay(tmp_path, "gemini:gemini-2.5-flash",
+                                   {"GEMINI_API_KEY": KEY, "GEMINI_BASE_URL": server.url}, stream=stream)
+    live = roundtrip.live
+    assert live["stop_reason"] == "stop" and live["usage"] == {"input_tokens": 800, "output_tokens": 130, "requests": 2}
+    calls = live["turns"][0]["tool_calls"]
+    assert [(c["arguments"]["city"], c["result"]) for c in calls] == list(WEATHER.items())
+    assert len({c["id"] for c in calls}) == 3  # Gemini sent no ids: the runner made three
+    assert live["final"] == "；".join(f"weather={result}" for result in WEATHER.values())
+    assert len(server.requests) == 2  # the replay never reached the server
+    # made-up ids never go on the wire, so a replay sends the very same requests
+    assert roundtrip.replay["mode"] == "replay" and roundtrip.replay["divergences"] == []
+    assert comparable(roundtrip.replay, keep_ids=False) == comparable(live, keep_ids=False)
+    assert KEY not in json.dumps(roundtrip.cassette)
