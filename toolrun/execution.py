@@ -43,8 +43,19 @@ def _validator(schema_json: str) -> Draft202012Validator:
     return Draft202012Validator(json.loads(schema_json))
 
 
+_by_schema_object: dict[int, tuple[dict[str, Any], Draft202012Validator]] = {}
+
+
 def _validator_for(tool: Tool) -> Draft202012Validator:
-    return _validator(json.dumps(tool.parameters, sort_keys=True, default=str))
+    # Fast path by identity (the entry keeps the dict alive, so its id cannot be reused);
+    # equal schemas of different tools share one validator through the JSON-keyed cache.
+    entry = _by_schema_object.get(id(tool.parameters))
+    if entry is not None and entry[0] is tool.parameters:
+        return entry[1]
+    validator = _validator(json.dumps(tool.parameters, sort_keys=True, default=str))
+    if len(_by_schema_object) < 4096:
+        _by_schema_object[id(tool.parameters)] = (tool.parameters, validator)
+    return validator
 
 
 def _json_path(parts: Any) -> str:
@@ -156,7 +167,8 @@ async def _run_backend(tool: Tool, arguments: dict[str, Any], context: CallConte
     except KeyError:
         return f"no backend named {tool.backend.kind!r} is installed", True
     try:
-        output = await asyncio.wait_for(backend.run(tool, arguments, context), tool.timeout)
+        async with asyncio.timeout(tool.timeout):  # cancels the backend's task on expiry
+            output = await backend.run(tool, arguments, context)
     except asyncio.TimeoutError:
         return f"the tool timed out after {tool.timeout:g}s", True
     except MissingSecret as exc:
