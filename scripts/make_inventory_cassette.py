@@ -5,9 +5,10 @@ published transcript of the classic three-city example: three ``get_flower_inven
 calls in one turn (ids call_DhKV…, call_EW6H…, call_g9yh…; finish_reason ``tool_calls``;
 95 in / 67 out tokens), then the answer (finish_reason ``stop``; 235 in / 90 out).
 
-``recipes/inventory-anthropic.cassette.json`` (Anthropic Messages, streamed) and
-``recipes/inventory-gemini.cassette.json`` (Gemini, streamed) show the same conversation
-in those wire formats. Their ids, texts and token counts are made up (plausible, not
+``recipes/inventory-anthropic.cassette.json`` (Anthropic Messages, streamed),
+``recipes/inventory-gemini.cassette.json`` (Gemini, streamed) and
+``recipes/inventory-responses.cassette.json`` (OpenAI Responses, not streamed) show the
+same conversation in those wire formats. Their ids, texts and token counts are made up (plausible, not
 published); their cassettes' ``note`` says so.
 
 For each, a fake provider server on 127.0.0.1 answers with those responses, in the
@@ -19,7 +20,7 @@ publication (its note says so): the loopback URL becomes the provider's public e
 
 Usage (from the repository root)::
 
-    .venv/bin/python scripts/make_inventory_cassette.py [--check] [openai|anthropic|gemini ...]
+    .venv/bin/python scripts/make_inventory_cassette.py [--check] [openai|anthropic|gemini|openai-responses ...]
 
 ``--check`` regenerates into memory and fails if a committed cassette's exchanges differ
 (the ``recorded_at`` stamp aside): run it after changing an adapter or the flower tool.
@@ -216,6 +217,37 @@ def fake_gemini(request: Recorded) -> Reply:
     return Reply(headers=headers, chunks=sse([(None, chunk) for chunk in chunks]))
 
 
+# --------------------------------------------------------------------------- OpenAI Responses (made up)
+
+RESPONSES_MODEL = "gpt-4.1-mini"
+RESPONSES_CALL_IDS = ["call_InventoryExampleBeijing01", "call_InventoryExampleShanghai2", "call_InventoryExampleShenzhen3"]
+
+
+def responses_body(number: int, output: list[dict], input_tokens: int, output_tokens: int) -> dict:
+    return {"id": f"resp_inventory_example_{number}", "object": "response", "created_at": OPENAI_CREATED + number,
+            "status": "completed", "model": RESPONSES_MODEL, "output": output,
+            "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens,
+                      "total_tokens": input_tokens + output_tokens}}
+
+
+def fake_responses(request: Recorded) -> Reply:
+    if request.path != "/v1/responses":
+        return Reply(404, {"error": {"message": f"no route {request.path}"}})
+    items = request.json().get("input") or []
+    outputs = [i for i in items if isinstance(i, dict) and i.get("type") == "function_call_output"]
+    if not outputs:
+        calls = [{"type": "function_call", "id": f"fc_inventory_example_{n}", "call_id": call_id,
+                  "name": "get_flower_inventory", "arguments": json.dumps({"city": city}, ensure_ascii=False),
+                  "status": "completed"}
+                 for n, (call_id, city) in enumerate(zip(RESPONSES_CALL_IDS, CITIES), start=1)]
+        return Reply(body=responses_body(1, calls, 288, 71))
+    if sorted(o.get("call_id") for o in outputs) != sorted(RESPONSES_CALL_IDS):
+        return refuse(f"unexpected function_call_output items: {outputs}")
+    message = {"type": "message", "id": "msg_inventory_example", "role": "assistant", "status": "completed",
+               "content": [{"type": "output_text", "text": ANSWER, "annotations": []}]}
+    return Reply(body=responses_body(2, [message], 431, 92))
+
+
 SCENARIOS = {
     "openai": Scenario(
         "inventory",
@@ -236,6 +268,12 @@ SCENARIOS = {
         fake_gemini, "https://generativelanguage.googleapis.com", stream=True,
         note=(f"A demonstration, not a real Gemini run: {GENERATED_BY} speaking the "
               f"streamGenerateContent format; its texts and token counts are made up; {TIDIED}.")),
+    "openai-responses": Scenario(
+        "inventory-responses",
+        lambda url: {"OPENAI_API_KEY": FAKE_KEY, "OPENAI_BASE_URL": f"{url}/v1"},
+        fake_responses, "https://api.openai.com", stream=False,
+        note=(f"A demonstration, not a real OpenAI run: {GENERATED_BY} speaking the Responses "
+              f"format (not streamed); its ids and token counts are made up; {TIDIED}.")),
 }
 
 

@@ -452,7 +452,7 @@ def test_ops_triage_runs_http_and_shell_tools_together(loopback, tmp_path: Path)
         assert OPS_TOKEN not in text  # the token went to the ops API only
 
 
-@pytest.mark.parametrize("name", ["inventory", "inventory-anthropic", "inventory-gemini"])
+@pytest.mark.parametrize("name", ["inventory", "inventory-anthropic", "inventory-gemini", "inventory-responses"])
 def test_each_shipped_cassette_replays_without_divergence(name: str):
     result = invoke("recipe", str(ROOT / "recipes" / f"{name}.yaml"), "--json")
     assert result.exit_code == 0, result.stderr
@@ -462,7 +462,7 @@ def test_each_shipped_cassette_replays_without_divergence(name: str):
     assert len(document["turns"][0]["tool_calls"]) == 3
 
 
-@pytest.mark.parametrize("name", ["inventory-responses", "inventory-ollama", "ops-triage"])
+@pytest.mark.parametrize("name", ["inventory-ollama", "ops-triage"])
 def test_live_only_recipes_load_and_select_their_tools(name: str):
     from toolrun.catalog.loader import load_catalog_or_raise
     from toolrun.recipe import load_recipe
@@ -470,3 +470,14 @@ def test_live_only_recipes_load_and_select_their_tools(name: str):
     recipe = load_recipe(ROOT / "recipes" / f"{name}.yaml")
     tools = recipe.select_tools(load_catalog_or_raise(recipe.locate_tools_dir()))
     assert tools and recipe.render_messages()
+
+
+def test_a_recording_cannot_be_replayed_through_another_provider():
+    result = invoke("recipe", str(INVENTORY), "--model", "anthropic:claude-sonnet-4-5",
+                    "--replay", str(INVENTORY_CASSETTE))
+    assert result.exit_code == 2
+    assert "cannot be replayed as anthropic:claude-sonnet-4-5" in result.stderr
+    assert "--model openai:gpt-4o-mini" in result.stderr  # the fix
+    fallback = invoke("recipe", str(INVENTORY), "--model", "anthropic:claude-sonnet-4-5")
+    assert fallback.exit_code == 2
+    assert "no ANTHROPIC_API_KEY set" in fallback.stderr

@@ -103,6 +103,22 @@ def offline_config(provider_class: type[Provider], overrides: ProviderOverrides 
     return ProviderConfig(base_url=base_url.rstrip("/"), api_key=None, headers=dict(overrides.headers))
 
 
+def check_cassette_provider(cassette: Cassette, choice: ModeChoice, provider_class: type[Provider],
+                            overrides: ProviderOverrides | None, spec: str) -> None:
+    """A recording speaks one provider's wire format: replaying it through another cannot work."""
+    recorded_provider = (cassette.model or "").partition(":")[0]
+    if not recorded_provider or recorded_provider == provider_class.name:
+        return
+    if choice.notice:  # the fallback would not fit: the run needs this provider's credentials after all
+        key_names = credential_names(provider_class, overrides)
+        raise UserError(Problem(None, None, f"no {key_names} set: {spec} needs a live run "
+                                f"({choice.cassette} was recorded with {cassette.model})",
+                                f"set {key_names} in the environment"))
+    raise UserError(Problem(choice.cassette, None,
+                            f"the recording was made with {cassette.model}; it cannot be replayed as {spec}",
+                            f"replay it with --model {cassette.model}, or record a new one with --record"))
+
+
 def parse_vars(pairs: tuple[str, ...]) -> dict[str, str]:
     """``--var city=北京`` pairs as a dict; UserError for one without ``=``."""
     values: dict[str, str] = {}
@@ -199,6 +215,7 @@ def play_recipe(
     if choice.mode == "replay":
         assert choice.cassette is not None
         cassette = load_cassette(choice.cassette)
+        check_cassette_provider(cassette, choice, provider_class, recipe.provider, spec)
         if choice.notice:
             display.notice(choice.notice)
         if cassette.model and cassette.model != spec:
