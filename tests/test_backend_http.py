@@ -246,3 +246,10 @@ def test_check_accepts_env_base_urls_and_path_parameters(tmp_path: Path) -> None
     config = {"url": "/items/{city}", "base_url": "${env:OPS_API_URL}", "headers": {"A": "Bearer ${env:T}"}}
     assert HttpBackend().check(http_tool(tmp_path, config)) == []
     assert HttpBackend().check(http_tool(tmp_path, {"url": "${env:FULL_URL}/x"})) == []
+
+
+def test_huge_bodies_are_read_only_up_to_the_memory_guard(tmp_path: Path, loopback, monkeypatch) -> None:
+    monkeypatch.setattr("toolrun.backends.http.MAX_BODY_BYTES", 1000)
+    server = loopback(lambda r: Reply(200, "y" * 50_000))
+    outcome = call(http_tool(tmp_path, {"url": server.url}), {})
+    assert outcome.result == "y" * 1000

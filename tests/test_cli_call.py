@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -188,3 +189,32 @@ def test_console_script_exit_codes_in_a_real_process() -> None:
     bad = subprocess.run([*command, "--arg", "city=广州"], capture_output=True, text=True, timeout=60)
     assert (ok.returncode, ok.stdout) == (0, "百合: 80, 康乃馨: 120\n")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize(("answer", "approved"), [("y", True), ("n", False)])
+def test_confirm_asks_on_a_real_terminal_showing_the_arguments(ops_env, answer: str, approved: bool) -> None:
+    import pty
+
+    env, server = ops_env
+    controller, terminal = pty.openpty()
+    toolrun = Path(sys.executable).with_name("toolrun")
+    process = subprocess.Popen(
+        [str(toolrun), "call", "restart_service", "--arg", "service=checkout", "--arg", "environment=production",
+         "--arg", "reason=memory leak since 10:00", "--tools-dir", str(TOOLS_D)],
+        stdin=terminal, stdout=subprocess.PIPE, stderr=terminal, env={**os.environ, **env})
+    os.close(terminal)
+    shown = b""
+    while b"Allow this call" not in shown:
+        try:
+            chunk = os.read(controller, 4096)
+        except OSError:  # Linux: EIO once the child closed the terminal without asking
+            chunk = b""
+        assert chunk, shown
+        shown += chunk
+    os.write(controller, answer.encode() + b"\n")
+    stdout, _ = process.communicate(timeout=60)
+    os.close(controller)
+    assert b"restart_service" in shown and "memory leak since 10:00".encode() in shown
+    assert process.returncode == (0 if approved else 1)
+    assert (stdout == b"rs-42\n") is approved
+    assert len(server.requests) == (1 if approved else 0)

@@ -5,7 +5,8 @@ included) and joined to ``base_url``; ``query``, ``headers``, ``json``/``form`` 
 ``result`` are Jinja2 templates. ``${env:NAME}`` brings a secret in at call time. A
 ``json`` string that is exactly ``"{{ name }}"`` keeps the argument's JSON type, and a
 query/form/header/json entry whose template needs an argument the call did not give is
-left out, so optional parameters just work.
+left out, so optional parameters just work. In ``result``, read JSON keys with brackets
+(``response.json['items']``): ``.items`` would find the dict method, not the key.
 
 Safety: ``allow_hosts`` (the tool's and the call context's) limits where requests go;
 link-local and cloud-metadata addresses are refused; redirects are followed by hand and
@@ -41,6 +42,7 @@ IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 DEFAULT_RETRIES = 2
 MAX_REDIRECTS = 5
+MAX_BODY_BYTES = 16 * 1024 * 1024  # memory guard; the tool's max_output cuts the text far earlier
 ERROR_EXCERPT_CHARS = 300
 BLOCKED_HOSTNAMES = frozenset({"metadata.google.internal", "metadata.goog", "metadata"})
 _LINK_LOCAL = (ipaddress.ip_network("169.254.0.0/16"), ipaddress.ip_network("fe80::/10"))
@@ -156,6 +158,14 @@ def _is_link_local(address: str) -> bool:
     return any(ip in network for network in _LINK_LOCAL)
 
 
+def _is_ip_literal(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.split("%")[0])
+    except ValueError:
+        return False
+    return True
+
+
 async def check_destination(url: httpx.URL, allow_lists: list[list[str]]) -> None:
     """Raise RefusedRequest for a scheme, host or address the safety rules forbid."""
     if url.scheme not in ("http", "https"):
@@ -166,6 +176,8 @@ async def check_destination(url: httpx.URL, allow_lists: list[list[str]]) -> Non
     for allow_hosts in allow_lists:
         if not any(_host_allowed(pattern, url) for pattern in allow_hosts):
             raise RefusedRequest(f"refused: host {host} is not in allow_hosts ({', '.join(allow_hosts)})")
+    if _is_ip_literal(host):
+        return  # already checked above: no name to resolve
     try:
         infos = await asyncio.get_running_loop().getaddrinfo(host, url.port or _default_port(url))
     except OSError:
@@ -346,7 +358,7 @@ async def _send(client: httpx.AsyncClient, request: httpx.Request, allow_lists: 
     """Send, following redirects by hand: same scheme, host and port only, re-checking each hop."""
     for _ in range(MAX_REDIRECTS + 1):
         await check_destination(request.url, allow_lists)
-        response = await client.send(request)
+        response = await _send_capped(client, request)
         if not (follow and response.is_redirect):
             return response
         target = request.url.join(response.headers["location"])
@@ -356,6 +368,23 @@ async def _send(client: httpx.AsyncClient, request: httpx.Request, allow_lists: 
                                  f"({target.scheme}://{target.host}): the request may carry credentials")
         request = _redirected(client, request, response.status_code, target)
     raise RefusedRequest(f"stopped after {MAX_REDIRECTS} redirects")
+
+
+async def _send_capped(client: httpx.AsyncClient, request: httpx.Request) -> httpx.Response:
+    """Send and read the body, keeping at most MAX_BODY_BYTES of it."""
+    response = await client.send(request, stream=True)
+    try:
+        kept = bytearray()
+        async for chunk in response.aiter_bytes():
+            kept += chunk[: MAX_BODY_BYTES - len(kept)]
+            if len(kept) >= MAX_BODY_BYTES:
+                break
+    finally:
+        await response.aclose()
+    headers = [(k, v) for k, v in response.headers.multi_items()
+               if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
+    return httpx.Response(response.status_code, headers=headers, content=bytes(kept), request=request,
+                          extensions=response.extensions)
 
 
 def _redirected(client: httpx.AsyncClient, request: httpx.Request, status: int, target: httpx.URL) -> httpx.Request:
