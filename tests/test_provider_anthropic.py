@@ -13,6 +13,9 @@ from typing import Any
 import pytest
 
 from tests.loopback import Recorded, Reply
+from tests.provider_roundtrip import CITIES, WEATHER as CITY_WEATHER, comparable, record_then_replay
+from toolrun.backends.base import CallContext
+from toolrun.catalog.loader import load_catalog_or_raise
 from toolrun.errors import ProviderError, UserError
 from toolrun.messages import (
     Message,
@@ -37,6 +40,9 @@ from toolrun.providers.anthropic import (
 )
 from toolrun.providers.base import ProviderConfig
 from toolrun.providers.transport import HttpxTransport
+
+from toolrun.runner import RunSettings, run_conversation
+from toolrun.transcript import transcript_document
 
 KEY = "sk-ant-test-key-0123456789"
 WEATHER = ToolDefinition("weather", "Current weather of one city. Use for weather questions only.",
@@ -557,7 +563,6 @@ tools:
 
 @pytest.fixture
 def catalog_tools(tmp_path: Path):
-    from toolrun.catalog.loader import load_catalog_or_raise
 
     directory = tmp_path / "tools.d"
     directory.mkdir()
@@ -572,9 +577,6 @@ def catalog_tools(tmp_path: Path):
 ])
 @pytest.mark.parametrize("stream", [False, True])
 def test_recorded_turn_through_the_runner(loopback, fixtures_dir, catalog_tools, name, tool, arguments, output, stream):
-    from toolrun.backends.base import CallContext
-    from toolrun.runner import RunSettings, run_conversation
-    from toolrun.transcript import transcript_document
 
     def handler(request: Recorded) -> Reply:
         first = len(server.requests) == 1
@@ -633,7 +635,6 @@ def test_streamed_server_tool_input_is_kept_on_its_opaque_block():
 
 def _weather_server_handler(*, stream: bool):
     """An Anthropic server: three parallel calls, then an answer built from the results sent back."""
-    from tests.provider_roundtrip import CITIES
 
     def handler(request: Recorded) -> Reply:
         body = request.json()
@@ -678,7 +679,6 @@ def _weather_server_handler(*, stream: bool):
 
 @pytest.mark.parametrize("stream", [True, False])
 def test_toolrun_recipe_records_live_and_replays_offline(loopback, tmp_path, stream):
-    from tests.provider_roundtrip import WEATHER, comparable, record_then_replay
 
     server = loopback(_weather_server_handler(stream=stream))
     roundtrip = record_then_replay(tmp_path, "anthropic:claude-sonnet-4-5",
@@ -687,8 +687,8 @@ def test_toolrun_recipe_records_live_and_replays_offline(loopback, tmp_path, str
     assert live["stop_reason"] == "stop" and live["usage"] == {"input_tokens": 800, "output_tokens": 130, "requests": 2}
     calls = live["turns"][0]["tool_calls"]
     assert [(c["id"], c["arguments"]["city"], c["result"]) for c in calls] == [
-        (f"toolu_0{i}", city, WEATHER[city]) for i, city in enumerate(WEATHER)]
-    assert live["final"] == "；".join(f"toolu_0{i}={WEATHER[city]}" for i, city in enumerate(WEATHER))
+        (f"toolu_0{i}", city, CITY_WEATHER[city]) for i, city in enumerate(CITY_WEATHER)]
+    assert live["final"] == "；".join(f"toolu_0{i}={CITY_WEATHER[city]}" for i, city in enumerate(CITY_WEATHER))
     assert len(server.requests) == 2  # the replay never reached the server
     assert roundtrip.replay["mode"] == "replay" and roundtrip.replay["divergences"] == []
     assert comparable(roundtrip.replay, keep_ids=True) == comparable(live, keep_ids=True)

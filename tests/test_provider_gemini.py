@@ -13,6 +13,9 @@ from typing import Any
 import pytest
 
 from tests.loopback import Recorded, Reply
+from tests.provider_roundtrip import CITIES, WEATHER as CITY_WEATHER, comparable, record_then_replay
+from toolrun.backends.base import CallContext
+from toolrun.catalog.loader import load_catalog_or_raise
 from toolrun.errors import ProviderError, UserError
 from toolrun.messages import (
     Message,
@@ -38,6 +41,8 @@ from toolrun.providers.gemini import (
     parse_response,
 )
 from toolrun.providers.transport import HttpxTransport, retry_delay
+from toolrun.runner import RunSettings, run_conversation
+from toolrun.transcript import transcript_document
 
 KEY = "AIzaSy-test-key-0123456789"
 WEATHER = ToolDefinition("weather", "Current weather of one city. Use for weather questions only.",
@@ -607,7 +612,6 @@ tools:
 
 @pytest.fixture
 def catalog_tools(tmp_path: Path):
-    from toolrun.catalog.loader import load_catalog_or_raise
 
     directory = tmp_path / "tools.d"
     directory.mkdir()
@@ -621,9 +625,6 @@ def catalog_tools(tmp_path: Path):
     ("google-tool-call", True), ("google-stream-no-args-tool-call", True),
 ])
 def test_recorded_turn_through_the_runner(loopback, fixtures_dir, catalog_tools, name, stream):
-    from toolrun.backends.base import CallContext
-    from toolrun.runner import RunSettings, run_conversation
-    from toolrun.transcript import transcript_document
 
     def handler(request: Recorded) -> Reply:
         first = len(server.requests) == 1
@@ -671,7 +672,6 @@ def test_an_empty_model_answer_does_not_split_the_user_side():
 
 def _weather_server_handler(*, stream: bool):
     """A Gemini server: three parallel calls without ids, then an answer built from the results."""
-    from tests.provider_roundtrip import CITIES
 
     def handler(request: Recorded) -> Reply:
         body = request.json()
@@ -704,7 +704,6 @@ def _weather_server_handler(*, stream: bool):
 
 @pytest.mark.parametrize("stream", [True, False])
 def test_toolrun_recipe_records_live_and_replays_offline(loopback, tmp_path, stream):
-    from tests.provider_roundtrip import WEATHER, comparable, record_then_replay
 
     server = loopback(_weather_server_handler(stream=stream))
     roundtrip = record_then_replay(tmp_path, "gemini:gemini-2.5-flash",
@@ -712,9 +711,9 @@ def test_toolrun_recipe_records_live_and_replays_offline(loopback, tmp_path, str
     live = roundtrip.live
     assert live["stop_reason"] == "stop" and live["usage"] == {"input_tokens": 800, "output_tokens": 130, "requests": 2}
     calls = live["turns"][0]["tool_calls"]
-    assert [(c["arguments"]["city"], c["result"]) for c in calls] == list(WEATHER.items())
+    assert [(c["arguments"]["city"], c["result"]) for c in calls] == list(CITY_WEATHER.items())
     assert len({c["id"] for c in calls}) == 3  # Gemini sent no ids: the runner made three
-    assert live["final"] == "；".join(f"weather={result}" for result in WEATHER.values())
+    assert live["final"] == "；".join(f"weather={result}" for result in CITY_WEATHER.values())
     assert len(server.requests) == 2  # the replay never reached the server
     # made-up ids never go on the wire, so a replay sends the very same requests
     assert roundtrip.replay["mode"] == "replay" and roundtrip.replay["divergences"] == []
