@@ -26,7 +26,7 @@ from toolrun.messages import (
     Usage,
 )
 from toolrun.providers.base import EventSink, Provider, ProviderConfig, ProviderOverrides
-from toolrun.providers.openai_chat import emit, normalise_stop, openai_tools, parse_arguments, usage_from
+from toolrun.providers.openai_chat import emit, normalise_stop, openai_tools, parse_arguments, stream_lines, usage_from
 from toolrun.providers.transport import WireRequest, iter_ndjson
 from toolrun.secrets import redact
 
@@ -190,10 +190,11 @@ class OllamaProvider(Provider):
         if not stream:
             return parse_response((await self.transport.send(wire)).body)
         assembler = OllamaStreamAssembler()
-        async for line in iter_ndjson(self.transport.stream(wire)):
-            try:
-                chunk = json.loads(line)
-            except ValueError:
-                raise ProviderError(redact(f"Ollama's stream carried a line that is not JSON: {line[:200]!r}")) from None
-            emit(assembler.feed(chunk), on_event)
+        async with stream_lines(self.transport, wire) as lines:
+            async for line in iter_ndjson(lines):
+                try:
+                    chunk = json.loads(line)
+                except ValueError:
+                    raise ProviderError(redact(f"Ollama's stream carried a line that is not JSON: {line[:200]!r}")) from None
+                emit(assembler.feed(chunk), on_event)
         return assembler.result()

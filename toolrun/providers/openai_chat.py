@@ -16,6 +16,7 @@ answers 400 when it is missing there; on other turns it would be ignored, so it 
 from __future__ import annotations
 
 import json
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
@@ -36,7 +37,7 @@ from toolrun.messages import (
     Usage,
 )
 from toolrun.providers.base import EventSink, Provider
-from toolrun.providers.transport import WireRequest, iter_sse
+from toolrun.providers.transport import Transport, WireRequest, iter_sse
 from toolrun.secrets import redact
 
 PROVIDER = "openai"
@@ -323,6 +324,21 @@ async def sse_json(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str | None,
             yield event, payload
 
 
+@asynccontextmanager
+async def stream_lines(transport: Transport, wire: WireRequest) -> AsyncIterator[AsyncIterator[str]]:
+    """The lines of a streamed answer; the HTTP response is closed on exit, not at garbage collection.
+
+    Without it a stream left at ``[DONE]`` stays open until the generator is collected.
+    """
+    lines = transport.stream(wire)
+    try:
+        yield lines
+    finally:
+        close = getattr(lines, "aclose", None)
+        if close is not None:
+            await close()
+
+
 def emit(events: list[StreamEvent], on_event: EventSink | None) -> None:
     if on_event is not None:
         for event in events:
@@ -357,8 +373,9 @@ class OpenAIChatProvider(Provider):
         if not stream:
             return parse_response((await self.transport.send(wire)).body)
         assembler, raw_lines = ChatStreamAssembler(), []
-        async for _event, chunk in sse_json(_kept(self.transport.stream(wire), raw_lines)):
-            emit(assembler.feed(chunk), on_event)
+        async with stream_lines(self.transport, wire) as lines:
+            async for _event, chunk in sse_json(_kept(lines, raw_lines)):
+                emit(assembler.feed(chunk), on_event)
         if assembler.chunks == 0 and (whole := _whole_body(raw_lines)) is not None:
             return parse_response(whole)  # a server that ignored "stream": one plain JSON body
         return assembler.result()

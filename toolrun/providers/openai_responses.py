@@ -35,6 +35,7 @@ from toolrun.providers.openai_chat import (
     emit,
     parse_arguments,
     sse_json,
+    stream_lines,
     tool_choice_value,
     tool_definition,
     usage_from,
@@ -233,6 +234,7 @@ class OpenAIResponsesProvider(OpenAIChatProvider):
         if not stream:
             return parse_response((await self.transport.send(wire)).body)
         assembler = ResponsesStreamAssembler()
-        async for event, data in sse_json(self.transport.stream(wire)):
-            emit(assembler.feed(event, data), on_event)
+        async with stream_lines(self.transport, wire) as lines:
+            async for event, data in sse_json(lines):
+                emit(assembler.feed(event, data), on_event)
         return assembler.result()
