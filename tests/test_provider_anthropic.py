@@ -40,7 +40,6 @@ from toolrun.providers.anthropic import (
 )
 from toolrun.providers.base import ProviderConfig
 from toolrun.providers.transport import HttpxTransport
-
 from toolrun.runner import RunSettings, run_conversation
 from toolrun.transcript import transcript_document
 
