@@ -481,3 +481,13 @@ def test_a_recording_cannot_be_replayed_through_another_provider():
     fallback = invoke("recipe", str(INVENTORY), "--model", "anthropic:claude-sonnet-4-5")
     assert fallback.exit_code == 2
     assert "no ANTHROPIC_API_KEY set" in fallback.stderr
+
+
+def test_unwritable_output_files_are_bad_input_before_the_run(tmp_path: Path):
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder", encoding="utf-8")
+    result = invoke("recipe", str(INVENTORY), "--transcript", str(blocked / "run.jsonl"))
+    assert result.exit_code == 2 and "--transcript: cannot write this file" in result.stderr
+    result = invoke("recipe", str(INVENTORY), "--record", str(blocked / "x.cassette.json"),
+                    env=clean_env(OPENAI_API_KEY=FAKE_KEY, OPENAI_BASE_URL="http://127.0.0.1:9/v1"))
+    assert result.exit_code == 2 and "--record: cannot write this file" in result.stderr

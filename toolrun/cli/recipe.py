@@ -12,7 +12,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping, TypeVar
 
 import click
 
@@ -38,6 +38,7 @@ from toolrun.runner import RunResult, run_conversation
 from toolrun.transcript import dumps, transcript_document
 from toolrun.transcript_log import TranscriptLog
 
+T = TypeVar("T")
 FAILED_STOP_REASONS = frozenset({"error", "max_turns"})
 EXIT_INTERRUPTED = 130  # the shell's convention for a run stopped by Ctrl-C
 
@@ -117,6 +118,15 @@ def check_cassette_provider(cassette: Cassette, choice: ModeChoice, provider_cla
     raise UserError(Problem(choice.cassette, None,
                             f"the recording was made with {cassette.model}; it cannot be replayed as {spec}",
                             f"replay it with --model {cassette.model}, or record a new one with --record"))
+
+
+def writable(path: Path, option: str, create: Callable[[], T]) -> T:
+    """Create an output file before the run starts: a bad path is bad input, not a crash mid-run."""
+    try:
+        return create()
+    except OSError as exc:
+        raise UserError(Problem(path, None, f"{option}: cannot write this file ({exc.strerror or exc})",
+                                "choose a path in a folder you can write to")) from None
 
 
 def parse_vars(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -231,6 +241,7 @@ def play_recipe(
             destination = record
             session.recorder = RecordingTransport(transport, recipe=recipe.name, model=spec,
                                                   on_exchange=lambda cassette: save_cassette(cassette, destination))
+            writable(record, "--record", lambda: save_cassette(session.recorder.cassette, destination))
             transport = session.recorder
     settings = recipe.run_settings(max_turns=max_turns, stream=stream)
     provider = provider_class(model_name, config, transport=transport)
@@ -246,7 +257,7 @@ def play_recipe(
             await provider.aclose()
 
     if transcript_path is not None:
-        session.log = TranscriptLog(transcript_path)
+        session.log = writable(transcript_path, "--transcript", lambda: TranscriptLog(transcript_path))
         session.log.run_start(recipe=recipe.name, model=spec, mode=choice.mode)
         if choice.notice:
             session.log.write("notice", message=choice.notice)
