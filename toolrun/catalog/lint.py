@@ -104,11 +104,13 @@ def distinct_actions(first: Tool, second: Tool) -> bool:
 def near_duplicate_findings(tools: list[Tool], threshold: float = NEAR_DUPLICATE_THRESHOLD) -> list[LintFinding]:
     """A warning on both tools of every pair whose name+description cosine is >= threshold."""
     documents = [f"{tool.name} {tool.description}" for tool in tools]
+    actions = [_action_meaning(tool.name) for tool in tools]
     findings: list[LintFinding] = []
     for pair in similar_pairs(documents, threshold):
         first, second = tools[pair.first], tools[pair.second]
-        if distinct_actions(first, second):
-            continue
+        first_action, second_action = actions[pair.first], actions[pair.second]
+        if first_action and second_action and first_action != second_action:
+            continue  # get_x vs delete_x: the verb tells them apart
         for tool, other in ((first, second), (second, first)):
             findings.append(
                 LintFinding(

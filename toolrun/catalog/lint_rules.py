@@ -11,7 +11,6 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any, Iterator, Literal
 
-from toolrun.catalog.export import export_tool
 from toolrun.catalog.model import Tool
 from toolrun.catalog.schema_convert import to_gemini, to_openai_strict
 from toolrun.catalog.similarity import is_cjk
@@ -250,10 +249,18 @@ def _hidden_character_kind(text: str, index: int) -> str | None:
     return None
 
 
+# Every character _hidden_character_kind may report: a fast first pass over long texts.
+_MAYBE_HIDDEN = re.compile(
+    "[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff"
+    "\U000e0000-\U000e007f\U000e0100-\U000e01ef]"
+)
+
+
 def hidden_characters(text: str) -> list[str]:
     """Descriptions of the invisible characters in ``text`` (``U+200B (a zero-width character)``)."""
     found: list[str] = []
-    for index, char in enumerate(text):
+    for match in _MAYBE_HIDDEN.finditer(text):
+        index, char = match.start(), match.group(0)
         kind = _hidden_character_kind(text, index)
         if kind:
             name = unicodedata.name(char, "")
@@ -467,7 +474,9 @@ def schema_compat_findings(tool: Tool) -> Iterator[RawFinding]:
 
 def token_estimate(tool: Tool) -> int:
     """Estimated tokens of the tool's definition (the OpenAI Chat export) in every request."""
-    return estimate_definition_tokens(export_tool(tool, "openai").definition)
+    # The export's shape, built without its defensive copy: only serialised here.
+    function = {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
+    return estimate_definition_tokens({"type": "function", "function": function})
 
 
 def token_findings(tool: Tool) -> Iterator[RawFinding]:

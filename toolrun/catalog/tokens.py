@@ -13,14 +13,14 @@ import json
 import math
 from typing import Any
 
-from toolrun.catalog.similarity import is_cjk
+from toolrun.catalog.similarity import CJK_CHARACTER
 
 CHARS_PER_TOKEN = 4
 
 
 def estimate_tokens(text: str) -> int:
     """Estimated token count of ``text`` (ceil(other chars / 4) + CJK characters)."""
-    cjk = sum(1 for char in text if is_cjk(char))
+    cjk = len(CJK_CHARACTER.findall(text))
     return cjk + math.ceil((len(text) - cjk) / CHARS_PER_TOKEN)
 
 
