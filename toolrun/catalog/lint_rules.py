@@ -48,7 +48,7 @@ def word_count(text: str) -> int:
 USAGE_GUIDANCE = re.compile(
     r"\b(use (this|it|when|for|to|only|instead|with)|used (for|to|when)|useful (for|when)|"
     r"when (you|the|a|an|to|asked|looking|needed|there)|if (you|the)|only (for|when|if|use|works)|"
-    r"do not|don'?t|never|instead of|rather than|not (for|suitable|intended)|avoid|"
+    r"do not|don'?t|never|instead|rather than|not (for|suitable|intended)|avoid|"
     r"for example|e\.g\.|such as|call (this|it) (when|to|before|after|if))\b"
     r"|用于|适用|适合|当|如果|不要|请勿|仅|只能|不能|例如",
     re.IGNORECASE,
