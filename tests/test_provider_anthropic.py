@@ -692,3 +692,11 @@ def test_toolrun_recipe_records_live_and_replays_offline(loopback, tmp_path, str
     assert roundtrip.replay["mode"] == "replay" and roundtrip.replay["divergences"] == []
     assert comparable(roundtrip.replay, keep_ids=True) == comparable(live, keep_ids=True)
     assert KEY not in json.dumps(roundtrip.cassette)
+
+
+def test_an_error_event_never_shows_the_key():
+    AnthropicProvider.resolve_config(environ={"ANTHROPIC_API_KEY": KEY})  # registers the key for redaction
+    assembler = AnthropicStreamAssembler()
+    with pytest.raises(ProviderError) as caught:
+        assembler.feed({"type": "error", "error": {"type": "authentication_error", "message": f"invalid x-api-key {KEY}"}})
+    assert KEY not in str(caught.value) and "authentication_error" in str(caught.value)

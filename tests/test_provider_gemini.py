@@ -719,3 +719,10 @@ def test_toolrun_recipe_records_live_and_replays_offline(loopback, tmp_path, str
     assert roundtrip.replay["mode"] == "replay" and roundtrip.replay["divergences"] == []
     assert comparable(roundtrip.replay, keep_ids=False) == comparable(live, keep_ids=False)
     assert KEY not in json.dumps(roundtrip.cassette)
+
+
+def test_an_error_chunk_never_shows_the_key():
+    GeminiProvider.resolve_config(environ={"GEMINI_API_KEY": KEY})  # registers the key for redaction
+    with pytest.raises(ProviderError) as caught:
+        GeminiStreamAssembler().feed({"error": {"code": 400, "status": "INVALID_ARGUMENT", "message": f"API key {KEY} not valid"}})
+    assert KEY not in str(caught.value) and "INVALID_ARGUMENT" in str(caught.value)

@@ -36,6 +36,7 @@ from toolrun.messages import (
 )
 from toolrun.providers.base import EventSink, Provider
 from toolrun.providers.transport import WireRequest, iter_sse
+from toolrun.secrets import redact
 
 PROVIDER = "anthropic"
 ANTHROPIC_VERSION = "2023-06-01"
@@ -215,7 +216,7 @@ def raise_for_error(body: dict[str, Any], status: int | None = None) -> None:
     error = body.get("error") or {}
     kind = str(error.get("type") or "error")
     message = error.get("message") or kind
-    raise ProviderError(f"Anthropic {kind}: {message}", status=status,
+    raise ProviderError(redact(f"Anthropic {kind}: {message}"), status=status,
                         retryable=kind in RETRYABLE_ERROR_TYPES)
 
 

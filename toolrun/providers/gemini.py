@@ -42,6 +42,7 @@ from toolrun.messages import (
 )
 from toolrun.providers.base import EventSink, Provider
 from toolrun.providers.transport import WireRequest, iter_sse
+from toolrun.secrets import redact
 
 PROVIDER = "gemini"
 SIGNATURE = "thoughtSignature"
@@ -204,7 +205,7 @@ def raise_for_error(body: dict[str, Any], status: int | None = None) -> None:
     code = error.get("code")
     status_name = str(error.get("status") or "")
     message = error.get("message") or status_name or "error"
-    raise ProviderError(f"Gemini {status_name or code}: {message}",
+    raise ProviderError(redact(f"Gemini {status_name or code}: {message}"),
                         status=status or (code if isinstance(code, int) else None),
                         retryable=status_name in RETRYABLE_STATUSES or code in (429, 500, 503, 504))
 
