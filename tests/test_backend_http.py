@@ -253,3 +253,34 @@ def test_huge_bodies_are_read_only_up_to_the_memory_guard(tmp_path: Path, loopba
     server = loopback(lambda r: Reply(200, "y" * 50_000))
     outcome = call(http_tool(tmp_path, {"url": server.url}), {})
     assert outcome.result == "y" * 1000
+
+
+@pytest.mark.parametrize(
+    ("pattern", "url", "matches"),
+    [
+        ("api.internal", "https://api.internal/x", True),
+        ("API.internal", "https://api.internal/x", True),
+        ("*.example.com", "https://a.example.com/", True),
+        ("*.example.com", "https://example.com.evil.net/", False),
+        ("127.0.0.1", "http://127.0.0.1:8080/", True),
+        ("::1", "http://[::1]:8080/", True),
+        ("api.internal:8443", "https://api.internal:8443/", True),
+        ("api.internal:8443", "https://api.internal/", False),
+        ("api.internal", "https://api.internal.evil.net/", False),
+    ],
+)
+def test_allow_hosts_patterns(pattern: str, url: str, matches: bool) -> None:
+    import httpx
+
+    from toolrun.backends.http_safety import host_matches
+
+    assert host_matches(pattern, httpx.URL(url)) is matches
+
+
+@pytest.mark.parametrize("address", ["169.254.169.254", "fe80::1%eth0", "fd00:ec2::254", "::ffff:169.254.169.254",
+                                     "100.100.100.200"])
+def test_metadata_addresses_are_forbidden(address: str) -> None:
+    from toolrun.backends.http_safety import is_forbidden_address
+
+    assert is_forbidden_address(address)
+    assert not is_forbidden_address("10.0.0.1") and not is_forbidden_address("metadata-service.internal")

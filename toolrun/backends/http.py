@@ -17,8 +17,6 @@ only to the same scheme, host and port. Every result and error passes through
 from __future__ import annotations
 
 import asyncio
-import fnmatch
-import ipaddress
 import json
 import re
 import ssl
@@ -30,6 +28,7 @@ import httpx
 
 from toolrun.backends.base import Backend, BackendOutput, CallContext
 from toolrun.backends.extract import ExtractError, extract, parse_path
+from toolrun.backends.http_safety import RefusedRequest, check_destination, same_origin
 from toolrun.catalog.durations import parse_duration
 from toolrun.catalog.model import Tool
 from toolrun.errors import Problem
@@ -44,8 +43,6 @@ DEFAULT_RETRIES = 2
 MAX_REDIRECTS = 5
 MAX_BODY_BYTES = 16 * 1024 * 1024  # memory guard; the tool's max_output cuts the text far earlier
 ERROR_EXCERPT_CHARS = 300
-BLOCKED_HOSTNAMES = frozenset({"metadata.google.internal", "metadata.goog", "metadata"})
-_LINK_LOCAL = (ipaddress.ip_network("169.254.0.0/16"), ipaddress.ip_network("fe80::/10"))
 
 _PATH_PARAMETER = re.compile(r"(?<![{$])\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")
 _WHOLE_PLACEHOLDER = re.compile(r"^\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}$")
@@ -53,8 +50,8 @@ _PATH_VARIABLE = "__toolrun_path__"
 _OMIT = object()
 
 
-class RefusedRequest(Exception):
-    """A request the safety rules do not allow; its message is the error result."""
+class Unreachable(Exception):
+    """Every attempt failed before a response arrived; the message says why."""
 
 
 @lru_cache(maxsize=1)
@@ -135,55 +132,6 @@ def build_url(config: Mapping[str, Any], arguments: Mapping[str, Any], environ: 
         raise ValueError(f"the url {config['url']!r} is relative and the tool has no base_url")
     base = render(str(base_url), arguments, environ)
     return base.rstrip("/") + "/" + url.lstrip("/")
-
-
-def _host_allowed(pattern: str, url: httpx.URL) -> bool:
-    pattern = pattern.strip().lower()
-    if ":" in pattern and not pattern.startswith("["):
-        return fnmatch.fnmatchcase(f"{url.host}:{url.port or _default_port(url)}", pattern)
-    return fnmatch.fnmatchcase(url.host.lower(), pattern)
-
-
-def _default_port(url: httpx.URL) -> int:
-    return 443 if url.scheme == "https" else 80
-
-
-def _is_link_local(address: str) -> bool:
-    try:
-        ip = ipaddress.ip_address(address.split("%")[0])
-    except ValueError:
-        return False
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return any(ip in network for network in _LINK_LOCAL)
-
-
-def _is_ip_literal(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host.split("%")[0])
-    except ValueError:
-        return False
-    return True
-
-
-async def check_destination(url: httpx.URL, allow_lists: list[list[str]]) -> None:
-    """Raise RefusedRequest for a scheme, host or address the safety rules forbid."""
-    if url.scheme not in ("http", "https"):
-        raise RefusedRequest(f"refused: only http and https URLs are allowed, not {url.scheme or 'a relative URL'}")
-    host = url.host.lower().rstrip(".")
-    if host in BLOCKED_HOSTNAMES or _is_link_local(host):
-        raise RefusedRequest(f"refused: {host} is a link-local or cloud-metadata address")
-    for allow_hosts in allow_lists:
-        if not any(_host_allowed(pattern, url) for pattern in allow_hosts):
-            raise RefusedRequest(f"refused: host {host} is not in allow_hosts ({', '.join(allow_hosts)})")
-    if _is_ip_literal(host):
-        return  # already checked above: no name to resolve
-    try:
-        infos = await asyncio.get_running_loop().getaddrinfo(host, url.port or _default_port(url))
-    except OSError:
-        return  # httpx reports the unreachable host with its own message
-    if any(_is_link_local(str(info[4][0])) for info in infos):
-        raise RefusedRequest(f"refused: {host} resolves to a link-local or cloud-metadata address")
 
 
 def _excerpt(text: str) -> str:
@@ -310,47 +258,58 @@ class HttpBackend(Backend):
 
     async def run(self, tool: Tool, arguments: dict[str, Any], context: CallContext) -> BackendOutput:
         config = tool.backend.config
-        environ = context.environ
         method = str(config.get("method", "GET")).upper()
         try:
-            url = build_url(config, arguments, environ)
+            url = build_url(config, arguments, context.environ)
         except ValueError as exc:  # a missing path value or base_url: say it plainly
             return BackendOutput(redact(str(exc)), is_error=True)
-        query = _render_mapping(config.get("query"), arguments, environ)
-        headers = {k: str(v) for k, v in _render_mapping(config.get("headers"), arguments, environ).items()}
-        body: dict[str, Any] = {}
-        if "json" in config:
-            body["json"] = _render_json(config["json"], arguments, environ)
-        elif "form" in config:
-            body["data"] = _render_mapping(config["form"], arguments, environ)
         timeout = parse_duration(config["timeout"]) if config.get("timeout") is not None else tool.timeout
         retries = int(config.get("retries", DEFAULT_RETRIES))
         attempts = 1 + retries if (method in IDEMPOTENT_METHODS or config.get("idempotent")) else 1
         allow_lists = [list(h) for h in (config.get("allow_hosts"), context.allow_hosts) if h is not None]
-        follow = config.get("follow_redirects", True)
-
         async with httpx.AsyncClient(timeout=timeout, verify=_ssl_context(), follow_redirects=False) as client:
-            request = client.build_request(method, url, params=query, headers=headers, **body)
-            for attempt in range(attempts):
-                try:
-                    response = await _send(client, request, allow_lists, follow)
-                except RefusedRequest as exc:
-                    return BackendOutput(redact(str(exc)), is_error=True)
-                except httpx.HTTPError as exc:
-                    if attempt + 1 < attempts:
-                        await asyncio.sleep(min(retry_delay({}, attempt), timeout))
-                        continue
-                    reason = str(exc) or type(exc).__name__
-                    return BackendOutput(redact(f"cannot reach {request.url.host}: {reason}"), is_error=True)
-                if response.status_code in RETRY_STATUSES and attempt + 1 < attempts:
-                    delay = retry_delay(response.headers, attempt)
-                    if delay > timeout:  # waiting would outlive the call; report what the server said
-                        break
-                    await asyncio.sleep(delay)
-                    continue
-                break
-        output = result_of(config, arguments, response, environ)
+            request = client.build_request(method, url, **request_parts(config, arguments, context.environ))
+            try:
+                response = await _send_with_retries(client, request, attempts, timeout, allow_lists,
+                                                    follow=config.get("follow_redirects", True) is not False)
+            except (RefusedRequest, Unreachable) as exc:
+                return BackendOutput(redact(str(exc)), is_error=True)
+        output = result_of(config, arguments, response, context.environ)
         return BackendOutput(redact(output.text), output.is_error)
+
+
+def request_parts(config: Mapping[str, Any], arguments: Mapping[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
+    """Rendered ``params``, ``headers`` and ``json``/``data`` for httpx's build_request."""
+    parts: dict[str, Any] = {
+        "params": _render_mapping(config.get("query"), arguments, environ),
+        "headers": {k: str(v) for k, v in _render_mapping(config.get("headers"), arguments, environ).items()},
+    }
+    if "json" in config:
+        parts["json"] = _render_json(config["json"], arguments, environ)
+    elif "form" in config:
+        parts["data"] = _render_mapping(config["form"], arguments, environ)
+    return parts
+
+
+async def _send_with_retries(client: httpx.AsyncClient, request: httpx.Request, attempts: int, timeout: float,
+                             allow_lists: list[list[str]], *, follow: bool) -> httpx.Response:
+    """Retry connection failures and 429/502/503/504, waiting as Retry-After says (never past the timeout)."""
+    for attempt in range(attempts):
+        last = attempt + 1 == attempts
+        try:
+            response = await _send(client, request, allow_lists, follow)
+        except httpx.TransportError as exc:  # connect/read failures and timeouts
+            if last:
+                raise Unreachable(f"cannot reach {request.url.host}: {str(exc) or type(exc).__name__}") from None
+            await asyncio.sleep(min(retry_delay({}, attempt), timeout))
+            continue
+        if last or response.status_code not in RETRY_STATUSES:
+            return response
+        delay = retry_delay(response.headers, attempt)
+        if delay > timeout:  # waiting would outlive the call: report what the server said now
+            return response
+        await asyncio.sleep(delay)
+    raise AssertionError("unreachable: the last attempt always returns or raises")
 
 
 async def _send(client: httpx.AsyncClient, request: httpx.Request, allow_lists: list[list[str]],
@@ -362,8 +321,7 @@ async def _send(client: httpx.AsyncClient, request: httpx.Request, allow_lists: 
         if not (follow and response.is_redirect):
             return response
         target = request.url.join(response.headers["location"])
-        origin = (request.url.scheme, request.url.host, request.url.port)
-        if (target.scheme, target.host, target.port) != origin:
+        if not same_origin(request.url, target):
             raise RefusedRequest(f"refused to follow a redirect from {request.url.host} to another origin "
                                  f"({target.scheme}://{target.host}): the request may carry credentials")
         request = _redirected(client, request, response.status_code, target)

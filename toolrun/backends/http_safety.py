@@ -1,0 +1,80 @@
+"""Where an HTTP tool may send a request (DESIGN §6), checked before every hop.
+
+Refused: schemes other than http/https; link-local addresses (169.254.0.0/16, fe80::/10)
+and the cloud metadata endpoints, by name, by address, or by what a name resolves to;
+hosts outside ``allow_hosts`` (the tool's list and the recipe's, when given). Redirects are
+followed only within one origin (scheme, host, port), so credentials never travel elsewhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import ipaddress
+
+import httpx
+
+BLOCKED_HOSTNAMES = frozenset({"metadata.google.internal", "metadata.goog", "metadata"})
+BLOCKED_ADDRESSES = frozenset({ipaddress.ip_address("fd00:ec2::254"),  # AWS metadata over IPv6
+                               ipaddress.ip_address("100.100.100.200")})  # Alibaba Cloud metadata
+LINK_LOCAL_NETWORKS = (ipaddress.ip_network("169.254.0.0/16"), ipaddress.ip_network("fe80::/10"))
+
+
+class RefusedRequest(Exception):
+    """A request the safety rules do not allow; its message is the error result."""
+
+
+def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        ip = ipaddress.ip_address(text.strip("[]").split("%")[0])
+    except ValueError:
+        return None
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    return ip
+
+
+def is_forbidden_address(text: str) -> bool:
+    """True for a link-local or metadata IP address (a name is never one)."""
+    ip = _ip(text)
+    return ip is not None and (ip in BLOCKED_ADDRESSES or any(ip in net for net in LINK_LOCAL_NETWORKS))
+
+
+def default_port(url: httpx.URL) -> int:
+    return url.port or (443 if url.scheme == "https" else 80)
+
+
+def host_matches(pattern: str, url: httpx.URL) -> bool:
+    """``api.internal``, ``*.example.com``, ``127.0.0.1``, ``::1`` or ``host:8080`` against a URL."""
+    pattern = pattern.strip().lower()
+    host = url.host.lower()
+    pattern_ip = _ip(pattern)
+    if pattern_ip is not None:
+        return pattern_ip == _ip(host)
+    if ":" in pattern:
+        return fnmatch.fnmatchcase(f"{host}:{default_port(url)}", pattern)
+    return fnmatch.fnmatchcase(host, pattern)
+
+
+def same_origin(a: httpx.URL, b: httpx.URL) -> bool:
+    return (a.scheme, a.host, default_port(a)) == (b.scheme, b.host, default_port(b))
+
+
+async def check_destination(url: httpx.URL, allow_lists: list[list[str]]) -> None:
+    """Raise RefusedRequest for a scheme, host or address the safety rules forbid."""
+    if url.scheme not in ("http", "https"):
+        raise RefusedRequest(f"refused: only http and https URLs are allowed, not {url.scheme or 'a relative URL'}")
+    host = url.host.lower().rstrip(".")
+    if host in BLOCKED_HOSTNAMES or is_forbidden_address(host):
+        raise RefusedRequest(f"refused: {host} is a link-local or cloud-metadata address")
+    for allow_hosts in allow_lists:
+        if not any(host_matches(pattern, url) for pattern in allow_hosts):
+            raise RefusedRequest(f"refused: host {host} is not in allow_hosts ({', '.join(allow_hosts)})")
+    if _ip(host) is not None:
+        return  # an address, already checked: nothing to resolve
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(host, default_port(url))
+    except OSError:
+        return  # httpx reports the unreachable host with its own message
+    if any(is_forbidden_address(str(info[4][0])) for info in infos):
+        raise RefusedRequest(f"refused: {host} resolves to a link-local or cloud-metadata address")
