@@ -726,3 +726,19 @@ def test_an_error_chunk_never_shows_the_key():
     with pytest.raises(ProviderError) as caught:
         GeminiStreamAssembler().feed({"error": {"code": 400, "status": "INVALID_ARGUMENT", "message": f"API key {KEY} not valid"}})
     assert KEY not in str(caught.value) and "INVALID_ARGUMENT" in str(caught.value)
+
+
+def test_a_signature_on_an_empty_part_after_calls_is_echoed_but_is_no_text():
+    chunks = [
+        {"candidates": [{"content": {"role": "model", "parts": [{"functionCall": {"name": "read_theme", "args": {}}}]}}]},
+        {"candidates": [{"content": {"role": "model", "parts": [{"text": "", "thoughtSignature": "SIG-END"}]},
+                         "finishReason": "STOP"}]},
+    ]
+    assembler = GeminiStreamAssembler()
+    for chunk in chunks:
+        assembler.feed(chunk)
+    response = assembler.finish()
+    assert response.message.text is None and response.stop_reason == "tool_calls"
+    history = _question() + _answer(response)
+    model_turn = build_request_body(_request(history), stream=True)["contents"][1]
+    assert model_turn["parts"] == [{"functionCall": {"name": "read_theme", "args": {}}}, {"text": "", "thoughtSignature": "SIG-END"}]

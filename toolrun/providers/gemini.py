@@ -230,9 +230,11 @@ class _PartsBuilder:
         last = self.parts[-1] if self.parts else None
         if isinstance(last, TextPart) and str(len(self.parts) - 1) not in self.text_signatures:
             last.text += text
-        elif text or signature:
+        elif text:
             self.parts.append(TextPart(text))
         else:
+            if signature:  # an empty part carrying only a signature: echo it, but it is no text
+                self.parts.append(OpaquePart(PROVIDER, {"text": "", SIGNATURE: signature}))
             return
         if signature:
             self.text_signatures[str(len(self.parts) - 1)] = signature
