@@ -167,3 +167,22 @@ class TestApproval:
         assert denied.result == DENIED_MESSAGE and not marker.exists()
         assert "stdin is not a terminal" in capsys.readouterr().err
         assert call(tool, {}, approver=TerminalApprover(True)).result == "done"
+
+
+def test_shell_and_http_calls_run_concurrently(tmp_path: Path, loopback) -> None:
+    import time
+
+    from tests.loopback import Reply
+
+    server = loopback(lambda request: Reply(200, "ok", delay=0.5))
+    sleeper = make_tool("shell", {"argv": ["sleep", "0.5"]}, folder=tmp_path)
+    fetcher = make_tool("http", {"url": server.url}, folder=tmp_path)
+
+    async def four_of(tool) -> list:
+        return await asyncio.gather(*(execute_call(tool, {}, CallContext()) for _ in range(4)))
+
+    for tool in (sleeper, fetcher):
+        started = time.perf_counter()
+        outcomes = asyncio.run(four_of(tool))
+        assert not any(o.is_error for o in outcomes), outcomes
+        assert time.perf_counter() - started < 1.5

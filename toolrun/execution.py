@@ -125,6 +125,8 @@ def validate_arguments(tool: Tool, arguments: Any) -> list[str]:
         return [_describe(error) for error in errors]
     except SchemaError as exc:
         return [f"the tool's parameter schema is invalid: {exc.message}"]
+    except Exception as exc:  # e.g. an unknown type name: the loader should have caught it
+        return [f"the tool's parameter schema cannot be checked: {type(exc).__name__}: {exc}"]
 
 
 def cap_output(text: str, limit: int) -> str:
