@@ -486,3 +486,44 @@ def test_shipped_tools_dir_loads_cleanly() -> None:
     result = load_catalog(shipped)
     assert result.problems == [], "\n".join(str(p) for p in result.problems)
     assert len(result.catalog) > 0
+
+
+# --- the fast path for plain parameter schemas never accepts what the metaschema rejects ----------
+
+SCHEMAS = [
+    {"type": "object", "properties": {"city": {"type": "string", "enum": ["北京"], "description": "City"}}, "required": ["city"]},
+    {"type": "object", "properties": {"n": {"type": "integer", "minimum": 1, "maximum": 10}}},
+    {"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string"}, "minItems": 1, "uniqueItems": True}}},
+    {"type": "object", "properties": {"x": {"type": ["string", "null"]}}, "additionalProperties": False},
+    {"type": "object", "properties": {"x": {"type": ["string", "string"]}}},
+    {"type": "object", "properties": {"x": {"type": []}}},
+    {"type": "object", "properties": {"x": {"type": "strin"}}},
+    {"type": "object", "properties": {"x": {"minLength": -1}}},
+    {"type": "object", "properties": {"x": {"minLength": 1.5}}},
+    {"type": "object", "properties": {"x": {"minimum": "zero"}}},
+    {"type": "object", "properties": {"x": {"multipleOf": 0}}},
+    {"type": "object", "properties": {"x": {"enum": "a"}}},
+    {"type": "object", "properties": {"x": {"description": 3}}},
+    {"type": "object", "properties": {"x": {"uniqueItems": "yes"}}},
+    {"type": "object", "properties": {"x": {"items": 3}}},
+    {"type": "object", "properties": "city"},
+    {"type": "object", "required": ["a", "a"]},
+    {"type": "object", "required": "a"},
+    {"type": "object", "properties": {"x": {"anyOf": [{"type": "string"}, {"type": "integer"}]}}},
+    {"type": "object", "properties": {"x": {"pattern": "^[a-z]+$"}}},
+    {"type": "object", "properties": {"x": True}},
+]
+
+
+@pytest.mark.parametrize("schema", SCHEMAS)
+def test_plainly_valid_is_a_subset_of_metaschema_valid(schema: dict) -> None:
+    from toolrun.catalog.parameter_checks import _plainly_valid
+
+    metaschema_valid = not list(Draft202012Validator(Draft202012Validator.META_SCHEMA).iter_errors(schema))
+    if _plainly_valid(schema):
+        assert metaschema_valid
+    # and the loader's verdict is the metaschema's, whichever path it took
+    from toolrun.catalog.parameter_checks import parameter_schema_problems
+
+    problems = parameter_schema_problems(schema, Path("t.yaml"), "tool 't'", lambda *steps: None)
+    assert (not [p for p in problems if "valid JSON Schema" in p.message or "JSON Schema type" in p.message]) == metaschema_valid

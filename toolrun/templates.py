@@ -60,11 +60,19 @@ def check_template(source: str) -> str | None:
 
 def placeholders(source: str) -> set[str]:
     """Names of the variables a template uses (``${env:...}`` references excluded)."""
+    return set(_placeholders(source))
+
+
+@lru_cache(maxsize=4096)
+def _placeholders(source: str) -> frozenset[str]:
+    # Cached: large catalogs repeat the same templates ("{{ city }}") many times.
+    if not is_template(source):
+        return frozenset()
     try:
         parsed = _environment.parse(_prepare(source))
     except TemplateSyntaxError:
-        return set()
-    return set(meta.find_undeclared_variables(parsed)) - {_ENV_VARIABLE}
+        return frozenset()
+    return frozenset(meta.find_undeclared_variables(parsed)) - {_ENV_VARIABLE}
 
 
 def is_template(source: str) -> bool:

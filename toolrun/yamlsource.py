@@ -54,6 +54,16 @@ def _construct_sequence(loader: _LineLoader, node: yaml.SequenceNode) -> LineLis
 _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
 
+# libyaml parses several times faster (large catalogs); its nodes carry the same marks.
+_FastLineLoader: type | None = None
+if getattr(yaml, "__with_libyaml__", False):
+
+    class _FastLineLoader(yaml.CSafeLoader):  # type: ignore[no-redef]
+        pass
+
+    _FastLineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+    _FastLineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
+
 
 def load_yaml_file(path: Path) -> Any:
     """Parse one YAML file; a syntax error becomes a UserError-ready Problem (raised as YamlSyntaxError)."""
@@ -67,6 +77,11 @@ def load_yaml_file(path: Path) -> Any:
 
 
 def load_yaml_text(text: str, path: Path | str) -> Any:
+    if _FastLineLoader is not None:
+        try:
+            return yaml.load(text, Loader=_FastLineLoader)  # noqa: S506 - a CSafeLoader
+        except yaml.YAMLError:
+            pass  # parse again below: the pure-Python loader words its errors more precisely
     try:
         return yaml.load(text, Loader=_LineLoader)  # noqa: S506 - _LineLoader is a SafeLoader
     except yaml.MarkedYAMLError as exc:

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from toolrun.catalog.model import Catalog, Tool
-from toolrun.catalog.tool_builder import build_tool, parameter_problems
+from toolrun.catalog.parameter_checks import parameter_problems
+from toolrun.catalog.tool_builder import build_tool
 from toolrun.catalog.tool_schema import schema_problems
 from toolrun.errors import Problem, UserError
 from toolrun.schema_errors import describe_value

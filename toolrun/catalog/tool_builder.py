@@ -10,8 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from jsonschema import Draft202012Validator
-
 from toolrun import templates
 from toolrun.backends import backend_targets, get_backend
 from toolrun.catalog.durations import parse_duration
@@ -23,33 +21,15 @@ from toolrun.catalog.model import (
     SourceLocation,
     Tool,
 )
+from toolrun.catalog.parameter_checks import parameter_schema_problems
 from toolrun.errors import Problem
-from toolrun.schema_errors import describe_path, did_you_mean
+from toolrun.schema_errors import did_you_mean
 from toolrun.yamlsource import LineDict, LineList, line_of, plain
 
 _EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
-_JSON_TYPES = ("string", "number", "integer", "boolean", "object", "array", "null")
 _TEMPLATE_MAP_KEYS = ("headers", "query", "env", "form")
 _MERGED_MAPPING_DEFAULTS = {"http": ("headers", "query"), "shell": ("env",)}
 _PLAIN_DEFAULTS = {"http": ("base_url", "timeout", "retries", "allow_hosts"), "shell": ("cwd",)}
-
-# JSON Schema 2020-12 keywords (core, applicator, validation, meta-data, format, content, unevaluated).
-_SCHEMA_KEYWORDS = frozenset(
-    "$schema $id $ref $anchor $dynamicRef $dynamicAnchor $vocabulary $comment $defs definitions "
-    "allOf anyOf oneOf not if then else dependentSchemas prefixItems items contains properties "
-    "patternProperties additionalProperties propertyNames unevaluatedItems unevaluatedProperties "
-    "type const enum multipleOf maximum exclusiveMaximum minimum exclusiveMinimum maxLength minLength "
-    "pattern maxItems minItems uniqueItems maxContains minContains maxProperties minProperties required "
-    "dependentRequired title description default deprecated readOnly writeOnly examples format "
-    "contentEncoding contentMediaType contentSchema nullable".split()
-)
-_SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
-_SUBSCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
-_SUBSCHEMA_SINGLE = ("not", "if", "then", "else", "items", "contains", "additionalProperties",
-                     "propertyNames", "unevaluatedItems", "unevaluatedProperties", "contentSchema")
-
-# Building the metaschema validator is slow; one instance serves every tool.
-_METASCHEMA_VALIDATOR = Draft202012Validator(Draft202012Validator.META_SCHEMA)
 
 
 def build_tool(
@@ -72,7 +52,7 @@ def build_tool(
         return line_of(document, path + steps)
 
     parameters = plain(raw.get("parameters")) if "parameters" in raw else dict(_EMPTY_PARAMETERS)
-    problems += _parameter_problems(parameters, file, label, lambda *steps: at("parameters", *steps))
+    problems += parameter_schema_problems(parameters, file, label, lambda *steps: at("parameters", *steps))
 
     timeout = DEFAULT_TIMEOUT_SECONDS
     timeout_source = raw if "timeout" in raw else defaults if defaults and "timeout" in defaults else None
@@ -120,70 +100,6 @@ def _own_or_default(raw: Mapping[str, Any], defaults: Mapping[str, Any] | None, 
 def _annotations(raw: Mapping[str, Any], defaults: Mapping[str, Any] | None) -> Annotations | None:
     merged = {**plain((defaults or {}).get("annotations") or {}), **plain(raw.get("annotations") or {})}
     return Annotations(**merged) if merged else None
-
-
-def parameter_problems(raw: LineDict, *, file: Path, document: Any, path: tuple[Any, ...] = ()) -> list[Problem]:
-    """Only the checks of ``raw["parameters"]``: for a tool whose other parts are too broken to build."""
-    if "parameters" not in raw:
-        return []
-    name = raw.get("name")
-    label = f"tool '{name}'" if isinstance(name, str) else (describe_path(path) if path else "the tool")
-    return _parameter_problems(plain(raw["parameters"]), file, label, lambda *steps: line_of(document, path + ("parameters", *steps)))
-
-
-def _parameter_problems(parameters: Any, file: Path, label: str, at) -> list[Problem]:
-    problems = []
-    for error in _METASCHEMA_VALIDATOR.iter_errors(parameters):
-        where = describe_path(("parameters", *error.absolute_path))
-        message = f"{label}: {where} is not a valid JSON Schema: {error.message}"
-        fix = "fix it per JSON Schema draft 2020-12 (e.g. {type: string, description: ...})"
-        if error.absolute_path and error.absolute_path[-1] == "type" and isinstance(error.instance, str):
-            message = f"{label}: {where}: '{error.instance}' is not a JSON Schema type"
-            guess = did_you_mean(error.instance, _JSON_TYPES)
-            fix = f"did you mean '{guess}'?" if guess else f"use one of {', '.join(_JSON_TYPES)}"
-        problems.append(Problem(file, at(*error.absolute_path), message, fix))
-    if problems or not isinstance(parameters, dict):
-        return problems
-    for steps, keyword, guess in _keyword_typos(parameters):
-        where = describe_path(("parameters", *steps))
-        problems.append(Problem(file, at(*steps, keyword), f"{label}: unknown JSON Schema keyword '{keyword}' in {where}", f"did you mean '{guess}'?"))
-    properties = parameters.get("properties")
-    required = parameters.get("required")
-    if isinstance(properties, dict) and isinstance(required, list):
-        for index, key in enumerate(required):
-            if key not in properties:
-                guess = did_you_mean(str(key), properties)
-                problems.append(
-                    Problem(
-                        file,
-                        at("required", index),
-                        f"{label}: parameters.required names '{key}', which is not under parameters.properties",
-                        f"did you mean '{guess}'?" if guess else f"declare '{key}' under parameters.properties, or remove it from required",
-                    )
-                )
-    return problems
-
-
-def _keyword_typos(schema: Any, steps: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], str, str]]:
-    """Keys of a JSON Schema that look like a misspelt keyword ("descriptoin").
-
-    Unknown keywords are legal JSON Schema (extensions), so only near-misses are reported.
-    """
-    if not isinstance(schema, dict):
-        return
-    for key, value in schema.items():
-        if key in _SUBSCHEMA_MAPS and isinstance(value, dict):
-            for name, sub in value.items():
-                yield from _keyword_typos(sub, steps + (key, name))
-        elif key in _SUBSCHEMA_LISTS and isinstance(value, list):
-            for index, sub in enumerate(value):
-                yield from _keyword_typos(sub, steps + (key, index))
-        elif key in _SUBSCHEMA_SINGLE:
-            yield from _keyword_typos(value, steps + (key,))
-        elif key not in _SCHEMA_KEYWORDS and isinstance(key, str) and not key.startswith("x-"):
-            guess = did_you_mean(key, _SCHEMA_KEYWORDS)
-            if guess:
-                yield steps, key, guess
 
 
 def _backend_spec(raw: LineDict, defaults: LineDict | None, file: Path, label: str, at) -> tuple[BackendSpec | None, list[Problem]]:
