@@ -293,6 +293,12 @@ def test_tool_schemas_go_through_the_catalogs_gemini_conversion():
     assert "parameters" not in theme  # a tool without arguments declares none
 
 
+def test_extra_settings_merge_into_the_generation_config():
+    extra = {"generationConfig": {"thinkingConfig": {"includeThoughts": True}}}
+    body = build_request_body(_request(_question(), temperature=0, extra=extra), stream=False)
+    assert body["generationConfig"] == {"temperature": 0, "thinkingConfig": {"includeThoughts": True}}
+
+
 @pytest.mark.parametrize("choice, expected", [
     ("auto", {"mode": "AUTO"}),
     ("required", {"mode": "ANY"}),

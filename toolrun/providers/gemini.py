@@ -171,7 +171,12 @@ def build_request_body(request: ModelRequest, *, stream: bool) -> dict[str, Any]
         generation["maxOutputTokens"] = settings.max_tokens
     if generation:
         body["generationConfig"] = generation
-    body.update(settings.extra)
+    for key, value in settings.extra.items():
+        # merged one level deep: extra {"generationConfig": {"thinkingConfig": ...}} keeps temperature
+        if isinstance(value, dict) and isinstance(body.get(key), dict):
+            body[key] = {**body[key], **value}
+        else:
+            body[key] = value
     return body
 
 
