@@ -527,3 +527,26 @@ def test_plainly_valid_is_a_subset_of_metaschema_valid(schema: dict) -> None:
 
     problems = parameter_schema_problems(schema, Path("t.yaml"), "tool 't'", lambda *steps: None)
     assert (not [p for p in problems if "valid JSON Schema" in p.message or "JSON Schema type" in p.message]) == metaschema_valid
+
+
+def test_a_catalog_of_over_a_thousand_tools_loads(tmp_path: Path) -> None:
+    # Correctness at scale only; the speed is measured by benchmarks/load_large_catalog.py.
+    for file_index in range(100):
+        tools = "".join(
+            f"""
+  - name: get_item_{file_index}_{tool_index}
+    description: Returns item {tool_index} of shelf {file_index}. Use it when the id is known.
+    parameters: {{type: object, properties: {{id: {{type: string, description: Item id}}}}, required: [id]}}
+    backend: {{http: {{url: "/items/{{id}}"}}}}
+"""
+            for tool_index in range(11)
+        )
+        (tmp_path / f"shelf_{file_index:03d}.yaml").write_text(
+            f"defaults:\n  http: {{base_url: 'https://shelf{file_index}.example.com'}}\ntools:{tools}", encoding="utf-8"
+        )
+    result = load_catalog(tmp_path)
+    assert result.problems == []
+    assert len(result.catalog) == 1100
+    last = result.catalog.get("get_item_99_10")
+    assert last.backend.config["base_url"] == "https://shelf99.example.com"
+    assert last.source.line == 2 + 10 * 5 + 2
