@@ -131,3 +131,30 @@ def test_a_crash_mid_run_keeps_what_the_transcript_already_holds(tmp_path: Path)
     events = [json.loads(line) for line in transcript.read_text(encoding="utf-8").splitlines()]
     assert [e["event"] for e in events] == ["run_start", "notice", "model_response"]
     assert len(events[2]["tool_calls"]) == 3
+
+
+def test_ctrl_c_exits_130_and_the_transcript_says_so(tmp_path: Path):
+    tools = tmp_path / "tools.d"
+    tools.mkdir()
+    shipped = (ROOT / "tools.d" / "flowers.yaml").read_text(encoding="utf-8")
+    (tools / "flowers.yaml").write_text(shipped.replace("flowers.py:", "slow.py:"), encoding="utf-8")
+    (tools / "slow.py").write_text("import time\n\ndef get_flower_inventory(city):\n    time.sleep(2)\n    return 'x'\n",
+                                   encoding="utf-8")
+    transcript = tmp_path / "int.jsonl"
+    env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_BASE_URL"))}
+    process = subprocess.Popen(
+        [str(Path(sys.executable).parent / "toolrun"), "recipe", "recipes/inventory.yaml", "--tools-dir", str(tools),
+         "--transcript", str(transcript)],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stderr is not None
+    started = 0
+    while started < 3:  # wait until the three calls are running
+        line = process.stderr.readline()
+        assert line, "toolrun ended before its calls started"
+        started += line.startswith("→ get_flower_inventory")
+    process.send_signal(signal.SIGINT)
+    _, rest = process.communicate(timeout=30)
+    assert process.returncode == 130
+    assert "interrupted" in rest and "Traceback" not in rest
+    events = [json.loads(line) for line in transcript.read_text(encoding="utf-8").splitlines()]
+    assert [e["event"] for e in events][-2:] == ["model_response", "interrupted"]
