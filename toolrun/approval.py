@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import threading
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, TextIO
 
 import click
@@ -18,6 +19,8 @@ if TYPE_CHECKING:
     from toolrun.catalog.model import Tool
 
 Approver = Callable[["Tool", dict[str, Any]], Awaitable[bool]]
+
+YES_ANSWERS = frozenset({"y", "yes"})
 
 
 class TerminalApprover:
@@ -29,6 +32,7 @@ class TerminalApprover:
         self._lock: asyncio.Lock | None = None  # one question at a time when calls run concurrently
 
     async def __call__(self, tool: Tool, arguments: dict[str, Any]) -> bool:
+        """True to run the call, False to deny it."""
         if self.assume_yes:
             return True
         stdin = self._stdin or sys.stdin
@@ -41,5 +45,41 @@ class TerminalApprover:
         async with self._lock:
             shown = json.dumps(arguments, ensure_ascii=False, indent=2)
             click.echo(f"\nThe model wants to call {tool.name} with:\n{shown}", err=True)
-            return await asyncio.to_thread(click.confirm, f"Allow this call to {tool.name}?",
-                                           default=False, err=True)
+            return await _ask_in_background(f"Allow this call to {tool.name}? [y/N]: ", stdin)
+
+
+def _ask(question: str, stdin: TextIO) -> bool:
+    click.echo(question, nl=False, err=True)
+    answer = stdin.readline()
+    if not answer:  # end of input: nobody is there to say yes
+        click.echo("", err=True)
+        return False
+    return answer.strip().lower() in YES_ANSWERS
+
+
+async def _ask_in_background(question: str, stdin: TextIO) -> bool:
+    """Ask in a daemon thread: other calls keep running meanwhile (their timeouts stay fair), and
+    Ctrl-C is not held up by a thread still blocked reading the terminal."""
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[bool] = loop.create_future()
+
+    def deliver(result: bool | None, error: BaseException | None) -> None:
+        if answer.done():  # the call was cancelled while the question was open
+            return
+        if error is not None:
+            answer.set_exception(error)
+        else:
+            answer.set_result(bool(result))
+
+    def ask() -> None:
+        try:
+            outcome: tuple[bool | None, BaseException | None] = (_ask(question, stdin), None)
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting task as is
+            outcome = (None, exc)
+        try:
+            loop.call_soon_threadsafe(deliver, *outcome)
+        except RuntimeError:
+            pass  # the loop is gone (Ctrl-C): nobody waits for this answer any more
+
+    threading.Thread(target=ask, name="toolrun-approval", daemon=True).start()
+    return await answer
