@@ -312,3 +312,11 @@ def test_gemini_cuts_recursive_refs_and_omits_empty_parameters() -> None:
     empty = export_tool(make_tool({"type": "object", "properties": {}}), "gemini")
     assert "parameters" not in empty.definition
     assert any("parameters` omitted" in change for change in empty.changes)
+
+
+def test_strict_export_of_a_tool_without_parameters() -> None:
+    exported = export_tool(make_tool({"type": "object", "properties": {}}), "openai", strict=True)
+    function = exported.definition["function"]
+    assert function["strict"] is True
+    assert function["parameters"] == {"type": "object", "properties": {}, "additionalProperties": False, "required": []}
+    assert validate_against("ChatCompletionTool", exported.definition) == []

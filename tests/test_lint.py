@@ -153,6 +153,8 @@ def test_enum_in_prose_does_not_fire(schema: dict[str, Any]) -> None:
 
 def test_prose_values_lists_the_values() -> None:
     assert prose_values("Sort order, one of `asc`, `desc`.") == ["asc", "desc"]
+    assert prose_values("The unit: either celsius or fahrenheit") == ["celsius", "fahrenheit"]
+    assert prose_values("One of: red, green or blue.") == ["red", "green", "blue"]
     assert prose_values("A city name.") == []
 
 

@@ -132,8 +132,10 @@ _BARE_LIST = re.compile(
 
 def prose_values(description: str) -> list[str]:
     """Values listed in a description ("one of `a`, `b`"), or [] when it lists none."""
-    if _BARE_LIST.search(description):
-        return [value for value in re.split(r"[\s,:]+", _BARE_LIST.search(description).group(0))[2:] if value.lower() not in ("or", "and")]
+    bare = _BARE_LIST.search(description)
+    if bare:
+        listed = re.sub(r"^(one of|either)[:\s]+", "", bare.group(0), flags=re.IGNORECASE)
+        return [value for value in re.split(r"[\s,]+", listed) if value.lower() not in ("or", "and")]
     cue = _VALUE_CUE.search(description)
     if not cue:
         return []

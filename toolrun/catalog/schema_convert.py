@@ -152,7 +152,7 @@ class _StrictConverter:
             self.changes.append(
                 SchemaChange(_join(path, "properties", name), "optional: now required and nullable (null = not given)")
             )
-        if properties or "required" in node:
+        if "properties" in node or "required" in node:
             node["required"] = required
 
     def make_nullable(self, node: Any, path: str) -> Any:
