@@ -1,18 +1,16 @@
 """``toolrun recipe RECIPE``: play a recipe live, or replay its recording, and show the run.
 
-Mode: ``--replay F`` replays F; otherwise the run is live when the recipe's provider has
-credentials (``--record F`` then saves every exchange); otherwise the recording beside the
-recipe (``NAME.cassette.json``) is replayed with a notice, unless ``--live`` forbids it.
+Which mode a run uses is ``toolrun.playback``'s rule; what a person sees is
+``toolrun.display``; ``--transcript`` is ``toolrun.transcript_log``. This module parses the
+options, wires those together, and turns the outcome into the exit code.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping, TypeVar
+from typing import Callable, TypeVar
 
 import click
 
@@ -21,15 +19,14 @@ from toolrun.cli import main
 from toolrun.cli.common import load_catalog_for_cli
 from toolrun.display import ObserverGroup, TerminalDisplay
 from toolrun.errors import EXIT_EXPECT_FAILED, EXIT_OK, EXIT_RUN_FAILED, Problem, UserError
+from toolrun.playback import check_cassette_provider, choose_mode, offline_config
 from toolrun.providers import get_provider_class, split_model
-from toolrun.providers.base import Provider, ProviderConfig, ProviderOverrides
 from toolrun.providers.transport import HttpxTransport, Transport
 from toolrun.recording import (
     Cassette,
     Divergence,
     RecordingTransport,
     ReplayTransport,
-    cassette_beside,
     load_cassette,
     save_cassette,
 )
@@ -41,83 +38,6 @@ from toolrun.transcript_log import TranscriptLog
 T = TypeVar("T")
 FAILED_STOP_REASONS = frozenset({"error", "max_turns"})
 EXIT_INTERRUPTED = 130  # the shell's convention for a run stopped by Ctrl-C
-
-
-@dataclass
-class ModeChoice:
-    """Live or replay, the cassette replayed, and the notice to show for a fallback."""
-
-    mode: str  # "live" | "replay"
-    cassette: Path | None = None
-    notice: str | None = None
-
-
-def choose_mode(
-    provider_class: type[Provider],
-    overrides: ProviderOverrides | None,
-    recipe_path: Path,
-    *,
-    replay: Path | None,
-    live: bool,
-    record: Path | None,
-    environ: Mapping[str, str] | None = None,
-    model_line: int | None = None,
-) -> ModeChoice:
-    """Decide how to reach the model. Raises UserError for a combination that cannot work."""
-    if replay is not None:
-        if live:
-            raise UserError(Problem(None, None, "--live and --replay contradict each other",
-                                    "use --replay FILE for an offline run, or --live for a live one"))
-        if record is not None:
-            raise UserError(Problem(None, None, "--record and --replay together would record nothing new",
-                                    "drop --record, or drop --replay to record a live run"))
-        return ModeChoice("replay", replay)
-    if provider_class.has_credentials(overrides, environ):
-        return ModeChoice("live")
-    key_names = credential_names(provider_class, overrides)
-    beside = cassette_beside(recipe_path)
-    if not live and record is None and beside.is_file():
-        notice = (f"no {key_names} set: replaying {beside}; "
-                  "set the key for a live run, --live to refuse this")
-        return ModeChoice("replay", beside, notice)
-    reason = "--record needs a live run" if record is not None else "a live run needs credentials"
-    fix = f"set {key_names} in the environment"
-    if not live and record is None:
-        fix += f" (or ship a recording beside the recipe: {beside.name}, made with --record)"
-    raise UserError(Problem(recipe_path, model_line, f"no {key_names} set: {reason}", fix))
-
-
-def credential_names(provider_class: type[Provider], overrides: ProviderOverrides | None) -> str:
-    """The variable(s) that hold the provider's key, as a user would set them."""
-    if overrides is not None and overrides.api_key_env:
-        return overrides.api_key_env
-    return " or ".join(provider_class.api_key_env) or "the API key variable"
-
-
-def offline_config(provider_class: type[Provider], overrides: ProviderOverrides | None,
-                   environ: Mapping[str, str] | None = None) -> ProviderConfig:
-    """The endpoint a replay pretends to reach: no key is needed, none is read."""
-    env = os.environ if environ is None else environ
-    overrides = overrides or ProviderOverrides()
-    base_url = overrides.base_url or next(
-        (env[name] for name in provider_class.base_url_env if env.get(name)), provider_class.default_base_url)
-    return ProviderConfig(base_url=base_url.rstrip("/"), api_key=None, headers=dict(overrides.headers))
-
-
-def check_cassette_provider(cassette: Cassette, choice: ModeChoice, provider_class: type[Provider],
-                            overrides: ProviderOverrides | None, spec: str) -> None:
-    """A recording speaks one provider's wire format: replaying it through another cannot work."""
-    recorded_provider = (cassette.model or "").partition(":")[0]
-    if not recorded_provider or recorded_provider == provider_class.name:
-        return
-    if choice.notice:  # the fallback would not fit: the run needs this provider's credentials after all
-        key_names = credential_names(provider_class, overrides)
-        raise UserError(Problem(None, None, f"no {key_names} set: {spec} needs a live run "
-                                f"({choice.cassette} was recorded with {cassette.model})",
-                                f"set {key_names} in the environment"))
-    raise UserError(Problem(choice.cassette, None,
-                            f"the recording was made with {cassette.model}; it cannot be replayed as {spec}",
-                            f"replay it with --model {cassette.model}, or record a new one with --record"))
 
 
 def writable(path: Path, option: str, create: Callable[[], T]) -> T:
