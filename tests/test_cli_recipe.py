@@ -491,3 +491,12 @@ def test_unwritable_output_files_are_bad_input_before_the_run(tmp_path: Path):
     result = invoke("recipe", str(INVENTORY), "--record", str(blocked / "x.cassette.json"),
                     env=clean_env(OPENAI_API_KEY=FAKE_KEY, OPENAI_BASE_URL="http://127.0.0.1:9/v1"))
     assert result.exit_code == 2 and "--record: cannot write this file" in result.stderr
+
+
+def test_json_output_still_uses_the_streaming_api_by_default(loopback, tmp_path: Path):
+    server = loopback(fake_openai)
+    recipe = make_world(tmp_path)
+    result = invoke("recipe", str(recipe), "--json", env=live_env(server))
+    assert result.exit_code == 0, result.stderr
+    assert all(r.json().get("stream") is True for r in server.requests)
+    assert json.loads(result.stdout)["final"] == ANSWER  # and nothing but the document on stdout

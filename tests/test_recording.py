@@ -331,3 +331,13 @@ def test_a_stream_the_adapter_stops_reading_is_kept_in_request_order(tmp_path: P
     first, second = load_cassette(path).exchanges
     assert first.response["lines"] == ["data: {\"n\": 1}", "", "data: [DONE]"]
     assert second.response["body"] == {"n": 2}
+
+
+def test_every_provider_credential_header_is_dropped():
+    from toolrun.recording import redact_headers, redact_url
+
+    headers = {"Authorization": "Bearer a", "x-api-key": "b", "X-Goog-Api-Key": "c", "api-key": "d",
+               "anthropic-version": "2023-06-01", "Content-Type": "application/json"}
+    assert redact_headers(headers) == {"anthropic-version": "2023-06-01", "Content-Type": "application/json"}
+    assert redact_url("https://g.example/v1beta/m:generateContent?alt=sse&key=AIza-secret") == \
+        "https://g.example/v1beta/m:generateContent?alt=sse&key=***"
