@@ -79,6 +79,9 @@ def test_cjk_words_count_two_characters_each() -> None:
     chinese = make_tool(description="返回某个城市当前的鲜花库存数量。当用户询问门店还有多少鲜花时使用,不要用于查询价格。")
     assert "description-too-short" not in lint_one(chinese)
     assert "no-usage-guidance" not in lint_one(chinese)
+    # 当前 means "current", not "when": no guidance in this one.
+    no_guidance = make_tool(description="返回某个城市门店当前的鲜花库存数量和品种,数据每小时从门店系统同步一次。")
+    assert "no-usage-guidance" in lint_one(no_guidance)
 
 
 def test_no_usage_guidance_fires_and_guidance_silences_it() -> None:

@@ -50,7 +50,7 @@ USAGE_GUIDANCE = re.compile(
     r"when (you|the|a|an|to|asked|looking|needed|there)|if (you|the)|only (for|when|if|use|works)|"
     r"do not|don'?t|never|instead|rather than|not (for|suitable|intended)|avoid|"
     r"for example|e\.g\.|such as|call (this|it) (when|to|before|after|if))\b"
-    r"|用于|适用|适合|当|如果|不要|请勿|仅|只能|不能|例如",
+    r"|用于|适用|适合|当[^。.,，;；]{0,15}时|如果|不要|请勿|仅|只能|不能|例如",  # 当…时 = when; 当前 = current
     re.IGNORECASE,
 )
 
