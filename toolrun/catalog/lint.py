@@ -95,12 +95,6 @@ def _action_meaning(name: str) -> str | None:
     return next((ACTION_VERBS[word] for word in tokenize(name) if word in ACTION_VERBS), None)
 
 
-def distinct_actions(first: Tool, second: Tool) -> bool:
-    """True when both names carry action verbs of different meanings (get_x vs delete_x)."""
-    first_meaning, second_meaning = _action_meaning(first.name), _action_meaning(second.name)
-    return first_meaning is not None and second_meaning is not None and first_meaning != second_meaning
-
-
 def near_duplicate_findings(tools: list[Tool], threshold: float = NEAR_DUPLICATE_THRESHOLD) -> list[LintFinding]:
     """A warning on both tools of every pair whose name+description cosine is >= threshold."""
     documents = [f"{tool.name} {tool.description}" for tool in tools]
