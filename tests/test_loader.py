@@ -550,3 +550,29 @@ def test_a_catalog_of_over_a_thousand_tools_loads(tmp_path: Path) -> None:
     last = result.catalog.get("get_item_99_10")
     assert last.backend.config["base_url"] == "https://shelf99.example.com"
     assert last.source.line == 2 + 10 * 5 + 2
+
+
+def test_shell_command_variable_for_an_undeclared_argument_points_at_the_command(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "t.yaml",
+        """
+        name: count
+        description: Counts a city's stock lines.
+        parameters: {type: object, properties: {city: {type: string}}}
+        backend:
+          shell:
+            shell: true
+            command: grep -c "$TOOLRUN_ARG_CTY" stock.txt
+        """,
+    )
+    [problem] = load_catalog(tmp_path).problems
+    assert "'cty', which is not a declared parameter" in problem.message
+    assert problem.line == 7 and problem.fix == "did you mean 'city'?"
+
+
+def test_a_bad_default_is_reported_once_for_the_file(tmp_path: Path) -> None:
+    tools = "".join(f"\n  - name: t{i}\n    description: Tool {i}.\n    backend: {{python: 'json:dumps'}}" for i in range(3))
+    (tmp_path / "set.yaml").write_text(f"defaults:\n  timeout: 0s\ntools:{tools}\n", encoding="utf-8")
+    problems = load_catalog(tmp_path).problems
+    assert [(p.line, p.message) for p in problems] == [(2, "defaults.timeout: a duration must be more than 0, got '0s'")]

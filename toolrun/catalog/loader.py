@@ -38,15 +38,13 @@ class LoadResult:
 def tool_files(directory: Path) -> list[Path]:
     """The tool files of ``directory`` in load order: *.yaml and *.yml, sorted, hidden files skipped."""
     if not directory.exists():
-        raise UserError(
-            Problem(directory, None, "tools directory not found", f"pass --tools-dir DIR, or create {directory}/ with one YAML file per tool")
-        )
+        fix = f"pass --tools-dir DIR, or create {directory}/ with one YAML file per tool"
+        raise UserError(Problem(directory, None, "tools directory not found", fix))
     if not directory.is_dir():
-        raise UserError(Problem(directory, None, "is not a directory", "pass --tools-dir with the folder that holds the tool files"))
-    return sorted(
-        (p for p in directory.iterdir() if p.suffix in TOOL_FILE_SUFFIXES and not p.name.startswith(".") and p.is_file()),
-        key=lambda p: p.name,
-    )
+        fix = "pass --tools-dir with the folder that holds the tool files"
+        raise UserError(Problem(directory, None, "is not a directory", fix))
+    found = [p for p in directory.iterdir() if p.suffix in TOOL_FILE_SUFFIXES and not p.name.startswith(".")]
+    return sorted((p for p in found if p.is_file()), key=lambda p: p.name)
 
 
 def load_catalog(directory: Path) -> LoadResult:
@@ -60,14 +58,13 @@ def load_catalog(directory: Path) -> LoadResult:
         for name, line, tool in tools:
             if name in first_seen:
                 other_file, other_line = first_seen[name]
-                file_problems.append(
-                    Problem(file, line, f"duplicate tool name '{name}' (also defined at {other_file}:{other_line})", "rename one of the two tools")
-                )
+                message = f"duplicate tool name '{name}' (also defined at {other_file}:{other_line})"
+                file_problems.append(Problem(file, line, message, "rename one of the two tools"))
                 continue
             first_seen[name] = (file, line)
             if tool is not None:
                 catalog.tools[name] = tool
-        problems += sorted(file_problems, key=lambda p: p.line or 0)
+        problems += sorted(_unique(file_problems), key=lambda p: p.line or 0)
     return LoadResult(catalog, problems, files)
 
 
@@ -102,7 +99,7 @@ def load_tool_file(file: Path) -> tuple[list[tuple[str, int | None, Tool | None]
         listed = document.get("tools")
         entries = [(("tools", index), raw) for index, raw in enumerate(listed)] if isinstance(listed, list) else []
         defaults = document.get("defaults")
-        defaults_broken = ("defaults",) in broken_paths or ("tools",) in broken_paths
+        defaults_broken = ("defaults",) in broken_paths
     else:
         entries = [((), document)]
         defaults = None
@@ -128,6 +125,11 @@ def load_tool_file(file: Path) -> tuple[list[tuple[str, int | None, Tool | None]
         if isinstance(name, str) and name:
             tools.append((name, line, tool))
     return tools, problems
+
+
+def _unique(problems: list[Problem]) -> list[Problem]:
+    # A backend check and the loader may word the same mistake identically; say it once.
+    return list({str(problem): problem for problem in problems}.values())
 
 
 def _broken_keys(broken_paths: set[tuple[Any, ...]], tool_path: tuple[Any, ...]) -> set[str]:
@@ -159,12 +161,17 @@ def _without(raw: LineDict, keys: set[str]) -> LineDict:
     return copy
 
 
+_WRITE_A_TOOL = "write one tool (name, description, backend) or a toolset (tools: [...])"
+
+
 def _document_shape_problem(document: Any, file: Path) -> Problem | None:
+    """An empty file or one that is not a mapping: nothing else can be checked in it."""
     if document is None:
-        return Problem(file, None, "the file is empty", "write one tool (name, description, backend) or a toolset (tools: [...]), or delete the file")
+        return Problem(file, None, "the file is empty", f"{_WRITE_A_TOOL}, or delete the file")
     if not isinstance(document, dict):
-        fix = "put the list under 'tools:'" if isinstance(document, list) else "write one tool (name, description, backend) or a toolset (tools: [...])"
-        return Problem(file, getattr(document, "line", 1), f"expected a mapping (one tool or a toolset), got {describe_value(document)}", fix)
+        fix = "put the list under 'tools:'" if isinstance(document, list) else _WRITE_A_TOOL
+        message = f"expected a mapping (one tool or a toolset), got {describe_value(document)}"
+        return Problem(file, getattr(document, "line", 1), message, fix)
     return None
 
 

@@ -16,7 +16,7 @@ from toolrun.errors import Problem
 from toolrun.schema_errors import describe_path, did_you_mean
 from toolrun.yamlsource import LineDict, line_of, plain
 
-LineAt = Callable[..., "int | None"]
+LineAt = Callable[..., "int | None"]  # the line of a path of keys inside a tool mapping
 
 _JSON_TYPES = ("string", "number", "integer", "boolean", "object", "array", "null")
 # JSON Schema 2020-12 keywords (core, applicator, validation, meta-data, format, content, unevaluated).
@@ -52,7 +52,9 @@ def parameter_problems(raw: LineDict, *, file: Path, document: Any, path: tuple[
         return []
     name = raw.get("name")
     label = f"tool '{name}'" if isinstance(name, str) else (describe_path(path) if path else "the tool")
-    return parameter_schema_problems(plain(raw["parameters"]), file, label, lambda *steps: line_of(document, path + ("parameters", *steps)))
+    return parameter_schema_problems(
+        plain(raw["parameters"]), file, label, lambda *steps: line_of(document, path + ("parameters", *steps))
+    )
 
 
 def parameter_schema_problems(parameters: Any, file: Path, label: str, at: LineAt) -> list[Problem]:
@@ -72,21 +74,18 @@ def parameter_schema_problems(parameters: Any, file: Path, label: str, at: LineA
         return problems
     for steps, keyword, guess in _keyword_typos(parameters):
         where = describe_path(("parameters", *steps))
-        problems.append(Problem(file, at(*steps, keyword), f"{label}: unknown JSON Schema keyword '{keyword}' in {where}", f"did you mean '{guess}'?"))
+        message = f"{label}: unknown JSON Schema keyword '{keyword}' in {where}"
+        problems.append(Problem(file, at(*steps, keyword), message, f"did you mean '{guess}'?"))
     properties = parameters.get("properties")
     required = parameters.get("required")
     if isinstance(properties, dict) and isinstance(required, list):
         for index, key in enumerate(required):
-            if key not in properties:
-                guess = did_you_mean(str(key), properties)
-                problems.append(
-                    Problem(
-                        file,
-                        at("required", index),
-                        f"{label}: parameters.required names '{key}', which is not under parameters.properties",
-                        f"did you mean '{guess}'?" if guess else f"declare '{key}' under parameters.properties, or remove it from required",
-                    )
-                )
+            if key in properties:
+                continue
+            guess = did_you_mean(str(key), properties)
+            message = f"{label}: parameters.required names '{key}', which is not under parameters.properties"
+            fix = f"did you mean '{guess}'?" if guess else f"declare '{key}' under parameters.properties, or remove it"
+            problems.append(Problem(file, at("required", index), message, fix))
     return problems
 
 
@@ -139,7 +138,9 @@ def _plainly_valid(schema: Any) -> bool:
             if not _plainly_valid(value):
                 return False
         elif key == "required":
-            if not isinstance(value, list) or not all(isinstance(name, str) for name in value) or len(set(value)) != len(value):
+            if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
+                return False
+            if len(set(value)) != len(value):
                 return False
         elif key == "enum":
             if not isinstance(value, list):

@@ -1,4 +1,4 @@
-"""One tool mapping (already schema-valid) -> a Tool: defaults merged, semantic rules checked.
+"""One tool mapping -> a Tool: toolset defaults merged, the rules the schema cannot express checked.
 
 The schema cannot see everything: whether ``parameters`` is itself a valid JSON Schema,
 whether the backend is installed, whether a template names an argument that does not
@@ -21,7 +21,7 @@ from toolrun.catalog.model import (
     SourceLocation,
     Tool,
 )
-from toolrun.catalog.parameter_checks import parameter_schema_problems
+from toolrun.catalog.parameter_checks import LineAt, parameter_schema_problems
 from toolrun.errors import Problem
 from toolrun.schema_errors import did_you_mean
 from toolrun.yamlsource import LineDict, LineList, line_of, plain
@@ -30,6 +30,7 @@ _EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 _TEMPLATE_MAP_KEYS = ("headers", "query", "env", "form")
 _MERGED_MAPPING_DEFAULTS = {"http": ("headers", "query"), "shell": ("env",)}
 _PLAIN_DEFAULTS = {"http": ("base_url", "timeout", "retries", "allow_hosts"), "shell": ("cwd",)}
+_DURATION_FIX = "write it like 30s, 500ms or 2m"
 
 
 def build_tool(
@@ -55,12 +56,15 @@ def build_tool(
     problems += parameter_schema_problems(parameters, file, label, lambda *steps: at("parameters", *steps))
 
     timeout = DEFAULT_TIMEOUT_SECONDS
-    timeout_source = raw if "timeout" in raw else defaults if defaults and "timeout" in defaults else None
+    timeout_source = raw if "timeout" in raw else (defaults if defaults and "timeout" in defaults else None)
     if timeout_source is not None:
         try:
             timeout = parse_duration(timeout_source["timeout"])
         except ValueError as exc:
-            problems.append(Problem(file, _line_in(timeout_source, "timeout", at()), f"{label}: timeout: {exc}", "write it like 30s, 500ms or 2m"))
+            # A bad default is one problem for the file, not one per tool: no tool label then.
+            prefix = f"{label}: " if timeout_source is raw else "defaults."
+            line = _line_in(timeout_source, "timeout", at())
+            problems.append(Problem(file, line, f"{prefix}timeout: {exc}", _DURATION_FIX))
 
     backend, backend_problems = _backend_spec(raw, defaults, file, label, at)
     problems += backend_problems
@@ -102,7 +106,9 @@ def _annotations(raw: Mapping[str, Any], defaults: Mapping[str, Any] | None) -> 
     return Annotations(**merged) if merged else None
 
 
-def _backend_spec(raw: LineDict, defaults: LineDict | None, file: Path, label: str, at) -> tuple[BackendSpec | None, list[Problem]]:
+def _backend_spec(
+    raw: LineDict, defaults: LineDict | None, file: Path, label: str, at: LineAt
+) -> tuple[BackendSpec | None, list[Problem]]:
     backend = raw["backend"]
     kind = next(iter(backend))
     targets = backend_targets()
@@ -126,7 +132,8 @@ def _backend_spec(raw: LineDict, defaults: LineDict | None, file: Path, label: s
         try:
             config["timeout"] = parse_duration(config["timeout"])
         except ValueError as exc:
-            problems.append(Problem(file, at("backend", kind, "timeout"), f"{label}: backend.{kind}.timeout: {exc}", "write it like 30s, 500ms or 2m"))
+            message = f"{label}: backend.{kind}.timeout: {exc}"
+            problems.append(Problem(file, at("backend", kind, "timeout"), message, _DURATION_FIX))
     problems += _shape_problems(kind, config, file, label, lambda *steps: at("backend", kind, *steps))
     return BackendSpec(kind, config), problems
 
@@ -140,7 +147,9 @@ def _as_text(value: Any) -> Any:
     return value
 
 
-def _merge_backend_defaults(kind: str, config: dict[str, Any], defaults: Mapping[str, Any] | None) -> dict[str, Any]:
+def _merge_backend_defaults(
+    kind: str, config: dict[str, Any], defaults: Mapping[str, Any] | None
+) -> dict[str, Any]:
     section = plain((defaults or {}).get(kind) or {})
     if not section:
         return config
@@ -151,32 +160,38 @@ def _merge_backend_defaults(kind: str, config: dict[str, Any], defaults: Mapping
     for key in _MERGED_MAPPING_DEFAULTS.get(kind, ()):
         if key in section:
             own = merged.get(key) or {}
-            # Header names are case-insensitive: the tool's "authorization" replaces the default "Authorization".
-            own_lower = {k.lower() for k in own} if key == "headers" else set(own)
-            inherited = {k: v for k, v in section[key].items() if (k.lower() if key == "headers" else k) not in own_lower}
+            # Header names are case-insensitive: a tool's "authorization" replaces the default "Authorization".
+            fold = str.lower if key == "headers" else str
+            own_names = {fold(k) for k in own}
+            inherited = {k: v for k, v in section[key].items() if fold(k) not in own_names}
             merged[key] = {**inherited, **own}
     return merged
 
 
-def _shape_problems(kind: str, config: dict[str, Any], file: Path, label: str, at) -> list[Problem]:
+def _shape_problems(kind: str, config: dict[str, Any], file: Path, label: str, at: LineAt) -> list[Problem]:
     """Rules between keys that the schema does not express."""
-    problems = []
+    found: list[tuple[tuple[str, ...], str, str]] = []  # (where, what is wrong, fix)
     if kind == "shell":
         uses_shell = config.get("shell") is True
         if "command" in config and not uses_shell:
-            problems.append(Problem(file, at("command"), f"{label}: 'command' runs through /bin/sh", "add shell: true, or write argv as a list"))
+            found.append((("command",), "'command' runs through /bin/sh", "add shell: true, or write argv as a list"))
         if uses_shell and "command" not in config:
-            problems.append(Problem(file, at("shell"), f"{label}: shell: true needs a 'command'", "add command: \"...\" (arguments as \"$TOOLRUN_ARG_<NAME>\"), or drop shell: true and use argv"))
+            found.append((("shell",), "shell: true needs a 'command'",
+                          'add command: "..." (arguments as "$TOOLRUN_ARG_<NAME>"), or drop shell: true and use argv'))
         if uses_shell and "argv" in config:
-            problems.append(Problem(file, at("argv"), f"{label}: 'argv' and shell: true exclude each other", "use argv without shell, or shell: true with command"))
+            found.append((("argv",), "'argv' and shell: true exclude each other",
+                          "use argv without shell, or shell: true with command"))
         if not uses_shell and "command" not in config and "argv" not in config:
-            problems.append(Problem(file, at(), f"{label}: the shell backend needs 'argv'", "add argv: [cmd, arg, \"{{ name }}\"]"))
+            found.append(((), "the shell backend needs 'argv'", 'add argv: [cmd, arg, "{{ name }}"]'))
     if kind == "http" and "json" in config and "form" in config:
-        problems.append(Problem(file, at("form"), f"{label}: 'json' and 'form' are both set", "send one body: keep json or form"))
-    return problems
+        found.append((("form",), "'json' and 'form' are both set", "send one body: keep json or form"))
+    return [Problem(file, at(*where), f"{label}: {what}", fix) for where, what, fix in found]
 
 
-def _backend_problems(tool: Tool, raw: LineDict, defaults: LineDict | None, file: Path, label: str, at) -> list[Problem]:
+def _backend_problems(
+    tool: Tool, raw: LineDict, defaults: LineDict | None, file: Path, label: str, at: LineAt
+) -> list[Problem]:
+    """The backend's own static checks, and template placeholders that are not declared parameters."""
     kind = tool.backend.kind
     backend_line = at("backend", kind)
     try:
@@ -184,8 +199,11 @@ def _backend_problems(tool: Tool, raw: LineDict, defaults: LineDict | None, file
         used = backend.placeholders(tool)
         checked = backend.check(tool)
     except Exception as exc:  # a plugin (or an unfinished backend) must not crash loading
-        return [Problem(file, backend_line, f"{label}: backend '{kind}' cannot check this tool: {type(exc).__name__}: {exc}", "reinstall toolrun or the plugin that provides this backend")]
-    problems = [Problem(p.file or file, p.line or backend_line, p.message if p.message.startswith("tool '") else f"{label}: {p.message}", p.fix) for p in checked]
+        message = f"{label}: backend '{kind}' cannot check this tool: {type(exc).__name__}: {exc}"
+        return [Problem(file, backend_line, message, "reinstall toolrun or the plugin that provides this backend")]
+    problems = [
+        Problem(p.file or file, p.line or backend_line, _labelled(label, p.message), p.fix) for p in checked
+    ]
     declared = set((tool.parameters.get("properties") or {}) if isinstance(tool.parameters, dict) else {})
     for name in sorted(used - declared):
         guess = did_you_mean(name, declared)
@@ -200,13 +218,22 @@ def _backend_problems(tool: Tool, raw: LineDict, defaults: LineDict | None, file
     return problems
 
 
-def _placeholder_line(name: str, raw: LineDict, defaults: LineDict | None, kind: str, path_line) -> int | None:
+def _labelled(label: str, message: str) -> str:
+    return message if message.startswith("tool '") else f"{label}: {message}"
+
+
+def _placeholder_line(name: str, raw: LineDict, defaults: LineDict | None, kind: str, path_line: LineAt) -> int | None:
+    """The line of the first string that uses ``name``: a template, a {path} parameter or $TOOLRUN_ARG_NAME."""
+
+    def uses(text: str) -> bool:
+        return name in templates.placeholders(text) or "{%s}" % name in text or f"TOOLRUN_ARG_{name.upper()}" in text
+
     for steps, text in _strings(raw["backend"][kind]):
-        if name in templates.placeholders(text) or "{%s}" % name in text:
+        if uses(text):
             return path_line("backend", kind, *steps)
     if defaults and isinstance(defaults.get(kind), LineDict):
         for steps, text in _strings(defaults[kind]):
-            if name in templates.placeholders(text) or "{%s}" % name in text:
+            if uses(text):
                 return line_of(defaults[kind], steps)
     return None
 

@@ -106,7 +106,8 @@ def _translate(error: ValidationError, document: Any, file: Path) -> list[tuple[
         for key in error.validator_value:
             if key not in value:
                 example = _hint(schema.get("properties", {}).get(key, {}), "x-example") or "..."
-                results.append((path, Problem(file, line, f"{where} is missing the required key '{key}'", f"add '{key}: {example}'")))
+                message = f"{where} is missing the required key '{key}'"
+                results.append((path, Problem(file, line, message, f"add '{key}: {example}'")))
         return results
     if keyword == "enum":
         choices = list(dict.fromkeys(str(c).upper() if isinstance(c, str) else str(c) for c in error.validator_value))
@@ -120,4 +121,4 @@ def _translate(error: ValidationError, document: Any, file: Path) -> list[tuple[
     return [(path, problem) for problem in error_problems(error, document, file)]
 
 
-__all__ = ["describe_path", "describe_value", "did_you_mean", "packaged_schema_text", "schema_problems", "tool_file_validator", "tool_schema"]
+__all__ = ["packaged_schema_text", "schema_problems", "tool_file_validator", "tool_schema"]

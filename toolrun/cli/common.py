@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 import click
 
-from toolrun.catalog.lint import lint_catalog
+from toolrun.catalog.lint import LintFinding, lint_catalog
 from toolrun.catalog.loader import load_catalog
 from toolrun.catalog.model import Catalog
 from toolrun.errors import Problem, UserError
@@ -41,7 +41,7 @@ def load_catalog_for_cli(tools_dir: Path | None, *, stop_on_lint_errors: bool = 
     warnings = [f for f in findings if f.severity == "warning"]
     click.echo(load_summary(len(result.catalog), directory, len(errors), len(warnings)), err=True)
     if errors and stop_on_lint_errors:
-        raise UserError([Problem(f.file, f.line, f"{f.tool + ': ' if f.tool else ''}{f.message} [{f.rule}]") for f in errors])
+        raise UserError([_lint_problem(finding) for finding in errors])
     return result.catalog
 
 
@@ -53,3 +53,8 @@ def load_summary(tool_count: int, directory: Path, errors: int, warnings: int) -
         line += " (toolrun tools lint shows them)"
     return line
 
+
+
+def _lint_problem(finding: LintFinding) -> Problem:
+    subject = f"{finding.tool}: " if finding.tool else ""
+    return Problem(finding.file, finding.line, f"{subject}{finding.message} [{finding.rule}]")

@@ -22,5 +22,6 @@ def schema_command(name: str) -> None:
     text = packaged_schema_text(name)
     if text is None:
         where = f"toolrun/schemas/{name}.schema.json"
-        raise UserError(Problem(where, None, f"the {name} schema is not packaged in this toolrun install", "reinstall toolrun"))
+        message = f"the {name} schema is not packaged in this toolrun install"
+        raise UserError(Problem(where, None, message, "reinstall toolrun"))
     click.echo(text.rstrip("\n"))
