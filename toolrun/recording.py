@@ -35,10 +35,11 @@ from toolrun.secrets import REDACTED, redact
 
 CASSETTE_VERSION = 1
 
-# Headers that carry credentials: their values never reach a cassette, whatever they hold.
-CREDENTIAL_HEADERS = frozenset(
-    {"authorization", "proxy-authorization", "x-api-key", "api-key", "x-goog-api-key", "cookie", "set-cookie"}
-)
+# Headers that carry credentials or name the account: never in a cassette, whatever they hold.
+CREDENTIAL_HEADERS = frozenset({
+    "authorization", "proxy-authorization", "x-api-key", "api-key", "x-goog-api-key", "cookie", "set-cookie",
+    "openai-organization", "openai-project", "anthropic-organization-id",
+})
 # Query parameters that carry credentials (Gemini accepts ``?key=``).
 CREDENTIAL_QUERY_KEYS = frozenset({"key", "api_key", "api-key", "access_token"})
 
