@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import re
 import sys
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,12 @@ HTTP_METHODS = ("get", "post", "put", "patch", "delete")
 MAX_REF_DEPTH = 3  # deep enough for realistic nested schemas, shallow enough to stay finite
 
 
+@lru_cache(maxsize=2)
 def load_spec(path: Path = OPENAI_SPEC) -> dict[str, Any]:
-    """The OpenAPI document as plain data (the C loader: the file is 3 MB)."""
+    """The OpenAPI document as plain data, parsed once per process (C loader: the file is 3 MB).
+
+    Callers must not mutate it: ``operation_tools`` copies what it takes.
+    """
     with path.open("rb") as handle:
         return yaml.load(handle, Loader=yaml.CSafeLoader)
 
