@@ -576,3 +576,22 @@ def test_a_bad_default_is_reported_once_for_the_file(tmp_path: Path) -> None:
     (tmp_path / "set.yaml").write_text(f"defaults:\n  timeout: 0s\ntools:{tools}\n", encoding="utf-8")
     problems = load_catalog(tmp_path).problems
     assert [(p.line, p.message) for p in problems] == [(2, "defaults.timeout: a duration must be more than 0, got '0s'")]
+
+
+def test_a_key_in_the_wrong_place_says_where_it_belongs(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "t.yaml",
+        """
+        name: a
+        description: A.
+        base_url: https://api.example.com
+        backend:
+          http: {url: /a, argv: [ls]}
+        """,
+    )
+    fixes = {(p.line, p.message): p.fix for p in load_catalog(tmp_path).problems}
+    assert fixes == {
+        (3, "unknown key 'base_url'"): "'base_url' belongs under backend.http or defaults.http",
+        (5, "unknown key 'argv' in backend.http"): "'argv' belongs under backend.shell",
+    }

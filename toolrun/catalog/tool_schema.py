@@ -84,6 +84,33 @@ def _hint(schema: dict[str, Any], key: str) -> str | None:
     return schema.get(key) or _resolve(schema).get(key)
 
 
+@lru_cache(maxsize=1)
+def _key_homes() -> dict[str, list[str]]:
+    """Every key of the tool-file format -> the places it may be written ("backend.http", "defaults")."""
+    homes: dict[str, list[str]] = {}
+
+    def walk(schema: Any, where: str) -> None:
+        for key, sub in _resolve(schema).get("properties", {}).items():
+            homes.setdefault(key, []).append(where or "the top of the tool")
+            if key not in ("parameters", "json"):  # free-form inside: not the format's keys
+                walk(sub, f"{where}.{key}" if where else key)
+
+    definitions = tool_schema()["$defs"]
+    walk(definitions["tool"], "")
+    walk(definitions["defaults"], "defaults")
+    return homes
+
+
+def _with_home(problem: Problem, key: Any) -> Problem:
+    # "unknown key 'base_url'" with no close spelling: say where that key does belong.
+    if problem.fix and problem.fix.startswith("did you mean"):
+        return problem
+    homes = _key_homes().get(str(key))
+    if not homes:
+        return problem
+    return Problem(problem.file, problem.line, problem.message, f"'{key}' belongs under {' or '.join(homes)}")
+
+
 def _translate(error: ValidationError, document: Any, file: Path) -> list[tuple[tuple[Any, ...], Problem]]:
     """The generic wording comes from toolrun.schema_errors; a few keywords read better with tool-file hints."""
     path = tuple(error.absolute_path)
@@ -100,7 +127,7 @@ def _translate(error: ValidationError, document: Any, file: Path) -> list[tuple[
         problems = error_problems(error, document, file)
         if not path:  # "in the document" says nothing at the top of a tool file
             problems = [Problem(p.file, p.line, p.message.replace(" in the document", ""), p.fix) for p in problems]
-        return [(path + (key,), problem) for key, problem in zip(unknown, problems)]
+        return [(path + (key,), _with_home(problem, key)) for key, problem in zip(unknown, problems)]
     if keyword == "required" and isinstance(value, dict):
         results = []
         for key in error.validator_value:
