@@ -170,3 +170,37 @@ def test_host_configuration():
     assert OllamaProvider.resolve_config(ProviderOverrides(base_url="10.0.0.5:11434"), environ={}).base_url == "http://10.0.0.5:11434"
     assert OllamaProvider.has_credentials(environ={})
     assert get_provider_class("ollama") is OllamaProvider
+
+
+def test_a_whole_run_through_the_real_runner(loopback, tmp_path):
+    from toolrun.backends.base import CallContext
+    from toolrun.catalog.loader import load_catalog_or_raise
+    from toolrun.runner import RunSettings, run_conversation
+
+    directory = tmp_path / "tools.d"
+    directory.mkdir()
+    (directory / "tools.py").write_text("def stock(city):\n    return {'北京': '玫瑰: 100', '上海': '玫瑰: 80'}[city]\n", encoding="utf-8")
+    (directory / "tools.yaml").write_text(
+        "name: get_flower_inventory\n"
+        "description: Returns the current flower stock of one city. Use it for stock questions only.\n"
+        "parameters: {type: object, properties: {city: {type: string, description: City name}}, required: [city]}\n"
+        "backend: {python: 'tools.py:stock'}\n", encoding="utf-8")
+    tool = load_catalog_or_raise(directory).get("get_flower_inventory")
+    replies = iter([_ndjson([_line({"content": "", "tool_calls": [_call("北京"), _call("上海")]}),
+                             _line({"content": ""}, True, done_reason="stop", prompt_eval_count=50, eval_count=20)]),
+                    _ndjson([_line({"content": "北京 100, 上海 80"}, True, done_reason="stop", prompt_eval_count=90, eval_count=10)])])
+    server = loopback(lambda request: next(replies))
+
+    async def go():
+        provider = _provider(server.url)
+        try:
+            return await run_conversation(provider, [tool], system=None, messages=[Message("user", [TextPart("北京和上海?")])],
+                                          settings=RunSettings(), context=CallContext(environ={}))
+        finally:
+            await provider.aclose()
+
+    result = _run(go())
+    assert (result.stop_reason, result.final, result.usage.input_tokens, result.usage.requests) == ("stop", "北京 100, 上海 80", 140, 2)
+    tool_messages = [m for m in server.requests[1].json()["messages"] if m["role"] == "tool"]
+    assert tool_messages == [{"role": "tool", "tool_name": "get_flower_inventory", "content": "玫瑰: 100"},
+                             {"role": "tool", "tool_name": "get_flower_inventory", "content": "玫瑰: 80"}]

@@ -270,3 +270,36 @@ def test_registered_and_configured_like_openai():
     assert get_provider_class("openai-responses") is OpenAIResponsesProvider
     config = OpenAIResponsesProvider.resolve_config(environ={"OPENAI_API_KEY": "sk-abcdef", "OPENAI_BASE_URL": "http://gw.internal/v1"})
     assert (config.base_url, config.api_key) == ("http://gw.internal/v1", "sk-abcdef")
+
+
+def test_a_whole_run_through_the_real_runner(loopback, tmp_path):
+    from toolrun.backends.base import CallContext
+    from toolrun.catalog.loader import load_catalog_or_raise
+    from toolrun.runner import RunSettings, run_conversation
+
+    directory = tmp_path / "tools.d"
+    directory.mkdir()
+    (directory / "tools.py").write_text("def stock(city):\n    return {'北京': '玫瑰: 100', '上海': '玫瑰: 80'}[city]\n", encoding="utf-8")
+    (directory / "tools.yaml").write_text(
+        "name: get_flower_inventory\n"
+        "description: Returns the current flower stock of one city. Use it for stock questions only.\n"
+        "parameters: {type: object, properties: {city: {type: string, description: City name}}, required: [city]}\n"
+        "backend: {python: 'tools.py:stock'}\n", encoding="utf-8")
+    tool = load_catalog_or_raise(directory).get("get_flower_inventory")
+    replies = iter([_sse(_tool_call_events()), _sse(_final_text_events())])
+    server = loopback(lambda request: next(replies))
+
+    async def go():
+        provider = _provider(server.url)
+        try:
+            return await run_conversation(provider, [tool], system="Flower shops.", messages=[Message("user", [TextPart("北京和上海?")])],
+                                          settings=RunSettings(), context=CallContext(environ={}))
+        finally:
+            await provider.aclose()
+
+    result = _run(go())
+    assert (result.stop_reason, result.final, result.usage.input_tokens) == ("stop", "北京有玫瑰 100 枝。", 95 + 235)
+    follow_up = server.requests[1].json()
+    _assert_valid_body(follow_up)
+    outputs = [item for item in follow_up["input"] if item.get("type") == "function_call_output"]
+    assert [(o["call_id"], o["output"]) for o in outputs] == [("call_A", "玫瑰: 100"), ("call_B", "玫瑰: 80")]

@@ -116,9 +116,8 @@ def normalise_stop(raw: str | None, has_tool_calls: bool) -> StopReason:
 
 def _assistant_message(message: Message) -> dict[str, Any]:
     calls = message.tool_calls
-    wire: dict[str, Any] = {"role": "assistant", "content": message.text if (message.text or not calls) else None}
-    if wire["content"] is None and not calls:
-        wire["content"] = ""
+    # null content is how OpenAI itself sends a calls-only message; a text-less answer needs "".
+    wire: dict[str, Any] = {"role": "assistant", "content": message.text or (None if calls else "")}
     reasoning = message.provider_data.get(PROVIDER, {}).get("reasoning_content")
     if calls and reasoning:
         wire["reasoning_content"] = reasoning
