@@ -139,7 +139,7 @@ class ShellBackend(Backend):
                 env=env,
                 start_new_session=True,  # its own process group, so a timeout kills children too
             )
-        except FileNotFoundError as exc:
+        except FileNotFoundError:
             return BackendOutput(f"command not found: {argv[0]}", is_error=True)
         except (PermissionError, NotADirectoryError) as exc:
             return BackendOutput(f"cannot run {argv[0]}: {exc.strerror}", is_error=True)
