@@ -284,3 +284,10 @@ def test_metadata_addresses_are_forbidden(address: str) -> None:
 
     assert is_forbidden_address(address)
     assert not is_forbidden_address("10.0.0.1") and not is_forbidden_address("metadata-service.internal")
+
+
+def test_result_template_that_does_not_fit_the_response_shows_the_response(tmp_path: Path, loopback) -> None:
+    server = loopback(lambda r: Reply(200, {"unexpected": "shape"}))
+    outcome = call(http_tool(tmp_path, {"url": server.url, "result": "{{ response.json['items'][0] }}"}), {})
+    assert outcome.is_error
+    assert "result template failed" in outcome.result and '"unexpected": "shape"' in outcome.result

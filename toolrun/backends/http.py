@@ -173,7 +173,11 @@ def result_of(config: Mapping[str, Any], arguments: Mapping[str, Any], response:
     if config.get("result"):
         view = {"status": response.status_code, "headers": {k.lower(): v for k, v in response.headers.items()},
                 "json": body, "text": response.text}
-        return BackendOutput(render(str(config["result"]), {**arguments, "response": view}, environ))
+        try:
+            return BackendOutput(render(str(config["result"]), {**arguments, "response": view}, environ))
+        except Exception as exc:  # e.g. the API changed shape: show what came back instead
+            return BackendOutput(f"{status}: the tool's result template failed ({exc}); "
+                                 f"the response was: {_excerpt(response.text)}", is_error=True)
     if body is not None:
         return BackendOutput(json.dumps(body, ensure_ascii=False))  # also turns \uXXXX escapes back into text
     if not response.text.strip():
