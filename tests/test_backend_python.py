@@ -177,3 +177,22 @@ def test_flower_example_results(tmp_path: Path) -> None:
     unknown = call(tool, {"city": "广州"})
     assert unknown.is_error
     assert all(city in unknown.result for city in ("北京", "上海", "深圳"))
+
+
+def test_check_sees_conditional_and_imported_definitions(tmp_path: Path) -> None:
+    write(tmp_path, "cond.py", """
+        import sys
+        from json import dumps as render_json
+        if sys.version_info >= (3, 11):
+            def modern():
+                return 1
+        try:
+            import fast_thing
+        except ImportError:
+            def fallback():
+                return 2
+    """)
+    backend = PythonBackend()
+    for name in ("modern", "fallback", "render_json"):
+        assert backend.check(python_tool(tmp_path, f"cond.py:{name}")) == []
+    assert len(backend.check(python_tool(tmp_path, "cond.py:absent"))) == 1

@@ -100,9 +100,14 @@ def resolve_function(tool: Tool) -> Callable[..., Any]:
 
 
 def _top_level_names(source: str) -> set[str]:
-    """Names a module binds at top level (def, class, assignment, import), without running it."""
+    """Names a module binds at top level (def, class, assignment, import), without running it.
+
+    Statements inside top-level ``if``/``try``/``with`` blocks count too (conditional definitions).
+    """
     names: set[str] = set()
-    for node in ast.parse(source).body:
+    pending = list(ast.parse(source).body)
+    while pending:
+        node = pending.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
@@ -110,6 +115,12 @@ def _top_level_names(source: str) -> set[str]:
             names.update(t.id for t in targets if isinstance(t, ast.Name))
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, (ast.If, ast.Try, ast.With)):
+            pending.extend(node.body)
+            pending.extend(getattr(node, "orelse", []))
+            pending.extend(getattr(node, "finalbody", []))
+            for handler in getattr(node, "handlers", []):
+                pending.extend(handler.body)
     return names
 
 
