@@ -512,3 +512,13 @@ def test_a_server_that_ignores_stream_and_answers_with_one_body_still_works(loop
     server = loopback(lambda request: Reply(200, body))
     response = _run(_complete(_provider(server.url), _request(), stream=True))
     assert (response.message.tool_calls[0].arguments, response.stop_reason) == ({"city": "北京"}, "tool_calls")
+
+
+def test_content_as_a_list_of_parts_keeps_only_the_text():
+    # Mistral's reasoning models answer with typed chunks; thinking is not the answer.
+    content = [{"type": "thinking", "thinking": [{"type": "text", "text": "hmm"}]}, {"type": "text", "text": "北京有玫瑰。"}]
+    assert parse_response(_completion({"content": content}, "stop")).message.text == "北京有玫瑰。"
+    assembler = ChatStreamAssembler()
+    events = assembler.feed(_chunk({"content": [{"type": "text", "text": "北京"}]})) + assembler.feed(_chunk({"content": "有玫瑰。"}, "stop"))
+    assert [e.text for e in events] == ["北京", "有玫瑰。"]
+    assert assembler.result().message.text == "北京有玫瑰。"

@@ -103,6 +103,15 @@ def usage_from(body: Any, input_key: str = "prompt_tokens", output_key: str = "c
     return Usage(int(body.get(input_key) or 0), int(body.get(output_key) or 0), 1)
 
 
+def text_of(content: Any) -> str:
+    """Message text: a string, or (Mistral) a list of parts of which only ``text`` ones count."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(part.get("text") or "" for part in content if isinstance(part, dict) and part.get("type") == "text")
+    return ""
+
+
 def normalise_stop(raw: str | None, has_tool_calls: bool) -> StopReason:
     """The provider's finish reason -> toolrun's; calls win over a plain "stop" (some servers)."""
     reason = FINISH_REASONS.get(raw or "", "stop")
@@ -193,8 +202,8 @@ def parse_response(body: dict[str, Any]) -> ModelResponse:
     choice = choices[0]
     wire_message = choice.get("message") or {}
     parts: list[TextPart | ToolCall] = []
-    if wire_message.get("content"):
-        parts.append(TextPart(wire_message["content"]))
+    if text := text_of(wire_message.get("content")):
+        parts.append(TextPart(text))
     for wire_call in wire_message.get("tool_calls") or []:
         function = wire_call.get("function") or {}
         arguments, raw = parse_arguments(function.get("arguments"))
@@ -253,9 +262,9 @@ class ChatStreamAssembler:
             if choice.get("index", 0) != 0:
                 continue  # only the first choice is used (we never ask for n > 1)
             delta = choice.get("delta") or {}
-            if delta.get("content"):
-                self.text.append(delta["content"])
-                events.append(TextDelta(delta["content"]))
+            if text := text_of(delta.get("content")):
+                self.text.append(text)
+                events.append(TextDelta(text))
             if isinstance(delta.get("reasoning_content"), str):
                 self.reasoning.append(delta["reasoning_content"])
             for fragment in delta.get("tool_calls") or []:
