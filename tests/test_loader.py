@@ -595,3 +595,28 @@ def test_a_key_in_the_wrong_place_says_where_it_belongs(tmp_path: Path) -> None:
         (3, "unknown key 'base_url'"): "'base_url' belongs under backend.http or defaults.http",
         (5, "unknown key 'argv' in backend.http"): "'argv' belongs under backend.shell",
     }
+
+
+def test_required_is_checked_in_nested_objects_too(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "t.yaml",
+        """
+        name: order
+        description: Places an order.
+        parameters:
+          type: object
+          properties:
+            items:
+              type: array
+              items:
+                type: object
+                properties: {sku: {type: string}, quantity: {type: integer}}
+                required: [sku, quantiy]
+        backend: {python: "json:dumps"}
+        """,
+    )
+    [problem] = load_catalog(tmp_path).problems
+    assert problem.line == 11
+    assert "parameters.properties.items.items.required names 'quantiy'" in problem.message
+    assert problem.fix == "did you mean 'quantity'?"

@@ -76,17 +76,31 @@ def parameter_schema_problems(parameters: Any, file: Path, label: str, at: LineA
         where = describe_path(("parameters", *steps))
         message = f"{label}: unknown JSON Schema keyword '{keyword}' in {where}"
         problems.append(Problem(file, at(*steps, keyword), message, f"did you mean '{guess}'?"))
-    properties = parameters.get("properties")
-    required = parameters.get("required")
+    for steps, index, key, properties in _required_without_property(parameters):
+        where = describe_path(("parameters", *steps))
+        guess = did_you_mean(str(key), properties)
+        message = f"{label}: {where}.required names '{key}', which is not under {where}.properties"
+        fix = f"did you mean '{guess}'?" if guess else f"declare '{key}' under {where}.properties, or remove it"
+        problems.append(Problem(file, at(*steps, "required", index), message, fix))
+    return problems
+
+
+def _required_without_property(
+    schema: Any, steps: tuple[Any, ...] = ()
+) -> Iterator[tuple[tuple[Any, ...], int, Any, dict[str, Any]]]:
+    """``required`` entries with no matching property, in this object schema and the nested ones."""
+    if not isinstance(schema, dict):
+        return
+    properties, required = schema.get("properties"), schema.get("required")
     if isinstance(properties, dict) and isinstance(required, list):
         for index, key in enumerate(required):
-            if key in properties:
-                continue
-            guess = did_you_mean(str(key), properties)
-            message = f"{label}: parameters.required names '{key}', which is not under parameters.properties"
-            fix = f"did you mean '{guess}'?" if guess else f"declare '{key}' under parameters.properties, or remove it"
-            problems.append(Problem(file, at("required", index), message, fix))
-    return problems
+            if key not in properties:
+                yield steps, index, key, properties
+    if isinstance(properties, dict):
+        for name, sub in properties.items():
+            yield from _required_without_property(sub, steps + ("properties", name))
+    if isinstance(schema.get("items"), dict):
+        yield from _required_without_property(schema["items"], steps + ("items",))
 
 
 def _keyword_typos(schema: Any, steps: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], str, str]]:
