@@ -176,9 +176,11 @@ class ResponsesStreamAssembler:
                 _stop_reason(self.final, False, False)  # raises with the provider's message
             return []
         if kind == "response.output_item.added":
-            return self._added(data["output_index"], dict(data["item"]))
-        if kind == "response.output_item.done":
-            self.items[data["output_index"]] = data["item"]
+            return self._added(data.get("output_index", len(self.items)), dict(data.get("item") or {}))
+        if kind == "response.output_item.done" and data.get("item"):
+            item = data["item"]
+            index = self.index_of.get(item.get("id") or "", data.get("output_index", len(self.items)))
+            self.items[index] = item
             return []
         item = self._item(data)
         if item is None:
