@@ -54,3 +54,8 @@ def test_render_value_walks_json_and_keeps_types_of_non_strings():
 
 def test_tojson_filter_keeps_unicode():
     assert render("{{ city|tojson }}", {"city": "北京"}) == '"北京"'
+
+
+def test_dotted_access_on_a_mapping_finds_the_key_before_a_dict_method():
+    response = {"json": {"items": [1, 2, 3], "keys": "k"}}
+    assert render("{{ response.json.items | length }} {{ response.json.keys }}", {"response": response}) == "3 k"

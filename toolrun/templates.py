@@ -24,8 +24,21 @@ def _to_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+class _TemplateEnvironment(ImmutableSandboxedEnvironment):
+    """The sandbox, with ``a.b`` on a mapping meaning its key ``b`` before any method.
+
+    Without this, ``response.json.items`` would find ``dict.items`` instead of the
+    ``items`` key of the JSON body.
+    """
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        if isinstance(obj, dict) and attribute in obj:
+            return obj[attribute]
+        return super().getattr(obj, attribute)
+
+
 def _make_environment() -> ImmutableSandboxedEnvironment:
-    env = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
+    env = _TemplateEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
     env.filters["tojson"] = _to_json  # Jinja's own tojson HTML-escapes; we want plain JSON
     return env
 

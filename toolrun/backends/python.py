@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -17,6 +18,7 @@ import inspect
 import json
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
@@ -24,6 +26,15 @@ from typing import Any, Callable
 from toolrun.backends.base import Backend, BackendOutput, CallContext
 from toolrun.catalog.model import Tool
 from toolrun.errors import Problem
+
+# Sync tools often wait on I/O: asyncio's default pool (cores + 4 threads) would cap a turn's
+# concurrency at 6 calls on a 2-core machine.
+_WORKER_THREADS = 64
+
+
+@functools.lru_cache(maxsize=1)
+def _worker_pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=_WORKER_THREADS, thread_name_prefix="toolrun-python")
 
 
 class ToolError(Exception):
@@ -175,7 +186,8 @@ class PythonBackend(Backend):
             if inspect.iscoroutinefunction(function):
                 value = await function(**arguments)
             else:
-                value = await asyncio.to_thread(function, **arguments)
+                loop = asyncio.get_running_loop()
+                value = await loop.run_in_executor(_worker_pool(), functools.partial(function, **arguments))
                 if inspect.isawaitable(value):  # a sync wrapper around a coroutine function
                     value = await value
         except ToolError as exc:
