@@ -77,3 +77,20 @@ def test_stream_lines_parse_as_sse_events(loopback):
             await transport.aclose()
 
     assert _run(go()) == [("a", '{"n": 1}'), (None, '{"n": 2}')]
+
+
+def test_a_wait_longer_than_the_limit_is_reported_not_slept(loopback):
+    body = {"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "message": "quota",
+                      "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "86400s"}]}}
+    server = loopback(lambda request: Reply(429, body))
+
+    async def go():
+        transport = HttpxTransport(max_retries=2, max_retry_wait=5)
+        try:
+            await transport.send(WireRequest("POST", server.url, {}, {}))
+        finally:
+            await transport.aclose()
+
+    with pytest.raises(ProviderError, match="asks to wait 86400 s"):
+        _run(go())
+    assert len(server.requests) == 1

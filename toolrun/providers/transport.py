@@ -125,8 +125,16 @@ def error_message(status: int, text: str) -> str:
 class HttpxTransport(Transport):
     """The real network, through httpx, with bounded retries on retryable statuses."""
 
-    def __init__(self, *, max_retries: int = 2, timeout: float = 600.0, client: httpx.AsyncClient | None = None):
+    def __init__(
+        self,
+        *,
+        max_retries: int = 2,
+        timeout: float = 600.0,
+        max_retry_wait: float = 60.0,
+        client: httpx.AsyncClient | None = None,
+    ):
         self.max_retries = max_retries
+        self.max_retry_wait = max_retry_wait  # a longer wait (a daily quota) is reported, not slept
         self._client = client or httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=15.0))
 
     def _should_retry(self, response: httpx.Response, attempt: int) -> bool:
@@ -136,6 +144,16 @@ class HttpxTransport(Transport):
         if hint is not None:
             return hint.lower() == "true"
         return response.status_code in RETRYABLE_STATUS
+
+    def _retry_wait(self, response: httpx.Response, text: str, attempt: int) -> float:
+        """Seconds to wait before retrying; raises the final ``ProviderError`` when not retrying."""
+        message = error_message(response.status_code, text)
+        if self._should_retry(response, attempt):
+            delay = retry_delay(response.headers, attempt, text)
+            if delay <= self.max_retry_wait:
+                return delay
+            message += f" (the provider asks to wait {delay:.0f} s before a retry; toolrun waits at most {self.max_retry_wait:.0f} s)"
+        raise ProviderError(message, status=response.status_code, retryable=response.status_code in RETRYABLE_STATUS)
 
     async def send(self, request: WireRequest) -> WireResponse:
         attempt = 0
@@ -151,11 +169,9 @@ class HttpxTransport(Transport):
                     continue
                 raise ProviderError(redact(f"cannot reach {request.url}: {exc}"), retryable=True) from None
             if response.status_code >= 400:
-                if self._should_retry(response, attempt):
-                    await asyncio.sleep(retry_delay(response.headers, attempt, response.text))
-                    attempt += 1
-                    continue
-                raise ProviderError(error_message(response.status_code, response.text), status=response.status_code)
+                await asyncio.sleep(self._retry_wait(response, response.text, attempt))
+                attempt += 1
+                continue
             try:
                 body = response.json()
             except ValueError:
@@ -171,10 +187,7 @@ class HttpxTransport(Transport):
                 ) as response:
                     if response.status_code >= 400:
                         text = (await response.aread()).decode("utf-8", "replace")
-                        if self._should_retry(response, attempt):
-                            delay = retry_delay(response.headers, attempt, text)
-                        else:
-                            raise ProviderError(error_message(response.status_code, text), status=response.status_code)
+                        delay = self._retry_wait(response, text, attempt)
                     else:
                         async for line in response.aiter_lines():
                             yield line
