@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from toolrun.catalog.lint import LintFinding, lint_catalog, lint_summary, near_duplicate_findings
+from toolrun.catalog.lint import LintFinding, lint_catalog, near_duplicate_findings
 from toolrun.catalog.lint_rules import hidden_characters, prose_values, word_count
 from toolrun.catalog.model import Annotations, BackendSpec, Catalog, SourceLocation, Tool
 from toolrun.catalog.similarity import all_pairs_similar, similar_pairs, tokenize
@@ -360,9 +360,12 @@ def test_findings_are_sorted_and_serialise_to_the_contract_keys() -> None:
     assert findings[-1].tool is None  # catalog-wide findings come last
 
 
-def test_lint_summary_counts() -> None:
-    findings = lint_catalog([make_tool(description="Short.")])
-    assert lint_summary(findings, 1).startswith("lint: 1 tools, 0 errors, 1 warnings")
+def test_near_duplicate_gives_one_finding_per_tool_naming_the_closest() -> None:
+    base = "Get a detailed listing of all files and directories in a path"
+    tools = [make_tool(name=f"list_directory_{i}", description=f"{base}, variant {i}.") for i in range(6)]
+    findings = [f for f in lint_catalog(tools) if f.rule == "near-duplicate"]
+    assert sorted(f.tool for f in findings) == sorted(t.name for t in tools)  # 6 findings, not 30
+    assert all("and 4 more tool(s)" in f.message for f in findings)
 
 
 def test_openapi_operations_lint_quickly_and_deterministically(fixtures_dir: Path) -> None:

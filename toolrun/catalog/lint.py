@@ -96,30 +96,41 @@ def _action_meaning(name: str) -> str | None:
 
 
 def near_duplicate_findings(tools: list[Tool], threshold: float = NEAR_DUPLICATE_THRESHOLD) -> list[LintFinding]:
-    """A warning on both tools of every pair whose name+description cosine is >= threshold."""
+    """One warning per tool that has look-alikes (cosine >= threshold), naming the closest.
+
+    One finding per tool, not per pair: a catalog of many similar tools would otherwise
+    bury every other finding under n² near-duplicate lines.
+    """
     documents = [f"{tool.name} {tool.description}" for tool in tools]
     actions = [_action_meaning(tool.name) for tool in tools]
-    findings: list[LintFinding] = []
+    look_alikes: dict[int, list[tuple[float, int]]] = {}
     for pair in similar_pairs(documents, threshold):
-        first, second = tools[pair.first], tools[pair.second]
         first_action, second_action = actions[pair.first], actions[pair.second]
         if first_action and second_action and first_action != second_action:
             continue  # get_x vs delete_x: the verb tells them apart
-        for tool, other in ((first, second), (second, first)):
-            findings.append(
-                LintFinding(
-                    tool=tool.name,
-                    file=str(tool.source.file),
-                    line=tool.source.line_of("description"),
-                    rule="near-duplicate",
-                    severity="warning",
-                    message=(
-                        f"description is {pair.score:.2f} similar to {other.name!r} "
-                        f"({other.source.file}:{other.source.line}); say what sets the two apart "
-                        "(when to use this one instead of the other), or merge them"
-                    ),
-                )
+        look_alikes.setdefault(pair.first, []).append((pair.score, pair.second))
+        look_alikes.setdefault(pair.second, []).append((pair.score, pair.first))
+    findings: list[LintFinding] = []
+    for index, matches in look_alikes.items():
+        tool = tools[index]
+        matches.sort(key=lambda match: (-match[0], tools[match[1]].name))
+        score, closest = matches[0]
+        other = tools[closest]
+        more = f" and {len(matches) - 1} more tool(s)" if len(matches) > 1 else ""
+        findings.append(
+            LintFinding(
+                tool=tool.name,
+                file=str(tool.source.file),
+                line=tool.source.line_of("description"),
+                rule="near-duplicate",
+                severity="warning",
+                message=(
+                    f"description is {score:.2f} similar to {other.name!r} "
+                    f"({other.source.file}:{other.source.line}){more}; say what sets them apart "
+                    "(when to use this one instead of the other), or merge them"
+                ),
             )
+        )
     return findings
 
 
@@ -184,12 +195,3 @@ def lint_catalog(
 def count_by_severity(findings: Iterable[LintFinding]) -> Counter[str]:
     """How many findings of each severity."""
     return Counter(finding.severity for finding in findings)
-
-
-def lint_summary(findings: list[LintFinding], tool_count: int) -> str:
-    """One line for every load: ``lint: 12 tools, 0 errors, 3 warnings (toolrun tools lint)``."""
-    counts = count_by_severity(findings)
-    summary = f"lint: {tool_count} tools, {counts['error']} errors, {counts['warning']} warnings"
-    if counts["error"] or counts["warning"]:
-        summary += " — details: toolrun tools lint"
-    return summary
