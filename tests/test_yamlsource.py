@@ -3,6 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from toolrun.yamlsource import YamlSyntaxError, line_of, load_yaml_file, load_yaml_text, plain
 
@@ -32,3 +33,18 @@ def test_plain_copies_into_builtin_types():
     doc = load_yaml_text("a: [ {b: 1} ]", "f.yaml")
     copy = plain(doc)
     assert copy == {"a": [{"b": 1}]} and type(copy) is dict and type(copy["a"]) is list
+
+
+def test_flow_mapping_error_says_to_quote_the_value():
+    with pytest.raises(YamlSyntaxError) as info:
+        load_yaml_text("name: x\nvars: {when: now: later}\n", "r.yaml")
+    assert info.value.problem.line == 2
+    assert "quote the value" in info.value.problem.fix
+
+
+def test_design_example_with_a_question_mark_in_a_flow_mapping_loads():
+    # DESIGN.md's recipe example; libyaml (PyYAML's wheels) takes it, the pure loader would not.
+    if not getattr(yaml, "__with_libyaml__", False):
+        pytest.skip("PyYAML without libyaml")
+    doc = load_yaml_text("vars: {question: 北京、上海和深圳的鲜花库存是多少?}\n", "r.yaml")
+    assert doc == {"vars": {"question": "北京、上海和深圳的鲜花库存是多少?"}}

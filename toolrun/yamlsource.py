@@ -90,9 +90,11 @@ def load_yaml_text(text: str, path: Path | str) -> Any:
         what = exc.problem or str(exc)
         if exc.context:
             what = f"{exc.context}, {what}"
-        raise YamlSyntaxError(
-            Problem(path, line, f"YAML syntax error: {what}", "fix the YAML syntax at this line")
-        ) from None
+        fix = "fix the YAML syntax at this line"
+        if exc.context and "flow" in exc.context:
+            # {a: b} / [a, b] end a plain value at ? : , — a frequent surprise with prose values
+            fix = 'quote the value ("...") or use block style: inside {…} and […] a ?, : or , ends an unquoted value'
+        raise YamlSyntaxError(Problem(path, line, f"YAML syntax error: {what}", fix)) from None
     except yaml.YAMLError as exc:
         raise YamlSyntaxError(Problem(path, None, f"YAML error: {exc}", "fix the YAML syntax")) from None
 
