@@ -39,6 +39,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     chunks: list[str] | None = None
     delay: float = 0.0
+    cut_after: int | None = None  # with chunks: drop the connection after this many, body unfinished
 
 
 Handler = Callable[[Recorded], Reply]
@@ -72,10 +73,15 @@ class LoopbackServer:
                         self.send_header(name, value)
                     self.send_header("Transfer-Encoding", "chunked")
                     self.end_headers()
-                    for chunk in reply.chunks:
+                    for number, chunk in enumerate(reply.chunks):
+                        if number == reply.cut_after:
+                            break
                         data = chunk.encode("utf-8")
                         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
                         self.wfile.flush()
+                    if reply.cut_after is not None:
+                        self.close_connection = True  # a broken stream: no final empty chunk
+                        return
                     self.wfile.write(b"0\r\n\r\n")
                     return
                 if isinstance(reply.body, (dict, list)):

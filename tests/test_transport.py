@@ -94,3 +94,72 @@ def test_a_wait_longer_than_the_limit_is_reported_not_slept(loopback):
     with pytest.raises(ProviderError, match="asks to wait 86400 s"):
         _run(go())
     assert len(server.requests) == 1
+
+
+def test_a_stream_cut_after_some_lines_is_not_replayed_from_the_start(loopback):
+    # A retry after lines were handed on would feed the adapter the same fragments twice.
+    frames = ['data: {"n": 1}\n\n', 'data: {"n": 2}\n\n', 'data: {"n": 3}\n\n']
+    replies = iter([Reply(200, chunks=frames, cut_after=1), Reply(200, chunks=frames)])
+    server = loopback(lambda request: next(replies))
+    seen: list[str] = []
+
+    async def go():
+        transport = HttpxTransport(max_retries=2)
+        try:
+            async for _event, data in iter_sse(transport.stream(WireRequest("POST", server.url, {}, {}, stream=True))):
+                seen.append(data)
+        finally:
+            await transport.aclose()
+
+    with pytest.raises(ProviderError, match="the stream broke off"):
+        _run(go())
+    assert seen == ['{"n": 1}']
+    assert len(server.requests) == 1
+
+
+def test_a_stream_cut_before_any_line_is_retried(loopback):
+    frames = ['data: {"n": 1}\n\n', 'data: {"n": 2}\n\n']
+    replies = iter([Reply(200, chunks=frames, cut_after=0), Reply(200, chunks=frames)])
+    server = loopback(lambda request: next(replies))
+
+    async def go():
+        transport = HttpxTransport(max_retries=2)
+        try:
+            return [data async for _e, data in iter_sse(transport.stream(WireRequest("POST", server.url, {}, {}, stream=True)))]
+        finally:
+            await transport.aclose()
+
+    assert _run(go()) == ['{"n": 1}', '{"n": 2}']
+    assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_server_that_does_not_answer_in_time_is_named_with_the_wait(loopback, stream: bool):
+    server = loopback(lambda request: Reply(200, {"ok": True}, delay=1.5))
+
+    async def go():
+        transport = HttpxTransport(max_retries=0, timeout=0.3)
+        request = WireRequest("POST", server.url + "/v1/chat", {}, {}, stream=stream)
+        try:
+            if stream:
+                async for _line in transport.stream(request):
+                    pass
+            else:
+                await transport.send(request)
+        finally:
+            await transport.aclose()
+
+    with pytest.raises(ProviderError, match=r"no answer from http://127\.0\.0\.1:\d+/v1/chat within 0\.3 s"):
+        _run(go())
+
+
+def test_a_closed_port_says_it_cannot_connect():
+    async def go():
+        transport = HttpxTransport(max_retries=0)
+        try:
+            await transport.send(WireRequest("POST", "http://127.0.0.1:9/v1/chat", {}, {}))
+        finally:
+            await transport.aclose()
+
+    with pytest.raises(ProviderError, match=r"cannot connect to http://127\.0\.0\.1:9/v1/chat: .+"):
+        _run(go())

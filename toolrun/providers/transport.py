@@ -167,7 +167,7 @@ class HttpxTransport(Transport):
                     await asyncio.sleep(retry_delay({}, attempt))
                     attempt += 1
                     continue
-                raise ProviderError(redact(f"cannot reach {request.url}: {exc}"), retryable=True) from None
+                raise ProviderError(self._failure(request.url, exc), retryable=True) from None
             if response.status_code >= 400:
                 await asyncio.sleep(self._retry_wait(response, response.text, attempt))
                 attempt += 1
@@ -180,6 +180,7 @@ class HttpxTransport(Transport):
 
     async def stream(self, request: WireRequest) -> AsyncIterator[str]:
         attempt = 0
+        delivered = 0
         while True:
             try:
                 async with self._client.stream(
@@ -190,14 +191,32 @@ class HttpxTransport(Transport):
                         delay = self._retry_wait(response, text, attempt)
                     else:
                         async for line in response.aiter_lines():
+                            delivered += 1
                             yield line
                         return
             except httpx.TransportError as exc:
+                if delivered:  # the lines already handed on cannot be taken back: no retry
+                    raise ProviderError(
+                        f"the stream broke off after {delivered} line{'s' if delivered != 1 else ''}: "
+                        + self._failure(request.url, exc), retryable=True) from None
                 if attempt >= self.max_retries:
-                    raise ProviderError(redact(f"cannot reach {request.url}: {exc}"), retryable=True) from None
+                    raise ProviderError(self._failure(request.url, exc), retryable=True) from None
                 delay = retry_delay({}, attempt)
             await asyncio.sleep(delay)
             attempt += 1
+
+    def _failure(self, url: str, exc: httpx.TransportError) -> str:
+        """What went wrong on the way to ``url``, in words (httpx's timeouts have empty messages)."""
+        timeout = self._client.timeout
+        if isinstance(exc, httpx.ConnectTimeout):
+            message = f"cannot connect to {url}: no connection within {timeout.connect:g} s"
+        elif isinstance(exc, httpx.TimeoutException):
+            message = f"no answer from {url} within {timeout.read:g} s (the provider or a proxy is stuck or slow)"
+        elif isinstance(exc, httpx.ConnectError):
+            message = f"cannot connect to {url}: {exc or type(exc).__name__}"
+        else:
+            message = f"the connection to {url} failed: {exc or type(exc).__name__}"
+        return redact(message)
 
     async def aclose(self) -> None:
         await self._client.aclose()
