@@ -35,7 +35,8 @@ from toolrun.messages import (
     Usage,
 )
 from toolrun.providers.base import EventSink, Provider
-from toolrun.providers.transport import WireRequest, iter_sse
+from toolrun.providers.streaming import sse_json, stream_lines
+from toolrun.providers.transport import WireRequest
 from toolrun.secrets import redact
 
 PROVIDER = "anthropic"
@@ -379,11 +380,7 @@ class AnthropicProvider(Provider):
                 raise ProviderError(f"Anthropic answered with a non-object body: {str(response.body)[:200]!r}")
             return parse_response(response.body)
         assembler = AnthropicStreamAssembler(on_event)
-        async for event_name, data in iter_sse(self.transport.stream(wire)):
-            try:
-                event = json.loads(data)
-            except ValueError:
-                raise ProviderError(f"Anthropic stream sent a line that is not JSON: {data[:200]!r}") from None
-            if isinstance(event, dict):
+        async with stream_lines(self.transport, wire) as lines:
+            async for event_name, event in sse_json(lines):
                 assembler.feed(event, event_name)
         return assembler.finish()

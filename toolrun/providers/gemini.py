@@ -41,7 +41,8 @@ from toolrun.messages import (
     Usage,
 )
 from toolrun.providers.base import EventSink, Provider
-from toolrun.providers.transport import WireRequest, iter_sse
+from toolrun.providers.streaming import sse_json, stream_lines
+from toolrun.providers.transport import WireRequest
 from toolrun.secrets import redact
 
 PROVIDER = "gemini"
@@ -484,11 +485,7 @@ class GeminiProvider(Provider):
                 raise ProviderError(f"Gemini answered with a non-object body: {str(response.body)[:200]!r}")
             return parse_response(response.body)
         assembler = GeminiStreamAssembler(on_event)
-        async for _event, data in iter_sse(self.transport.stream(wire)):
-            try:
-                chunk = json.loads(data)
-            except ValueError:
-                raise ProviderError(f"Gemini stream sent a line that is not JSON: {data[:200]!r}") from None
-            if isinstance(chunk, dict):
+        async with stream_lines(self.transport, wire) as lines:
+            async for _event, chunk in sse_json(lines):
                 assembler.feed(chunk)
         return assembler.finish()

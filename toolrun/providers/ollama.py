@@ -9,7 +9,6 @@ by not offering the tools; the others are left to the model.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -26,8 +25,9 @@ from toolrun.messages import (
     Usage,
 )
 from toolrun.providers.base import EventSink, Provider, ProviderConfig, ProviderOverrides
-from toolrun.providers.openai_chat import emit, normalise_stop, openai_tools, parse_arguments, stream_lines, usage_from
-from toolrun.providers.transport import WireRequest, iter_ndjson
+from toolrun.providers.openai_chat import normalise_stop, openai_tools, parse_arguments, usage_from
+from toolrun.providers.streaming import emit, ndjson_json, stream_lines
+from toolrun.providers.transport import WireRequest
 from toolrun.secrets import redact
 
 DEFAULT_HOST = "http://127.0.0.1:11434"
@@ -191,10 +191,6 @@ class OllamaProvider(Provider):
             return parse_response((await self.transport.send(wire)).body)
         assembler = OllamaStreamAssembler()
         async with stream_lines(self.transport, wire) as lines:
-            async for line in iter_ndjson(lines):
-                try:
-                    chunk = json.loads(line)
-                except ValueError:
-                    raise ProviderError(redact(f"Ollama's stream carried a line that is not JSON: {line[:200]!r}")) from None
+            async for chunk in ndjson_json(lines, "Ollama"):
                 emit(assembler.feed(chunk), on_event)
         return assembler.result()

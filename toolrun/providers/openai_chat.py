@@ -16,9 +16,8 @@ answers 400 when it is missing there; on other turns it would be ignored, so it 
 from __future__ import annotations
 
 import json
-from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator
+from typing import Any
 
 from toolrun.catalog.export import tool_definition_for
 from toolrun.errors import ProviderError
@@ -37,7 +36,8 @@ from toolrun.messages import (
     Usage,
 )
 from toolrun.providers.base import EventSink, Provider
-from toolrun.providers.transport import Transport, WireRequest, iter_sse
+from toolrun.providers.streaming import NotAnEventStream, emit, sse_json, stream_lines
+from toolrun.providers.transport import WireRequest
 from toolrun.secrets import redact
 
 PROVIDER = "openai"
@@ -302,6 +302,9 @@ class ChatStreamAssembler:
         return events
 
     def result(self) -> ModelResponse:
+        """The assembled answer; ``ProviderError`` when the stream stopped before a finish_reason."""
+        if self.finish_reason is None:  # a cut stream would otherwise pass for a whole answer
+            raise ProviderError("the stream ended before its finish_reason: the answer is incomplete", retryable=True)
         parts: list[TextPart | ToolCall] = []
         if self.text:
             parts.append(TextPart("".join(self.text)))
@@ -319,38 +322,6 @@ class ChatStreamAssembler:
 
 
 # ---------------------------------------------------------------- transport
-
-
-async def sse_json(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str | None, dict[str, Any]]]:
-    """(event name, parsed JSON data) of an SSE stream; ProviderError for a non-JSON payload."""
-    async for event, data in iter_sse(lines):
-        try:
-            payload = json.loads(data)
-        except ValueError:
-            raise ProviderError(redact(f"the stream carried something that is not JSON: {data[:200]!r}")) from None
-        if isinstance(payload, dict):
-            yield event, payload
-
-
-@asynccontextmanager
-async def stream_lines(transport: Transport, wire: WireRequest) -> AsyncIterator[AsyncIterator[str]]:
-    """The lines of a streamed answer; the HTTP response is closed on exit, not at garbage collection.
-
-    Without it a stream left at ``[DONE]`` stays open until the generator is collected.
-    """
-    lines = transport.stream(wire)
-    try:
-        yield lines
-    finally:
-        close = getattr(lines, "aclose", None)
-        if close is not None:
-            await close()
-
-
-def emit(events: list[StreamEvent], on_event: EventSink | None) -> None:
-    if on_event is not None:
-        for event in events:
-            on_event(event)
 
 
 class OpenAIChatProvider(Provider):
@@ -380,26 +351,22 @@ class OpenAIChatProvider(Provider):
         wire = self.wire_request(body, stream=stream)
         if not stream:
             return parse_response((await self.transport.send(wire)).body)
-        assembler, raw_lines = ChatStreamAssembler(), []
-        async with stream_lines(self.transport, wire) as lines:
-            async for _event, chunk in sse_json(_kept(lines, raw_lines)):
-                emit(assembler.feed(chunk), on_event)
-        if assembler.chunks == 0 and (whole := _whole_body(raw_lines)) is not None:
+        assembler = ChatStreamAssembler()
+        try:
+            async with stream_lines(self.transport, wire) as lines:
+                async for _event, chunk in sse_json(lines):
+                    emit(assembler.feed(chunk), on_event)
+        except NotAnEventStream as exc:
+            whole = _whole_body(exc.text)
+            if whole is None:
+                raise
             return parse_response(whole)  # a server that ignored "stream": one plain JSON body
         return assembler.result()
 
 
-async def _kept(lines: AsyncIterator[str], kept: list[str], limit: int = 2000) -> AsyncIterator[str]:
-    """Pass lines through, keeping the first ``limit`` to recognise a body that is not SSE."""
-    async for line in lines:
-        if len(kept) < limit:
-            kept.append(line)
-        yield line
-
-
-def _whole_body(lines: list[str]) -> dict[str, Any] | None:
+def _whole_body(text: str) -> dict[str, Any] | None:
     try:
-        body = json.loads("\n".join(lines))
+        body = json.loads(text)
     except ValueError:
         return None
     return body if isinstance(body, dict) and "choices" in body else None

@@ -32,14 +32,12 @@ from toolrun.messages import (
 from toolrun.providers.base import EventSink
 from toolrun.providers.openai_chat import (
     OpenAIChatProvider,
-    emit,
     parse_arguments,
-    sse_json,
-    stream_lines,
     tool_choice_value,
     tool_definition,
     usage_from,
 )
+from toolrun.providers.streaming import emit, sse_json, stream_lines
 from toolrun.secrets import redact
 
 PROVIDER = "openai-responses"

@@ -11,6 +11,7 @@ import asyncio
 import email.utils
 import json
 import random
+import re
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from toolrun.errors import ProviderError
 from toolrun.secrets import redact
 
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+_HTML_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
 
 
 @dataclass
@@ -104,6 +106,16 @@ def retry_delay(headers: httpx.Headers | dict[str, str], attempt: int, body: str
     return min(8.0, 0.5 * (2**attempt)) * (0.75 + random.random() / 2)
 
 
+def body_excerpt(text: str, limit: int = 200) -> str:
+    """A body shown in an error: an HTML page (a proxy's, usually) by its title, else its start, quoted."""
+    stripped = text.strip()
+    if stripped[:1] == "<":
+        match = _HTML_TITLE.search(stripped)
+        if match and match.group(1).strip():
+            return f"an HTML page titled {match.group(1).strip()!r} (a proxy between toolrun and the provider?)"
+    return repr(stripped[:limit] + ("…" if len(stripped) > limit else "")) if stripped else "(empty body)"
+
+
 def error_message(status: int, text: str) -> str:
     """The provider's own error message out of its JSON error body, or a short excerpt."""
     try:
@@ -118,7 +130,7 @@ def error_message(status: int, text: str) -> str:
         elif isinstance(error, str):
             message = error
     if not message:
-        message = text.strip()[:300] or "(empty body)"
+        message = body_excerpt(text, 300)
     return redact(f"HTTP {status}: {message}")
 
 
@@ -175,7 +187,8 @@ class HttpxTransport(Transport):
             try:
                 body = response.json()
             except ValueError:
-                raise ProviderError(f"HTTP {response.status_code}: the answer is not JSON: {response.text[:200]!r}") from None
+                raise ProviderError(redact(f"HTTP {response.status_code}: the answer is not JSON: "
+                                           f"{body_excerpt(response.text)}")) from None
             return WireResponse(response.status_code, dict(response.headers), body=body)
 
     async def stream(self, request: WireRequest) -> AsyncIterator[str]:

@@ -1,0 +1,110 @@
+"""Every provider adapter against a server that misbehaves: each case is a ProviderError
+with a message that says what happened — never a silent empty answer, never a traceback.
+
+The servers are loopback HTTP servers; the adapters are the real ones over HttpxTransport.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from tests.loopback import Reply
+from toolrun.errors import ProviderError
+from toolrun.messages import Message, ModelRequest, TextPart, ToolDefinition
+from toolrun.providers import get_provider_class
+from toolrun.providers.base import ProviderConfig
+from toolrun.providers.transport import HttpxTransport
+
+PROVIDERS = ["openai", "openai-responses", "anthropic", "gemini", "ollama"]
+SSE_PROVIDERS = ["openai", "openai-responses", "anthropic", "gemini"]
+TOOL = ToolDefinition("get_flower_inventory", "Stock of one city.",
+                      {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})
+LOGIN_PAGE = "<html><head><title>Proxy login</title></head><body>Please log in to the proxy</body></html>"
+BAD_GATEWAY = ("<html><head><title>502 Bad Gateway</title></head><body><center><h1>502 Bad Gateway</h1>"
+               "</center><hr><center>nginx</center></body></html>")
+
+# The first event of each wire format's stream: a stream that stops after it is incomplete.
+FIRST_EVENT = {
+    "openai": 'data: {"choices": [{"index": 0, "delta": {"role": "assistant", "content": "北京"}}]}\n\n',
+    "openai-responses": 'event: response.created\ndata: {"type": "response.created", "response": {"id": "r1"}}\n\n',
+    "anthropic": ('event: message_start\ndata: {"type": "message_start", "message": {"id": "m", "model": "c",'
+                  ' "content": [], "usage": {"input_tokens": 3, "output_tokens": 0}}}\n\n'),
+    "gemini": 'data: {"candidates": [{"content": {"role": "model", "parts": [{"text": "北京"}]}}]}\n\n',
+    "ollama": '{"model": "m", "message": {"role": "assistant", "content": "北京"}, "done": false}\n',
+}
+
+
+def _complete(name: str, url: str, *, stream: bool):
+    provider_class = get_provider_class(name)
+    provider = provider_class("m", ProviderConfig(url, "sk-hostile-key"), HttpxTransport(max_retries=1))
+    request = ModelRequest("m", "system", [Message("user", [TextPart("北京的库存?")])], [TOOL])
+
+    async def go():
+        try:
+            return await provider.complete(request, stream=stream)
+        finally:
+            await provider.aclose()
+
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize("name", SSE_PROVIDERS)
+def test_a_streaming_request_answered_with_an_html_page_says_so(loopback, name: str):
+    server = loopback(lambda request: Reply(200, LOGIN_PAGE, {"Content-Type": "text/html"}))
+    with pytest.raises(ProviderError, match="not an event stream: an HTML page titled 'Proxy login'"):
+        _complete(name, server.url, stream=True)
+
+
+@pytest.mark.parametrize("name", PROVIDERS)
+def test_a_whole_answer_that_is_an_html_page_says_so(loopback, name: str):
+    server = loopback(lambda request: Reply(200, LOGIN_PAGE, {"Content-Type": "text/html"}))
+    with pytest.raises(ProviderError, match="not JSON: an HTML page titled 'Proxy login'"):
+        _complete(name, server.url, stream=False)
+
+
+@pytest.mark.parametrize("name", PROVIDERS)
+def test_a_proxy_error_page_is_named_by_its_title(loopback, name: str):
+    server = loopback(lambda request: Reply(502, BAD_GATEWAY, {"Content-Type": "text/html"}, delay=0))
+    with pytest.raises(ProviderError) as caught:
+        _complete(name, server.url, stream=False)
+    assert str(caught.value) == "HTTP 502: an HTML page titled '502 Bad Gateway' (a proxy between toolrun and the provider?)"
+
+
+@pytest.mark.parametrize("name", PROVIDERS)
+def test_a_stream_that_ends_after_its_first_event_is_incomplete(loopback, name: str):
+    content_type = "application/x-ndjson" if name == "ollama" else "text/event-stream"
+    server = loopback(lambda request: Reply(200, headers={"Content-Type": content_type}, chunks=[FIRST_EVENT[name]]))
+    with pytest.raises(ProviderError, match="ended before"):
+        _complete(name, server.url, stream=True)
+
+
+@pytest.mark.parametrize("name", PROVIDERS)
+def test_a_stream_cut_mid_way_is_one_request_and_says_it_broke_off(loopback, name: str):
+    server = loopback(lambda request: Reply(200, headers={"Content-Type": "text/event-stream"},
+                                            chunks=[FIRST_EVENT[name], FIRST_EVENT[name]], cut_after=1))
+    with pytest.raises(ProviderError, match=r"the stream broke off after \d+ lines?: "):
+        _complete(name, server.url, stream=True)
+    assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize("name", PROVIDERS)
+def test_a_400_gives_the_providers_message_and_never_the_key(loopback, name: str):
+    body = {"error": {"message": "messages.1: bad thing (key sk-hostile-key)", "type": "invalid_request_error"}}
+    server = loopback(lambda request: Reply(400, body))
+    with pytest.raises(ProviderError, match="HTTP 400: messages.1: bad thing") as caught:
+        _complete(name, server.url, stream=True)
+    assert "sk-hostile-key" not in str(caught.value)
+    assert len(server.requests) == 1  # a 400 is not retried
+
+
+def test_the_stream_request_bodies_were_json(loopback):
+    # Guard for this file: the servers above really received each adapter's JSON request.
+    server = loopback(lambda request: Reply(400, {"error": {"message": "x"}}))
+    for name in PROVIDERS:
+        with pytest.raises(ProviderError):
+            _complete(name, server.url, stream=True)
+    assert all(isinstance(json.loads(r.body), dict) for r in server.requests)
+    assert len(server.requests) == len(PROVIDERS)
