@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
 
 from toolrun.errors import Problem
-from toolrun.schema_errors import describe_path, did_you_mean
+from toolrun.schema_errors import describe_path, describe_value, did_you_mean
 from toolrun.yamlsource import LineDict, line_of, plain
 
 LineAt = Callable[..., "int | None"]  # the line of a path of keys inside a tool mapping
@@ -27,8 +28,10 @@ _SCHEMA_KEYWORDS = frozenset(
     "type const enum multipleOf maximum exclusiveMaximum minimum exclusiveMinimum maxLength minLength "
     "pattern maxItems minItems uniqueItems maxContains minContains maxProperties minProperties required "
     "dependentRequired title description default deprecated readOnly writeOnly examples format "
-    "contentEncoding contentMediaType contentSchema nullable".split()
+    "contentEncoding contentMediaType contentSchema".split()
 )
+# OpenAPI's own schema keywords: JSON Schema ignores them, and they are nobody's misspelling.
+_OPENAPI_KEYWORDS = frozenset({"nullable", "example", "discriminator", "xml", "externalDocs"})
 _SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 _SUBSCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
 _SUBSCHEMA_SINGLE = ("not", "if", "then", "else", "items", "contains", "additionalProperties",
@@ -36,14 +39,6 @@ _SUBSCHEMA_SINGLE = ("not", "if", "then", "else", "items", "contains", "addition
 
 # Building the metaschema validator is slow; one instance serves every tool.
 _METASCHEMA_VALIDATOR = Draft202012Validator(Draft202012Validator.META_SCHEMA)
-
-
-
-# Keywords whose value rules are simple enough to check by hand (see _plainly_valid).
-_TEXT_KEYWORDS = frozenset({"description", "title", "$comment", "format"})
-_NUMBER_KEYWORDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"})
-_COUNT_KEYWORDS = frozenset({"minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties"})
-_ANY_VALUE_KEYWORDS = frozenset({"default", "const"})
 
 
 def parameter_problems(raw: LineDict, *, file: Path, document: Any, path: tuple[Any, ...] = ()) -> list[Problem]:
@@ -60,16 +55,9 @@ def parameter_problems(raw: LineDict, *, file: Path, document: Any, path: tuple[
 def parameter_schema_problems(parameters: Any, file: Path, label: str, at: LineAt) -> list[Problem]:
     """Problems of a plain ``parameters`` schema; ``at(*steps)`` gives the line of a path inside it."""
     problems = []
-    errors = [] if _plainly_valid(parameters) else _METASCHEMA_VALIDATOR.iter_errors(parameters)
-    for error in errors:
-        where = describe_path(("parameters", *error.absolute_path))
-        message = f"{label}: {where} is not a valid JSON Schema: {error.message}"
-        fix = "fix it per JSON Schema draft 2020-12 (e.g. {type: string, description: ...})"
-        if error.absolute_path and error.absolute_path[-1] == "type" and isinstance(error.instance, str):
-            message = f"{label}: {where}: '{error.instance}' is not a JSON Schema type"
-            guess = did_you_mean(error.instance, _JSON_TYPES)
-            fix = f"did you mean '{guess}'?" if guess else f"use one of {', '.join(_JSON_TYPES)}"
-        problems.append(Problem(file, at(*error.absolute_path), message, fix))
+    for steps, error in _metaschema_errors(parameters):
+        message, fix = _explain(error, label, describe_path(("parameters", *steps)))
+        problems.append(Problem(file, at(*steps), message, fix))
     if problems or not isinstance(parameters, dict):
         return problems
     for steps, keyword, guess in _keyword_typos(parameters):
@@ -83,6 +71,50 @@ def parameter_schema_problems(parameters: Any, file: Path, label: str, at: LineA
         fix = f"did you mean '{guess}'?" if guess else f"declare '{key}' under {where}.properties, or remove it"
         problems.append(Problem(file, at(*steps, "required", index), message, fix))
     return problems
+
+
+# Type names from programming languages (BFCL's "dict", "float", "tuple") -> the JSON Schema type.
+_FOREIGN_TYPE_NAMES = {
+    "dict": "object", "map": "object", "hash": "object", "mapping": "object",
+    "float": "number", "double": "number", "decimal": "number",
+    "int": "integer", "long": "integer", "str": "string", "text": "string", "bool": "boolean",
+    "list": "array", "tuple": "array", "set": "array", "none": "null",
+}
+_GENERIC_FIX = "fix it per JSON Schema draft 2020-12 (e.g. {type: string, description: ...})"
+
+
+def _explain(error: ValidationError, label: str, where: str) -> tuple[str, str]:
+    """(message, fix) for one metaschema error, in YAML terms rather than Python reprs."""
+    keyword = error.absolute_path[-1] if error.absolute_path else None
+    value = error.instance
+    if keyword == "type" and isinstance(value, str) or error.validator == "enum" and isinstance(value, str):
+        meant = _FOREIGN_TYPE_NAMES.get(value.lower()) or did_you_mean(value, _JSON_TYPES)
+        if value.lower() == "any":
+            return f"{label}: {where}: 'any' is not a JSON Schema type", "remove 'type' to accept any value"
+        fix = f"write type: {meant}" if meant else f"use one of {', '.join(_JSON_TYPES)}"
+        return f"{label}: {where}: '{value}' is not a JSON Schema type", fix
+    if keyword in ("exclusiveMinimum", "exclusiveMaximum") and isinstance(value, bool):
+        bound = "minimum" if keyword == "exclusiveMinimum" else "maximum"
+        return (
+            f"{label}: {where}: {str(value).lower()} is the draft-04 form; in draft 2020-12 {keyword} is a number",
+            f"write {keyword}: <the {bound} value> and remove {bound}" if value else f"remove {keyword}: false",
+        )
+    if keyword in ("$recursiveAnchor", "$recursiveRef"):
+        return (
+            f"{label}: {where} is a draft 2019-09 keyword, not valid in draft 2020-12",
+            "remove it: a plain $ref to the schema handles recursion (or use $dynamicAnchor/$dynamicRef)",
+        )
+    if error.validator == "uniqueItems" and isinstance(value, list):
+        repeated = sorted({str(item) for item in value if value.count(item) > 1})
+        return f"{label}: {where} lists {', '.join(repeated)} more than once", "list each entry once"
+    if error.validator == "type":
+        expected = " or ".join(_as_list(error.validator_value))
+        return f"{label}: {where} must be of type {expected}, not {describe_value(value)}", f"write a {expected} value here"
+    return f"{label}: {where} is not a valid JSON Schema: {error.message}", _GENERIC_FIX
+
+
+def _as_list(value: Any) -> list[str]:
+    return [str(item) for item in value] if isinstance(value, list) else [str(value)]
 
 
 def _required_without_property(
@@ -119,58 +151,135 @@ def _keyword_typos(schema: Any, steps: tuple[Any, ...] = ()) -> Iterator[tuple[t
                 yield from _keyword_typos(sub, steps + (key, index))
         elif key in _SUBSCHEMA_SINGLE:
             yield from _keyword_typos(value, steps + (key,))
-        elif key not in _SCHEMA_KEYWORDS and isinstance(key, str) and not key.startswith("x-"):
+        elif isinstance(key, str) and key not in _SCHEMA_KEYWORDS | _OPENAPI_KEYWORDS and not key.startswith("x-"):
             guess = did_you_mean(key, _SCHEMA_KEYWORDS)
             if guess:
                 yield steps, key, guess
 
 
 
+def _metaschema_errors(schema: Any, steps: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], ValidationError]]:
+    """The draft 2020-12 metaschema's errors for ``schema``, as (path inside it, error).
 
-def _plainly_valid(schema: Any) -> bool:
-    """True only for schemas built from common keywords with well-typed values.
-
-    Such a schema is certainly valid against the 2020-12 metaschema; checking it by hand
-    is ~50x faster, which matters for catalogs of thousands of tools. Anything unusual
-    returns False and goes through the full metaschema validation.
+    Each subschema's own keywords are checked by hand (~50x faster than the metaschema,
+    which matters for catalogs of thousands of large schemas); only a node with something
+    unusual ($id, $anchor, 2019-09 keywords, a wrong value) goes to the metaschema, and then
+    alone, its subschemas stubbed with ``true``, so one odd keyword deep inside a large
+    schema costs one small validation, not one of the whole schema.
     """
     if isinstance(schema, bool):
-        return True
-    if not isinstance(schema, dict):
-        return False
+        return
+    if not isinstance(schema, dict) or not _locally_valid(schema):
+        for error in _METASCHEMA_VALIDATOR.iter_errors(_with_stubbed_subschemas(schema)):
+            yield steps + tuple(error.absolute_path), error
+    if isinstance(schema, dict):
+        for child_steps, child in _subschemas(schema):
+            yield from _metaschema_errors(child, steps + child_steps)
+
+
+def _plainly_valid(schema: Any) -> bool:
+    """True when the metaschema has nothing to say about ``schema`` (checked the fast way)."""
+    return next(iter(_metaschema_errors(schema)), None) is None
+
+
+def _subschemas(schema: dict[str, Any]) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    """(steps, subschema) for every schema-valued keyword of one schema node."""
     for key, value in schema.items():
-        if key == "type":
-            names = [value] if isinstance(value, str) else value
-            if not isinstance(names, list) or not names or len(set(map(str, names))) != len(names):
+        if key in _SUBSCHEMA_MAPS and isinstance(value, dict):
+            for name, sub in value.items():
+                if isinstance(sub, (dict, bool)):
+                    yield (key, name), sub
+        elif key in _SUBSCHEMA_LISTS and isinstance(value, list):
+            for index, sub in enumerate(value):
+                if isinstance(sub, (dict, bool)):
+                    yield (key, index), sub
+        elif key in _SUBSCHEMA_SINGLE and isinstance(value, (dict, bool)):
+            yield (key,), value
+
+
+def _with_stubbed_subschemas(schema: Any) -> Any:
+    # Subschemas are checked on their own; here only their container shape matters.
+    if not isinstance(schema, dict):
+        return schema
+    stubbed = dict(schema)
+    for (key, *rest), _ in _subschemas(schema):
+        if not rest:
+            stubbed[key] = True
+        elif isinstance(stubbed[key], dict):
+            stubbed[key] = {**stubbed[key], rest[0]: True}
+        else:
+            stubbed[key] = [True if index == rest[0] else item for index, item in enumerate(stubbed[key])]
+    return stubbed
+
+
+def _locally_valid(schema: dict[str, Any]) -> bool:
+    """True when every keyword value of this node is certainly valid (subschemas: shape only)."""
+    for key, value in schema.items():
+        check = _VALUE_CHECKS.get(key)
+        if check is None:
+            if key in _METASCHEMA_ONLY_KEYWORDS:
                 return False
-            if not all(isinstance(name, str) and name in _JSON_TYPES for name in names):
-                return False
-        elif key == "properties":
-            if not isinstance(value, dict) or not all(_plainly_valid(sub) for sub in value.values()):
-                return False
-        elif key in ("items", "additionalProperties"):
-            if not _plainly_valid(value):
-                return False
-        elif key == "required":
-            if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
-                return False
-            if len(set(value)) != len(value):
-                return False
-        elif key == "enum":
-            if not isinstance(value, list):
-                return False
-        elif key in _TEXT_KEYWORDS:
-            if not isinstance(value, str):
-                return False
-        elif key in _NUMBER_KEYWORDS:
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or (key == "multipleOf" and value <= 0):
-                return False
-        elif key in _COUNT_KEYWORDS:
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                return False
-        elif key == "uniqueItems":
-            if not isinstance(value, bool):
-                return False
-        elif key not in _ANY_VALUE_KEYWORDS:
+            continue  # an unknown keyword is legal with any value; typos are found separately
+        if not check(value):
             return False
     return True
+
+
+def _is_text(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_schema(value: Any) -> bool:
+    return isinstance(value, (dict, bool))
+
+
+def _is_schema_map(value: Any) -> bool:
+    return isinstance(value, dict) and all(map(_is_schema, value.values()))
+
+
+def _is_schema_list(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(map(_is_schema, value))
+
+
+def _is_unique_names(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(n, str) for n in value) and len(set(value)) == len(value)
+
+
+def _is_type(value: Any) -> bool:
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        return False
+    return len(set(names)) == len(names) and all(name in _JSON_TYPES for name in names)
+
+
+# Keyword -> a hand check of its value, matching the 2020-12 metaschema for these values.
+_VALUE_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "type": _is_type,
+    "enum": lambda value: isinstance(value, list),
+    "required": _is_unique_names,
+    "dependentRequired": lambda value: isinstance(value, dict) and all(_is_unique_names(v) for v in value.values()),
+    "examples": lambda value: isinstance(value, list),
+    "multipleOf": lambda value: _is_number(value) and value > 0,
+    **{key: _is_text for key in ("description", "title", "$comment", "format", "pattern", "$ref",
+                                 "contentEncoding", "contentMediaType")},
+    **{key: _is_number for key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")},
+    **{key: _is_count for key in ("minLength", "maxLength", "minItems", "maxItems", "minProperties",
+                                  "maxProperties", "minContains", "maxContains")},
+    **{key: (lambda value: isinstance(value, bool)) for key in ("uniqueItems", "deprecated", "readOnly", "writeOnly")},
+    **{key: _is_schema_map for key in ("properties", "patternProperties", "$defs", "dependentSchemas")},
+    **{key: _is_schema_list for key in _SUBSCHEMA_LISTS},
+    **{key: _is_schema for key in _SUBSCHEMA_SINGLE},
+}
+# Keywords the metaschema checks in ways not worth repeating by hand (URIs, anchors, 2019-09 names).
+_METASCHEMA_ONLY_KEYWORDS = frozenset(
+    {"$id", "$schema", "$anchor", "$dynamicAnchor", "$dynamicRef", "$vocabulary",
+     "$recursiveAnchor", "$recursiveRef", "definitions", "dependencies"}
+)
