@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -48,3 +49,11 @@ def test_design_example_with_a_question_mark_in_a_flow_mapping_loads():
         pytest.skip("PyYAML without libyaml")
     doc = load_yaml_text("vars: {question: 北京、上海和深圳的鲜花库存是多少?}\n", "r.yaml")
     assert doc == {"vars": {"question": "北京、上海和深圳的鲜花库存是多少?"}}
+
+
+@pytest.mark.parametrize("text", ["2024-06-01", "2024-06-01 10:30:00", "2001-12-14t21:59:43.10-05:00"])
+def test_dates_stay_text_as_written(text: str):
+    # JSON has no dates: a date object in a schema or template value would break every JSON dump.
+    doc = load_yaml_text(f"default: {text}\nenum: [{text}]\n", "f.yaml")
+    assert doc == {"default": text, "enum": [text]}
+    assert json.loads(json.dumps(plain(doc))) == doc

@@ -51,8 +51,15 @@ def _construct_sequence(loader: _LineLoader, node: yaml.SequenceNode) -> LineLis
     return result
 
 
+def _construct_timestamp_as_text(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> str:
+    # JSON has no dates: `default: 2024-06-01` must stay the text written, or every JSON dump breaks.
+    return loader.construct_scalar(node)
+
+
+_TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
 _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
+_LineLoader.add_constructor(_TIMESTAMP_TAG, _construct_timestamp_as_text)
 
 # libyaml parses several times faster (large catalogs); its nodes carry the same marks.
 _FastLineLoader: type | None = None
@@ -63,6 +70,7 @@ if getattr(yaml, "__with_libyaml__", False):
 
     _FastLineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
     _FastLineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
+    _FastLineLoader.add_constructor(_TIMESTAMP_TAG, _construct_timestamp_as_text)
 
 
 def load_yaml_file(path: Path) -> Any:
