@@ -116,6 +116,22 @@ def test_missing_parameter_type_is_an_error_at_the_property_line() -> None:
     assert (finding.severity, finding.line) == ("error", 9)
 
 
+@pytest.mark.parametrize(
+    ("schema", "fix"),
+    [
+        ({"properties": {"a": {"type": "string"}}, "description": "Filter"}, "add `type: object`"),
+        ({"items": {"type": "string"}, "description": "Tags"}, "add `type: array`"),
+        ({"description": "Anything"}, "add `type:` (string, integer, number, boolean, array or object)"),
+        ({"minLength": 1, "minimum": 0, "description": "Mixed"}, "add `type:` (string,"),
+    ],
+)
+def test_missing_parameter_type_names_the_type_its_keywords_imply(schema: dict[str, Any], fix: str) -> None:
+    # Seen in OpenAPI-derived tools: `items:` or `properties:` written without `type:`.
+    tool = make_tool(parameters={"type": "object", "properties": {"p": schema}})
+    finding = next(f for f in lint_catalog([tool]) if f.rule == "missing-parameter-type")
+    assert fix in finding.message
+
+
 def test_enum_or_anyof_counts_as_a_type() -> None:
     parameters = {
         "type": "object",

@@ -115,6 +115,20 @@ def iter_parameters(schema: Any, display: str = "", key_path: str = "parameters"
 
 
 _TYPE_KEYWORDS = ("type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref")
+# Keywords that only make sense for one type: a schema using them without `type` means that type.
+_KEYWORDS_OF_TYPE = {
+    "object": ("properties", "additionalProperties", "patternProperties", "required", "minProperties", "maxProperties"),
+    "array": ("items", "prefixItems", "minItems", "maxItems", "uniqueItems", "contains"),
+    "string": ("minLength", "maxLength", "pattern", "format"),
+    "number": ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"),
+}
+
+
+def _implied_type(schema: dict[str, Any]) -> str | None:
+    """The one type a schema's keywords imply ("items" -> array), or None when they imply none or several."""
+    implied = [kind for kind, keywords in _KEYWORDS_OF_TYPE.items() if any(k in schema for k in keywords)]
+    return implied[0] if len(implied) == 1 else None
+
 
 # A list of values in prose: a cue, then at least two quoted values, or "one of a, b or c".
 _VALUE_CUE = re.compile(
@@ -155,12 +169,16 @@ def parameter_findings(tool: Tool) -> Iterator[RawFinding]:
         if not isinstance(schema, dict):
             continue
         if not any(keyword in schema for keyword in _TYPE_KEYWORDS):
+            implied = _implied_type(schema)
+            fix = (
+                f"add `type: {implied}` (its {implied} keywords say so)" if implied
+                else "add `type:` (string, integer, number, boolean, array or object)"
+            )
             yield RawFinding(
                 "missing-parameter-type",
                 "error",
                 parameter.key_path,
-                f"parameter {parameter.display!r} has no type: add `type:` (string, integer, number, "
-                "boolean, array or object) so the model knows what to send",
+                f"parameter {parameter.display!r} has no type: {fix} so the model knows what to send",
             )
         description = schema.get("description")
         if not (isinstance(description, str) and description.strip()):
