@@ -265,6 +265,23 @@ def test_consecutive_failing_calls_stop_the_run(tools):
     assert len(result.turns) == 3
 
 
+def test_one_turn_of_many_failing_calls_is_shown_to_the_model_before_the_limit_applies(tools):
+    # Six bad calls in one answer: the model has not yet seen a single error, so it gets to fix them.
+    turn = [("explode", {})] * 3 + [("no_such_tool", {}), ("get_flower_inventory", {"city": "巴黎"}), ("explode", {})]
+    model = ScriptedModel([ScriptedModel.calls(turn), "done"])
+    result = run(model, list(tools.values()), RunSettings(max_consecutive_failures=5))
+    assert (result.stop_reason, result.final, result.error) == ("stop", "done", None)
+    assert len(result.turns[0].tool_calls) == 6 and all(c.is_error for c in result.turns[0].tool_calls)
+
+
+def test_failures_that_go_on_after_the_model_saw_them_stop_the_run(tools):
+    turn = [("explode", {})] * 6
+    model = ScriptedModel([ScriptedModel.calls(turn), ScriptedModel.calls([("explode", {})]), "done"])
+    result = run(model, list(tools.values()), RunSettings(max_consecutive_failures=5))
+    assert result.stop_reason == "error" and len(result.turns) == 2
+    assert result.error.startswith("stopped after 7 consecutive failing tool calls; last: explode")
+
+
 def test_a_success_resets_the_failure_count(tools):
     turn = [("explode", {}), ("get_flower_inventory", {"city": "北京"})]
     model = ScriptedModel([ScriptedModel.calls(turn)] * 4 + ["done"])

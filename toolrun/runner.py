@@ -10,7 +10,8 @@ does own:
   ``toolrun.execution.execute_call``'s job;
 - scheduling: independent calls of a turn run concurrently, ``sequential`` tools are
   barriers, ``parallel=False`` serialises everything (``toolrun.scheduling``);
-- limits: ``max_turns`` model requests and ``max_consecutive_failures`` failing calls.
+- limits: ``max_turns`` model requests and ``max_consecutive_failures`` failing calls in a
+  row (a streak must outlast the turn it began in: the model first sees its errors).
 
 A tool's failure never ends the run by itself; a provider error does, keeping every turn
 done so far.
@@ -276,14 +277,19 @@ class _ConversationLoop:
         return None
 
     def _count_failures(self, records: list[ToolCallRecord]) -> bool:
-        """Update the consecutive-failure count; True when the limit is reached."""
+        """Update the consecutive-failure count; True when the limit is reached.
+
+        A streak that began in this turn never stops the run: the model has not yet seen
+        one of these errors, and one answer may hold many bad calls it can fix at once.
+        """
         for record in records:
             if record.is_error:
                 self.consecutive_failures += 1
                 self.last_failure = record
             else:
                 self.consecutive_failures = 0
-        return self.consecutive_failures >= self.settings.max_consecutive_failures
+        outlasted_turn = self.consecutive_failures > len(records)
+        return outlasted_turn and self.consecutive_failures >= self.settings.max_consecutive_failures
 
     def _end_turn(self, turn: TurnRecord) -> None:
         self.turns.append(turn)
