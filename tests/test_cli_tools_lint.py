@@ -149,6 +149,24 @@ def test_export_each_format_with_notes_on_stderr(tmp_path: Path) -> None:
     assert all(tool["strict"] is True for tool in json.loads(out))
 
 
+def test_export_notes_stay_short_for_a_tool_with_many_changes(tmp_path: Path) -> None:
+    # A large OpenAPI-derived schema made ~40 notes per tool (60,000 lines for a real catalog).
+    fields = "".join(f"    f{index}: {{type: [string, 'null'], description: Field {index}}}\n" for index in range(12))
+    big = (
+        "name: save_record\ndescription: Saves one record. Use it to store a record; not for reading.\n"
+        "parameters:\n  type: object\n  properties:\n" + fields + "backend: {python: 'json:dumps'}\n"
+    )
+    directory = tools_dir(tmp_path, big)
+    code, out, err = run("tools", "export", "--format", "gemini", "--tools-dir", str(directory))
+    notes = [line for line in err.splitlines() if line.startswith("note: save_record")]
+    assert code == 0 and len(notes) == 4
+    assert notes[-1] == (
+        "note: save_record: and 9 more changes: toolrun tools show save_record --format gemini lists them all"
+    )
+    _, _, err = run("tools", "show", "save_record", "--format", "gemini", "--tools-dir", str(directory))
+    assert len([line for line in err.splitlines() if line.startswith("note: save_record")]) == 12
+
+
 def test_export_without_format_is_bad_input(tmp_path: Path) -> None:
     directory = tools_dir(tmp_path, GOOD_TOOL)
     code, _, err = run("tools", "export", "--tools-dir", str(directory))

@@ -33,10 +33,21 @@ def _dump(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, indent=2)
 
 
-def _print_changes(exported: list[ExportedTool]) -> None:
+NOTES_PER_TOOL_IN_EXPORT = 3  # a large schema makes dozens of notes; `tools show` lists them all
+
+
+def _print_changes(exported: list[ExportedTool], show_options: str, limit: int | None = None) -> None:
     for item in exported:
-        for change in item.changes:
+        shown = item.changes if limit is None else item.changes[:limit]
+        for change in shown:
             click.echo(f"note: {item.name}: {change}", err=True)
+        hidden = len(item.changes) - len(shown)
+        if hidden:
+            click.echo(
+                f"note: {item.name}: and {hidden} more changes: "
+                f"toolrun tools show {item.name} {show_options} lists them all",
+                err=True,
+            )
 
 
 @tools.command("show")
@@ -55,7 +66,7 @@ def show_command(name: str, format_: str | None, strict: bool, tools_dir: Path |
         click.echo(readable_summary(tool))
         return
     exported = export_tool(tool, format_, strict=strict)
-    _print_changes([exported])
+    _print_changes([exported], "")
     click.echo(_dump(exported.definition))
 
 
@@ -69,7 +80,8 @@ def export_command(format_: str | None, strict: bool, tools_dir: Path | None) ->
         raise UserError(Problem(None, None, "--format is required", f"add --format with one of: {', '.join(FORMATS)}"))
     catalog = load_catalog_for_cli(tools_dir)
     exported = export_catalog(catalog, format_, strict=strict)
-    _print_changes(exported)
+    show_options = f"--format {format_}" + (" --strict-schema" if strict else "")
+    _print_changes(exported, show_options, limit=NOTES_PER_TOOL_IN_EXPORT)
     click.echo(_dump(tools_payload([item.definition for item in exported], format_)))
 
 
