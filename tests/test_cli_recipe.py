@@ -500,3 +500,46 @@ def test_json_output_still_uses_the_streaming_api_by_default(loopback, tmp_path:
     assert result.exit_code == 0, result.stderr
     assert all(r.json().get("stream") is True for r in server.requests)
     assert json.loads(result.stdout)["final"] == ANSWER  # and nothing but the document on stdout
+
+
+HANGING_TOOL_YAML = """\
+name: wait_for_ledger
+description: >-
+  Waits for the ledger service to confirm a stock count. Use it after a stock lookup to
+  confirm the count; do not use it for anything else.
+timeout: 1s
+parameters:
+  type: object
+  properties:
+    city: {type: string, description: City of the shop}
+  required: [city]
+backend:
+  python: ledger.py:wait_for_ledger
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="backends/python.py runs sync tools on a ThreadPoolExecutor whose non-daemon "
+                   "workers Python's exit joins: a tool stuck past its timeout keeps toolrun alive until it returns")
+def test_a_python_tool_stuck_past_its_timeout_does_not_keep_toolrun_alive(loopback, tmp_path: Path):
+    def model(request: Recorded) -> Reply:
+        if any(m.get("role") == "tool" for m in request.json()["messages"]):
+            return Reply(body=ANSWER_RESPONSE)
+        return Reply(body=completion({"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "wait_for_ledger", "arguments": '{"city": "北京"}'}}]},
+            "tool_calls", 10, 5))
+
+    server = loopback(model)
+    recipe = make_world(tmp_path)
+    (tmp_path / "tools.d" / "ledger.yaml").write_text(HANGING_TOOL_YAML, encoding="utf-8")
+    (tmp_path / "tools.d" / "ledger.py").write_text("import time\n\ndef wait_for_ledger(city):\n    time.sleep(10)\n",
+                                                    encoding="utf-8")
+    recipe.write_text(recipe.read_text(encoding="utf-8").replace("tools: [get_flower_inventory]", "tools: [wait_for_ledger]")
+                      .replace("tools_called: [get_flower_inventory]", "tools_not_called: [get_flower_inventory]"),
+                      encoding="utf-8")
+    started = time.monotonic()
+    result = subprocess.run([str(TOOLRUN), "recipe", str(recipe), "--no-stream", "--json"], env=live_env(server),
+                            capture_output=True, text=True, timeout=60)
+    elapsed = time.monotonic() - started
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["turns"][0]["tool_calls"][0]["result"] == "the tool timed out after 1s"
+    assert elapsed < 7  # the tool's thread sleeps 10 s; toolrun does not wait for it
