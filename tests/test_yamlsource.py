@@ -57,3 +57,20 @@ def test_dates_stay_text_as_written(text: str):
     doc = load_yaml_text(f"default: {text}\nenum: [{text}]\n", "f.yaml")
     assert doc == {"default": text, "enum": [text]}
     assert json.loads(json.dumps(plain(doc))) == doc
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("a: !!binary aGVsbG8=\n", "binary values (!!binary) are not allowed here"),
+        ("a: !!set {x, y}\n", "set values (!!set) are not allowed here"),
+        ("a: !!omap [x: 1]\n", "omap values"),
+        ("a: !!python/object:os.system x\n", "could not determine a constructor"),
+    ],
+)
+def test_values_with_no_json_form_are_a_problem_at_their_line(text: str, words: str):
+    with pytest.raises(YamlSyntaxError) as info:
+        load_yaml_text("name: t\n" + text, "f.yaml")
+    problem = info.value.problem
+    assert words in problem.message and problem.line == 2
+    assert problem.fix.startswith("remove the !! tag")

@@ -49,6 +49,8 @@ def error_problems(error: ValidationError, document: Any, file: Path | str | Non
                         fix or f"add {missing}: to {where}")]
     if validator in ("type", "enum", "const", "pattern", "format"):
         expected = hints.get("x-expected") or _expected(error)
+        if isinstance(error.instance, bool) and "string" in expected:
+            fix = _QUOTE_BOOLEAN_FIX
         return [Problem(file, line, f"{where} must be {expected}, not {describe_value(error.instance)}",
                         fix or f"write {expected} here")]
     if validator in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
@@ -59,6 +61,10 @@ def error_problems(error: ValidationError, document: Any, file: Path | str | Non
     if validator in ("oneOf", "anyOf") and error.context:
         return error_problems(best_match(error.context), document, file)
     return [Problem(file, line, f"{where}: {error.message}", fix)]
+
+
+# YAML 1.1 reads unquoted yes/no/on/off as booleans: a parameter named "on" becomes true.
+_QUOTE_BOOLEAN_FIX = 'quote it ("on", "yes"): YAML reads unquoted yes/no/on/off/true/false as booleans'
 
 
 def describe_path(path: Iterable[Any]) -> str:
@@ -74,7 +80,7 @@ def describe_value(value: Any) -> str:
     kind = _JSON_TYPE_NAMES.get(type(plain(value)), type(value).__name__)
     if isinstance(value, (dict, list)):
         return kind
-    shown = json.dumps(value, ensure_ascii=False)
+    shown = json.dumps(value, ensure_ascii=False, default=str)  # never fail on a value YAML produced
     if len(shown) > 60:
         shown = shown[:60] + "…"
     return f"{kind} {shown}" if value is not None else kind

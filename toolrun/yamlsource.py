@@ -56,10 +56,27 @@ def _construct_timestamp_as_text(loader: yaml.SafeLoader, node: yaml.ScalarNode)
     return loader.construct_scalar(node)
 
 
+def _refuse_non_json_value(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+    # bytes, sets and ordered pairs have no JSON form: no schema, template or JSON dump could use them.
+    raise yaml.constructor.ConstructorError(
+        None, None, f"{node.tag.rsplit(':', 1)[-1]} values (!!{node.tag.rsplit(':', 1)[-1]}) are not allowed here",
+        node.start_mark,
+    )
+
+
 _TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
-_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
-_LineLoader.add_constructor(_TIMESTAMP_TAG, _construct_timestamp_as_text)
+_NON_JSON_TAGS = tuple(f"tag:yaml.org,2002:{name}" for name in ("binary", "set", "omap", "pairs"))
+
+
+def _add_constructors(loader: type) -> None:
+    loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+    loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
+    loader.add_constructor(_TIMESTAMP_TAG, _construct_timestamp_as_text)
+    for tag in _NON_JSON_TAGS:
+        loader.add_constructor(tag, _refuse_non_json_value)
+
+
+_add_constructors(_LineLoader)
 
 # libyaml parses several times faster (large catalogs); its nodes carry the same marks.
 _FastLineLoader: type | None = None
@@ -68,9 +85,7 @@ if getattr(yaml, "__with_libyaml__", False):
     class _FastLineLoader(yaml.CSafeLoader):  # type: ignore[no-redef]
         pass
 
-    _FastLineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-    _FastLineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
-    _FastLineLoader.add_constructor(_TIMESTAMP_TAG, _construct_timestamp_as_text)
+    _add_constructors(_FastLineLoader)
 
 
 def load_yaml_file(path: Path) -> Any:
@@ -99,6 +114,13 @@ def load_yaml_text(text: str, path: Path | str) -> Any:
         if exc.context:
             what = f"{exc.context}, {what}"
         fix = "fix the YAML syntax at this line"
+        if isinstance(exc, yaml.constructor.ConstructorError) and "tag" in what or "!!" in what:
+            fix = "remove the !! tag: write plain text, a number, true/false, a list or a mapping"
+        elif "'\\t'" in what:
+            what = "a tab character: YAML does not allow tabs for indentation"
+            fix = "indent with spaces instead of tabs"
+        elif isinstance(exc, yaml.constructor.ConstructorError) and what.startswith("duplicate key"):
+            fix = "keep one of the two: YAML would silently drop the first"
         if exc.context and "flow" in exc.context:
             # {a: b} / [a, b] end a plain value at ? : , — a frequent surprise with prose values
             fix = 'quote the value ("...") or use block style: inside {…} and […] a ?, : or , ends an unquoted value'
