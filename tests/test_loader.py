@@ -687,3 +687,68 @@ def test_a_blank_description_is_an_error_that_says_what_to_write(tmp_path: Path,
     [problem] = load_catalog(tmp_path).problems
     assert problem.line == 2 and "description must be a text that is not empty" in problem.message
     assert problem.fix.startswith("write what the tool does, when to use it and when not")
+
+
+_OK_START = "name: t\ndescription: Does a thing. Use it for things; not for other things.\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "words", "fix"),
+    [
+        (_OK_START + "\tbackend: {python: 'json:dumps'}\n", 3, "tab", "indent with spaces"),
+        (_OK_START + "timeout: .inf\nbackend: {python: 'json:dumps'}\n", 3, "timeout", "write it like 30s"),
+        (_OK_START + "timeout: .nan\nbackend: {python: 'json:dumps'}\n", 3, "timeout", "write it like 30s"),
+        (
+            _OK_START + "parameters: {type: object, properties: {on: {type: string}}, required: [on]}\n"
+            "backend: {python: 'json:dumps'}\n",
+            3, "not a boolean true", 'quote it ("on"',
+        ),
+        (
+            _OK_START + "parameters: {type: object, properties: {a: {$ref: '#/$defs/Nope'}}}\n"
+            "backend: {python: 'json:dumps'}\n",
+            3, "$ref '#/$defs/Nope' points to nothing", "add Nope under parameters.$defs",
+        ),
+        (
+            _OK_START + "parameters: {type: object, properties: {a: {type: string, pattern: '([a-z'}}}\n"
+            "backend: {python: 'json:dumps'}\n",
+            3, "not a valid regular expression", "fix the pattern",
+        ),
+        (
+            _OK_START + "backend: {http: {url: 'https://x.example.com/', headers: {A: 'Bearer ${env:}'}}}\n",
+            3, "malformed ${env:...}", "write ${env:NAME}",
+        ),
+        (
+            _OK_START + "backend: {http: {url: 'https://x.example.com/', headers: {A: 'Bearer ${env:my-token}'}}}\n",
+            3, "malformed ${env:...}", "write ${env:NAME}",
+        ),
+        (
+            _OK_START + "parameters: {type: object, properties: {a: {type: string}}}\n"
+            "backend: {shell: {argv: [echo, '{{ a ']}}\n",
+            4, "template syntax error", "close every {{ with }}",
+        ),
+    ],
+)
+def test_more_mistakes_each_with_line_and_fix(tmp_path: Path, text: str, line: int, words: str, fix: str) -> None:
+    (tmp_path / "t.yaml").write_text(text, encoding="utf-8")
+    [problem] = load_catalog(tmp_path).problems
+    assert words in problem.message and problem.line == line
+    assert problem.fix and fix in problem.fix
+
+
+def test_a_python_file_with_a_syntax_error_points_at_its_line(tmp_path: Path) -> None:
+    (tmp_path / "bad.py").write_text("import os\ndef f(:\n    pass\n", encoding="utf-8")
+    write(tmp_path, "t.yaml", _OK_START + "backend: {python: 'bad.py:f'}\n")
+    [problem] = load_catalog(tmp_path).problems
+    assert "bad.py does not parse" in problem.message and problem.line == 3
+    assert problem.fix == "fix the syntax error at bad.py line 2"
+
+
+def test_a_broken_symlink_is_reported_not_skipped(tmp_path: Path) -> None:
+    (tmp_path / "loop1.yaml").symlink_to(tmp_path / "loop2.yaml")
+    (tmp_path / "loop2.yaml").symlink_to(tmp_path / "loop1.yaml")
+    (tmp_path / "gone.yaml").symlink_to(tmp_path / "missing.yaml")
+    (tmp_path / "folder.yaml").mkdir()  # a directory is not a tool file: skipped
+    problems = load_catalog(tmp_path).problems
+    assert [(p.file.name, "cannot read the file" in p.message) for p in problems] == [
+        ("gone.yaml", True), ("loop1.yaml", True), ("loop2.yaml", True)
+    ]

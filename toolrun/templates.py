@@ -9,6 +9,7 @@ that happens to contain ``${env:...}`` is never resolved.
 from __future__ import annotations
 
 import json
+import re
 from functools import lru_cache
 from typing import Any, Mapping
 
@@ -50,8 +51,22 @@ class TemplateError(ValueError):
     """A template that does not parse or names a value that is not there."""
 
 
+_LEFT_OVER_ENV = re.compile(r"\$\{env:[^}\s]*\}?")
+SYNTAX_FIX = "close every {{ with }} and every {% with %} (a literal {{ is written {{ '{{' }})"
+ENV_FIX = "write ${env:NAME}: a variable name of letters, digits and _, in braces"
+
+
+def template_fix(error: str) -> str:
+    """What to do about an error message of ``check_template``."""
+    return ENV_FIX if "${env:" in error else SYNTAX_FIX
+
+
 def _prepare(source: str) -> str:
-    return ENV_REFERENCE.sub(lambda m: "{{ %s[%r] }}" % (_ENV_VARIABLE, m.group(1)), source)
+    prepared = ENV_REFERENCE.sub(lambda m: "{{ %s[%r] }}" % (_ENV_VARIABLE, m.group(1)), source)
+    malformed = _LEFT_OVER_ENV.search(prepared)
+    if malformed:  # left as text it would send "${env:my-token}" itself instead of the secret
+        raise TemplateError(f"malformed ${{env:...}} reference {malformed.group(0)!r}")
+    return prepared
 
 
 @lru_cache(maxsize=4096)
@@ -83,7 +98,7 @@ def _placeholders(source: str) -> frozenset[str]:
         return frozenset()
     try:
         parsed = _environment.parse(_prepare(source))
-    except TemplateSyntaxError:
+    except (TemplateSyntaxError, TemplateError):
         return frozenset()
     return frozenset(meta.find_undeclared_variables(parsed)) - {_ENV_VARIABLE}
 

@@ -34,7 +34,7 @@ from toolrun.catalog.model import Tool
 from toolrun.errors import Problem
 from toolrun.providers.transport import retry_delay
 from toolrun.secrets import redact
-from toolrun.templates import TemplateError, check_template, placeholders, render, value_placeholders
+from toolrun.templates import TemplateError, check_template, placeholders, render, template_fix, value_placeholders
 
 METHODS = frozenset({"GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE"})
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
@@ -224,10 +224,10 @@ class HttpBackend(Backend):
                 add("extract", str(exc), "e.g. extract: data.items[0].name")
         for key in ("base_url", "result"):
             if isinstance(config.get(key), str) and (error := check_template(config[key])):
-                add(key, error)
+                add(key, error, template_fix(error))
         for key in ("query", "headers", "json", "form"):
             for error in _template_errors(config.get(key)):
-                add(key, error)
+                add(key, error, template_fix(error))
         retries = config.get("retries")
         if retries is not None and (isinstance(retries, bool) or not isinstance(retries, int) or retries < 0):
             add("retries", f"retries must be a whole number ≥ 0, got {retries!r}")
@@ -245,7 +245,7 @@ class HttpBackend(Backend):
     @staticmethod
     def _check_url(url: str, config: Mapping[str, Any], add: Any) -> None:
         if error := check_template(_PATH_PARAMETER.sub("x", url)):
-            add("url", error)
+            add("url", error, template_fix(error))
             return
         # Templates and secrets stand in as plain text so the URL's shape can be parsed.
         sample = re.sub(r"\{\{.*?\}\}|\{%.*?%\}|\$\{env:[^}]*\}", "x", _PATH_PARAMETER.sub("x", url))

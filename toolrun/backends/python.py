@@ -163,8 +163,11 @@ class PythonBackend(Backend):
                                 "the path is relative to this YAML file's folder")]
             try:
                 names = _top_level_names(path.read_text(encoding="utf-8"))
-            except (SyntaxError, UnicodeDecodeError) as exc:
-                return [Problem(where, line, f"{path.name} does not parse: {exc}")]
+            except SyntaxError as exc:
+                return [Problem(where, line, f"{path.name} does not parse: {exc.msg}",
+                                f"fix the syntax error at {path.name} line {exc.lineno}")]
+            except UnicodeDecodeError as exc:
+                return [Problem(where, line, f"{path.name} is not UTF-8 text ({exc.reason})", "save it as UTF-8")]
             if function_name not in names:
                 return [Problem(where, line, f"{path.name} defines no function {function_name!r}",
                                 "check the name after the colon")]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 _DURATION = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)?$")
@@ -24,6 +25,8 @@ def parse_duration(value: object) -> float:
         seconds = float(match.group(1)) * _SECONDS_PER_UNIT[match.group(2)]
     else:
         raise ValueError(f"expected a duration such as 30s, got {type(value).__name__}")
+    if not math.isfinite(seconds):  # YAML's .inf / .nan
+        raise ValueError(f"expected a duration such as 30s, got {value!r}")
     if seconds <= 0:
         raise ValueError(f"a duration must be more than 0, got {value!r}")
     return seconds

@@ -44,7 +44,8 @@ def tool_files(directory: Path) -> list[Path]:
         fix = "pass --tools-dir with the folder that holds the tool files"
         raise UserError(Problem(directory, None, "is not a directory", fix))
     found = [p for p in directory.iterdir() if p.suffix in TOOL_FILE_SUFFIXES and not p.name.startswith(".")]
-    return sorted((p for p in found if p.is_file()), key=lambda p: p.name)
+    # A broken symlink is kept so that reading it reports it; a folder named x.yaml is not a tool file.
+    return sorted((p for p in found if p.is_file() or (p.is_symlink() and not p.exists())), key=lambda p: p.name)
 
 
 def load_catalog(directory: Path) -> LoadResult:

@@ -7,6 +7,7 @@ hides a description are load errors.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -64,6 +65,9 @@ def parameter_schema_problems(parameters: Any, file: Path, label: str, at: LineA
         where = describe_path(("parameters", *steps))
         message = f"{label}: unknown JSON Schema keyword '{keyword}' in {where}"
         problems.append(Problem(file, at(*steps, keyword), message, f"did you mean '{guess}'?"))
+    for steps, keyword, message, fix in _unusable_values(parameters, parameters):
+        where = describe_path(("parameters", *steps))
+        problems.append(Problem(file, at(*steps, keyword), f"{label}: {where}: {message}", fix))
     for steps, index, key, properties in _required_without_property(parameters):
         where = describe_path(("parameters", *steps))
         guess = did_you_mean(str(key), properties)
@@ -115,6 +119,47 @@ def _explain(error: ValidationError, label: str, where: str) -> tuple[str, str]:
 
 def _as_list(value: Any) -> list[str]:
     return [str(item) for item in value] if isinstance(value, list) else [str(value)]
+
+
+def _unusable_values(node: Any, root: dict[str, Any], steps: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    """(steps, keyword, message, fix) for a $ref that points nowhere and a pattern that is no regex.
+
+    Valid JSON Schema, but every call would fail to validate: better said at load time.
+    """
+    if not isinstance(node, dict):
+        return
+    reference = node.get("$ref")
+    if isinstance(reference, str) and not _resolves(reference, root):
+        target = reference.rsplit("/", 1)[-1]
+        fix = (
+            f"add {target} under parameters.$defs, or fix the name" if reference.startswith("#/")
+            else "only references inside the tool work: write $ref: '#/$defs/Name' and put Name under parameters.$defs"
+        )
+        yield steps, "$ref", f"$ref '{reference}' points to nothing", fix
+    pattern = node.get("pattern")
+    if isinstance(pattern, str):
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            yield steps, "pattern", f"{pattern!r} is not a valid regular expression ({exc})", "fix the pattern"
+    for child_steps, child in _subschemas(node):
+        yield from _unusable_values(child, root, steps + child_steps)
+
+
+def _resolves(reference: str, root: dict[str, Any]) -> bool:
+    """True when ``reference`` is a JSON pointer into ``root`` ("#", "#/$defs/Item") that exists."""
+    if not reference.startswith("#"):
+        return False
+    node: Any = root
+    for part in reference[1:].split("/")[1:]:
+        part = part.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return False
+    return True
 
 
 def _required_without_property(
