@@ -178,3 +178,23 @@ def test_check_accepts_the_good_forms(tmp_path: Path) -> None:
     backend = ShellBackend()
     assert backend.check(shell_tool(tmp_path, {"argv": ["df", "-h", "--", "{{ value }}"]})) == []
     assert backend.check(shell_tool(tmp_path, {"shell": True, "command": 'echo "$TOOLRUN_ARG_VALUE"'})) == []
+
+
+@pytest.mark.parametrize("value", ["--output=/etc/x", "-rf", "-"])
+def test_a_model_value_that_would_be_an_option_is_refused_before_anything_runs(tmp_path: Path, value: str) -> None:
+    # The author forgot "--": touch would read "--output=..." as an option; the call must not run.
+    marker = tmp_path / "ran"
+    tool = shell_tool(tmp_path, {"argv": ["sh", "-c", f"touch {marker}", "sh", "{{ value }}"]})
+    outcome = call(tool, {"value": value})
+    assert outcome.is_error and not marker.exists()
+    assert f"'value' starts with '-'" in outcome.result and "--" in outcome.result
+
+
+def test_values_after_double_dash_or_inside_an_element_or_enumerated_may_start_with_dash(tmp_path: Path) -> None:
+    after = shell_tool(tmp_path, {"argv": ["printf", "%s|", "--", "{{ value }}"]})
+    assert call(after, {"value": "-x"}).result == "--|-x|"
+    inside = shell_tool(tmp_path, {"argv": ["printf", "%s|", "name={{ value }}"]})
+    assert call(inside, {"value": "-x"}).result == "name=-x|"
+    flags = shell_tool(tmp_path, {"argv": ["printf", "%s|", "{{ value }}"]},
+                       properties={"value": {"type": "string", "enum": ["-l", "-a"]}})
+    assert call(flags, {"value": "-l"}).result == "-l|"

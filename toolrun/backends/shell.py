@@ -25,7 +25,7 @@ from toolrun.backends.base import Backend, BackendOutput, CallContext
 from toolrun.catalog.durations import parse_duration
 from toolrun.catalog.model import Tool
 from toolrun.errors import Problem
-from toolrun.templates import check_template, placeholders, render
+from toolrun.templates import check_template, placeholders, render, template_fix
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 STDERR_TAIL_LINES = 20
@@ -110,7 +110,7 @@ class ShellBackend(Backend):
         for key, template in _templates_of(config):
             error = check_template(template)
             if error:
-                add(key, error)
+                add(key, error, template_fix(error))
         if config.get("timeout") is not None:
             try:
                 parse_duration(config["timeout"])
@@ -120,7 +120,10 @@ class ShellBackend(Backend):
 
     async def run(self, tool: Tool, arguments: dict[str, Any], context: CallContext) -> BackendOutput:
         config = tool.backend.config
-        argv = self._argv(config, arguments, context)
+        try:
+            argv = self._argv(config, arguments, context, tool.parameters.get("properties") or {})
+        except OptionInjection as exc:
+            return BackendOutput(str(exc), is_error=True)
         env = self._environment(tool, config, arguments, context)
         cwd = tool.base_dir
         if config.get("cwd"):
@@ -156,14 +159,19 @@ class ShellBackend(Backend):
         text = stdout.rstrip("\n")  # the final newline is noise to a model
         return BackendOutput(text if text else NO_OUTPUT)
 
-    def _argv(self, config: Mapping[str, Any], arguments: dict[str, Any], context: CallContext) -> list[str]:
+    def _argv(self, config: Mapping[str, Any], arguments: dict[str, Any], context: CallContext,
+              properties: Mapping[str, Any]) -> list[str]:
         if config.get("shell"):
             return ["/bin/sh", "-c", str(config["command"])]
         argv: list[str] = []
+        operands_only = False  # after "--" nothing is read as an option
         for element in config["argv"]:
             rendered = render(str(element), arguments, context.environ)
             if "{%" in element and not rendered.strip():
                 continue  # an optional flag whose condition was false
+            if not operands_only and argv and rendered.startswith("-"):
+                _refuse_model_option(str(element), arguments, properties)
+            operands_only = operands_only or element == "--"
             argv.append(rendered)
         return argv
 
@@ -176,6 +184,29 @@ class ShellBackend(Backend):
             for name, value in arguments.items():
                 env[argument_env_name(name)] = _env_value(value)
         return env
+
+
+class OptionInjection(ValueError):
+    """A model-supplied value would be read as an option ("--output=/etc/x") by the command."""
+
+
+def _refuse_model_option(element: str, arguments: Mapping[str, Any], properties: Mapping[str, Any]) -> None:
+    """Raise OptionInjection when an argv element *starts* with a model value that starts with "-".
+
+    Values the tool's schema enumerates (``enum: [-l, -a]``) are the author's own options.
+    """
+    if not element.lstrip().startswith(("{{", "{%")):
+        return  # the author wrote the leading "-" (a flag like -h or --name={{ x }})
+    for name in sorted(placeholders(element)):
+        value = arguments.get(name)
+        schema = properties.get(name)
+        enumerated = isinstance(schema, dict) and ("enum" in schema or "const" in schema)
+        if isinstance(value, str) and value.startswith("-") and not enumerated:
+            raise OptionInjection(
+                f"refused: argument '{name}' starts with '-' ({value[:60]!r}) and the command would read it "
+                "as an option. Pass a value that does not start with '-' (e.g. ./-name for a file); "
+                "tool authors: put \"--\" before positional values in argv"
+            )
 
 
 async def _read_capped(stream: asyncio.StreamReader | None) -> bytes:
