@@ -102,6 +102,13 @@ def test_arg_wins_over_args_and_bad_values_are_reported(echo_tools: Path) -> Non
     assert no_equals.exit_code == 2 and "is not K=V" in no_equals.stderr
 
 
+def test_the_same_arg_twice_is_bad_input_not_last_one_wins(echo_tools: Path) -> None:
+    twice = run("echo_types", "--arg", "label=a", "--arg", "label=b", "--tools-dir", str(echo_tools))
+    assert twice.exit_code == 2 and "--arg label is given twice ('a' and 'b')" in twice.stderr
+    not_an_object = run("echo_types", "--args", '["北京"]', "--tools-dir", str(echo_tools))
+    assert not_an_object.exit_code == 2 and '["北京"]' in not_an_object.stderr
+
+
 def test_tool_error_result_exits_1(echo_tools: Path) -> None:
     result = run("always_fails", "--tools-dir", str(echo_tools))
     assert result.exit_code == 1

@@ -104,12 +104,19 @@ def parse_arguments(tool: Tool, arg_pairs: tuple[str, ...], args_json: str | Non
             raise UserError(Problem(None, None, f"--args is not valid JSON: {exc}",
                                     "pass one JSON object, e.g. --args '{\"city\": \"北京\"}'")) from None
         if not isinstance(parsed, dict):
-            raise UserError(Problem(None, None, f"--args must be a JSON object, got {json.dumps(parsed)[:80]}",
+            shown = json.dumps(parsed, ensure_ascii=False)[:80]
+            raise UserError(Problem(None, None, f"--args must be a JSON object, got {shown}",
                                     "wrap the arguments in {...}"))
         arguments.update(parsed)
+    given: dict[str, str] = {}
     for pair in arg_pairs:
         key, sep, value = pair.partition("=")
+        key = key.strip()
         if not sep or not key:
             raise UserError(Problem(None, None, f"--arg {pair!r} is not K=V", "write it as --arg city=北京"))
-        arguments[key.strip()] = parse_value(tool, key.strip(), value)
+        if key in given:  # which one was meant? Saying so beats silently keeping the last
+            message = f"--arg {key} is given twice ({given[key]!r} and {value!r})"
+            raise UserError(Problem(None, None, message, f"keep one --arg {key}=..."))
+        given[key] = value
+        arguments[key] = parse_value(tool, key, value)
     return arguments
