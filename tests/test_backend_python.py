@@ -196,3 +196,10 @@ def test_check_sees_conditional_and_imported_definitions(tmp_path: Path) -> None
     for name in ("modern", "fallback", "render_json"):
         assert backend.check(python_tool(tmp_path, f"cond.py:{name}")) == []
     assert len(backend.check(python_tool(tmp_path, "cond.py:absent"))) == 1
+
+
+def test_a_sync_tool_that_calls_sys_exit_is_an_error_result(tmp_path: Path) -> None:
+    (tmp_path / "quits.py").write_text("import sys\n\ndef quit_now():\n    sys.exit(3)\n", encoding="utf-8")
+    tool = make_tool("python", {"function": "quits.py:quit_now"}, folder=tmp_path)
+    outcome = call(tool, {})
+    assert outcome.is_error and "SystemExit" in outcome.result

@@ -518,8 +518,6 @@ backend:
 """
 
 
-@pytest.mark.xfail(strict=True, reason="backends/python.py runs sync tools on a ThreadPoolExecutor whose non-daemon "
-                   "workers Python's exit joins: a tool stuck past its timeout keeps toolrun alive until it returns")
 def test_a_python_tool_stuck_past_its_timeout_does_not_keep_toolrun_alive(loopback, tmp_path: Path):
     def model(request: Recorded) -> Reply:
         if any(m.get("role") == "tool" for m in request.json()["messages"]):

@@ -18,7 +18,6 @@ import inspect
 import json
 import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
@@ -27,14 +26,32 @@ from toolrun.backends.base import Backend, BackendOutput, CallContext
 from toolrun.catalog.model import Tool
 from toolrun.errors import Problem
 
-# Sync tools often wait on I/O: asyncio's default pool (cores + 4 threads) would cap a turn's
-# concurrency at 6 calls on a 2-core machine.
-_WORKER_THREADS = 64
+def _in_daemon_thread(function: Callable[[], Any]) -> asyncio.Future[Any]:
+    """Run a sync tool function in its own daemon thread; its result as an awaitable future.
 
+    Not a ThreadPoolExecutor: Python's exit joins executor threads, so a tool stuck past its
+    timeout would keep toolrun alive until it returned. A daemon thread is abandoned at exit.
+    One thread per call also means a turn's calls never queue behind each other.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
 
-@functools.lru_cache(maxsize=1)
-def _worker_pool() -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(max_workers=_WORKER_THREADS, thread_name_prefix="toolrun-python")
+    def settle(outcome: Callable[[], None]) -> None:
+        if not future.done():  # cancelled by the timeout: nobody waits for the result any more
+            outcome()
+
+    def work() -> None:
+        try:
+            value = function()
+        except BaseException as exc:  # handed to the awaiting task: an error result for the model
+            # sys.exit() in a tool must not become the caller's SystemExit
+            failure = exc if isinstance(exc, Exception) else RuntimeError(f"the tool raised {type(exc).__name__}")
+            loop.call_soon_threadsafe(settle, lambda: future.set_exception(failure))
+        else:
+            loop.call_soon_threadsafe(settle, lambda: future.set_result(value))
+
+    threading.Thread(target=work, name="toolrun-python", daemon=True).start()
+    return future
 
 
 class ToolError(Exception):
@@ -189,8 +206,7 @@ class PythonBackend(Backend):
             if inspect.iscoroutinefunction(function):
                 value = await function(**arguments)
             else:
-                loop = asyncio.get_running_loop()
-                value = await loop.run_in_executor(_worker_pool(), functools.partial(function, **arguments))
+                value = await _in_daemon_thread(functools.partial(function, **arguments))
                 if inspect.isawaitable(value):  # a sync wrapper around a coroutine function
                     value = await value
         except ToolError as exc:
