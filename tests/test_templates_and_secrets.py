@@ -59,3 +59,22 @@ def test_tojson_filter_keeps_unicode():
 def test_dotted_access_on_a_mapping_finds_the_key_before_a_dict_method():
     response = {"json": {"items": [1, 2, 3], "keys": "k"}}
     assert render("{{ response.json.items | length }} {{ response.json.keys }}", {"response": response}) == "3 k"
+
+
+def test_a_secret_is_redacted_in_the_encodings_it_travels_in():
+    # An HTTP tool puts the secret in a query string: the server may echo it back URL-encoded.
+    secret = "s3cr3t/with+special=chars&é\"x"
+    register_secret(secret)
+    import base64
+    import json
+    import urllib.parse
+
+    encoded = [
+        urllib.parse.quote(secret, safe=""),
+        urllib.parse.quote_plus(secret),
+        json.dumps(secret)[1:-1],
+        json.dumps(secret, ensure_ascii=False)[1:-1],
+        base64.b64encode(secret.encode()).decode(),
+    ]
+    for form in encoded:
+        assert redact(f"echo: {form}!") == f"echo: {REDACTED}!", form

@@ -7,8 +7,11 @@ model, a transcript, a recording or a log.
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import re
+import urllib.parse
 import threading
 from typing import Any, Mapping
 
@@ -29,9 +32,22 @@ class MissingSecret(LookupError):
 
 
 def register_secret(value: str | None) -> None:
+    """Redact ``value`` from now on, as written and in the encodings it travels in."""
     if value and len(value) >= _MIN_SECRET_LENGTH:
         with _lock:
-            _secrets.add(value)
+            _secrets.update(_encodings(value))
+
+
+def _encodings(value: str) -> set[str]:
+    # A server may echo a query-string token URL-encoded, or a JSON body with it escaped.
+    return {
+        value,
+        urllib.parse.quote(value, safe=""),
+        urllib.parse.quote_plus(value),
+        json.dumps(value)[1:-1],
+        json.dumps(value, ensure_ascii=False)[1:-1],
+        base64.b64encode(value.encode("utf-8")).decode("ascii"),
+    }
 
 
 def read_secret(name: str, environ: Mapping[str, str] | None = None) -> str:
