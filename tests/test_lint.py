@@ -394,3 +394,14 @@ def test_openapi_operations_lint_quickly_and_deterministically(fixtures_dir: Pat
     assert first == lint_catalog(catalog)
     rules = {f.rule for f in first}
     assert {"description-too-short", "near-duplicate", "too-many-tools", "token-cost"} <= rules
+
+
+def test_a_definition_too_large_for_any_request_is_an_error_not_info() -> None:
+    # A 1 MB description (a pasted manual) costs ~250k tokens: no model's context can hold the request.
+    from toolrun.catalog.lint_rules import HUGE_TOOL_TOKENS
+
+    huge = make_tool(description="Returns stock. Use it for stock questions. " + "word " * 200_000)
+    [finding] = [f for f in lint_catalog([huge]) if f.rule == "token-cost" and f.tool]
+    assert finding.severity == "error" and f"more than {HUGE_TOOL_TOKENS}" in finding.message
+    normal = [f for f in lint_catalog([make_tool()]) if f.rule == "token-cost" and f.tool]
+    assert [f.severity for f in normal] == ["info"]

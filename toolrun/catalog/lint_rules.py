@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Literal
 
 from toolrun.catalog.model import Tool
-from toolrun.catalog.schema_convert import to_gemini, to_openai_strict
+from toolrun.catalog.schema_convert import SchemaChange, to_gemini, to_openai_strict
 from toolrun.catalog.similarity import is_cjk
 from toolrun.catalog.tokens import estimate_definition_tokens
 
@@ -21,6 +21,7 @@ Severity = Literal["error", "warning", "info"]
 MIN_DESCRIPTION_WORDS = 10  # fewer words cannot say what, when and when not
 CJK_CHARS_PER_WORD = 2  # a Chinese word is about two characters
 LARGE_TOOL_TOKENS = 1000  # a single definition above this is worth trimming
+HUGE_TOOL_TOKENS = 100_000  # above this a request cannot fit most models' context windows
 STATE_CHANGING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
@@ -467,7 +468,7 @@ def schema_compat_findings(tool: Tool) -> Iterator[RawFinding]:
         yield RawFinding(
             "strict-mode-incompatible",
             "info",
-            f"parameters.{first.path}" if first.path else "parameters",
+            _parameters_path(first),
             f"cannot use OpenAI strict mode: {_summarise(strict.incompatible)}; the strict export sends "
             "`strict: false` (close the object and list its properties to allow strict mode)",
         )
@@ -477,7 +478,7 @@ def schema_compat_findings(tool: Tool) -> Iterator[RawFinding]:
             yield RawFinding(
                 "strict-mode-incompatible",
                 "info",
-                f"parameters.{dropped[0].path}" if dropped[0].path else "parameters",
+                _parameters_path(dropped[0]),
                 f"the OpenAI strict export changes the schema: {_summarise(dropped)}",
             )
     gemini = to_gemini(tool.parameters)
@@ -486,10 +487,15 @@ def schema_compat_findings(tool: Tool) -> Iterator[RawFinding]:
         yield RawFinding(
             "gemini-schema-incompatible",
             "warning",
-            f"parameters.{lossy[0].path}" if lossy[0].path else "parameters",
+            _parameters_path(lossy[0]),
             f"Gemini cannot take this schema as is; the export loses: {_summarise(lossy)} — "
             "simplify the schema, or check the constraint in the tool itself",
         )
+
+
+def _parameters_path(change: SchemaChange) -> str:
+    """The tool key path of a schema change, for the finding's line."""
+    return f"parameters.{change.path}" if change.path else "parameters"
 
 
 def token_estimate(tool: Tool) -> int:
@@ -502,6 +508,15 @@ def token_estimate(tool: Tool) -> int:
 def token_findings(tool: Tool) -> Iterator[RawFinding]:
     """token-cost: the estimated cost of the tool's definition in every request."""
     tokens = token_estimate(tool)
+    if tokens > HUGE_TOOL_TOKENS:
+        yield RawFinding(
+            "token-cost",
+            "error",
+            "description",
+            f"definition costs about {tokens} tokens, more than {HUGE_TOOL_TOKENS}: no model's context holds a "
+            "request with it; shorten the description and the parameter descriptions",
+        )
+        return
     advice = " — large: shorten the descriptions or split the tool" if tokens > LARGE_TOOL_TOKENS else ""
     yield RawFinding(
         "token-cost",
