@@ -752,3 +752,14 @@ def test_a_broken_symlink_is_reported_not_skipped(tmp_path: Path) -> None:
     assert [(p.file.name, "cannot read the file" in p.message) for p in problems] == [
         ("gone.yaml", True), ("loop1.yaml", True), ("loop2.yaml", True)
     ]
+
+
+@pytest.mark.parametrize(
+    ("name", "suggestion"),
+    [("ChaDri.change_drink", "ChaDri_change_drink"), ("get weather", "get_weather"), ("x" * 70, "x" * 64)],
+)
+def test_an_invalid_name_gets_a_valid_one_suggested(tmp_path: Path, name: str, suggestion: str) -> None:
+    # BFCL-style dotted names (module.function) are common in catalogs written for other tools.
+    write(tmp_path, "t.yaml", f"name: '{name}'\n" + _OK_START.split("\n", 1)[1] + "backend: {python: 'json:dumps'}\n")
+    [problem] = load_catalog(tmp_path).problems
+    assert problem.line == 1 and problem.fix == f"rename it, e.g. {suggestion}"

@@ -9,6 +9,7 @@ this module uses for those words, so the wording lives next to the rule it expla
 from __future__ import annotations
 
 import json
+import re
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -145,6 +146,11 @@ def _translate(error: ValidationError, document: Any, file: Path) -> list[tuple[
         keys = ", ".join(str(k) for k in value) if isinstance(value, dict) else ""
         what = f"has {len(value)} keys ({keys})" if keys else "is empty"
         return [(path, Problem(file, line, f"{where} {what}", fix))]
+    if keyword == "pattern" and path[-1:] == ("name",) and isinstance(value, str):
+        # "ChaDri.change_drink" (BFCL's module.function style) -> a name the providers accept
+        suggestion = re.sub(r"[^A-Za-z0-9_-]+", "_", value.strip()).strip("_")[:64] or "get_weather"
+        return [(path, Problem(p.file, p.line, p.message, f"rename it, e.g. {suggestion}"))
+                for p in error_problems(error, document, file)]
     return [(path, problem) for problem in error_problems(error, document, file)]
 
 
