@@ -71,7 +71,7 @@ def test_json_output_has_result_is_error_and_duration() -> None:
 def test_invalid_arguments_exit_2_with_path_expected_and_given() -> None:
     result = run("get_flower_inventory", "--arg", "city=广州", "--tools-dir", str(TOOLS_D))
     assert result.exit_code == 2
-    assert "at $.city: expected one of ['北京', '上海', '深圳'], got '广州'" in result.stderr
+    assert 'at $.city: expected one of ["北京", "上海", "深圳"], got "广州"' in result.stderr
     assert "Traceback" not in result.output
 
 

@@ -33,7 +33,13 @@ class TestValidateArguments:
     def test_enum_message_names_path_expected_and_given(self, tmp_path: Path) -> None:
         tool = schema_tool(tmp_path, {"city": CITY}, ["city"])
         assert validate_arguments(tool, {"city": "广州"}) == [
-            "at $.city: expected one of ['北京', '上海', '深圳'], got '广州'"]
+            'at $.city: expected one of ["北京", "上海", "深圳"], got "广州"']
+
+    def test_values_in_messages_are_json_as_the_model_wrote_them(self, tmp_path: Path) -> None:
+        # The model speaks JSON: null and true, not Python's None and True.
+        tool = schema_tool(tmp_path, {"mode": {"enum": ["a", True]}, "flag": {"const": False}})
+        assert validate_arguments(tool, {"mode": None, "flag": True}) == [
+            "at $.flag: expected false, got true", 'at $.mode: expected one of ["a", true], got null']
 
     def test_missing_required_property(self, tmp_path: Path) -> None:
         tool = schema_tool(tmp_path, {"city": CITY, "day": {"type": "string"}}, ["city", "day"])

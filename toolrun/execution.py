@@ -89,9 +89,9 @@ def _describe(error: ValidationError) -> str:
         wanted = " or ".join(expected) if isinstance(expected, list) else expected
         return f"at {where}: expected {wanted}, got {_shown(given)}"
     if kind == "enum":
-        return f"at {where}: expected one of {expected!r}, got {given!r}"
+        return f"at {where}: expected one of {_shown(expected)}, got {_shown(given)}"
     if kind == "const":
-        return f"at {where}: expected {expected!r}, got {given!r}"
+        return f"at {where}: expected {_shown(expected)}, got {_shown(given)}"
     if kind == "additionalProperties":
         allowed = sorted((error.schema.get("properties") or {}).keys())
         extra = sorted(set(given) - set(allowed)) if isinstance(given, dict) else []
