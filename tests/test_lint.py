@@ -405,3 +405,18 @@ def test_a_definition_too_large_for_any_request_is_an_error_not_info() -> None:
     assert finding.severity == "error" and f"more than {HUGE_TOOL_TOKENS}" in finding.message
     normal = [f for f in lint_catalog([make_tool()]) if f.rule == "token-cost" and f.tool]
     assert [f.severity for f in normal] == ["info"]
+
+
+def test_openapi_nullable_gets_the_json_schema_spelling_as_its_fix() -> None:
+    # nullable: true is OpenAPI 3.0: JSON Schema ignores it, so the null a model sends is rejected.
+    parameters = {
+        "type": "object",
+        "properties": {
+            "note": {"type": "string", "nullable": True, "description": "A note"},
+            "tags": {"type": ["array", "null"], "nullable": True, "description": "Tags", "items": {"type": "string"}},
+        },
+    }
+    findings = [f for f in lint_catalog([make_tool(parameters=parameters)]) if f.rule == "openapi-nullable"]
+    assert [(f.severity, f.message) for f in findings] == [
+        ("warning", "parameter 'note' says nullable: true, which JSON Schema ignores (a null from the model is "
+                    "rejected): write type: [string, \"null\"] and drop nullable")]

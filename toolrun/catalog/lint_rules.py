@@ -125,6 +125,11 @@ _KEYWORDS_OF_TYPE = {
 }
 
 
+def _allows_null(schema: dict[str, Any]) -> bool:
+    kind = schema.get("type")
+    return kind == "null" or (isinstance(kind, list) and "null" in kind) or None in (schema.get("enum") or [])
+
+
 def _implied_type(schema: dict[str, Any]) -> str | None:
     """The one type a schema's keywords imply ("items" -> array), or None when they imply none or several."""
     implied = [kind for kind, keywords in _KEYWORDS_OF_TYPE.items() if any(k in schema for k in keywords)]
@@ -164,7 +169,7 @@ def _is_string_like(schema: dict[str, Any]) -> bool:
 
 
 def parameter_findings(tool: Tool) -> Iterator[RawFinding]:
-    """missing-parameter-type, parameter-missing-description, enum-in-prose."""
+    """missing-parameter-type, openapi-nullable, parameter-missing-description, enum-in-prose."""
     for parameter in iter_parameters(tool.parameters):
         schema = parameter.schema
         if not isinstance(schema, dict):
@@ -180,6 +185,16 @@ def parameter_findings(tool: Tool) -> Iterator[RawFinding]:
                 "error",
                 parameter.key_path,
                 f"parameter {parameter.display!r} has no type: {fix} so the model knows what to send",
+            )
+        if schema.get("nullable") is True and not _allows_null(schema):
+            types = schema.get("type") if isinstance(schema.get("type"), list) else [schema.get("type", "string")]
+            spelled = ", ".join([*map(str, types), '"null"'])
+            yield RawFinding(
+                "openapi-nullable",
+                "warning",
+                parameter.key_path,
+                f"parameter {parameter.display!r} says nullable: true, which JSON Schema ignores (a null from the "
+                f"model is rejected): write type: [{spelled}] and drop nullable",
             )
         description = schema.get("description")
         if not (isinstance(description, str) and description.strip()):
