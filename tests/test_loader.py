@@ -763,3 +763,13 @@ def test_an_invalid_name_gets_a_valid_one_suggested(tmp_path: Path, name: str, s
     write(tmp_path, "t.yaml", f"name: '{name}'\n" + _OK_START.split("\n", 1)[1] + "backend: {python: 'json:dumps'}\n")
     [problem] = load_catalog(tmp_path).problems
     assert problem.line == 1 and problem.fix == f"rename it, e.g. {suggestion}"
+
+
+@pytest.mark.parametrize(("key", "shown"), [("200", "200"), ("null", "null"), ("on", "true"), ("1.5", "1.5")])
+def test_a_property_name_yaml_reads_as_a_number_or_boolean_says_to_quote_it(tmp_path: Path, key: str, shown: str) -> None:
+    # Unquoted, YAML makes these keys 200, None, True: lint and export crashed on them.
+    write(tmp_path, "t.yaml", _OK_START + f"parameters:\n  type: object\n  properties:\n    {key}: {{type: string}}\n"
+          "backend: {python: 'json:dumps'}\n")
+    [problem] = load_catalog(tmp_path).problems
+    assert problem.line == 6 and f"the name {shown} is not text" in problem.message
+    assert problem.fix == (f"quote it: \"{key}\"" if key != "on" else 'quote it as you wrote it, e.g. "on" or "yes"')

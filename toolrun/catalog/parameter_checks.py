@@ -7,6 +7,7 @@ hides a description are load errors.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -55,7 +56,13 @@ def parameter_problems(raw: LineDict, *, file: Path, document: Any, path: tuple[
 
 def parameter_schema_problems(parameters: Any, file: Path, label: str, at: LineAt) -> list[Problem]:
     """Problems of a plain ``parameters`` schema; ``at(*steps)`` gives the line of a path inside it."""
-    problems = []
+    problems = [
+        Problem(file, at(*steps, key), f"{label}: {describe_path(('parameters', *steps))}: the name "
+                f"{json.dumps(key)} is not text (YAML read it as {describe_value(key)})", _quote_fix(key))
+        for steps, key in _non_text_names(parameters)
+    ]
+    if problems:  # JSON has only text keys: every later check and every export would trip on these
+        return problems
     for steps, error in _metaschema_errors(parameters):
         message, fix = _explain(error, label, describe_path(("parameters", *steps)))
         problems.append(Problem(file, at(*steps), message, fix))
@@ -119,6 +126,24 @@ def _explain(error: ValidationError, label: str, where: str) -> tuple[str, str]:
 
 def _as_list(value: Any) -> list[str]:
     return [str(item) for item in value] if isinstance(value, list) else [str(value)]
+
+
+def _non_text_names(node: Any, steps: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    """(steps, key) for every mapping key that is not a string (``200:``, ``null:``, ``on:``)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if not isinstance(key, str):
+                yield steps, key
+            yield from _non_text_names(value, steps + (key,))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _non_text_names(value, steps + (index,))
+
+
+def _quote_fix(key: Any) -> str:
+    if isinstance(key, bool):  # on/yes/true all read as True: the text written is unknown here
+        return 'quote it as you wrote it, e.g. "on" or "yes"'
+    return f'quote it: "{json.dumps(key)}"'
 
 
 def _unusable_values(node: Any, root: dict[str, Any], steps: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
