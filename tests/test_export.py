@@ -320,3 +320,20 @@ def test_strict_export_of_a_tool_without_parameters() -> None:
     assert function["strict"] is True
     assert function["parameters"] == {"type": "object", "properties": {}, "additionalProperties": False, "required": []}
     assert validate_against("ChatCompletionTool", exported.definition) == []
+
+
+def test_gemini_conversion_leaves_the_tool_schema_untouched() -> None:
+    # $refs are inlined without copying the definitions: the converter must only read them.
+    import copy
+
+    from toolrun.catalog.schema_convert import to_gemini
+
+    schema = {
+        "type": "object",
+        "properties": {"a": {"$ref": "#/$defs/A"}, "b": {"$ref": "#/$defs/A", "description": "b"}},
+        "$defs": {"A": {"allOf": [{"properties": {"x": {"type": "string"}}, "required": ["x"]}],
+                        "oneOf": [{"type": "object"}, {"type": "null"}], "enum": [{"k": 1}, None]}},
+    }
+    before = copy.deepcopy(schema)
+    first = to_gemini(schema).schema
+    assert schema == before and to_gemini(schema).schema == first

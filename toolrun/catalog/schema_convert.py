@@ -334,7 +334,8 @@ class _GeminiConverter:
             return {"$ref": reference, "description": node.get("description", name)}
         self.note(path, f"$ref {reference!r} inlined")
         siblings = {k: v for k, v in node.items() if k != "$ref"}
-        return {**copy.deepcopy(self.definitions[name]), **siblings, "__ref__": name}
+        # No copy: convert() never changes the nodes it reads, only the results it builds.
+        return {**self.definitions[name], **siblings, "__ref__": name}
 
     def merge_all_of(self, node: JsonSchema, path: str) -> JsonSchema:
         members = node.pop("allOf")
