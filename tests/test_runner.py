@@ -246,6 +246,12 @@ def test_repeated_empty_and_missing_provider_ids_are_made_unique_for_the_run(too
         assert [stock[c.arguments["city"]] for c in calls] == [r.content for r in results]
 
 
+def test_a_limit_of_one_turn_is_said_in_the_singular(tools):
+    model = ScriptedModel.from_function(lambda request: ScriptedModel.calls([("get_flower_inventory", {"city": "北京"})]))
+    result = run(model, [tools["get_flower_inventory"]], RunSettings(max_turns=1))
+    assert result.error.startswith("stopped after 1 model request without a final answer (max_turns is 1)")
+
+
 def test_max_turns_stops_a_model_that_keeps_calling(tools):
     model = ScriptedModel.from_function(
         lambda request: ScriptedModel.calls([("get_flower_inventory", {"city": "北京"})]))

@@ -219,7 +219,7 @@ class _ConversationLoop:
                 )
         return self._finish(
             "max_turns",
-            f"stopped after {self.settings.max_turns} model requests without a final answer "
+            f"stopped after {_count(self.settings.max_turns, 'model request')} without a final answer "
             f"(max_turns is {self.settings.max_turns}); raise settings.max_turns or --max-turns "
             "if the task needs more rounds",
         )
@@ -360,6 +360,10 @@ def invalid_json_message(raw: str, *, cut_off: bool) -> str:
 
 def _excerpt(text: str) -> str:
     return text if len(text) <= _EXCERPT_CHARS else text[:_EXCERPT_CHARS] + "…"
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" + ("" if number == 1 else "s")
 
 
 def _ms_since(started: float) -> int:
