@@ -40,6 +40,7 @@ class Reply:
     chunks: list[str] | None = None
     delay: float = 0.0
     cut_after: int | None = None  # with chunks: drop the connection after this many, body unfinished
+    chunk_delay: float = 0.0  # with chunks: seconds to wait before every chunk after the first
 
 
 Handler = Callable[[Recorded], Reply]
@@ -76,6 +77,8 @@ class LoopbackServer:
                     for number, chunk in enumerate(reply.chunks):
                         if number == reply.cut_after:
                             break
+                        if number and reply.chunk_delay:
+                            threading.Event().wait(reply.chunk_delay)
                         data = chunk.encode("utf-8")
                         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
                         self.wfile.flush()

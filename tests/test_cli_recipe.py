@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -541,3 +542,28 @@ def test_a_python_tool_stuck_past_its_timeout_does_not_keep_toolrun_alive(loopba
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["turns"][0]["tool_calls"][0]["result"] == "the tool timed out after 1s"
     assert elapsed < 7  # the tool's thread sleeps 10 s; toolrun does not wait for it
+
+
+@pytest.mark.parametrize("stream", ["--stream", "--no-stream"])
+def test_ctrl_c_while_waiting_for_the_provider_exits_130_not_as_a_timeout(loopback, tmp_path: Path, stream: str):
+    # asyncio turns Ctrl-C into a cancellation; inside httpx it must not pass for a read timeout.
+    def slow_model(request: Recorded) -> Reply:
+        if request.json().get("stream"):  # the headers and a first event come at once, the rest later
+            return Reply(headers={"Content-Type": "text/event-stream"}, chunks=sse_chunks(ANSWER_RESPONSE), chunk_delay=4)
+        return Reply(body=ANSWER_RESPONSE, delay=4)
+
+    server = loopback(slow_model)
+    recipe = make_world(tmp_path)
+    transcript = tmp_path / "run.jsonl"
+    process = subprocess.Popen([str(TOOLRUN), "recipe", str(recipe), stream, "--transcript", str(transcript)],
+                               env=live_env(server), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 20
+    while not server.requests and time.monotonic() < deadline:  # the request is out: toolrun waits in httpx
+        time.sleep(0.05)
+    time.sleep(0.3)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 130, stderr
+    assert "interrupted" in stderr and "no answer" not in stderr and "Traceback" not in stderr
+    events = [json.loads(line)["event"] for line in transcript.read_text(encoding="utf-8").splitlines()]
+    assert events == ["run_start", "interrupted"]
