@@ -28,7 +28,6 @@ class LoadResult:
 
     catalog: Catalog
     problems: list[Problem] = field(default_factory=list)
-    files: list[Path] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -66,7 +65,7 @@ def load_catalog(directory: Path) -> LoadResult:
             if tool is not None:
                 catalog.tools[name] = tool
         problems += sorted(_unique(file_problems), key=lambda p: p.line or 0)
-    return LoadResult(catalog, problems, files)
+    return LoadResult(catalog, problems)
 
 
 def load_catalog_or_raise(directory: Path) -> Catalog:

@@ -247,11 +247,6 @@ def _metaschema_errors(schema: Any, steps: tuple[Any, ...] = ()) -> Iterator[tup
             yield from _metaschema_errors(child, steps + child_steps)
 
 
-def _plainly_valid(schema: Any) -> bool:
-    """True when the metaschema has nothing to say about ``schema`` (checked the fast way)."""
-    return next(iter(_metaschema_errors(schema)), None) is None
-
-
 def _subschemas(schema: dict[str, Any]) -> Iterator[tuple[tuple[Any, ...], Any]]:
     """(steps, subschema) for every schema-valued keyword of one schema node."""
     for key, value in schema.items():
