@@ -203,3 +203,26 @@ def test_a_sync_tool_that_calls_sys_exit_is_an_error_result(tmp_path: Path) -> N
     tool = make_tool("python", {"function": "quits.py:quit_now"}, folder=tmp_path)
     outcome = call(tool, {})
     assert outcome.is_error and "SystemExit" in outcome.result
+
+
+def test_a_tool_thread_finishing_after_its_loop_closed_prints_nothing(tmp_path: Path) -> None:
+    # The stuck call timed out and the run ended; when the thread finally returns, no traceback.
+    script = tmp_path / "late.py"
+    script.write_text(textwrap.dedent("""
+        import asyncio, time
+        from toolrun.daemon_threads import in_daemon_thread
+
+        async def main():
+            try:
+                await asyncio.wait_for(in_daemon_thread(lambda: time.sleep(0.3), name="t"), 0.05)
+            except asyncio.TimeoutError:
+                print("timed out")
+
+        asyncio.run(main())
+        time.sleep(0.6)  # the thread returns after the loop is closed
+        print("done")
+    """), encoding="utf-8")
+    import subprocess
+
+    finished = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=30)
+    assert finished.stdout.split() == ["timed", "out", "done"] and finished.stderr == ""

@@ -10,10 +10,11 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-import threading
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, TextIO
 
 import click
+
+from toolrun.daemon_threads import in_daemon_thread
 
 if TYPE_CHECKING:
     from toolrun.catalog.model import Tool
@@ -60,26 +61,4 @@ def _ask(question: str, stdin: TextIO) -> bool:
 async def _ask_in_background(question: str, stdin: TextIO) -> bool:
     """Ask in a daemon thread: other calls keep running meanwhile (their timeouts stay fair), and
     Ctrl-C is not held up by a thread still blocked reading the terminal."""
-    loop = asyncio.get_running_loop()
-    answer: asyncio.Future[bool] = loop.create_future()
-
-    def deliver(result: bool | None, error: BaseException | None) -> None:
-        if answer.done():  # the call was cancelled while the question was open
-            return
-        if error is not None:
-            answer.set_exception(error)
-        else:
-            answer.set_result(bool(result))
-
-    def ask() -> None:
-        try:
-            outcome: tuple[bool | None, BaseException | None] = (_ask(question, stdin), None)
-        except BaseException as exc:  # noqa: BLE001 - handed to the waiting task as is
-            outcome = (None, exc)
-        try:
-            loop.call_soon_threadsafe(deliver, *outcome)
-        except RuntimeError:
-            pass  # the loop is gone (Ctrl-C): nobody waits for this answer any more
-
-    threading.Thread(target=ask, name="toolrun-approval", daemon=True).start()
-    return await answer
+    return await in_daemon_thread(lambda: _ask(question, stdin), name="toolrun-approval")

@@ -9,7 +9,6 @@ awaited. A ``str`` result is sent as is; anything else as JSON.
 from __future__ import annotations
 
 import ast
-import asyncio
 import functools
 import hashlib
 import importlib
@@ -24,35 +23,8 @@ from typing import Any, Callable
 
 from toolrun.backends.base import Backend, BackendOutput, CallContext
 from toolrun.catalog.model import Tool
+from toolrun.daemon_threads import in_daemon_thread
 from toolrun.errors import Problem
-
-def _in_daemon_thread(function: Callable[[], Any]) -> asyncio.Future[Any]:
-    """Run a sync tool function in its own daemon thread; its result as an awaitable future.
-
-    Not a ThreadPoolExecutor: Python's exit joins executor threads, so a tool stuck past its
-    timeout would keep toolrun alive until it returned. A daemon thread is abandoned at exit.
-    One thread per call also means a turn's calls never queue behind each other.
-    """
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
-
-    def settle(outcome: Callable[[], None]) -> None:
-        if not future.done():  # cancelled by the timeout: nobody waits for the result any more
-            outcome()
-
-    def work() -> None:
-        try:
-            value = function()
-        except BaseException as exc:  # handed to the awaiting task: an error result for the model
-            # sys.exit() in a tool must not become the caller's SystemExit
-            failure = exc if isinstance(exc, Exception) else RuntimeError(f"the tool raised {type(exc).__name__}")
-            loop.call_soon_threadsafe(settle, lambda: future.set_exception(failure))
-        else:
-            loop.call_soon_threadsafe(settle, lambda: future.set_result(value))
-
-    threading.Thread(target=work, name="toolrun-python", daemon=True).start()
-    return future
-
 
 class ToolError(Exception):
     """Raise from a tool function for a deliberate error result: the message goes to the model as is."""
@@ -206,7 +178,8 @@ class PythonBackend(Backend):
             if inspect.iscoroutinefunction(function):
                 value = await function(**arguments)
             else:
-                value = await _in_daemon_thread(functools.partial(function, **arguments))
+                # A daemon thread per call: a tool stuck past its timeout must not keep toolrun alive at exit.
+                value = await in_daemon_thread(functools.partial(function, **arguments), name="toolrun-python")
                 if inspect.isawaitable(value):  # a sync wrapper around a coroutine function
                     value = await value
         except ToolError as exc:
