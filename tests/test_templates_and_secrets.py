@@ -78,3 +78,11 @@ def test_a_secret_is_redacted_in_the_encodings_it_travels_in():
     ]
     for form in encoded:
         assert redact(f"echo: {form}!") == f"echo: {REDACTED}!", form
+
+
+@pytest.mark.parametrize("source", ["{{ a * n }}", "{{ n * a }}", "{{ [a] * n }}", "{{ 10 ** n }}", "{{ a * 3 * n }}"])
+def test_a_template_cannot_make_a_huge_value_from_model_numbers(source: str):
+    # The model chooses n: "x" * 10**9 would take a gigabyte, 10 ** 10**8 minutes of CPU.
+    with pytest.raises(TemplateError, match="too large"):
+        render(source, {"a": "xxxxxxxxxx", "n": 100_000_000})
+    assert render("{{ a * 2 }}|{{ 2 ** 10 }}|{{ 3 * 4 }}", {"a": "ab"}) == "abab|1024|12"

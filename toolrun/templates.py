@@ -19,6 +19,8 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from toolrun.secrets import ENV_REFERENCE, read_secret
 
 _ENV_VARIABLE = "__toolrun_env__"
+MAX_REPEATED_LENGTH = 1_000_000  # what "text" * n may build in a template
+MAX_EXPONENT = 1000
 
 
 def _to_json(value: Any) -> str:
@@ -32,10 +34,25 @@ class _TemplateEnvironment(ImmutableSandboxedEnvironment):
     ``items`` key of the JSON body.
     """
 
+    # "x" * n and 10 ** n with a model-chosen n: a gigabyte or minutes of CPU from one call.
+    intercepted_binops = frozenset({"*", "**"})
+
     def getattr(self, obj: Any, attribute: str) -> Any:
         if isinstance(obj, dict) and attribute in obj:
             return obj[attribute]
         return super().getattr(obj, attribute)
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        if operator == "*":
+            for sequence, count in ((left, right), (right, left)):
+                if isinstance(sequence, (str, list, tuple)) and isinstance(count, int) \
+                        and len(sequence) * count > MAX_REPEATED_LENGTH:
+                    raise TemplateError(f"template value too large: {len(sequence)} × {count} is more than "
+                                        f"{MAX_REPEATED_LENGTH} characters or items")
+        if operator == "**" and isinstance(right, (int, float)) and abs(right) > MAX_EXPONENT \
+                and isinstance(left, (int, float)) and abs(left) > 1:
+            raise TemplateError(f"template value too large: a power with exponent {right} (at most {MAX_EXPONENT})")
+        return super().call_binop(context, operator, left, right)
 
 
 def _make_environment() -> ImmutableSandboxedEnvironment:
