@@ -420,3 +420,13 @@ def test_openapi_nullable_gets_the_json_schema_spelling_as_its_fix() -> None:
     assert [(f.severity, f.message) for f in findings] == [
         ("warning", "parameter 'note' says nullable: true, which JSON Schema ignores (a null from the model is "
                     "rejected): write type: [string, \"null\"] and drop nullable")]
+
+
+def test_a_parameter_name_providers_reject_is_a_warning() -> None:
+    # OpenAPI query names like include[] pass JSON Schema, but Anthropic refuses the tool.
+    parameters = {"type": "object", "properties": {"include[]": {"type": "string", "description": "Fields"},
+                                                   "page.size": {"type": "integer", "description": "Page size"}}}
+    findings = [f for f in lint_catalog([make_tool(parameters=parameters)]) if f.rule == "parameter-name"]
+    assert [f.message for f in findings] == [
+        "parameter name 'include[]' is refused by Anthropic (property names must match ^[a-zA-Z0-9_.-]{1,64}$) "
+        "and cannot be used in a template: rename it, e.g. include"]

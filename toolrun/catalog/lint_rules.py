@@ -21,6 +21,7 @@ Severity = Literal["error", "warning", "info"]
 MIN_DESCRIPTION_WORDS = 10  # fewer words cannot say what, when and when not
 CJK_CHARS_PER_WORD = 2  # a Chinese word is about two characters
 LARGE_TOOL_TOKENS = 1000  # a single definition above this is worth trimming
+PROPERTY_NAME = re.compile(r"^[a-zA-Z0-9_.-]{1,64}$")  # what Anthropic accepts as input_schema property keys
 HUGE_TOOL_TOKENS = 100_000  # above this a request cannot fit most models' context windows
 STATE_CHANGING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
@@ -169,7 +170,7 @@ def _is_string_like(schema: dict[str, Any]) -> bool:
 
 
 def parameter_findings(tool: Tool) -> Iterator[RawFinding]:
-    """missing-parameter-type, openapi-nullable, parameter-missing-description, enum-in-prose."""
+    """missing-parameter-type, parameter-name, openapi-nullable, parameter-missing-description, enum-in-prose."""
     for parameter in iter_parameters(tool.parameters):
         schema = parameter.schema
         if not isinstance(schema, dict):
@@ -185,6 +186,16 @@ def parameter_findings(tool: Tool) -> Iterator[RawFinding]:
                 "error",
                 parameter.key_path,
                 f"parameter {parameter.display!r} has no type: {fix} so the model knows what to send",
+            )
+        name = parameter.key_path.rsplit(".", 1)[-1]
+        if parameter.key_path.endswith(f"properties.{name}") and not PROPERTY_NAME.match(name):
+            suggestion = re.sub(r"[^a-zA-Z0-9_.-]+", "_", name).strip("_")[:64] or "value"
+            yield RawFinding(
+                "parameter-name",
+                "warning",
+                parameter.key_path,
+                f"parameter name {name!r} is refused by Anthropic (property names must match "
+                f"{PROPERTY_NAME.pattern}) and cannot be used in a template: rename it, e.g. {suggestion}",
             )
         if schema.get("nullable") is True and not _allows_null(schema):
             types = schema.get("type") if isinstance(schema.get("type"), list) else [schema.get("type", "string")]
