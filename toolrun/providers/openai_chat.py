@@ -248,12 +248,10 @@ class ChatStreamAssembler:
     finish_reason: str | None = None
     usage: Usage | None = None
     model: str | None = None
-    chunks: int = 0
 
     def feed(self, chunk: dict[str, Any]) -> list[StreamEvent]:
         if (error := _error_in(chunk)) is not None:
             raise ProviderError(redact(f"the provider reported an error mid-stream: {error}"))
-        self.chunks += 1
         self.model = chunk.get("model") or self.model
         if chunk.get("usage"):
             self.usage = usage_from(chunk["usage"])
