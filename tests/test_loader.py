@@ -773,3 +773,9 @@ def test_a_property_name_yaml_reads_as_a_number_or_boolean_says_to_quote_it(tmp_
     [problem] = load_catalog(tmp_path).problems
     assert problem.line == 6 and f"the name {shown} is not text" in problem.message
     assert problem.fix == (f"quote it: \"{key}\"" if key != "on" else 'quote it as you wrote it, e.g. "on" or "yes"')
+
+
+def test_every_problem_of_the_broken_folder_has_a_fix(broken_dir: Path) -> None:
+    (broken_dir / "loop.yaml").symlink_to(broken_dir / "loop.yaml")
+    problems = load_catalog(broken_dir).problems
+    assert problems and [str(p) for p in problems if not p.fix] == []

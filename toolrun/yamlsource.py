@@ -95,7 +95,8 @@ def load_yaml_file(path: Path) -> Any:
     except UnicodeDecodeError as exc:
         raise YamlSyntaxError(Problem(path, None, f"not UTF-8 text ({exc.reason})", "save the file as UTF-8"))
     except OSError as exc:
-        raise YamlSyntaxError(Problem(path, None, f"cannot read the file: {exc.strerror}"))
+        fix = "fix or remove the symbolic link" if path.is_symlink() else "check the file's permissions"
+        raise YamlSyntaxError(Problem(path, None, f"cannot read the file: {exc.strerror}", fix))
     return load_yaml_text(text, path)
 
 

@@ -216,7 +216,7 @@ class HttpBackend(Backend):
         else:
             self._check_url(url, config, add)
         if config.get("extract") and config.get("result"):
-            add("result", "use either extract or result, not both")
+            add("result", "use either extract or result, not both", "keep extract for a path, or result for a template")
         if config.get("extract"):
             try:
                 parse_path(str(config["extract"]))
@@ -230,12 +230,12 @@ class HttpBackend(Backend):
                 add(key, error, template_fix(error))
         retries = config.get("retries")
         if retries is not None and (isinstance(retries, bool) or not isinstance(retries, int) or retries < 0):
-            add("retries", f"retries must be a whole number ≥ 0, got {retries!r}")
+            add("retries", f"retries must be a whole number ≥ 0, got {retries!r}", "e.g. retries: 2 (0 for none)")
         if config.get("timeout") is not None:
             try:
                 parse_duration(config["timeout"])
             except ValueError as exc:
-                add("timeout", str(exc))
+                add("timeout", str(exc), "write it like 30s, 500ms or 2m")
         allow_hosts = config.get("allow_hosts")
         if allow_hosts is not None and (not isinstance(allow_hosts, list)
                                         or not all(isinstance(h, str) for h in allow_hosts)):
@@ -252,13 +252,13 @@ class HttpBackend(Backend):
         try:
             parsed = httpx.URL(sample)
         except httpx.InvalidURL as exc:
-            add("url", f"the url does not parse: {exc}")
+            add("url", f"the url does not parse: {exc}", "write a full URL (https://host/path) or a path under base_url")
             return
         if not parsed.scheme and not sample.startswith("x") and not config.get("base_url"):
             add("url", f"the url {url!r} is relative and there is no base_url",
                 "set defaults: {http: {base_url: ...}} in the toolset, or base_url in the tool")
         elif parsed.scheme and parsed.scheme not in ("http", "https"):
-            add("url", f"only http and https URLs are supported, not {parsed.scheme}")
+            add("url", f"only http and https URLs are supported, not {parsed.scheme}", "use an http:// or https:// URL")
 
     async def run(self, tool: Tool, arguments: dict[str, Any], context: CallContext) -> BackendOutput:
         config = tool.backend.config

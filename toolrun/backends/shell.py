@@ -102,11 +102,11 @@ class ShellBackend(Backend):
             elif not all(isinstance(element, str) for element in argv):
                 add("argv", "every argv element must be a string", "quote numbers, e.g. \"10\"")
             elif not argv[0].strip():
-                add("argv", "argv[0] (the command) is empty")
+                add("argv", "argv[0] (the command) is empty", "name the program first, e.g. argv: [df, -h]")
         env = config.get("env")
         if env is not None and (not isinstance(env, dict)
                                 or not all(isinstance(v, (str, int, float)) for v in env.values())):
-            add("env", "env must map variable names to strings")
+            add("env", "env must map variable names to strings", 'e.g. env: {LANG: C.UTF-8, TOKEN: "${env:TOKEN}"}')
         for key, template in _templates_of(config):
             error = check_template(template)
             if error:
@@ -115,7 +115,7 @@ class ShellBackend(Backend):
             try:
                 parse_duration(config["timeout"])
             except ValueError as exc:
-                add("timeout", str(exc))
+                add("timeout", str(exc), "write it like 30s, 500ms or 2m")
         return problems
 
     async def run(self, tool: Tool, arguments: dict[str, Any], context: CallContext) -> BackendOutput:
