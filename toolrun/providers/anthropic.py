@@ -34,6 +34,7 @@ from toolrun.messages import (
     ToolResult,
     Usage,
 )
+from toolrun.providers.alternation import alternating_turns
 from toolrun.providers.base import EventSink, Provider
 from toolrun.providers.streaming import sse_json, stream_lines
 from toolrun.providers.transport import WireRequest
@@ -118,26 +119,16 @@ def _user_content(messages: list[Message]) -> list[dict[str, Any]]:
 
 def wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
     """The ``messages`` array: assistant turns as they came, user-side runs merged into one."""
-    wire: list[dict[str, Any]] = []
-    pending_user: list[Message] = []
 
-    def flush_user() -> None:
-        if pending_user:
-            content = _user_content(pending_user)
-            if content:
-                wire.append({"role": "user", "content": content})
-            pending_user.clear()
+    def assistant_turn(message: Message) -> dict[str, Any] | None:
+        content = _assistant_content(message)
+        return {"role": "assistant", "content": content} if content else None
 
-    for message in messages:
-        if message.role == "assistant":
-            content = _assistant_content(message)
-            if content:  # an empty answer is left out, so the user turns around it stay one
-                flush_user()
-                wire.append({"role": "assistant", "content": content})
-        else:
-            pending_user.append(message)
-    flush_user()
-    return wire
+    def user_turn(run: list[Message], answered: Message | None) -> dict[str, Any] | None:
+        content = _user_content(run)
+        return {"role": "user", "content": content} if content else None
+
+    return alternating_turns(messages, assistant_turn, user_turn)
 
 
 def build_request_body(request: ModelRequest, *, stream: bool) -> dict[str, Any]:

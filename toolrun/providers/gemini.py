@@ -40,6 +40,7 @@ from toolrun.messages import (
     ToolResult,
     Usage,
 )
+from toolrun.providers.alternation import alternating_turns
 from toolrun.providers.base import EventSink, Provider
 from toolrun.providers.streaming import sse_json, stream_lines
 from toolrun.providers.transport import WireRequest
@@ -124,31 +125,19 @@ def _user_parts(messages: list[Message], calls: dict[str, ToolCall], order: dict
 
 def wire_contents(messages: list[Message]) -> list[dict[str, Any]]:
     """The ``contents`` array: model turns as they came, user-side runs merged into one turn."""
-    contents: list[dict[str, Any]] = []
-    pending_user: list[Message] = []
-    calls: dict[str, ToolCall] = {}
-    order: dict[str, int] = {}
 
-    def flush_user() -> None:
-        if pending_user:
-            parts = _user_parts(pending_user, calls, order)
-            if parts:
-                contents.append({"role": "user", "parts": parts})
-            pending_user.clear()
+    def model_turn(message: Message) -> dict[str, Any] | None:
+        parts = _model_parts(message)
+        return {"role": "model", "parts": parts} if parts else None
 
-    for message in messages:
-        if message.role == "assistant":
-            parts = _model_parts(message)
-            if not parts:  # an empty answer is left out, so the user turns around it stay one
-                continue
-            flush_user()
-            calls = {call.id: call for call in message.tool_calls}
-            order = {call.id: position for position, call in enumerate(message.tool_calls)}
-            contents.append({"role": "model", "parts": parts})
-        else:
-            pending_user.append(message)
-    flush_user()
-    return contents
+    def user_turn(run: list[Message], answered: Message | None) -> dict[str, Any] | None:
+        answered_calls = answered.tool_calls if answered is not None else []
+        calls = {call.id: call for call in answered_calls}
+        order = {call.id: position for position, call in enumerate(answered_calls)}
+        parts = _user_parts(run, calls, order)
+        return {"role": "user", "parts": parts} if parts else None
+
+    return alternating_turns(messages, model_turn, user_turn)
 
 
 def build_request_body(request: ModelRequest, *, stream: bool) -> dict[str, Any]:
