@@ -779,3 +779,31 @@ def test_every_problem_of_the_broken_folder_has_a_fix(broken_dir: Path) -> None:
     (broken_dir / "loop.yaml").symlink_to(broken_dir / "loop.yaml")
     problems = load_catalog(broken_dir).problems
     assert problems and [str(p) for p in problems if not p.fix] == []
+
+
+def test_a_bfcl_style_tool_has_all_its_schema_problems_reported_at_once(tmp_path: Path) -> None:
+    # BFCL writes type: dict at every level; the top-level one must not hide the nested ones.
+    write(tmp_path, "t.yaml", """
+        name: calculate_area
+        description: Calculates the area of a triangle. Use it for triangles; not for other shapes.
+        parameters:
+          type: dict
+          properties:
+            base: {type: float, description: The base}
+            corner: {type: tuple, items: {type: float}, description: A corner}
+            shape: {type: dict, properties: {kind: {type: str}}, description: Extra}
+          required: [base]
+        backend:
+          shell:
+            argv: [echo, "{{ base }}", "{{ heigth }}"]
+        """)
+    problems = load_catalog(tmp_path).problems
+    assert [(p.line, p.fix) for p in problems] == [
+        (4, "tool parameters are always 'type: object' with the arguments under 'properties'"),
+        (6, "write type: number"),
+        (7, "write type: array"),
+        (7, "write type: number"),
+        (8, "write type: object"),
+        (8, "write type: string"),
+        (12, "declare 'heigth' under parameters.properties, or fix the template"),
+    ]

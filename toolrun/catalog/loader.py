@@ -112,13 +112,16 @@ def load_tool_file(file: Path) -> tuple[list[tuple[str, int | None, Tool | None]
         name = raw.get("name")
         line = raw.key_lines.get("name", raw.line)
         broken_keys = _broken_keys(broken_paths, path)
+        type_only = "parameters" in broken_keys and _only_type_is_wrong(raw.get("parameters"))
+        if type_only:  # BFCL's `type: dict`: still check the arguments and the backend, all at once
+            raw, broken_keys = _with_object_parameters(raw), broken_keys - {"parameters"}
         tool = None
         if not defaults_broken and _checkable(raw, broken_keys):
             # Still run the semantic checks past a bad description or timeout: report everything at once.
             usable = _without(raw, broken_keys - {""})
             tool, tool_problems = build_tool(usable, file=file, document=document, path=path, defaults=defaults)
             problems += tool_problems
-            if broken_keys:
+            if broken_keys or type_only:
                 tool = None
         elif "parameters" not in broken_keys:
             problems += parameter_problems(raw, file=file, document=document, path=path)
@@ -150,6 +153,27 @@ def _checkable(raw: LineDict, broken_keys: set[str]) -> bool:
         and "backend" in raw
         and not broken_keys & {"name", "backend", "parameters"}
     )
+
+
+def _only_type_is_wrong(parameters: Any) -> bool:
+    """True when ``parameters`` has the right shape and only its top-level ``type`` is off (or missing)."""
+    if not isinstance(parameters, dict):
+        return False
+    properties, required = parameters.get("properties", {}), parameters.get("required", [])
+    return (
+        isinstance(properties, dict)
+        and all(isinstance(sub, (dict, bool)) for sub in properties.values())
+        and isinstance(required, list)
+        and all(isinstance(name, str) for name in required)
+    )
+
+
+def _with_object_parameters(raw: LineDict) -> LineDict:
+    parameters = LineDict({**raw["parameters"], "type": "object"})
+    parameters.line, parameters.key_lines = raw["parameters"].line, raw["parameters"].key_lines
+    copy = LineDict({**raw, "parameters": parameters})
+    copy.line, copy.key_lines = raw.line, raw.key_lines
+    return copy
 
 
 def _without(raw: LineDict, keys: set[str]) -> LineDict:
