@@ -430,3 +430,11 @@ def test_a_parameter_name_providers_reject_is_a_warning() -> None:
     assert [f.message for f in findings] == [
         "parameter name 'include[]' is refused by Anthropic (property names must match ^[a-zA-Z0-9_.-]{1,64}$) "
         "and cannot be used in a template: rename it, e.g. include"]
+
+
+def test_a_secret_in_argv_is_a_warning_because_ps_shows_it() -> None:
+    tool = make_tool(backend=BackendSpec("shell", {"argv": ["curl", "-H", "Authorization: Bearer ${env:API_TOKEN}", "--",
+                                                            "{{ city }}"]}))
+    [finding] = [f for f in lint_catalog([tool]) if f.rule == "secret-in-argv"]
+    assert finding.severity == "warning" and "API_TOKEN" in finding.message
+    assert "env: {API_TOKEN: \"${env:API_TOKEN}\"}" in finding.message

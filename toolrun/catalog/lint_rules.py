@@ -15,6 +15,7 @@ from toolrun.catalog.model import Tool
 from toolrun.catalog.schema_convert import SchemaChange, to_gemini, to_openai_strict
 from toolrun.catalog.similarity import is_cjk
 from toolrun.catalog.tokens import estimate_definition_tokens
+from toolrun.secrets import ENV_REFERENCE
 
 Severity = Literal["error", "warning", "info"]
 
@@ -415,7 +416,7 @@ def _value_cannot_start_with_dash(schema: Any) -> bool:
 
 
 def argv_findings(tool: Tool) -> Iterator[RawFinding]:
-    """argv-option-injection: an argv element that starts with a model value, before any "--"."""
+    """secret-in-argv; argv-option-injection: an argv element that starts with a model value, before any "--"."""
     from toolrun.templates import placeholders
 
     if tool.backend.kind != "shell" or tool.backend.config.get("shell"):
@@ -423,6 +424,16 @@ def argv_findings(tool: Tool) -> Iterator[RawFinding]:
     argv = tool.backend.config.get("argv")
     if not isinstance(argv, list):
         return
+    secrets = sorted({name for element in argv if isinstance(element, str) for name in ENV_REFERENCE.findall(element)})
+    if secrets:
+        moved = ", ".join(f'{name}: "${{env:{name}}}"' for name in secrets)
+        yield RawFinding(
+            "secret-in-argv",
+            "warning",
+            "backend.shell.argv",
+            f"argv carries the secret {', '.join(secrets)}: every user of the machine sees a command line (ps); "
+            f"pass it in the environment instead — env: {{{moved}}} — and read it there",
+        )
     properties = tool.parameters.get("properties", {}) or {}
     for index, element in enumerate(argv):
         if not isinstance(element, str):
