@@ -567,3 +567,28 @@ def test_ctrl_c_while_waiting_for_the_provider_exits_130_not_as_a_timeout(loopba
     assert "interrupted" in stderr and "no answer" not in stderr and "Traceback" not in stderr
     events = [json.loads(line)["event"] for line in transcript.read_text(encoding="utf-8").splitlines()]
     assert events == ["run_start", "interrupted"]
+
+
+def test_a_recording_of_calls_without_ids_replays_without_divergence(loopback, tmp_path: Path):
+    # vLLM sends no id, Gemini's OpenAI endpoint sends "": toolrun's own ids go into the follow-up
+    # request, so they must come out the same when the run is replayed.
+    def model(request: Recorded) -> Reply:
+        if any(m.get("role") == "tool" for m in request.json()["messages"]):
+            return Reply(body=ANSWER_RESPONSE)
+        calls = [{"type": "function", "function": {"name": "get_flower_inventory",
+                                                   "arguments": json.dumps({"city": city}, ensure_ascii=False)}}
+                 for city in ["北京", "上海", "深圳"]]
+        calls[0]["id"] = ""
+        return Reply(body=completion({"role": "assistant", "content": None, "tool_calls": calls}, "tool_calls", 95, 67))
+
+    server = loopback(model)
+    recipe = make_world(tmp_path)
+    cassette = tmp_path / "noids.cassette.json"
+    live = invoke("recipe", str(recipe), "--no-stream", "--json", "--record", str(cassette), env=live_env(server))
+    assert live.exit_code == 0, live.stderr
+    replayed = invoke("recipe", str(recipe), "--replay", str(cassette), "--json")
+    assert replayed.exit_code == 0, replayed.stderr
+    document = json.loads(replayed.stdout)
+    assert document["divergences"] == []
+    ids = [[c["id"] for c in json.loads(out)["turns"][0]["tool_calls"]] for out in (live.stdout, replayed.stdout)]
+    assert ids[0] == ids[1] and len(set(ids[0])) == 3

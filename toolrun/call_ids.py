@@ -8,23 +8,24 @@ value unique in the run and keeps what the provider sent in ``provider_id``.
 
 from __future__ import annotations
 
-import secrets
-
 from toolrun.messages import ToolCall
 
 
 class CallIdAllocator:
-    """Hands out run-unique ids; keeps a provider's id when it is new and non-empty."""
+    """Hands out run-unique ids; keeps a provider's id when it is new and non-empty.
 
-    def __init__(self, prefix: str = "call_") -> None:
+    Made-up ids depend only on the run's history (``call_toolrun_3``), never on chance: they
+    travel in the follow-up requests, so a replay must make the same ones as its recording.
+    """
+
+    def __init__(self, prefix: str = "call_toolrun_") -> None:
         self._prefix = prefix
         self._seen: set[str] = set()
-        self._run_tag = secrets.token_hex(3)  # different runs' made-up ids never collide in a shared log
 
     def _fresh(self) -> str:
         number = len(self._seen)
         while True:
-            candidate = f"{self._prefix}{self._run_tag}_{number}"
+            candidate = f"{self._prefix}{number}"
             if candidate not in self._seen:
                 return candidate
             number += 1
