@@ -108,3 +108,11 @@ def test_the_stream_request_bodies_were_json(loopback):
             _complete(name, server.url, stream=True)
     assert all(isinstance(json.loads(r.body), dict) for r in server.requests)
     assert len(server.requests) == len(PROVIDERS)
+
+
+@pytest.mark.parametrize("name", SSE_PROVIDERS)
+def test_a_stream_of_keep_alive_comments_only_is_an_incomplete_stream(loopback, name: str):
+    server = loopback(lambda request: Reply(200, headers={"Content-Type": "text/event-stream"},
+                                            chunks=[": keep-alive\n\n", ": keep-alive\n\n"]))
+    with pytest.raises(ProviderError, match="ended before"):
+        _complete(name, server.url, stream=True)

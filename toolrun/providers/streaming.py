@@ -9,6 +9,7 @@ shows it, instead of an empty answer.
 from __future__ import annotations
 
 import json
+import re
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator
 
@@ -19,6 +20,7 @@ from toolrun.providers.transport import Transport, WireRequest, body_excerpt, it
 from toolrun.secrets import redact
 
 _KEPT_LINES = 2000  # enough of a body that is not a stream to parse it whole (a plain JSON answer)
+_SSE_LINE = re.compile(r"(data|event|id|retry)?:")  # a field or a comment: an event stream, if an empty one
 
 
 class NotAnEventStream(ProviderError):
@@ -49,7 +51,7 @@ async def sse_json(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str | None,
     """(event name, parsed JSON object) of an SSE stream.
 
     ``ProviderError`` for an event that is not JSON; ``NotAnEventStream`` when the body
-    carried text but not one event.
+    carried text but not one line of an event stream.
     """
     kept: list[str] = []
     events = 0
@@ -61,7 +63,7 @@ async def sse_json(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str | None,
             raise ProviderError(redact(f"the stream carried something that is not JSON: {data[:200]!r}")) from None
         if isinstance(payload, dict):
             yield event, payload
-    if not events and "".join(kept).strip():
+    if not events and not any(_SSE_LINE.match(line) for line in kept) and "".join(kept).strip():
         raise NotAnEventStream("\n".join(kept))
 
 
