@@ -74,3 +74,19 @@ def test_values_with_no_json_form_are_a_problem_at_their_line(text: str, words: 
     problem = info.value.problem
     assert words in problem.message and problem.line == 2
     assert problem.fix.startswith("remove the !! tag")
+
+
+def test_an_alias_bomb_is_refused_before_it_expands():
+    # Nine levels of nine aliases expand to 9**9 values: gigabytes and minutes if constructed.
+    lines = ["x0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    lines += [f"x{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
+    with pytest.raises(YamlSyntaxError) as info:
+        load_yaml_text("\n".join(lines) + "\n", "f.yaml")
+    assert "aliases expand to more than" in info.value.problem.message
+    assert load_yaml_text("base: &b {a: 1}\nother: *b\n", "f.yaml") == {"base": {"a": 1}, "other": {"a": 1}}
+
+
+def test_yaml_nested_thousands_deep_is_a_problem_not_a_recursion_error():
+    with pytest.raises(YamlSyntaxError) as info:
+        load_yaml_text("a: " + "[" * 3000 + "]" * 3000 + "\n", "f.yaml")
+    assert info.value.problem.message == "the YAML is nested too deeply to read"

@@ -24,7 +24,37 @@ class LineList(list):
     item_lines: list[int]
 
 
-class _LineLoader(yaml.SafeLoader):
+MAX_EXPANDED_VALUES = 1_000_000  # far above any real tool file; an alias bomb reaches billions
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int]) -> int:
+    """How many values ``node`` becomes once every alias is copied in (shared nodes counted once each)."""
+    known = sizes.get(id(node))
+    if known is not None:
+        return known
+    sizes[id(node)] = 1  # a recursive alias: count it once rather than loop
+    if isinstance(node, yaml.SequenceNode):
+        size = 1 + sum(_expanded_size(child, sizes) for child in node.value)
+    elif isinstance(node, yaml.MappingNode):
+        size = 1 + sum(_expanded_size(k, sizes) + _expanded_size(v, sizes) for k, v in node.value)
+    else:
+        size = 1
+    sizes[id(node)] = size
+    return size
+
+
+class _AliasLimit:
+    """Refuses a document whose aliases would expand past MAX_EXPANDED_VALUES ("billion laughs")."""
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        if _expanded_size(node, {}) > MAX_EXPANDED_VALUES:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"aliases expand to more than {MAX_EXPANDED_VALUES:,} values", node.start_mark
+            )
+        return super().construct_document(node)  # type: ignore[misc]
+
+
+class _LineLoader(_AliasLimit, yaml.SafeLoader):
     pass
 
 
@@ -82,7 +112,7 @@ _add_constructors(_LineLoader)
 _FastLineLoader: type | None = None
 if getattr(yaml, "__with_libyaml__", False):
 
-    class _FastLineLoader(yaml.CSafeLoader):  # type: ignore[no-redef]
+    class _FastLineLoader(_AliasLimit, yaml.CSafeLoader):  # type: ignore[no-redef]
         pass
 
     _add_constructors(_FastLineLoader)
@@ -101,6 +131,14 @@ def load_yaml_file(path: Path) -> Any:
 
 
 def load_yaml_text(text: str, path: Path | str) -> Any:
+    try:
+        return _load(text, path)
+    except RecursionError:  # [[[[...]]]] thousands deep: the parser recurses once per level
+        fix = "flatten the structure: a tool file needs a few levels, not hundreds"
+        raise YamlSyntaxError(Problem(path, None, "the YAML is nested too deeply to read", fix)) from None
+
+
+def _load(text: str, path: Path | str) -> Any:
     if _FastLineLoader is not None:
         try:
             return yaml.load(text, Loader=_FastLineLoader)  # noqa: S506 - a CSafeLoader
@@ -115,7 +153,9 @@ def load_yaml_text(text: str, path: Path | str) -> Any:
         if exc.context:
             what = f"{exc.context}, {what}"
         fix = "fix the YAML syntax at this line"
-        if isinstance(exc, yaml.constructor.ConstructorError) and "tag" in what or "!!" in what:
+        if what.startswith("aliases expand"):
+            fix = "write the values out, or use fewer nested aliases (*name)"
+        elif isinstance(exc, yaml.constructor.ConstructorError) and "tag" in what or "!!" in what:
             fix = "remove the !! tag: write plain text, a number, true/false, a list or a mapping"
         elif "'\\t'" in what:
             what = "a tab character: YAML does not allow tabs for indentation"
