@@ -438,3 +438,15 @@ def test_a_secret_in_argv_is_a_warning_because_ps_shows_it() -> None:
     [finding] = [f for f in lint_catalog([tool]) if f.rule == "secret-in-argv"]
     assert finding.severity == "warning" and "API_TOKEN" in finding.message
     assert "env: {API_TOKEN: \"${env:API_TOKEN}\"}" in finding.message
+
+
+def test_an_optional_url_path_parameter_is_a_warning() -> None:
+    # Without a value the URL cannot be built: every call that leaves it out fails.
+    parameters = {"type": "object", "properties": {"id": {"type": "string", "description": "Order id"},
+                                                   "shop": {"type": "string", "description": "Shop"}},
+                  "required": ["shop"]}
+    tool = make_tool(parameters=parameters,
+                     backend=BackendSpec("http", {"url": "https://x.example.com/{shop}/orders/{id}"}))
+    [finding] = [f for f in lint_catalog([tool]) if f.rule == "optional-path-parameter"]
+    assert finding.severity == "warning" and finding.message == (
+        "the url needs {id}, but 'id' is not in parameters.required: calls without it fail; add it to required")

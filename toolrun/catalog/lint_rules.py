@@ -11,6 +11,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any, Iterator, Literal
 
+from toolrun.backends.http import path_parameters
 from toolrun.catalog.model import Tool
 from toolrun.catalog.schema_convert import SchemaChange, to_gemini, to_openai_strict
 from toolrun.catalog.similarity import is_cjk
@@ -371,6 +372,24 @@ def _backend_placeholders(tool: Tool) -> set[str] | None:
         return None
 
 
+def optional_path_parameter_findings(tool: Tool) -> Iterator[RawFinding]:
+    """optional-path-parameter: a url {name} whose parameter the model may leave out."""
+    url = tool.backend.config.get("url") if tool.backend.kind == "http" else None
+    if not isinstance(url, str):
+        return
+    required = set(tool.parameters.get("required") or [])
+    declared = tool.parameters.get("properties") or {}
+    for name in dict.fromkeys(path_parameters(url)):
+        if name in declared and name not in required:
+            yield RawFinding(
+                "optional-path-parameter",
+                "warning",
+                f"parameters.properties.{name}",
+                f"the url needs {{{name}}}, but {name!r} is not in parameters.required: calls without it fail; "
+                "add it to required",
+            )
+
+
 def unused_parameter_findings(tool: Tool) -> Iterator[RawFinding]:
     """unused-parameter: a declared parameter no template uses (shell and http tools only)."""
     if tool.backend.kind not in ("shell", "http"):
@@ -568,6 +587,7 @@ TOOL_RULES = (
     parameter_findings,
     injection_findings,
     unused_parameter_findings,
+    optional_path_parameter_findings,
     argv_findings,
     annotation_findings,
     schema_compat_findings,
