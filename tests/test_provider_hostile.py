@@ -12,11 +12,13 @@ import json
 import pytest
 
 from tests.loopback import Reply
+from toolrun.backends.base import CallContext
 from toolrun.errors import ProviderError
 from toolrun.messages import Message, ModelRequest, TextPart, ToolDefinition
 from toolrun.providers import get_provider_class
 from toolrun.providers.base import ProviderConfig
 from toolrun.providers.transport import HttpxTransport
+from toolrun.runner import RunSettings, run_conversation
 
 PROVIDERS = ["openai", "openai-responses", "anthropic", "gemini", "ollama"]
 SSE_PROVIDERS = ["openai", "openai-responses", "anthropic", "gemini"]
@@ -116,3 +118,30 @@ def test_a_stream_of_keep_alive_comments_only_is_an_incomplete_stream(loopback, 
                                             chunks=[": keep-alive\n\n", ": keep-alive\n\n"]))
     with pytest.raises(ProviderError, match="ended before"):
         _complete(name, server.url, stream=True)
+
+
+# Valid JSON in the wrong shape: what a server that only looks compatible sends back.
+WRONG_SHAPES = {
+    "openai": {"choices": [{"message": "北京"}]},
+    "openai-responses": {"output": [None]},
+    "anthropic": {"content": "北京"},
+    "gemini": {"candidates": [{"content": {"parts": [{"functionCall": "北京"}]}}]},
+    "ollama": {"message": {"tool_calls": "北京"}, "done": True},
+}
+
+
+@pytest.mark.parametrize("name", PROVIDERS)
+def test_an_answer_of_the_wrong_shape_ends_the_run_with_a_message(loopback, name: str):
+    server = loopback(lambda request: Reply(200, WRONG_SHAPES[name]))
+    provider = get_provider_class(name)("m", ProviderConfig(server.url, "sk-hostile-key"), HttpxTransport(max_retries=0))
+
+    async def go():
+        try:
+            return await run_conversation(provider, [], system=None, messages=[Message("user", [TextPart("北京?")])],
+                                          settings=RunSettings(stream=False), context=CallContext(environ={}))
+        finally:
+            await provider.aclose()
+
+    result = asyncio.run(go())
+    assert result.stop_reason == "error"
+    assert result.error.startswith("the provider failed: its answer has a shape toolrun cannot read (")
