@@ -292,8 +292,8 @@ def record(scenario: Scenario, destination: Path) -> str:
             [toolrun, "recipe", str(scenario.recipe_path), "--live", mode, "--record", str(destination)],
             env=env, cwd=ROOT, capture_output=True, text=True, timeout=120,
         )
-        sys.stderr.write(completed.stdout + completed.stderr)
-        if completed.returncode != 0:
+        if completed.returncode != 0:  # the run's own output only when it explains a failure
+            sys.stderr.write(completed.stdout + completed.stderr)
             raise SystemExit(f"toolrun exited with {completed.returncode}; no cassette written")
         if len(server.requests) != 2:
             raise SystemExit(f"expected 2 model requests, the fake server got {len(server.requests)}")
