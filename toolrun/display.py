@@ -12,7 +12,7 @@ import json
 from typing import Any, TextIO
 
 from toolrun.messages import ModelResponse, ToolCall, Usage
-from toolrun.runner import RunObserver, RunResult, ToolCallRecord, TurnRecord
+from toolrun.runner import RunObserver, RunResult, ToolCallRecord, TurnRecord, counted
 from toolrun.secrets import redact
 
 _RESULT_EXCERPT = 100  # characters of a tool result shown on its line
@@ -106,12 +106,8 @@ class TerminalDisplay(RunObserver):
 
 def summary_line(turns: list[TurnRecord], tool_calls: int, usage: Usage, mode: str) -> str:
     """``2 turns · 3 tool calls · 330 in / 157 out tokens · replay``."""
-    return (f"{_plural(len(turns), 'turn')} · {_plural(tool_calls, 'tool call')} · "
+    return (f"{counted(len(turns), 'turn')} · {counted(tool_calls, 'tool call')} · "
             f"{usage.input_tokens} in / {usage.output_tokens} out tokens · {mode}")
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
 def _compact(value: Any) -> str:

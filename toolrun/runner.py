@@ -226,7 +226,7 @@ class _ConversationLoop:
                 )
         return self._finish(
             "max_turns",
-            f"stopped after {_count(self.settings.max_turns, 'model request')} without a final answer "
+            f"stopped after {counted(self.settings.max_turns, 'model request')} without a final answer "
             f"(max_turns is {self.settings.max_turns}); raise settings.max_turns or --max-turns "
             "if the task needs more rounds",
         )
@@ -369,7 +369,8 @@ def _excerpt(text: str) -> str:
     return text if len(text) <= _EXCERPT_CHARS else text[:_EXCERPT_CHARS] + "…"
 
 
-def _count(number: int, noun: str) -> str:
+def counted(number: int, noun: str) -> str:
+    """``1 turn``, ``3 turns``: a number with its noun in the right form."""
     return f"{number} {noun}" + ("" if number == 1 else "s")
 
 
