@@ -592,3 +592,28 @@ def test_a_recording_of_calls_without_ids_replays_without_divergence(loopback, t
     assert document["divergences"] == []
     ids = [[c["id"] for c in json.loads(out)["turns"][0]["tool_calls"]] for out in (live.stdout, replayed.stdout)]
     assert ids[0] == ids[1] and len(set(ids[0])) == 3
+
+
+def test_request_timeout_and_max_retries_from_the_recipe_bound_a_stuck_provider(loopback, tmp_path: Path):
+    server = loopback(lambda request: Reply(body=ANSWER_RESPONSE, delay=3))
+    recipe = make_world(tmp_path)
+    recipe.write_text(recipe.read_text(encoding="utf-8").replace(
+        "settings: {max_turns: 4, temperature: 0}",
+        "settings: {max_turns: 4, temperature: 0, request_timeout: 500ms, max_retries: 1}"), encoding="utf-8")
+    started = time.monotonic()
+    result = subprocess.run([str(TOOLRUN), "recipe", str(recipe), "--no-stream"], env=live_env(server),
+                            capture_output=True, text=True, timeout=60)
+    elapsed = time.monotonic() - started
+    assert result.returncode == 1, result.stderr
+    assert "within" in result.stderr and "Traceback" not in result.stderr
+    assert len(server.requests) == 2  # the first try and one retry
+    assert elapsed < 2.9  # not the server's 3 s, let alone the default 600 s
+
+
+def test_a_bad_request_timeout_names_its_line(tmp_path: Path):
+    recipe = make_world(tmp_path)
+    recipe.write_text(recipe.read_text(encoding="utf-8").replace(
+        "settings: {max_turns: 4, temperature: 0}", "settings: {max_turns: 4, request_timeout: soon}"), encoding="utf-8")
+    result = invoke("recipe", str(recipe))
+    assert result.exit_code == 2
+    assert f"{recipe}:9:" in result.stderr and "request_timeout" in result.stderr

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from toolrun.backends.base import CallContext
+from toolrun.catalog.durations import parse_duration
 from toolrun.catalog.model import Catalog, Tool
 from toolrun.errors import Problem, UserError
 from toolrun.expect import Expectations, check_expectations
@@ -31,6 +32,8 @@ from toolrun.templates import TemplateError, check_template, placeholders, rende
 from toolrun.yamlsource import LineDict, YamlSyntaxError, line_of, load_yaml_file, plain
 
 DEFAULT_TOOLS_DIR = "tools.d"
+DEFAULT_REQUEST_TIMEOUT = 600.0  # seconds: long answers of slow models take minutes
+DEFAULT_MAX_RETRIES = 2
 _GLOB_CHARACTERS = set("*?[")
 
 
@@ -67,6 +70,8 @@ class Recipe:
     path: Path
     description: str | None = None
     allow_hosts: list[str] | None = None
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT  # seconds per model request
+    max_retries: int = DEFAULT_MAX_RETRIES  # of one model request
     document: Any = field(default=None, repr=False, compare=False)  # the YAML, for lines
 
     def line_of(self, *path: Any) -> int | None:
@@ -261,6 +266,16 @@ def _template_problems(document: LineDict, path: Path) -> list[Problem]:
     return problems
 
 
+def _request_timeout(settings_map: dict, path: Path) -> float:
+    if "request_timeout" not in settings_map:
+        return DEFAULT_REQUEST_TIMEOUT
+    try:
+        return parse_duration(settings_map["request_timeout"])
+    except ValueError as exc:
+        raise UserError(Problem(path, line_of(settings_map, ["request_timeout"]), f"settings.request_timeout: {exc}",
+                                "write a duration such as 90s or 10m")) from None
+
+
 def _build(document: LineDict, path: Path) -> Recipe:
     settings_map = document.get("settings") or {}
     defaults = RunSettings()
@@ -286,6 +301,8 @@ def _build(document: LineDict, path: Path) -> Recipe:
     tools = document.get("tools")
     allow_hosts = document.get("allow_hosts")
     return Recipe(
+        request_timeout=_request_timeout(settings_map, path),
+        max_retries=settings_map.get("max_retries", DEFAULT_MAX_RETRIES),
         name=document.get("name") or path.stem,
         model=document.get("model"),
         tools=list(tools) if tools is not None else None,

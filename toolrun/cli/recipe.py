@@ -156,7 +156,7 @@ def play_recipe(
         config = offline_config(provider_class, recipe.provider)
     else:
         config = provider_class.resolve_config(recipe.provider_overrides())
-        transport = HttpxTransport()
+        transport = HttpxTransport(max_retries=recipe.max_retries, timeout=recipe.request_timeout)
         if record is not None:
             destination = record
             session.recorder = RecordingTransport(transport, recipe=recipe.name, model=spec,
