@@ -167,10 +167,12 @@ def test_export_notes_stay_short_for_a_tool_with_many_changes(tmp_path: Path) ->
     assert len([line for line in err.splitlines() if line.startswith("note: save_record")]) == 12
 
 
-def test_export_without_format_is_bad_input(tmp_path: Path) -> None:
+def test_export_without_format_gives_openai_chat_tools(tmp_path: Path) -> None:
     directory = tools_dir(tmp_path, GOOD_TOOL)
-    code, _, err = run("tools", "export", "--tools-dir", str(directory))
-    assert code == 2 and "--format" in err
+    code, out, _ = run("tools", "export", "--tools-dir", str(directory))
+    _, explicit, _ = run("tools", "export", "--format", "openai", "--tools-dir", str(directory))
+    assert code == 0 and out == explicit
+    assert json.loads(out)[0]["type"] == "function"
 
 
 def test_the_console_script_end_to_end(tmp_path: Path) -> None:

@@ -75,9 +75,9 @@ def show_command(name: str, format_: str | None, strict: bool, tools_dir: Path |
 @strict_option
 @tools_dir_option
 def export_command(format_: str | None, strict: bool, tools_dir: Path | None) -> None:
-    """Print the whole catalog as the provider's `tools` value (gemini: functionDeclarations, mcp: ListToolsResult)."""
-    if format_ is None:
-        raise UserError(Problem(None, None, "--format is required", f"add --format with one of: {', '.join(FORMATS)}"))
+    """Print the whole catalog as the provider's `tools` value (default openai; gemini:
+    functionDeclarations, mcp: ListToolsResult)."""
+    format_ = format_ or "openai"  # the shape most servers speak
     catalog = load_catalog_for_cli(tools_dir)
     exported = export_catalog(catalog, format_, strict=strict)
     show_options = f"--format {format_}" + (" --strict-schema" if strict else "")
