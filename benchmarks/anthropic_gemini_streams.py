@@ -13,30 +13,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
-import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.loopback
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.loopback and benchmarks._common
 
-from tests.loopback import LoopbackServer, Reply  # noqa: E402
-from toolrun.messages import (  # noqa: E402
-    Message,
-    ModelRequest,
-    OpaquePart,
-    TextPart,
-    ToolCall,
-    ToolDefinition,
-    ToolResult,
-)
+from benchmarks._common import TOOL, long_history, sse, time_end_to_end, time_mapping, time_request_building  # noqa: E402
 from toolrun.providers import anthropic, gemini  # noqa: E402
-from toolrun.providers.base import ProviderConfig  # noqa: E402
-from toolrun.providers.transport import HttpxTransport  # noqa: E402
 
-TOOL = ToolDefinition("get_flower_inventory", "Returns the flower stock of one city.",
-                      {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})
+WIDTH = 10  # the label column
 
 
 def anthropic_events(calls: int, pieces: int) -> list[dict[str, Any]]:
@@ -73,23 +59,6 @@ def gemini_chunks(calls: int, pieces: int) -> list[dict[str, Any]]:
     return chunks
 
 
-def per_second(count: int, seconds: float) -> str:
-    return f"{count / seconds:,.0f}/s" if seconds > 0 else "inf"
-
-
-def time_mapping(name: str, items: list[dict[str, Any]], feed: Callable[[], tuple[Callable[[dict[str, Any]], Any], Callable[[], Any]]],
-                 repeat: int = 20) -> None:
-    started = time.perf_counter()
-    for _ in range(repeat):
-        add, finish = feed()
-        for item in items:
-            add(item)
-        finish()
-    elapsed = time.perf_counter() - started
-    print(f"  {name:<10} {len(items):>6} events x{repeat}: {elapsed * 1000 / repeat:8.2f} ms/stream  "
-          f"{per_second(len(items) * repeat, elapsed)}")
-
-
 def anthropic_feed():
     assembler = anthropic.AnthropicStreamAssembler()
     return assembler.feed, assembler.finish
@@ -98,39 +67,6 @@ def anthropic_feed():
 def gemini_feed():
     assembler = gemini.GeminiStreamAssembler()
     return assembler.feed, assembler.finish
-
-
-def sse(items: list[dict[str, Any]], named: bool) -> Reply:
-    frames = [(f"event: {item['type']}\n" if named else "") + f"data: {json.dumps(item, ensure_ascii=False)}\n\n" for item in items]
-    return Reply(200, headers={"Content-Type": "text/event-stream"}, chunks=frames)
-
-
-async def time_end_to_end(name: str, provider_class: type, reply: Reply, count: int, repeat: int = 5) -> None:
-    server = LoopbackServer(lambda request: reply).start()
-    try:
-        provider = provider_class("m", ProviderConfig(server.url, "bench-key"), HttpxTransport(max_retries=0))
-        request = ModelRequest("m", None, [Message("user", [TextPart("北京?")])], [TOOL])
-        await provider.complete(request, stream=True)  # warm the connection
-        started = time.perf_counter()
-        for _ in range(repeat):
-            await provider.complete(request, stream=True)
-        elapsed = time.perf_counter() - started
-        await provider.aclose()
-    finally:
-        server.stop()
-    print(f"  {name:<10} {count:>6} events x{repeat}: {elapsed * 1000 / repeat:8.2f} ms/request  "
-          f"{per_second(count * repeat, elapsed)}")
-
-
-def long_history(rounds: int) -> ModelRequest:
-    messages: list[Message] = [Message("user", [TextPart("北京、上海和深圳的鲜花库存是多少?")])]
-    for n in range(rounds):
-        calls = [ToolCall(f"call_{n}_{i}", TOOL.name, {"city": "北京"}, '{"city": "北京"}', f"call_{n}_{i}",
-                          {"gemini": {"thoughtSignature": "SIG"}} if i == 0 else {}) for i in range(3)]
-        thinking = OpaquePart("anthropic", {"type": "thinking", "thinking": "三个城市", "signature": "SIG"})
-        messages.append(Message("assistant", [thinking, *calls]))
-        messages.append(Message("tool", [ToolResult(call.id, call.name, "玫瑰: 100, 郁金香: 150") for call in calls]))
-    return ModelRequest("m", "You answer questions about our flower shops.", messages, [TOOL] * 20)
 
 
 def main() -> None:
@@ -142,22 +78,19 @@ def main() -> None:
 
     events, chunks = anthropic_events(options.calls, options.pieces), gemini_chunks(options.calls, options.pieces)
     print(f"mapping only ({options.calls} parallel calls, {options.pieces} fragments each):")
-    time_mapping("anthropic", events, anthropic_feed)
-    time_mapping("gemini", chunks, gemini_feed)
+    time_mapping("anthropic", events, anthropic_feed, width=WIDTH, unit="events")
+    time_mapping("gemini", chunks, gemini_feed, width=WIDTH, unit="events")
 
     print("end to end over loopback (HttpxTransport, one streamed answer per request):")
-    asyncio.run(time_end_to_end("anthropic", anthropic.AnthropicProvider, sse(events, named=True), len(events)))
-    asyncio.run(time_end_to_end("gemini", gemini.GeminiProvider, sse(chunks, named=False), len(chunks)))
+    asyncio.run(time_end_to_end("anthropic", anthropic.AnthropicProvider, sse(events, named=True), len(events),
+                                width=WIDTH, unit="events"))
+    asyncio.run(time_end_to_end("gemini", gemini.GeminiProvider, sse(chunks, named=False), len(chunks),
+                                width=WIDTH, unit="events"))
 
-    request = long_history(options.rounds)
+    request = long_history(options.rounds, with_thinking=True)
     print(f"request building ({options.rounds} tool rounds of 3 calls, 20 tools):")
-    for name, build in (("anthropic", anthropic.build_request_body), ("gemini", gemini.build_request_body)):
-        started = time.perf_counter()
-        for _ in range(20):
-            body = build(request, stream=True)
-        elapsed = (time.perf_counter() - started) / 20
-        size = len(json.dumps(body, ensure_ascii=False).encode("utf-8"))
-        print(f"  {name:<10} {elapsed * 1000:8.2f} ms/body  {size / 1024:8.1f} KiB")
+    time_request_building([("anthropic", anthropic.build_request_body), ("gemini", gemini.build_request_body)],
+                          request, width=WIDTH)
 
 
 if __name__ == "__main__":
