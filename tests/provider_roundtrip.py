@@ -100,3 +100,12 @@ def comparable(document: dict[str, Any], *, keep_ids: bool) -> dict[str, Any]:
             if not keep_ids:
                 call.pop("id", None)
     return document
+
+
+def assert_replayed_offline(roundtrip: Roundtrip, server: Any, key: str, *, keep_ids: bool) -> None:
+    """The replay never reached ``server``, found no divergence and gave the live transcript
+    (made-up call ids aside unless ``keep_ids``); the cassette holds no ``key``."""
+    assert len(server.requests) == roundtrip.live["usage"]["requests"]  # the live run's requests only
+    assert roundtrip.replay["mode"] == "replay" and roundtrip.replay["divergences"] == []
+    assert comparable(roundtrip.replay, keep_ids=keep_ids) == comparable(roundtrip.live, keep_ids=keep_ids)
+    assert key not in json.dumps(roundtrip.cassette)

@@ -4,7 +4,6 @@ request is checked against the rules the API enforces (``anthropic_rejections``)
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from pathlib import Path
@@ -13,9 +12,8 @@ from typing import Any
 import pytest
 
 from tests.loopback import Recorded, Reply
-from tests.provider_roundtrip import CITIES, WEATHER as CITY_WEATHER, comparable, record_then_replay
-from toolrun.backends.base import CallContext
-from toolrun.catalog.loader import load_catalog_or_raise
+from tests.provider_helpers import complete, load_tools, recorded_body, recorded_stream, run_through_runner, tool_round
+from tests.provider_roundtrip import CITIES, WEATHER as CITY_WEATHER, assert_replayed_offline, record_then_replay
 from toolrun.errors import ProviderError, UserError
 from toolrun.messages import (
     Message,
@@ -40,7 +38,6 @@ from toolrun.providers.anthropic import (
 )
 from toolrun.providers.base import ProviderConfig
 from toolrun.providers.transport import HttpxTransport
-from toolrun.runner import RunSettings, run_conversation
 from toolrun.transcript import transcript_document
 
 KEY = "sk-ant-test-key-0123456789"
@@ -51,19 +48,6 @@ UPDATE = ToolDefinition("updateIssueList", "Refreshes the issue list. Takes no a
 THINKING = {"type": "thinking", "thinking": "The user wants two cities; call weather twice.",
             "signature": "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds"}
 REDACTED = {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr"}
-
-
-def _run(coro):
-    return asyncio.run(coro)
-
-
-def _recorded(fixtures_dir: Path, name: str) -> dict[str, Any]:
-    return json.loads((fixtures_dir / "recorded" / f"vercel-ai--{name}.json").read_text())
-
-
-def _recorded_events(fixtures_dir: Path, name: str) -> list[dict[str, Any]]:
-    text = (fixtures_dir / "recorded" / f"vercel-ai--{name}.chunks.txt").read_text()
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def sse(events: list[dict[str, Any]]) -> list[str]:
@@ -142,7 +126,7 @@ def anthropic_rejections(body: dict[str, Any]) -> list[str]:
 
 
 def test_recorded_no_args_tool_whole(fixtures_dir):
-    response = parse_response(_recorded(fixtures_dir, "anthropic-tool-no-args"))
+    response = parse_response(recorded_body(fixtures_dir, "anthropic-tool-no-args"))
     assert response.stop_reason == "tool_calls" and response.raw_stop_reason == "tool_use"
     assert response.message.text.endswith("Okay, I will update the current issue list:")
     [call] = response.message.tool_calls
@@ -154,7 +138,7 @@ def test_recorded_no_args_tool_whole(fixtures_dir):
 def test_recorded_no_args_tool_streamed(fixtures_dir):
     events: list[Any] = []
     assembler = AnthropicStreamAssembler(events.append)
-    for event in _recorded_events(fixtures_dir, "anthropic-tool-no-args"):
+    for event in recorded_stream(fixtures_dir, "anthropic-tool-no-args"):
         assembler.feed(event)
     response = assembler.finish()
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["I'll update the issue list for", " you."]
@@ -168,9 +152,9 @@ def test_recorded_no_args_tool_streamed(fixtures_dir):
 
 
 def test_recorded_object_input_whole_and_streamed_agree(fixtures_dir):
-    whole = parse_response(_recorded(fixtures_dir, "anthropic-json-other-tool.1"))
+    whole = parse_response(recorded_body(fixtures_dir, "anthropic-json-other-tool.1"))
     assembler = AnthropicStreamAssembler()
-    for event in _recorded_events(fixtures_dir, "anthropic-json-other-tool.1"):
+    for event in recorded_stream(fixtures_dir, "anthropic-json-other-tool.1"):
         assembler.feed(event)
     streamed = assembler.finish()
     for response in (whole, streamed):
@@ -413,19 +397,8 @@ PARALLEL_EVENTS = [
 
 def _two_turns(server, *, stream: bool) -> tuple[ModelResponse, ModelResponse, list[Any]]:
     """Play one tool round against ``server`` as the runner would: ask, answer the calls, ask again."""
-    events: list[Any] = []
-
-    async def go():
-        provider = _provider(server)
-        try:
-            first = await provider.complete(_request(_question()), stream=stream, on_event=events.append)
-            second = await provider.complete(_request(_question() + _answer(first)), stream=stream, on_event=events.append)
-            return first, second
-        finally:
-            await provider.aclose()
-
-    first, second = _run(go())
-    return first, second, events
+    return tool_round(_provider(server), _request(_question()),
+                      lambda request, first: _request(_question() + _answer(first)), stream=stream)
 
 
 def _check_http(server, *, stream: bool) -> None:
@@ -445,13 +418,13 @@ def test_recorded_turn_replayed_by_a_loopback_server(loopback, fixtures_dir, nam
     def handler(request: Recorded) -> Reply:
         first = len(server.requests) == 1
         if stream:
-            events = _recorded_events(fixtures_dir, name) if first else FINAL_EVENTS
+            events = recorded_stream(fixtures_dir, name) if first else FINAL_EVENTS
             return Reply(200, chunks=sse(events), headers={"Content-Type": "text/event-stream"})
-        return Reply(200, _recorded(fixtures_dir, name) if first else FINAL_BODY)
+        return Reply(200, recorded_body(fixtures_dir, name) if first else FINAL_BODY)
 
     server = loopback(handler)
     first, second, _ = _two_turns(server, stream=stream)
-    recording = _recorded_events(fixtures_dir, name) if stream else _recorded(fixtures_dir, name)["content"]
+    recording = recorded_stream(fixtures_dir, name) if stream else recorded_body(fixtures_dir, name)["content"]
     recorded_ids = [e["content_block"]["id"] for e in recording if e.get("type") == "content_block_start"
                     and e["content_block"]["type"] == "tool_use"] if stream else [b["id"] for b in recording if b["type"] == "tool_use"]
     assert [call.provider_id for call in first.message.tool_calls] == recorded_ids
@@ -485,15 +458,8 @@ def test_error_event_mid_stream_raises_a_retryable_error(loopback):
     events = PARALLEL_EVENTS[:6] + [{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}]
     server = loopback(lambda request: Reply(200, chunks=sse(events), headers={"Content-Type": "text/event-stream"}))
 
-    async def go():
-        provider = _provider(server)
-        try:
-            await provider.complete(_request(_question()), stream=True)
-        finally:
-            await provider.aclose()
-
     with pytest.raises(ProviderError, match="overloaded_error: Overloaded") as caught:
-        _run(go())
+        complete(_provider(server), _request(_question()), stream=True)
     assert caught.value.retryable is True
 
 
@@ -504,14 +470,8 @@ def test_529_overloaded_is_retried_then_succeeds(loopback, stream):
                     Reply(200, chunks=sse(FINAL_EVENTS)) if stream else Reply(200, FINAL_BODY)])
     server = loopback(lambda request: next(answers))
 
-    async def go():
-        provider = _provider(server)
-        try:
-            return await provider.complete(_request(_question()), stream=stream)
-        finally:
-            await provider.aclose()
-
-    assert _run(go()).message.text == "北京 and San Francisco are both sunny."
+    response = complete(_provider(server), _request(_question()), stream=stream)
+    assert response.message.text == "北京 and San Francisco are both sunny."
     assert len(server.requests) == 2
 
 
@@ -519,15 +479,8 @@ def test_invalid_request_is_not_retried_and_names_the_problem(loopback):
     server = loopback(lambda request: Reply(400, {"type": "error", "error": {
         "type": "invalid_request_error", "message": "messages.2: tool_use ids were found without tool_result blocks"}}))
 
-    async def go():
-        provider = _provider(server)
-        try:
-            await provider.complete(_request(_question()), stream=False)
-        finally:
-            await provider.aclose()
-
     with pytest.raises(ProviderError, match="HTTP 400: messages.2: tool_use ids") as caught:
-        _run(go())
+        complete(_provider(server), _request(_question()), stream=False)
     assert caught.value.status == 400 and len(server.requests) == 1
 
 
@@ -562,12 +515,7 @@ tools:
 
 @pytest.fixture
 def catalog_tools(tmp_path: Path):
-
-    directory = tmp_path / "tools.d"
-    directory.mkdir()
-    (directory / "tools.py").write_text(TOOLS_PY, encoding="utf-8")
-    (directory / "tools.yaml").write_text(TOOLS_YAML, encoding="utf-8")
-    return list(load_catalog_or_raise(directory).tools.values())
+    return load_tools(tmp_path, TOOLS_PY, TOOLS_YAML)
 
 
 @pytest.mark.parametrize("name, tool, arguments, output", [
@@ -580,22 +528,13 @@ def test_recorded_turn_through_the_runner(loopback, fixtures_dir, catalog_tools,
     def handler(request: Recorded) -> Reply:
         first = len(server.requests) == 1
         if stream:
-            return Reply(200, chunks=sse(_recorded_events(fixtures_dir, name) if first else FINAL_EVENTS))
-        return Reply(200, _recorded(fixtures_dir, name) if first else FINAL_BODY)
+            return Reply(200, chunks=sse(recorded_stream(fixtures_dir, name) if first else FINAL_EVENTS))
+        return Reply(200, recorded_body(fixtures_dir, name) if first else FINAL_BODY)
 
     server = loopback(handler)
-
-    async def go():
-        provider = _provider(server)
-        try:
-            return await run_conversation(provider, catalog_tools, system="You help.", messages=_question(),
-                                          settings=RunSettings(stream=stream), context=CallContext(environ={}))
-        finally:
-            await provider.aclose()
-
-    result = _run(go())
+    result = run_through_runner(_provider(server), catalog_tools, _question(), system="You help.", stream=stream)
     assert (result.stop_reason, result.error, result.final) == ("stop", None, "北京 and San Francisco are both sunny.")
-    recorded = parse_response(_recorded(fixtures_dir, name)) if not stream else None
+    recorded = parse_response(recorded_body(fixtures_dir, name)) if not stream else None
     [call] = result.turns[0].tool_calls
     assert (call.name, call.arguments, call.result, call.is_error) == (tool, arguments, output, False)
     if recorded is not None:
@@ -688,10 +627,7 @@ def test_toolrun_recipe_records_live_and_replays_offline(loopback, tmp_path, str
     assert [(c["id"], c["arguments"]["city"], c["result"]) for c in calls] == [
         (f"toolu_0{i}", city, CITY_WEATHER[city]) for i, city in enumerate(CITY_WEATHER)]
     assert live["final"] == "；".join(f"toolu_0{i}={CITY_WEATHER[city]}" for i, city in enumerate(CITY_WEATHER))
-    assert len(server.requests) == 2  # the replay never reached the server
-    assert roundtrip.replay["mode"] == "replay" and roundtrip.replay["divergences"] == []
-    assert comparable(roundtrip.replay, keep_ids=True) == comparable(live, keep_ids=True)
-    assert KEY not in json.dumps(roundtrip.cassette)
+    assert_replayed_offline(roundtrip, server, KEY, keep_ids=True)
 
 
 def test_an_error_event_never_shows_the_key():

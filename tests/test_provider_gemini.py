@@ -5,7 +5,6 @@ enforces (``gemini_rejections``)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -13,9 +12,8 @@ from typing import Any
 import pytest
 
 from tests.loopback import Recorded, Reply
-from tests.provider_roundtrip import CITIES, WEATHER as CITY_WEATHER, comparable, record_then_replay
-from toolrun.backends.base import CallContext
-from toolrun.catalog.loader import load_catalog_or_raise
+from tests.provider_helpers import complete, load_tools, recorded_body, recorded_stream, run_through_runner, tool_round
+from tests.provider_roundtrip import CITIES, WEATHER as CITY_WEATHER, assert_replayed_offline, record_then_replay
 from toolrun.errors import ProviderError, UserError
 from toolrun.messages import (
     Message,
@@ -41,7 +39,6 @@ from toolrun.providers.gemini import (
     parse_response,
 )
 from toolrun.providers.transport import HttpxTransport, retry_delay
-from toolrun.runner import RunSettings, run_conversation
 from toolrun.transcript import transcript_document
 
 KEY = "AIzaSy-test-key-0123456789"
@@ -58,19 +55,6 @@ EXPECTED_CALLS = {  # what each recording asked for: (name, arguments) per call
     "google-stream-no-args-tool-call": [("read_theme", {}), ("read_screen", {"id": "A"}),
                                         ("read_screen", {"id": "B"}), ("read_screen", {"id": "C"})],
 }
-
-
-def _run(coro):
-    return asyncio.run(coro)
-
-
-def _recorded(fixtures_dir: Path, name: str) -> dict[str, Any]:
-    return json.loads((fixtures_dir / "recorded" / f"vercel-ai--{name}.json").read_text())
-
-
-def _recorded_chunks(fixtures_dir: Path, name: str) -> list[dict[str, Any]]:
-    text = (fixtures_dir / "recorded" / f"vercel-ai--{name}.chunks.txt").read_text()
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def _recorded_signatures(recording: list[dict[str, Any]]) -> list[str]:
@@ -179,7 +163,7 @@ def _outside_gemini_subset(schema: Any, path: str = "parameters") -> list[str]:
 
 @pytest.mark.parametrize("name", RECORDED_WHOLE)
 def test_recorded_call_whole(fixtures_dir, name):
-    body = _recorded(fixtures_dir, name)
+    body = recorded_body(fixtures_dir, name)
     response = parse_response(body)
     assert [(c.name, c.arguments) for c in response.message.tool_calls] == EXPECTED_CALLS[name]
     [call] = response.message.tool_calls
@@ -195,7 +179,7 @@ def test_recorded_call_whole(fixtures_dir, name):
 def test_recorded_call_streamed(fixtures_dir, name):
     events: list[Any] = []
     assembler = GeminiStreamAssembler(events.append)
-    recording = _recorded_chunks(fixtures_dir, name)
+    recording = recorded_stream(fixtures_dir, name)
     for chunk in recording:
         assembler.feed(chunk)
     response = assembler.finish()
@@ -210,7 +194,7 @@ def test_recorded_call_streamed(fixtures_dir, name):
 
 def test_streamed_arguments_are_put_back_together(fixtures_dir):
     assembler = GeminiStreamAssembler()
-    for chunk in _recorded_chunks(fixtures_dir, "google-stream-no-args-tool-call"):
+    for chunk in recorded_stream(fixtures_dir, "google-stream-no-args-tool-call"):
         assembler.feed(chunk)
     response = assembler.finish()
     thought, *calls = response.message.parts
@@ -375,7 +359,7 @@ def test_an_error_body_raises():
 
 def test_a_stream_that_stops_half_way_is_an_error(fixtures_dir):
     assembler = GeminiStreamAssembler()
-    for chunk in _recorded_chunks(fixtures_dir, "google-stream-no-args-tool-call")[:4]:  # inside a streamed call
+    for chunk in recorded_stream(fixtures_dir, "google-stream-no-args-tool-call")[:4]:  # inside a streamed call
         assembler.feed(chunk)
     with pytest.raises(ProviderError, match="finishReason"):
         assembler.finish()
@@ -430,20 +414,8 @@ PARALLEL_CHUNKS = [  # two calls of one tool in one chunk; the signature rides o
 
 def _two_turns(server, *, stream: bool, reverse: bool = False) -> tuple[ModelResponse, ModelResponse, list[Any]]:
     """Play one tool round as the runner would: ask, answer the calls, ask again."""
-    events: list[Any] = []
-
-    async def go():
-        provider = _provider(server)
-        try:
-            first = await provider.complete(_request(_question()), stream=stream, on_event=events.append)
-            history = _question() + _answer(first, reverse=reverse)
-            second = await provider.complete(_request(history), stream=stream, on_event=events.append)
-            return first, second
-        finally:
-            await provider.aclose()
-
-    first, second = _run(go())
-    return first, second, events
+    return tool_round(_provider(server), _request(_question()),
+                      lambda request, first: _request(_question() + _answer(first, reverse=reverse)), stream=stream)
 
 
 def _check_http(server, *, stream: bool) -> None:
@@ -457,8 +429,8 @@ def _check_http(server, *, stream: bool) -> None:
 
 def _model_turn_of_recording(fixtures_dir: Path, name: str, stream: bool) -> list[dict[str, Any]]:
     if not stream:
-        return _recorded(fixtures_dir, name)["candidates"][0]["content"]["parts"]
-    return [part for chunk in _recorded_chunks(fixtures_dir, name) for part in chunk["candidates"][0]["content"]["parts"]]
+        return recorded_body(fixtures_dir, name)["candidates"][0]["content"]["parts"]
+    return [part for chunk in recorded_stream(fixtures_dir, name) for part in chunk["candidates"][0]["content"]["parts"]]
 
 
 @pytest.mark.parametrize("name, stream", [("google-tool-call", False), ("google-tool-call-gemini3", False),
@@ -467,9 +439,9 @@ def test_recorded_turn_replayed_by_a_loopback_server(loopback, fixtures_dir, nam
     def handler(request: Recorded) -> Reply:
         first = len(server.requests) == 1
         if stream:
-            chunks = _recorded_chunks(fixtures_dir, name) if first else FINAL_CHUNKS
+            chunks = recorded_stream(fixtures_dir, name) if first else FINAL_CHUNKS
             return Reply(200, chunks=sse(chunks), headers={"Content-Type": "text/event-stream"})
-        return Reply(200, _recorded(fixtures_dir, name) if first else FINAL_BODY)
+        return Reply(200, recorded_body(fixtures_dir, name) if first else FINAL_BODY)
 
     server = loopback(handler)
     first, second, _ = _two_turns(server, stream=stream)
@@ -485,7 +457,7 @@ def test_recorded_turn_replayed_by_a_loopback_server(loopback, fixtures_dir, nam
 
 
 def test_streamed_arguments_recording_replayed_by_a_loopback_server(loopback, fixtures_dir):
-    answers = iter([_recorded_chunks(fixtures_dir, "google-stream-no-args-tool-call"), FINAL_CHUNKS])
+    answers = iter([recorded_stream(fixtures_dir, "google-stream-no-args-tool-call"), FINAL_CHUNKS])
     server = loopback(lambda request: Reply(200, chunks=sse(next(answers))))
     first, second, _ = _two_turns(server, stream=True)
     _check_http(server, stream=True)
@@ -528,15 +500,8 @@ def test_an_error_mid_stream_raises(loopback):
     chunks = FINAL_CHUNKS[:1] + [{"error": {"code": 503, "status": "UNAVAILABLE", "message": "The model is overloaded."}}]
     server = loopback(lambda request: Reply(200, chunks=sse(chunks)))
 
-    async def go():
-        provider = _provider(server)
-        try:
-            await provider.complete(_request(_question()), stream=True)
-        finally:
-            await provider.aclose()
-
     with pytest.raises(ProviderError, match="UNAVAILABLE: The model is overloaded") as caught:
-        _run(go())
+        complete(_provider(server), _request(_question()), stream=True)
     assert caught.value.retryable is True
 
 
@@ -547,14 +512,8 @@ def test_429_with_retry_info_is_retried_then_succeeds(loopback, stream):
     answers = iter([Reply(429, exhausted), Reply(200, chunks=sse(FINAL_CHUNKS)) if stream else Reply(200, FINAL_BODY)])
     server = loopback(lambda request: next(answers))
 
-    async def go():
-        provider = _provider(server)
-        try:
-            return await provider.complete(_request(_question()), stream=stream)
-        finally:
-            await provider.aclose()
-
-    assert _run(go()).message.text == "北京 and San Francisco are both sunny."
+    response = complete(_provider(server), _request(_question()), stream=stream)
+    assert response.message.text == "北京 and San Francisco are both sunny."
     assert len(server.requests) == 2
 
 
@@ -562,16 +521,9 @@ def test_a_bad_request_names_the_problem_and_keeps_the_key_out(loopback):
     server = loopback(lambda request: Reply(400, {"error": {"code": 400, "status": "INVALID_ARGUMENT",
                                                              "message": f"API key {KEY} not valid"}}))
 
-    async def go():
-        provider = _provider(server, max_retries=0)
-        try:
-            await provider.complete(_request(_question()), stream=False)
-        finally:
-            await provider.aclose()
-
     GeminiProvider.resolve_config(environ={"GEMINI_API_KEY": KEY})  # registers the key for redaction
     with pytest.raises(ProviderError) as caught:
-        _run(go())
+        complete(_provider(server, max_retries=0), _request(_question()), stream=False)
     assert "HTTP 400" in str(caught.value) and KEY not in str(caught.value)
 
 
@@ -618,12 +570,7 @@ tools:
 
 @pytest.fixture
 def catalog_tools(tmp_path: Path):
-
-    directory = tmp_path / "tools.d"
-    directory.mkdir()
-    (directory / "tools.py").write_text(TOOLS_PY, encoding="utf-8")
-    (directory / "tools.yaml").write_text(TOOLS_YAML, encoding="utf-8")
-    return list(load_catalog_or_raise(directory).tools.values())
+    return load_tools(tmp_path, TOOLS_PY, TOOLS_YAML)
 
 
 @pytest.mark.parametrize("name, stream", [
@@ -635,20 +582,11 @@ def test_recorded_turn_through_the_runner(loopback, fixtures_dir, catalog_tools,
     def handler(request: Recorded) -> Reply:
         first = len(server.requests) == 1
         if stream:
-            return Reply(200, chunks=sse(_recorded_chunks(fixtures_dir, name) if first else FINAL_CHUNKS))
-        return Reply(200, _recorded(fixtures_dir, name) if first else FINAL_BODY)
+            return Reply(200, chunks=sse(recorded_stream(fixtures_dir, name) if first else FINAL_CHUNKS))
+        return Reply(200, recorded_body(fixtures_dir, name) if first else FINAL_BODY)
 
     server = loopback(handler)
-
-    async def go():
-        provider = _provider(server)
-        try:
-            return await run_conversation(provider, catalog_tools, system="You help.", messages=_question(),
-                                          settings=RunSettings(stream=stream), context=CallContext(environ={}))
-        finally:
-            await provider.aclose()
-
-    result = _run(go())
+    result = run_through_runner(_provider(server), catalog_tools, _question(), system="You help.", stream=stream)
     assert (result.stop_reason, result.error, result.final) == ("stop", None, "北京 and San Francisco are both sunny.")
     calls = result.turns[0].tool_calls
     assert [(c.name, c.arguments) for c in calls] == EXPECTED_CALLS[name]
@@ -658,7 +596,7 @@ def test_recorded_turn_through_the_runner(loopback, fixtures_dir, catalog_tools,
     model_turn, answers = server.requests[1].json()["contents"][1:3]
     assert [p["functionCall"]["name"] for p in model_turn["parts"] if "functionCall" in p] == [c.name for c in calls]
     assert answers["parts"] == [{"functionResponse": {"name": c.name, "response": {"output": c.result}}} for c in calls]
-    recording = _recorded_chunks(fixtures_dir, name) if stream else [_recorded(fixtures_dir, name)]
+    recording = recorded_stream(fixtures_dir, name) if stream else [recorded_body(fixtures_dir, name)]
     assert [p["thoughtSignature"] for p in model_turn["parts"] if "thoughtSignature" in p] == _recorded_signatures(recording)
     document = transcript_document(result, recipe="design", model="gemini:gemini-3-pro-preview", mode="live")
     assert [c["name"] for c in document["turns"][0]["tool_calls"]] == [c.name for c in calls]
@@ -720,11 +658,8 @@ def test_toolrun_recipe_records_live_and_replays_offline(loopback, tmp_path, str
     assert [(c["arguments"]["city"], c["result"]) for c in calls] == list(CITY_WEATHER.items())
     assert len({c["id"] for c in calls}) == 3  # Gemini sent no ids: the runner made three
     assert live["final"] == "；".join(f"weather={result}" for result in CITY_WEATHER.values())
-    assert len(server.requests) == 2  # the replay never reached the server
     # made-up ids never go on the wire, so a replay sends the very same requests
-    assert roundtrip.replay["mode"] == "replay" and roundtrip.replay["divergences"] == []
-    assert comparable(roundtrip.replay, keep_ids=False) == comparable(live, keep_ids=False)
-    assert KEY not in json.dumps(roundtrip.cassette)
+    assert_replayed_offline(roundtrip, server, KEY, keep_ids=False)
 
 
 def test_an_error_chunk_never_shows_the_key():
