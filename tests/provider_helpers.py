@@ -11,7 +11,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 
 from toolrun.backends.base import CallContext
 from toolrun.catalog.loader import load_catalog_or_raise
-from toolrun.catalog.model import Tool
+from toolrun.catalog.model import Catalog, Tool
 from toolrun.messages import Message, ModelRequest, ModelResponse, TextPart
 from toolrun.providers.base import Provider
 from toolrun.runner import RunResult, RunSettings, run_conversation
@@ -73,13 +73,18 @@ def user(text: str) -> list[Message]:
     return [Message("user", [TextPart(text)])]
 
 
-def load_tools(tmp_path: Path, tools_py: str, tools_yaml: str) -> list[Tool]:
+def write_catalog(tmp_path: Path, tools_py: str, tools_yaml: str) -> Catalog:
     """Write ``tools.py`` and ``tools.yaml`` to ``tmp_path/tools.d`` and load them as a real catalog."""
     directory = tmp_path / "tools.d"
     directory.mkdir()
     (directory / "tools.py").write_text(tools_py, encoding="utf-8")
     (directory / "tools.yaml").write_text(tools_yaml, encoding="utf-8")
-    return list(load_catalog_or_raise(directory).tools.values())
+    return load_catalog_or_raise(directory)
+
+
+def load_tools(tmp_path: Path, tools_py: str, tools_yaml: str) -> list[Tool]:
+    """Every tool of the catalog ``write_catalog`` writes."""
+    return list(write_catalog(tmp_path, tools_py, tools_yaml).tools.values())
 
 
 def recorded_body(fixtures_dir: Path, name: str) -> dict[str, Any]:

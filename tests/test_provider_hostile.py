@@ -6,19 +6,17 @@ The servers are loopback HTTP servers; the adapters are the real ones over Httpx
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
 
 from tests.loopback import Reply
-from toolrun.backends.base import CallContext
+from tests.provider_helpers import complete, run_through_runner, user
 from toolrun.errors import ProviderError
 from toolrun.messages import Message, ModelRequest, TextPart, ToolDefinition
 from toolrun.providers import get_provider_class
 from toolrun.providers.base import ProviderConfig
 from toolrun.providers.transport import HttpxTransport
-from toolrun.runner import RunSettings, run_conversation
 
 PROVIDERS = ["openai", "openai-responses", "anthropic", "gemini", "ollama"]
 SSE_PROVIDERS = ["openai", "openai-responses", "anthropic", "gemini"]
@@ -43,14 +41,7 @@ def _complete(name: str, url: str, *, stream: bool):
     provider_class = get_provider_class(name)
     provider = provider_class("m", ProviderConfig(url, "sk-hostile-key"), HttpxTransport(max_retries=1))
     request = ModelRequest("m", "system", [Message("user", [TextPart("北京的库存?")])], [TOOL])
-
-    async def go():
-        try:
-            return await provider.complete(request, stream=stream)
-        finally:
-            await provider.aclose()
-
-    return asyncio.run(go())
+    return complete(provider, request, stream=stream)
 
 
 @pytest.mark.parametrize("name", SSE_PROVIDERS)
@@ -134,14 +125,6 @@ WRONG_SHAPES = {
 def test_an_answer_of_the_wrong_shape_ends_the_run_with_a_message(loopback, name: str):
     server = loopback(lambda request: Reply(200, WRONG_SHAPES[name]))
     provider = get_provider_class(name)("m", ProviderConfig(server.url, "sk-hostile-key"), HttpxTransport(max_retries=0))
-
-    async def go():
-        try:
-            return await run_conversation(provider, [], system=None, messages=[Message("user", [TextPart("北京?")])],
-                                          settings=RunSettings(stream=False), context=CallContext(environ={}))
-        finally:
-            await provider.aclose()
-
-    result = asyncio.run(go())
+    result = run_through_runner(provider, [], user("北京?"), stream=False)
     assert result.stop_reason == "error"
     assert result.error.startswith("the provider failed: its answer has a shape toolrun cannot read (")

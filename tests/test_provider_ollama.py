@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
 import pytest
 
 from tests.loopback import Reply
+from tests.provider_helpers import STOCK_TOOL_PY, STOCK_TOOL_YAML, complete, load_tools, run_through_runner, tool_round, user
 from toolrun.errors import ProviderError
 from toolrun.messages import Message, ModelRequest, ModelSettings, TextDelta, TextPart, ToolCallStarted, ToolDefinition, ToolResult
 from toolrun.providers import get_provider_class
@@ -21,10 +21,6 @@ INVENTORY = ToolDefinition(
     "Returns the current flower stock of one city.",
     {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
 )
-
-
-def _run(coro):
-    return asyncio.run(coro)
 
 
 def _request(**settings: Any) -> ModelRequest:
@@ -70,18 +66,7 @@ def test_ndjson_stream_round_trip_over_loopback(loopback):
     second = [_line({"content": "北京有玫瑰 100 枝。"}), _line({"content": ""}, True, done_reason="stop", prompt_eval_count=235, eval_count=90)]
     replies = iter([_ndjson(first), _ndjson(second)])
     server = loopback(lambda request: next(replies))
-
-    async def round_trip():
-        provider, events = _provider(server.url), []
-        try:
-            request = _request()
-            response = await provider.complete(request, stream=True, on_event=events.append)
-            final = await provider.complete(_answer(request, response), stream=True, on_event=events.append)
-            return response, final, events
-        finally:
-            await provider.aclose()
-
-    response, final, events = _run(round_trip())
+    response, final, events = tool_round(_provider(server.url), _request(), _answer, stream=True)
     calls = response.message.tool_calls
     assert [c.arguments for c in calls] == [{"city": "北京"}, {"city": "上海"}]
     assert [c.provider_id for c in calls] == [None, None]
@@ -108,18 +93,7 @@ def test_ids_ollama_sent_are_echoed_and_results_tied_to_them(loopback):
                                      prompt_eval_count=20, eval_count=10)),
                     Reply(200, _line({"content": "好"}, True, done_reason="stop"))])
     server = loopback(lambda request: next(replies))
-
-    async def round_trip():
-        provider = _provider(server.url)
-        try:
-            request = _request()
-            response = await provider.complete(request, stream=False)
-            await provider.complete(_answer(request, response), stream=False)
-            return response
-        finally:
-            await provider.aclose()
-
-    response = _run(round_trip())
+    response, _, _ = tool_round(_provider(server.url), _request(), _answer, stream=False)
     assert (response.message.tool_calls[0].id, response.stop_reason) == ("call_x1", "tool_calls")
     follow_up = server.requests[1].json()
     assert follow_up["stream"] is False
@@ -139,9 +113,9 @@ def test_done_reason_length_and_string_arguments_are_normalised():
 def test_errors_carry_ollamas_message(loopback):
     server = loopback(lambda request: Reply(404, {"error": 'model "qwen3:8b" not found, try pulling it first'}))
     with pytest.raises(ProviderError, match='HTTP 404: model "qwen3:8b" not found'):
-        _run(_provider(server.url).complete(_request(), stream=False))
+        complete(_provider(server.url), _request(), stream=False)
     with pytest.raises(ProviderError, match="not found"):
-        _run(_provider(server.url).complete(_request(), stream=True))
+        complete(_provider(server.url), _request(), stream=True)
     assembler = OllamaStreamAssembler()
     assembler.feed(_line({"content": "北"}))
     with pytest.raises(ProviderError, match="out of memory"):
@@ -151,7 +125,7 @@ def test_errors_carry_ollamas_message(loopback):
 def test_a_stream_without_its_done_line_is_an_error(loopback):
     server = loopback(lambda request: _ndjson([_line({"content": "北京"})]))
     with pytest.raises(ProviderError, match="before its final"):
-        _run(_provider(server.url).complete(_request(), stream=True))
+        complete(_provider(server.url), _request(), stream=True)
 
 
 def test_settings_map_to_options_and_tool_choice_none_hides_the_tools():
@@ -173,33 +147,12 @@ def test_host_configuration():
 
 
 def test_a_whole_run_through_the_real_runner(loopback, tmp_path):
-    from toolrun.backends.base import CallContext
-    from toolrun.catalog.loader import load_catalog_or_raise
-    from toolrun.runner import RunSettings, run_conversation
-
-    directory = tmp_path / "tools.d"
-    directory.mkdir()
-    (directory / "tools.py").write_text("def stock(city):\n    return {'北京': '玫瑰: 100', '上海': '玫瑰: 80'}[city]\n", encoding="utf-8")
-    (directory / "tools.yaml").write_text(
-        "name: get_flower_inventory\n"
-        "description: Returns the current flower stock of one city. Use it for stock questions only.\n"
-        "parameters: {type: object, properties: {city: {type: string, description: City name}}, required: [city]}\n"
-        "backend: {python: 'tools.py:stock'}\n", encoding="utf-8")
-    tool = load_catalog_or_raise(directory).get("get_flower_inventory")
+    tools = load_tools(tmp_path, STOCK_TOOL_PY, STOCK_TOOL_YAML)
     replies = iter([_ndjson([_line({"content": "", "tool_calls": [_call("北京"), _call("上海")]}),
                              _line({"content": ""}, True, done_reason="stop", prompt_eval_count=50, eval_count=20)]),
                     _ndjson([_line({"content": "北京 100, 上海 80"}, True, done_reason="stop", prompt_eval_count=90, eval_count=10)])])
     server = loopback(lambda request: next(replies))
-
-    async def go():
-        provider = _provider(server.url)
-        try:
-            return await run_conversation(provider, [tool], system=None, messages=[Message("user", [TextPart("北京和上海?")])],
-                                          settings=RunSettings(), context=CallContext(environ={}))
-        finally:
-            await provider.aclose()
-
-    result = _run(go())
+    result = run_through_runner(_provider(server.url), tools, user("北京和上海?"))
     assert (result.stop_reason, result.final, result.usage.input_tokens, result.usage.requests) == ("stop", "北京 100, 上海 80", 140, 2)
     tool_messages = [m for m in server.requests[1].json()["messages"] if m["role"] == "tool"]
     assert tool_messages == [{"role": "tool", "tool_name": "get_flower_inventory", "content": "玫瑰: 100"},

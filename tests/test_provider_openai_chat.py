@@ -4,15 +4,24 @@ official OpenAPI schema."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.loopback import Recorded, Reply
+from tests.loopback import Reply
 from tests.openapi_schemas import validate_against
+from tests.provider_helpers import (
+    complete,
+    recorded_body,
+    recorded_stream,
+    run_through_runner,
+    tool_round,
+    user,
+    with_provider,
+    write_catalog,
+)
 from toolrun.errors import ProviderError, UserError
 from toolrun.messages import (
     Message,
@@ -51,10 +60,6 @@ EXPECTED_CALL = {  # what each recording asked for: (tool name, arguments)
 }
 
 
-def _run(coro):
-    return asyncio.run(coro)
-
-
 def _request(messages: list[Message] | None = None, **settings: Any) -> ModelRequest:
     messages = messages or [Message("user", [TextPart("北京、上海和深圳的鲜花库存是多少?")])]
     return ModelRequest("gpt-4o-mini", "You answer questions about our flower shops.", messages, [INVENTORY],
@@ -82,13 +87,6 @@ def _provider(url: str, transport: HttpxTransport | None = None, **headers: str)
                               transport or HttpxTransport(max_retries=2))
 
 
-async def _complete(provider: OpenAIChatProvider, request: ModelRequest, *, stream: bool, events: list | None = None):
-    try:
-        return await provider.complete(request, stream=stream, on_event=events.append if events is not None else None)
-    finally:
-        await provider.aclose()
-
-
 def _answer_calls(request: ModelRequest, response, results: dict[str, str] | None = None) -> ModelRequest:
     """What the runner does between turns: unique ids, the assistant message, one result per call."""
     for position, call in enumerate(response.message.tool_calls):
@@ -108,7 +106,7 @@ def _assert_valid(body: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("name", RECORDED_BODIES)
 def test_recorded_body_parses_to_one_call(fixtures_dir: Path, name: str):
-    body = json.loads((fixtures_dir / "recorded" / f"vercel-ai--{name}-tool-call.json").read_text())
+    body = recorded_body(fixtures_dir, f"{name}-tool-call")
     response = parse_response(body)
     [call] = response.message.tool_calls
     assert (call.name, call.arguments) == EXPECTED_CALL[name]
@@ -121,10 +119,9 @@ def test_recorded_body_parses_to_one_call(fixtures_dir: Path, name: str):
 
 @pytest.mark.parametrize("name", RECORDED_STREAMS)
 def test_recorded_stream_assembles_the_same_call(fixtures_dir: Path, name: str):
-    lines = (fixtures_dir / "recorded" / f"vercel-ai--{name}-tool-call.chunks.txt").read_text().splitlines()
     assembler, events = ChatStreamAssembler(), []
-    for line in lines:
-        events += assembler.feed(json.loads(line))
+    for chunk in recorded_stream(fixtures_dir, f"{name}-tool-call"):
+        events += assembler.feed(chunk)
     response = assembler.result()
     [call] = response.message.tool_calls
     assert (call.name, call.arguments) == EXPECTED_CALL[name]
@@ -136,9 +133,9 @@ def test_recorded_stream_assembles_the_same_call(fixtures_dir: Path, name: str):
 
 @pytest.mark.parametrize("name", RECORDED_STREAMS)
 def test_recorded_stream_replayed_over_loopback_sse(fixtures_dir: Path, loopback, name: str):
-    lines = (fixtures_dir / "recorded" / f"vercel-ai--{name}-tool-call.chunks.txt").read_text().splitlines()
-    server = loopback(lambda request: _sse([json.loads(line) for line in lines]))
-    response = _run(_complete(_provider(server.url), _request(), stream=True))
+    chunks = recorded_stream(fixtures_dir, f"{name}-tool-call")
+    server = loopback(lambda request: _sse(chunks))
+    response = complete(_provider(server.url), _request(), stream=True)
     assert (response.message.tool_calls[0].name, response.message.tool_calls[0].arguments) == EXPECTED_CALL[name]
     _assert_valid(server.requests[0].json())
 
@@ -160,18 +157,7 @@ def test_parallel_interleaved_stream_then_follow_up_is_valid(loopback):
               _chunk(None, usage={"prompt_tokens": 235, "completion_tokens": 90})]
     replies = iter([_sse(first), _sse(second)])
     server = loopback(lambda request: next(replies))
-
-    async def round_trip():
-        provider, events = _provider(server.url), []
-        try:
-            request = _request()
-            response = await provider.complete(request, stream=True, on_event=events.append)
-            final = await provider.complete(_answer_calls(request, response), stream=True, on_event=events.append)
-            return response, final, events
-        finally:
-            await provider.aclose()
-
-    response, final, events = _run(round_trip())
+    response, final, events = tool_round(_provider(server.url), _request(), _answer_calls, stream=True)
     assert [(c.id, c.arguments) for c in response.message.tool_calls] == [(f"call_{i}", {"city": c}) for i, c in enumerate(cities)]
     assert (response.stop_reason, response.usage.input_tokens, response.usage.output_tokens) == ("tool_calls", 95, 67)
     assert (final.message.text, final.stop_reason, final.usage.input_tokens) == ("北京有玫瑰 100 枝。", "stop", 235)
@@ -198,17 +184,12 @@ def test_missing_ids_in_a_stream_still_assemble_and_answer_with_the_runners_ids(
     replies = iter([_sse(first), _sse([_chunk({"content": "好"}, "stop")])])
     server = loopback(lambda request: next(replies))
 
-    async def round_trip():
-        provider = _provider(server.url)
-        try:
-            request = _request()
-            response = await provider.complete(request, stream=True)
-            assert [(c.id, c.provider_id) for c in response.message.tool_calls] == [("", None), ("", None)]
-            return await provider.complete(_answer_calls(request, response), stream=True)
-        finally:
-            await provider.aclose()
+    def answer(request: ModelRequest, response) -> ModelRequest:
+        assert [(c.id, c.provider_id) for c in response.message.tool_calls] == [("", None), ("", None)]
+        return _answer_calls(request, response)
 
-    assert _run(round_trip()).message.text == "好"
+    _, final, _ = tool_round(_provider(server.url), _request(), answer, stream=True)
+    assert final.message.text == "好"
     follow_up = server.requests[1].json()
     _assert_valid(follow_up)
     assert [c["id"] for c in follow_up["messages"][2]["tool_calls"]] == ["call_toolrun_0", "call_toolrun_1"]
@@ -245,18 +226,14 @@ def test_arguments_sent_as_an_object_are_used_and_reserialised(loopback):
     replies = iter([Reply(200, body), _sse(stream), Reply(200, _completion({"content": "ok"}, "stop"))])
     server = loopback(lambda request: next(replies))
 
-    async def go():
-        provider = _provider(server.url)
-        try:
-            request = _request()
-            whole = await provider.complete(request, stream=False)
-            streamed = await provider.complete(request, stream=True)
-            await provider.complete(_answer_calls(request, whole), stream=False)
-            return whole, streamed
-        finally:
-            await provider.aclose()
+    async def play(provider: OpenAIChatProvider):
+        request = _request()
+        whole = await provider.complete(request, stream=False)
+        streamed = await provider.complete(request, stream=True)
+        await provider.complete(_answer_calls(request, whole), stream=False)
+        return whole, streamed
 
-    whole, streamed = _run(go())
+    whole, streamed = with_provider(_provider(server.url), play)
     assert whole.message.tool_calls[0].arguments == {"city": "北京"}
     assert whole.message.tool_calls[0].raw_arguments == '{"city": "北京"}'
     assert streamed.message.tool_calls[0].arguments == {"city": "上海"}
@@ -288,7 +265,7 @@ def test_a_429_with_retry_after_zero_is_retried_then_succeeds(loopback):
     replies = iter([Reply(429, {"error": {"message": "Rate limit reached", "type": "requests"}}, {"retry-after": "0"}),
                     Reply(200, _completion({"content": "ok"}, "stop"))])
     server = loopback(lambda request: next(replies))
-    response = _run(_complete(_provider(server.url), _request(), stream=False))
+    response = complete(_provider(server.url), _request(), stream=False)
     assert response.message.text == "ok"
     assert len(server.requests) == 2
 
@@ -298,7 +275,7 @@ def test_a_401_gives_the_providers_message_without_the_key(loopback):
         "message": "Incorrect API key provided: sk-test-key.", "type": "invalid_request_error", "code": "invalid_api_key"}}))
     for stream in (False, True):
         with pytest.raises(ProviderError, match="HTTP 401: Incorrect API key provided") as caught:
-            _run(_complete(_provider(server.url), _request(), stream=stream))
+            complete(_provider(server.url), _request(), stream=stream)
         assert "sk-test-key" not in str(caught.value)  # the key is registered as a secret
         assert caught.value.status == 401
 
@@ -306,7 +283,7 @@ def test_a_401_gives_the_providers_message_without_the_key(loopback):
 def test_an_error_event_mid_stream_is_a_provider_error(loopback):
     server = loopback(lambda request: _sse([_chunk({"content": "北"}), {"error": {"message": "model overloaded"}}]))
     with pytest.raises(ProviderError, match="model overloaded"):
-        _run(_complete(_provider(server.url), _request(), stream=True))
+        complete(_provider(server.url), _request(), stream=True)
 
 
 # ---------------------------------------------------------------- request bodies
@@ -314,7 +291,7 @@ def test_an_error_event_mid_stream_is_a_provider_error(loopback):
 
 def test_request_body_shape_and_headers(loopback):
     server = loopback(lambda request: Reply(200, _completion({"content": "ok"}, "stop")))
-    _run(_complete(_provider(server.url, **{"X-Gateway": "team-a"}), _request(temperature=0, max_tokens=200), stream=False))
+    complete(_provider(server.url, **{"X-Gateway": "team-a"}), _request(temperature=0, max_tokens=200), stream=False)
     [sent] = server.requests
     assert sent.path == "/v1/chat/completions"
     assert sent.headers["authorization"] == "Bearer sk-test-key"
@@ -404,40 +381,15 @@ tools:
 '''
 
 
-def _catalog(tmp_path: Path):
-    from toolrun.catalog.loader import load_catalog_or_raise
-
-    directory = tmp_path / "tools.d"
-    directory.mkdir()
-    (directory / "tools.py").write_text(WEATHER_PY, encoding="utf-8")
-    (directory / "tools.yaml").write_text(WEATHER_YAML, encoding="utf-8")
-    return load_catalog_or_raise(directory)
-
-
-def _run_loop(server_url: str, tools: list, question: str, *, stream: bool):
-    from toolrun.backends.base import CallContext
-    from toolrun.runner import RunSettings, run_conversation
-
-    async def go():
-        provider = _provider(server_url)
-        try:
-            return await run_conversation(provider, tools, system=None, messages=[Message("user", [TextPart(question)])],
-                                          settings=RunSettings(stream=stream), context=CallContext(environ={}))
-        finally:
-            await provider.aclose()
-
-    return _run(go())
-
-
 @pytest.mark.parametrize("name", RECORDED_STREAMS)
 def test_recorded_stream_drives_a_whole_run_and_every_follow_up_is_valid(fixtures_dir: Path, loopback, tmp_path: Path, name: str):
-    catalog = _catalog(tmp_path)
-    lines = (fixtures_dir / "recorded" / f"vercel-ai--{name}-tool-call.chunks.txt").read_text().splitlines()
-    replies = iter([_sse([json.loads(line) for line in lines]), _sse([_chunk({"content": "18°C in San Francisco."}, "stop")])])
+    catalog = write_catalog(tmp_path, WEATHER_PY, WEATHER_YAML)
+    replies = iter([_sse(recorded_stream(fixtures_dir, f"{name}-tool-call")),
+                    _sse([_chunk({"content": "18°C in San Francisco."}, "stop")])])
     server = loopback(lambda request: next(replies))
     tool_name = EXPECTED_CALL[name][0]
     tools = [catalog.get("weather")] if tool_name == "weather" else []
-    result = _run_loop(server.url, tools, "What is the weather in San Francisco?", stream=True)
+    result = run_through_runner(_provider(server.url), tools, user("What is the weather in San Francisco?"), stream=True)
 
     assert (result.stop_reason, result.final, result.error) == ("stop", "18°C in San Francisco.", None)
     for request in server.requests:
@@ -453,10 +405,11 @@ def test_recorded_stream_drives_a_whole_run_and_every_follow_up_is_valid(fixture
 
 @pytest.mark.parametrize("name", RECORDED_BODIES)
 def test_recorded_body_drives_a_whole_run(fixtures_dir: Path, loopback, tmp_path: Path, name: str):
-    body = json.loads((fixtures_dir / "recorded" / f"vercel-ai--{name}-tool-call.json").read_text())
+    body = recorded_body(fixtures_dir, f"{name}-tool-call")
     replies = iter([Reply(200, body), Reply(200, _completion({"content": "18°C."}, "stop"))])
     server = loopback(lambda request: next(replies))
-    result = _run_loop(server.url, [_catalog(tmp_path).get("weather")], "Weather in San Francisco?", stream=False)
+    weather = write_catalog(tmp_path, WEATHER_PY, WEATHER_YAML).get("weather")
+    result = run_through_runner(_provider(server.url), [weather], user("Weather in San Francisco?"), stream=False)
     assert (result.stop_reason, result.final) == ("stop", "18°C.")
     assert result.usage.input_tokens == body["usage"]["prompt_tokens"] + 10
     follow_up = server.requests[1].json()
@@ -473,7 +426,8 @@ def test_ids_repeated_across_turns_are_made_unique_by_the_run(loopback, tmp_path
 
     replies = iter([turn("北京"), turn("上海"), _sse([_chunk({"content": "北京 100, 上海 80"}, "stop")])])
     server = loopback(lambda request: next(replies))
-    result = _run_loop(server.url, [_catalog(tmp_path).get("get_flower_inventory")], "北京和上海?", stream=True)
+    inventory = write_catalog(tmp_path, WEATHER_PY, WEATHER_YAML).get("get_flower_inventory")
+    result = run_through_runner(_provider(server.url), [inventory], user("北京和上海?"), stream=True)
     assert result.final == "北京 100, 上海 80"
     last = server.requests[2].json()
     _assert_valid(last)
@@ -510,7 +464,7 @@ def test_a_server_that_ignores_stream_and_answers_with_one_body_still_works(loop
     body = _completion({"content": None, "tool_calls": [
         {"id": "call_1", "type": "function", "function": {"name": "get_flower_inventory", "arguments": '{"city": "北京"}'}}]}, "tool_calls")
     server = loopback(lambda request: Reply(200, body))
-    response = _run(_complete(_provider(server.url), _request(), stream=True))
+    response = complete(_provider(server.url), _request(), stream=True)
     assert (response.message.tool_calls[0].arguments, response.stop_reason) == ({"city": "北京"}, "tool_calls")
 
 

@@ -4,7 +4,6 @@ loopback server; every request body is checked against ``CreateResponse``."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
@@ -12,6 +11,7 @@ import pytest
 
 from tests.loopback import Reply
 from tests.openapi_schemas import validate_against
+from tests.provider_helpers import STOCK_TOOL_PY, STOCK_TOOL_YAML, complete, load_tools, run_through_runner, tool_round, user
 from toolrun.errors import ProviderError
 from toolrun.messages import (
     Message,
@@ -50,10 +50,6 @@ EVENT_SCHEMAS = {
     "response.incomplete": "ResponseIncompleteEvent",
     "error": "ResponseErrorEvent",
 }
-
-
-def _run(coro):
-    return asyncio.run(coro)
 
 
 def _request(**settings: Any) -> ModelRequest:
@@ -154,18 +150,7 @@ def test_the_hand_written_events_follow_the_openapi_event_schemas():
 def test_stream_round_trip_over_loopback_with_a_valid_follow_up(loopback):
     replies = iter([_sse(_tool_call_events()), _sse(_final_text_events())])
     server = loopback(lambda request: next(replies))
-
-    async def round_trip():
-        provider, events = _provider(server.url), []
-        try:
-            request = _request()
-            first = await provider.complete(request, stream=True, on_event=events.append)
-            final = await provider.complete(_answer(request, first), stream=True, on_event=events.append)
-            return first, final, events
-        finally:
-            await provider.aclose()
-
-    first, final, events = _run(round_trip())
+    first, final, events = tool_round(_provider(server.url), _request(), _answer, stream=True)
     calls = first.message.tool_calls
     assert [(c.id, c.provider_id, c.arguments) for c in calls] == [("call_A", "call_A", {"city": "北京"}), ("call_B", "call_B", {"city": "上海"})]
     assert calls[0].provider_data == {"openai-responses": {"item_id": "fc_1"}}
@@ -220,18 +205,18 @@ def test_failed_response_and_error_event_raise_the_providers_message(loopback):
     assert validate_against("ResponseErrorEvent", error_event) == []
     server = loopback(lambda request: _sse(_final_text_events()[:2] + [error_event]))
     with pytest.raises(ProviderError, match="Too many tokens"):
-        _run(_provider(server.url).complete(_request(), stream=True))
+        complete(_provider(server.url), _request(), stream=True)
 
 
 def test_a_stream_cut_before_completed_is_an_error_not_a_silent_partial_answer(loopback):
     server = loopback(lambda request: _sse(_tool_call_events()[:-1]))
     with pytest.raises(ProviderError, match="before response.completed"):
-        _run(_provider(server.url).complete(_request(), stream=True))
+        complete(_provider(server.url), _request(), stream=True)
 
 
 def test_non_streamed_call_over_loopback(loopback):
     server = loopback(lambda request: Reply(200, _response([_function_call("fc_1", "call_1", '{"city": "北京"}')])))
-    response = _run(_provider(server.url).complete(_request(), stream=False))
+    response = complete(_provider(server.url), _request(), stream=False)
     assert response.message.tool_calls[0].arguments == {"city": "北京"}
     body = server.requests[0].json()
     assert "stream" not in body
@@ -273,31 +258,10 @@ def test_registered_and_configured_like_openai():
 
 
 def test_a_whole_run_through_the_real_runner(loopback, tmp_path):
-    from toolrun.backends.base import CallContext
-    from toolrun.catalog.loader import load_catalog_or_raise
-    from toolrun.runner import RunSettings, run_conversation
-
-    directory = tmp_path / "tools.d"
-    directory.mkdir()
-    (directory / "tools.py").write_text("def stock(city):\n    return {'北京': '玫瑰: 100', '上海': '玫瑰: 80'}[city]\n", encoding="utf-8")
-    (directory / "tools.yaml").write_text(
-        "name: get_flower_inventory\n"
-        "description: Returns the current flower stock of one city. Use it for stock questions only.\n"
-        "parameters: {type: object, properties: {city: {type: string, description: City name}}, required: [city]}\n"
-        "backend: {python: 'tools.py:stock'}\n", encoding="utf-8")
-    tool = load_catalog_or_raise(directory).get("get_flower_inventory")
+    tools = load_tools(tmp_path, STOCK_TOOL_PY, STOCK_TOOL_YAML)
     replies = iter([_sse(_tool_call_events()), _sse(_final_text_events())])
     server = loopback(lambda request: next(replies))
-
-    async def go():
-        provider = _provider(server.url)
-        try:
-            return await run_conversation(provider, [tool], system="Flower shops.", messages=[Message("user", [TextPart("北京和上海?")])],
-                                          settings=RunSettings(), context=CallContext(environ={}))
-        finally:
-            await provider.aclose()
-
-    result = _run(go())
+    result = run_through_runner(_provider(server.url), tools, user("北京和上海?"), system="Flower shops.")
     assert (result.stop_reason, result.final, result.usage.input_tokens) == ("stop", "北京有玫瑰 100 枝。", 95 + 235)
     follow_up = server.requests[1].json()
     _assert_valid_body(follow_up)
