@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 from jsonschema import Draft202012Validator
 
+from tests.flower_shop import INVENTORY_PY, INVENTORY_TOOL_ITEM
 from toolrun.catalog.loader import load_catalog_or_raise
 from toolrun.cli import main
 from toolrun.errors import UserError
@@ -20,18 +21,7 @@ from toolrun.providers.scripted import ScriptedModel
 from toolrun.recipe import load_recipe, recipe_schema, select_tools
 from toolrun.runner import RunResult, ToolCallRecord, TurnRecord, run_conversation
 
-TOOL_YAML = """
-tools:
-  - name: get_flower_inventory
-    description: >-
-      Returns the current flower stock of one city. Use it when asked about stock;
-      do not use it for prices.
-    parameters:
-      type: object
-      properties:
-        city: {type: string, enum: [北京, 上海, 深圳], description: City name}
-      required: [city]
-    backend: {python: "flowers.py:get_flower_inventory"}
+TOOL_YAML = "tools:\n" + textwrap.indent(INVENTORY_TOOL_ITEM, "  ") + """\
   - name: get_flower_price
     description: >-
       Returns today's price of one flower. Use it when asked what a flower costs;
@@ -54,10 +44,7 @@ tools:
     backend: {python: "flowers.py:place_order"}
 """
 
-FLOWERS_PY = """
-def get_flower_inventory(city):
-    return {"北京": "玫瑰: 100", "上海": "玫瑰: 80", "深圳": "玫瑰: 60"}[city]
-
+FLOWERS_PY = INVENTORY_PY + """
 def get_flower_price(flower):
     return "12 元"
 

@@ -8,11 +8,11 @@ provider's own spelling and order.
 from __future__ import annotations
 
 import asyncio
-import textwrap
 from pathlib import Path
 
 import pytest
 
+from tests.flower_shop import INVENTORY_PY, INVENTORY_TOOL_ITEM, STOCK
 from tests.loopback import Recorded, Reply
 from toolrun.backends.base import CallContext
 from toolrun.catalog.loader import load_catalog_or_raise
@@ -25,25 +25,12 @@ from toolrun.providers.openai_chat import OpenAIChatProvider
 from toolrun.runner import RunSettings, run_conversation
 
 CITIES = ("北京", "上海", "深圳")
-STOCK = {"北京": "玫瑰: 100", "上海": "玫瑰: 80", "深圳": "玫瑰: 60"}
 
 
 @pytest.fixture
 def inventory(tmp_path: Path) -> Tool:
-    (tmp_path / "flowers.py").write_text(
-        f"STOCK = {STOCK!r}\n\ndef get_flower_inventory(city):\n    return STOCK[city]\n", encoding="utf-8")
-    (tmp_path / "flowers.yaml").write_text(textwrap.dedent("""
-        name: get_flower_inventory
-        description: >-
-          Returns the current flower stock of one city. Use it when asked about stock;
-          do not use it for prices.
-        parameters:
-          type: object
-          properties:
-            city: {type: string, enum: [北京, 上海, 深圳], description: City name}
-          required: [city]
-        backend: {python: "flowers.py:get_flower_inventory"}
-        """), encoding="utf-8")
+    (tmp_path / "flowers.py").write_text(INVENTORY_PY, encoding="utf-8")
+    (tmp_path / "flowers.yaml").write_text("tools:\n" + INVENTORY_TOOL_ITEM, encoding="utf-8")
     return load_catalog_or_raise(tmp_path).tools["get_flower_inventory"]
 
 
