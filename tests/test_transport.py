@@ -3,16 +3,30 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
-from tests.loopback import Recorded, Reply
+from tests.loopback import Reply
 from toolrun.errors import ProviderError
-from toolrun.providers.transport import HttpxTransport, WireRequest, iter_sse, retry_delay
+from toolrun.providers.transport import HttpxTransport, WireRequest, WireResponse, iter_sse, retry_delay
 
 
 def _run(coro):
     return asyncio.run(coro)
+
+
+def _send(request: WireRequest, **options: Any) -> WireResponse:
+    """One request through a fresh HttpxTransport(**options), closed afterwards."""
+
+    async def go() -> WireResponse:
+        transport = HttpxTransport(**options)
+        try:
+            return await transport.send(request)
+        finally:
+            await transport.aclose()
+
+    return _run(go())
 
 
 def test_retry_after_headers_are_honoured():
@@ -25,43 +39,22 @@ def test_retries_a_429_then_succeeds(loopback):
     answers = iter([Reply(429, {"error": {"message": "slow down"}}, {"retry-after": "0"}), Reply(200, {"ok": True})])
     server = loopback(lambda request: next(answers))
 
-    async def go():
-        transport = HttpxTransport(max_retries=2)
-        try:
-            return await transport.send(WireRequest("POST", server.url + "/x", {}, {"a": 1}))
-        finally:
-            await transport.aclose()
-
-    assert _run(go()).body == {"ok": True}
+    assert _send(WireRequest("POST", server.url + "/x", {}, {"a": 1}), max_retries=2).body == {"ok": True}
     assert len(server.requests) == 2
 
 
 def test_error_status_gives_the_providers_message(loopback):
     server = loopback(lambda request: Reply(401, {"error": {"message": "Incorrect API key provided"}}))
 
-    async def go():
-        transport = HttpxTransport(max_retries=0)
-        try:
-            await transport.send(WireRequest("POST", server.url, {}, {}))
-        finally:
-            await transport.aclose()
-
     with pytest.raises(ProviderError, match="HTTP 401: Incorrect API key provided"):
-        _run(go())
+        _send(WireRequest("POST", server.url, {}, {}), max_retries=0)
 
 
 def test_should_retry_header_false_stops_retries(loopback):
     server = loopback(lambda request: Reply(503, {"error": {"message": "no"}}, {"x-should-retry": "false"}))
 
-    async def go():
-        transport = HttpxTransport(max_retries=3)
-        try:
-            await transport.send(WireRequest("POST", server.url, {}, {}))
-        finally:
-            await transport.aclose()
-
     with pytest.raises(ProviderError):
-        _run(go())
+        _send(WireRequest("POST", server.url, {}, {}), max_retries=3)
     assert len(server.requests) == 1
 
 
@@ -84,15 +77,8 @@ def test_a_wait_longer_than_the_limit_is_reported_not_slept(loopback):
                       "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "86400s"}]}}
     server = loopback(lambda request: Reply(429, body))
 
-    async def go():
-        transport = HttpxTransport(max_retries=2, max_retry_wait=5)
-        try:
-            await transport.send(WireRequest("POST", server.url, {}, {}))
-        finally:
-            await transport.aclose()
-
     with pytest.raises(ProviderError, match="asks to wait 86400 s"):
-        _run(go())
+        _send(WireRequest("POST", server.url, {}, {}), max_retries=2, max_retry_wait=5)
     assert len(server.requests) == 1
 
 
@@ -154,12 +140,5 @@ def test_a_server_that_does_not_answer_in_time_is_named_with_the_wait(loopback, 
 
 
 def test_a_closed_port_says_it_cannot_connect():
-    async def go():
-        transport = HttpxTransport(max_retries=0)
-        try:
-            await transport.send(WireRequest("POST", "http://127.0.0.1:9/v1/chat", {}, {}))
-        finally:
-            await transport.aclose()
-
     with pytest.raises(ProviderError, match=r"cannot connect to http://127\.0\.0\.1:9/v1/chat: .+"):
-        _run(go())
+        _send(WireRequest("POST", "http://127.0.0.1:9/v1/chat", {}, {}), max_retries=0)
