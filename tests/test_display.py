@@ -112,21 +112,34 @@ def test_transcript_log_writes_one_flushed_event_per_line(tmp_path: Path):
     assert events[3] == {"event": "run_end", "final": "done", "stop_reason": "stop"}
 
 
-def test_a_crash_mid_run_keeps_what_the_transcript_already_holds(tmp_path: Path):
-    # The tool kills the whole toolrun process: no finally block, no atexit, nothing runs.
+def _shipped_tools_backed_by(tmp_path: Path, module: str, source: str) -> Path:
+    """A tools.d holding the shipped flowers.yaml, its python backend moved to ``module``.py (``source``)."""
     tools = tmp_path / "tools.d"
     tools.mkdir()
     shipped = (ROOT / "tools.d" / "flowers.yaml").read_text(encoding="utf-8")
-    (tools / "flowers.yaml").write_text(shipped.replace("flowers.py:", "crash.py:"), encoding="utf-8")
-    (tools / "crash.py").write_text(
-        "import os, signal\n\ndef get_flower_inventory(city):\n    os.kill(os.getpid(), signal.SIGKILL)\n",
-        encoding="utf-8")
+    (tools / "flowers.yaml").write_text(shipped.replace("flowers.py:", f"{module}.py:"), encoding="utf-8")
+    (tools / f"{module}.py").write_text(source, encoding="utf-8")
+    return tools
+
+
+def _inventory_recipe_command(tools: Path, transcript: Path) -> list[str]:
+    """The installed toolrun playing the shipped inventory recipe with ``tools``, logging to ``transcript``."""
+    return [str(Path(sys.executable).parent / "toolrun"), "recipe", "recipes/inventory.yaml", "--tools-dir", str(tools),
+            "--transcript", str(transcript)]
+
+
+def _env_without_providers() -> dict[str, str]:
+    """This environment without any provider key or base URL variable."""
+    return {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_BASE_URL"))}
+
+
+def test_a_crash_mid_run_keeps_what_the_transcript_already_holds(tmp_path: Path):
+    # The tool kills the whole toolrun process: no finally block, no atexit, nothing runs.
+    tools = _shipped_tools_backed_by(tmp_path, "crash",
+                                     "import os, signal\n\ndef get_flower_inventory(city):\n    os.kill(os.getpid(), signal.SIGKILL)\n")
     transcript = tmp_path / "crash.jsonl"
-    env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_BASE_URL"))}
-    completed = subprocess.run(
-        [str(Path(sys.executable).parent / "toolrun"), "recipe", "recipes/inventory.yaml", "--tools-dir", str(tools),
-         "--transcript", str(transcript)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    completed = subprocess.run(_inventory_recipe_command(tools, transcript),
+                               cwd=ROOT, env=_env_without_providers(), capture_output=True, text=True, timeout=60)
     assert completed.returncode == -signal.SIGKILL
     events = [json.loads(line) for line in transcript.read_text(encoding="utf-8").splitlines()]
     assert [e["event"] for e in events] == ["run_start", "notice", "model_response"]
@@ -134,18 +147,10 @@ def test_a_crash_mid_run_keeps_what_the_transcript_already_holds(tmp_path: Path)
 
 
 def test_ctrl_c_exits_130_and_the_transcript_says_so(tmp_path: Path):
-    tools = tmp_path / "tools.d"
-    tools.mkdir()
-    shipped = (ROOT / "tools.d" / "flowers.yaml").read_text(encoding="utf-8")
-    (tools / "flowers.yaml").write_text(shipped.replace("flowers.py:", "slow.py:"), encoding="utf-8")
-    (tools / "slow.py").write_text("import time\n\ndef get_flower_inventory(city):\n    time.sleep(2)\n    return 'x'\n",
-                                   encoding="utf-8")
+    tools = _shipped_tools_backed_by(tmp_path, "slow", "import time\n\ndef get_flower_inventory(city):\n    time.sleep(2)\n    return 'x'\n")
     transcript = tmp_path / "int.jsonl"
-    env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_BASE_URL"))}
-    process = subprocess.Popen(
-        [str(Path(sys.executable).parent / "toolrun"), "recipe", "recipes/inventory.yaml", "--tools-dir", str(tools),
-         "--transcript", str(transcript)],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(_inventory_recipe_command(tools, transcript),
+                               cwd=ROOT, env=_env_without_providers(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert process.stderr is not None
     started = 0
     while started < 3:  # wait until the three calls are running
