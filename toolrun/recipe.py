@@ -14,13 +14,13 @@ import os
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
 
 from toolrun.backends.base import CallContext
 from toolrun.catalog.durations import parse_duration
 from toolrun.catalog.model import Catalog, Tool
+from toolrun.catalog.tool_schema import packaged_schema_text
 from toolrun.errors import Problem, UserError
 from toolrun.expect import Expectations, check_expectations
 from toolrun.messages import Message, TextPart
@@ -40,7 +40,9 @@ _GLOB_CHARACTERS = set("*?[")
 @lru_cache(maxsize=1)
 def recipe_schema() -> dict[str, Any]:
     """The published recipe schema (``toolrun schema recipe`` prints it)."""
-    text = resources.files("toolrun.schemas").joinpath("recipe.schema.json").read_text(encoding="utf-8")
+    text = packaged_schema_text("recipe")
+    if text is None:  # pragma: no cover - a broken install
+        raise RuntimeError("toolrun/schemas/recipe.schema.json is missing from the installed package")
     return json.loads(text)
 
 
