@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from tests.loopback import LoopbackServer, Reply
 from toolrun.messages import Message, ModelRequest, OpaquePart, TextPart, ToolCall, ToolDefinition, ToolResult

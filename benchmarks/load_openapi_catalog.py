@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
 from openapi_tools import load_spec  # also puts the checkout on sys.path
+
 from toolrun.catalog.export import FORMATS, export_catalog
 from toolrun.catalog.lint import lint_catalog
 from toolrun.catalog.loader import load_catalog

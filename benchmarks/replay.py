@@ -22,8 +22,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from toolrun.providers.transport import Transport, WireRequest, WireResponse
 from toolrun.recording import RecordingTransport, compare_requests, save_cassette

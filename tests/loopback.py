@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 
@@ -116,7 +117,8 @@ class LoopbackServer:
 
         self._server = _QuietServer(("127.0.0.1", 0), _RequestHandler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # A short poll: shutdown() waits for the serving loop to notice, and tests stop hundreds of servers.
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
 
     @property
     def url(self) -> str:

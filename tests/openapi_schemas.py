@@ -13,7 +13,7 @@ Usage::
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +51,7 @@ def openapi_components() -> dict[str, Any]:
     return _translate_nullable(document["components"])
 
 
-@lru_cache(maxsize=None)
+@cache
 def _validator(schema_name: str) -> Draft202012Validator:
     components = openapi_components()
     if schema_name not in components["schemas"]:

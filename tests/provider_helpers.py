@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, TypeVar
 
 from toolrun.backends.base import CallContext
 from toolrun.catalog.loader import load_catalog_or_raise

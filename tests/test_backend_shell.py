@@ -187,7 +187,7 @@ def test_a_model_value_that_would_be_an_option_is_refused_before_anything_runs(t
     tool = shell_tool(tmp_path, {"argv": ["sh", "-c", f"touch {marker}", "sh", "{{ value }}"]})
     outcome = call(tool, {"value": value})
     assert outcome.is_error and not marker.exists()
-    assert f"'value' starts with '-'" in outcome.result and "--" in outcome.result
+    assert "'value' starts with '-'" in outcome.result and "--" in outcome.result
 
 
 def test_values_after_double_dash_or_inside_an_element_or_enumerated_may_start_with_dash(tmp_path: Path) -> None:

@@ -78,7 +78,7 @@ def test_table_lists_name_backend_first_sentence_and_file(tools_dir: Path) -> No
     assert "  http  " in inventory
     assert "Returns the current flower stock of one city." in inventory
     assert "Use it when" not in inventory  # first sentence only
-    assert inventory.endswith(f"inventory.yaml:5")
+    assert inventory.endswith("inventory.yaml:5")
     assert "now.yml:1" in next(line for line in lines if line.startswith("now "))
     assert "补货。" in next(line for line in lines if line.startswith("restock"))
 

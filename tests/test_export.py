@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from jsonschema import Draft202012Validator

@@ -13,7 +13,8 @@ import pytest
 
 from tests.loopback import Recorded, Reply
 from tests.provider_helpers import complete, load_tools, recorded_body, recorded_stream, run_through_runner, tool_round
-from tests.provider_roundtrip import CITIES, WEATHER as CITY_WEATHER, assert_replayed_offline, record_then_replay
+from tests.provider_roundtrip import CITIES, assert_replayed_offline, record_then_replay
+from tests.provider_roundtrip import WEATHER as CITY_WEATHER
 from toolrun.errors import ProviderError, UserError
 from toolrun.messages import (
     Message,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from toolrun.secrets import MissingSecret, REDACTED, redact, register_secret
+from toolrun.secrets import REDACTED, MissingSecret, redact, register_secret
 from toolrun.templates import TemplateError, check_template, placeholders, render, render_value
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, TextIO
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TextIO
 
 import click
 

@@ -171,7 +171,7 @@ async def _run_backend(tool: Tool, arguments: dict[str, Any], context: CallConte
     try:
         async with asyncio.timeout(tool.timeout):  # cancels the backend's task on expiry
             output = await backend.run(tool, arguments, context)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return f"the tool timed out after {tool.timeout:g}s", True
     except MissingSecret as exc:
         return f"the tool is not configured: {exc}", True

@@ -9,9 +9,9 @@ else it is bad input naming the variable to set.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 from toolrun.errors import Problem, UserError
 from toolrun.providers.base import Provider, ProviderConfig, ProviderOverrides

@@ -7,7 +7,8 @@ calls before it finish, it runs alone, the calls after it wait.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence, TypeVar
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 T = TypeVar("T")
 

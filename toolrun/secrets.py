@@ -11,9 +11,10 @@ import base64
 import json
 import os
 import re
-import urllib.parse
 import threading
-from typing import Any, Mapping
+import urllib.parse
+from collections.abc import Mapping
+from typing import Any
 
 ENV_REFERENCE = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 REDACTED = "***"

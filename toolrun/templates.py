@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from functools import lru_cache
-from typing import Any, Mapping
+from typing import Any
 
 from jinja2 import StrictUndefined, TemplateSyntaxError, UndefinedError, meta
 from jinja2.sandbox import ImmutableSandboxedEnvironment

@@ -18,7 +18,7 @@ already done. Every line is a JSON object with an ``"event"`` key, secrets redac
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -47,7 +47,7 @@ class TranscriptLog(RunObserver):
 
     def run_start(self, *, recipe: str, model: str, mode: str) -> None:
         self.write("run_start", recipe=recipe, model=model, mode=mode,
-                   started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+                   started_at=datetime.now(UTC).isoformat(timespec="seconds"))
 
     def on_model_response(self, turn_index: int, response: ModelResponse) -> None:
         self._turn = turn_index + 1

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib.metadata import entry_points
 
 from toolrun.backends.base import Backend, BackendOutput, CallContext
@@ -20,7 +20,7 @@ def _load(target: str) -> type[Backend]:
     return getattr(module, attribute)
 
 
-@lru_cache(maxsize=None)
+@cache
 def backend_targets() -> dict[str, str]:
     """Backend name -> "module:Class", built-ins first, then installed plugins."""
     targets = dict(_BUILT_IN)
@@ -29,7 +29,7 @@ def backend_targets() -> dict[str, str]:
     return targets
 
 
-@lru_cache(maxsize=None)
+@cache
 def get_backend(kind: str) -> Backend:
     """The backend registered as ``kind``; KeyError when there is none."""
     target = backend_targets()[kind]

@@ -20,8 +20,9 @@ import asyncio
 import json
 import re
 import ssl
+from collections.abc import Mapping
 from functools import lru_cache
-from typing import Any, Mapping
+from typing import Any
 from urllib.parse import quote
 
 import httpx

@@ -17,14 +17,16 @@ import inspect
 import json
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 from toolrun.backends.base import Backend, BackendOutput, CallContext
 from toolrun.catalog.model import Tool
 from toolrun.daemon_threads import in_daemon_thread
 from toolrun.errors import Problem
+
 
 class ToolError(Exception):
     """Raise from a tool function for a deliberate error result: the message goes to the model as is."""

@@ -19,7 +19,8 @@ import json
 import os
 import re
 import signal
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from toolrun.backends.base import Backend, BackendOutput, CallContext
 from toolrun.catalog.durations import parse_duration
@@ -148,7 +149,7 @@ class ShellBackend(Backend):
             return BackendOutput(f"cannot run {argv[0]}: {exc.strerror}", is_error=True)
         try:
             stdout, stderr = await asyncio.wait_for(_communicate(process, stdin_text), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             await _kill_group(process)
             return BackendOutput(f"the command timed out after {timeout:g}s and was killed", is_error=True)
         except BaseException:
@@ -252,13 +253,13 @@ async def _kill_group(process: asyncio.subprocess.Process) -> None:
         _signal_group(process.pid, signal.SIGTERM)
         try:
             await asyncio.wait_for(asyncio.shield(process.wait()), KILL_GRACE_SECONDS)
-        except (asyncio.TimeoutError, asyncio.CancelledError):
+        except (TimeoutError, asyncio.CancelledError):
             pass
     _signal_group(process.pid, signal.SIGKILL)
     if process.returncode is None:
         try:
             await asyncio.wait_for(asyncio.shield(process.wait()), KILL_GRACE_SECONDS)
-        except (asyncio.TimeoutError, asyncio.CancelledError):
+        except (TimeoutError, asyncio.CancelledError):
             pass
 
 

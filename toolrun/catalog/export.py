@@ -12,8 +12,9 @@ the arguments are validated against the tool's own schema.
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from toolrun.catalog.model import Annotations, Catalog, Tool
 from toolrun.catalog.schema_convert import ConvertedSchema, to_gemini, to_openai_strict

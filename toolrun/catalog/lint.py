@@ -8,8 +8,9 @@ docs/lint.md; the per-tool rules live in ``lint_rules``.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable, Literal
+from typing import Any, Literal
 
 from toolrun.catalog import lint_rules
 from toolrun.catalog.model import Catalog, Tool

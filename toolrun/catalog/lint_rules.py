@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator, Literal
+from typing import Any, Literal
 
 from toolrun.backends.http import path_parameters
 from toolrun.catalog.model import Tool

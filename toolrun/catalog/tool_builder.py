@@ -7,8 +7,9 @@ exist. Those checks live here, each reported with the line it is about.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from toolrun import templates
 from toolrun.backends import backend_targets, get_backend

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 import click
 
@@ -22,6 +23,7 @@ from toolrun.errors import EXIT_EXPECT_FAILED, EXIT_OK, EXIT_RUN_FAILED, Problem
 from toolrun.playback import check_cassette_provider, choose_mode, offline_config
 from toolrun.providers import get_provider_class, split_model
 from toolrun.providers.transport import HttpxTransport, Transport
+from toolrun.recipe import load_recipe
 from toolrun.recording import (
     Cassette,
     Divergence,
@@ -30,7 +32,6 @@ from toolrun.recording import (
     load_cassette,
     save_cassette,
 )
-from toolrun.recipe import load_recipe
 from toolrun.runner import RunResult, run_conversation
 from toolrun.transcript import dumps, transcript_document
 from toolrun.transcript_log import TranscriptLog

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib.metadata import entry_points
 
 from toolrun.errors import Problem, UserError
@@ -17,7 +17,7 @@ _BUILT_IN = {
 }
 
 
-@lru_cache(maxsize=None)
+@cache
 def provider_targets() -> dict[str, str]:
     targets = dict(_BUILT_IN)
     for entry in entry_points(group="toolrun.providers"):

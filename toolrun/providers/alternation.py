@@ -8,7 +8,8 @@ turns around it stay one), and every run of user-side messages becomes one user 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from toolrun.messages import Message
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, ClassVar, Mapping
+from typing import ClassVar
 
 from toolrun.errors import Problem, UserError
 from toolrun.messages import ModelRequest, ModelResponse, StreamEvent

@@ -9,8 +9,9 @@ by not offering the tools; the others are left to the model.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from toolrun.errors import ProviderError
 from toolrun.messages import (

@@ -32,7 +32,6 @@ from toolrun.messages import (
     ToolCall,
     ToolCallStarted,
     ToolDefinition,
-    ToolResult,
     Usage,
 )
 from toolrun.providers.base import EventSink, Provider

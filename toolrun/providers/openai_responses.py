@@ -27,7 +27,6 @@ from toolrun.messages import (
     TextPart,
     ToolCall,
     ToolCallStarted,
-    ToolResult,
 )
 from toolrun.providers.base import EventSink
 from toolrun.providers.openai_chat import (

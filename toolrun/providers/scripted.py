@@ -31,7 +31,8 @@ from __future__ import annotations
 import copy
 import json
 import re
-from typing import Any, Callable, Iterable, Sequence, Union
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Union
 
 from toolrun.errors import ProviderError
 from toolrun.messages import (
@@ -48,10 +49,10 @@ from toolrun.messages import (
 from toolrun.providers.base import EventSink, Provider, ProviderConfig
 from toolrun.providers.transport import Transport, WireRequest, WireResponse
 
-ModelFunction = Callable[[ModelRequest], Union[ModelResponse, str]]
+ModelFunction = Callable[[ModelRequest], ModelResponse | str]
 ScriptItem = Union[ModelResponse, str, BaseException, ModelFunction]
 # (name, arguments) or (name, arguments, provider id); arguments as a dict or a raw JSON string
-CallSpec = Union[tuple[str, Any], tuple[str, Any, Union[str, None]]]
+CallSpec = Union[tuple[str, Any], tuple[str, Any, str | None]]
 
 
 class ScriptExhausted(ProviderError):
