@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # so `python benchmarks/x.py` finds toolrun without installing
     sys.path.insert(0, str(ROOT))
 
-from toolrun.catalog.model import Annotations, BackendSpec, Catalog, SourceLocation, Tool  # noqa: E402
+from toolrun.catalog.model import Catalog  # noqa: E402
+from toolrun.tool import Annotations, BackendSpec, SourceLocation, Tool  # noqa: E402
 
 OPENAI_SPEC = ROOT.parent / "shared" / "fixtures" / "specs" / "openai-openapi.yaml"
 HTTP_METHODS = ("get", "post", "put", "patch", "delete")

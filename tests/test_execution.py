@@ -11,9 +11,9 @@ import pytest
 from tests.backend_helpers import call, make_tool
 from toolrun.approval import TerminalApprover
 from toolrun.backends.base import CallContext
-from toolrun.catalog.model import Annotations
 from toolrun.execution import DENIED_MESSAGE, cap_output, execute_call, validate_arguments
 from toolrun.secrets import register_secret
+from toolrun.tool import Annotations
 
 CITY = {"type": "string", "enum": ["北京", "上海", "深圳"], "description": "City"}
 

@@ -16,8 +16,8 @@ from referencing import Registry, Resource
 
 from tests.openapi_schemas import openapi_components, validate_against
 from toolrun.catalog.export import FORMATS, export_catalog, export_tool, strip_strict_nulls, tool_definition_for, tools_payload
-from toolrun.catalog.model import Annotations, BackendSpec, SourceLocation, Tool
 from toolrun.catalog.schema_convert import GEMINI_KEYWORDS, STRICT_KEYWORDS, to_gemini, to_openai_strict
+from toolrun.tool import Annotations, BackendSpec, SourceLocation, Tool
 
 ROOT = Path(__file__).resolve().parent.parent
 MCP_SCHEMA = ROOT.parent / "shared" / "fixtures" / "specs" / "mcp-2025-11-25.schema.json"

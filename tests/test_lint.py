@@ -10,8 +10,9 @@ import pytest
 
 from toolrun.catalog.lint import LintFinding, lint_catalog, near_duplicate_findings
 from toolrun.catalog.lint_rules import hidden_characters, prose_values, word_count
-from toolrun.catalog.model import Annotations, BackendSpec, Catalog, SourceLocation, Tool
+from toolrun.catalog.model import Catalog
 from toolrun.catalog.similarity import all_pairs_similar, similar_pairs, tokenize
+from toolrun.tool import Annotations, BackendSpec, SourceLocation, Tool
 
 GOOD_DESCRIPTION = (
     "Returns the current flower stock of one city as 'name: count' lines. Use it when someone asks "

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
-from toolrun.catalog.durations import parse_duration
 from toolrun.catalog.loader import load_catalog, load_catalog_or_raise, tool_files
 from toolrun.catalog.tool_schema import tool_schema
+from toolrun.durations import parse_duration
 from toolrun.errors import UserError
 from toolrun.yamlsource import load_yaml_file, plain
 

@@ -12,12 +12,12 @@ import pytest
 
 from toolrun.backends.base import CallContext
 from toolrun.catalog.loader import load_catalog_or_raise
-from toolrun.catalog.model import Tool
 from toolrun.errors import ProviderError, UserError
 from toolrun.messages import Message, ModelResponse, TextPart, ToolCall, Usage
 from toolrun.providers.scripted import ScriptedModel
 from toolrun.runner import RunObserver, RunSettings, ToolCallRecord, TurnRecord, run_conversation
 from toolrun.secrets import register_secret
+from toolrun.tool import Tool
 from toolrun.transcript import dumps, transcript_document
 
 TOOLS_PY = '''

@@ -18,7 +18,7 @@ import click
 from toolrun.daemon_threads import in_daemon_thread
 
 if TYPE_CHECKING:
-    from toolrun.catalog.model import Tool
+    from toolrun.tool import Tool
 
 Approver = Callable[["Tool", dict[str, Any]], Awaitable[bool]]
 

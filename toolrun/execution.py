@@ -19,8 +19,8 @@ from jsonschema.exceptions import SchemaError
 from toolrun.approval import Approver
 from toolrun.backends import get_backend
 from toolrun.backends.base import CallContext
-from toolrun.catalog.model import Tool
 from toolrun.secrets import MissingSecret, redact
+from toolrun.tool import Tool
 
 DENIED_MESSAGE = "the user denied this call"
 NO_APPROVER_MESSAGE = "this tool needs a human's approval for each call and nobody can approve it here"

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from toolrun.backends.base import CallContext
-from toolrun.catalog.durations import parse_duration
-from toolrun.catalog.model import Catalog, Tool
+from toolrun.catalog.model import Catalog
 from toolrun.catalog.tool_schema import packaged_schema_text
+from toolrun.durations import parse_duration
 from toolrun.errors import Problem, UserError
 from toolrun.expect import Expectations, check_expectations
 from toolrun.messages import Message, TextPart
@@ -30,6 +30,7 @@ from toolrun.runner import RunSettings
 from toolrun.schema_errors import did_you_mean, schema_problems
 from toolrun.secrets import MissingSecret, env_references
 from toolrun.templates import TemplateError, check_template, placeholders, render
+from toolrun.tool import Tool
 from toolrun.yamlsource import LineDict, YamlSyntaxError, line_of, load_yaml_file, plain
 
 DEFAULT_TOOLS_DIR = "tools.d"

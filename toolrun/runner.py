@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 
 from toolrun.backends.base import CallContext
 from toolrun.call_ids import CallIdAllocator
-from toolrun.catalog.model import Tool
 from toolrun.errors import Problem, ProviderError, UserError
 from toolrun.execution import execute_call
 from toolrun.messages import (
@@ -45,6 +44,7 @@ from toolrun.messages import (
 from toolrun.providers.base import Provider
 from toolrun.scheduling import plan_batches
 from toolrun.secrets import redact
+from toolrun.tool import Tool
 
 if TYPE_CHECKING:
     from toolrun.approval import Approver

@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from toolrun.catalog.model import Tool
 from toolrun.errors import Problem
+from toolrun.tool import Tool
 
 
 @dataclass

@@ -30,12 +30,12 @@ import httpx
 from toolrun.backends.base import Backend, BackendOutput, CallContext
 from toolrun.backends.extract import ExtractError, extract, parse_path
 from toolrun.backends.http_safety import RefusedRequest, check_destination, same_origin
-from toolrun.catalog.durations import parse_duration
-from toolrun.catalog.model import Tool
+from toolrun.durations import parse_duration
 from toolrun.errors import Problem
 from toolrun.providers.transport import retry_delay
 from toolrun.secrets import redact
 from toolrun.templates import TemplateError, check_template, placeholders, render, template_fix, value_placeholders
+from toolrun.tool import Tool
 
 METHODS = frozenset({"GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE"})
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})

@@ -23,9 +23,9 @@ from types import ModuleType
 from typing import Any
 
 from toolrun.backends.base import Backend, BackendOutput, CallContext
-from toolrun.catalog.model import Tool
 from toolrun.daemon_threads import in_daemon_thread
 from toolrun.errors import Problem
+from toolrun.tool import Tool
 
 
 class ToolError(Exception):

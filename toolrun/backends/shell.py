@@ -23,10 +23,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from toolrun.backends.base import Backend, BackendOutput, CallContext
-from toolrun.catalog.durations import parse_duration
-from toolrun.catalog.model import Tool
+from toolrun.durations import parse_duration
 from toolrun.errors import Problem
 from toolrun.templates import check_template, placeholders, render, template_fix
+from toolrun.tool import Tool
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 STDERR_TAIL_LINES = 20

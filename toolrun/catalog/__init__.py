@@ -1,5 +1,6 @@
 """The tool catalog: loading tool files, linting descriptions, exporting definitions."""
 
-from toolrun.catalog.model import Annotations, BackendSpec, Catalog, SourceLocation, Tool
+from toolrun.catalog.model import Catalog
+from toolrun.tool import Annotations, BackendSpec, SourceLocation, Tool
 
 __all__ = ["Annotations", "BackendSpec", "Catalog", "SourceLocation", "Tool"]

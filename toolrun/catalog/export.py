@@ -16,9 +16,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolrun.catalog.model import Annotations, Catalog, Tool
+from toolrun.catalog.model import Catalog
 from toolrun.catalog.schema_convert import ConvertedSchema, to_gemini, to_openai_strict
 from toolrun.messages import ToolDefinition
+from toolrun.tool import Annotations, Tool
 
 FORMATS = ("openai", "openai-responses", "anthropic", "gemini", "mcp")
 

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from toolrun.catalog import lint_rules
-from toolrun.catalog.model import Catalog, Tool
+from toolrun.catalog.model import Catalog
 from toolrun.catalog.similarity import similar_pairs, tokenize
+from toolrun.tool import Tool
 
 Severity = Literal["error", "warning", "info"]
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}

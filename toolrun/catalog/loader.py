@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolrun.catalog.model import Catalog, Tool
+from toolrun.catalog.model import Catalog
 from toolrun.catalog.parameter_checks import parameter_problems
 from toolrun.catalog.tool_builder import build_tool
 from toolrun.catalog.tool_schema import schema_problems
 from toolrun.errors import Problem, UserError
 from toolrun.schema_errors import describe_value
+from toolrun.tool import Tool
 from toolrun.yamlsource import LineDict, YamlSyntaxError, load_yaml_file
 
 TOOL_FILE_SUFFIXES = (".yaml", ".yml")

@@ -13,18 +13,11 @@ from typing import Any
 
 from toolrun import templates
 from toolrun.backends import backend_targets, get_backend
-from toolrun.catalog.durations import parse_duration
-from toolrun.catalog.model import (
-    DEFAULT_MAX_OUTPUT,
-    DEFAULT_TIMEOUT_SECONDS,
-    Annotations,
-    BackendSpec,
-    SourceLocation,
-    Tool,
-)
 from toolrun.catalog.parameter_checks import LineAt, parameter_schema_problems
+from toolrun.durations import parse_duration
 from toolrun.errors import Problem
 from toolrun.schema_errors import did_you_mean
+from toolrun.tool import DEFAULT_MAX_OUTPUT, DEFAULT_TIMEOUT_SECONDS, Annotations, BackendSpec, SourceLocation, Tool
 from toolrun.yamlsource import LineDict, LineList, line_of, plain
 
 _EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}

@@ -16,11 +16,12 @@ import click
 
 from toolrun.approval import TerminalApprover
 from toolrun.backends.base import CallContext
-from toolrun.catalog.model import Catalog, Tool
+from toolrun.catalog.model import Catalog
 from toolrun.cli import main
 from toolrun.cli.common import load_catalog_for_cli, tools_dir_option
 from toolrun.errors import EXIT_RUN_FAILED, Problem, UserError
 from toolrun.execution import execute_call, validate_arguments
+from toolrun.tool import Tool
 
 
 @main.command("call")

@@ -11,9 +11,9 @@ from typing import Any
 
 import click
 
-from toolrun.catalog.model import Tool
 from toolrun.cli import tools
 from toolrun.cli.common import load_catalog_for_cli, tools_dir_option
+from toolrun.tool import Tool
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s|(?<=[。！？])")
 _SUMMARY_WIDTH = 80

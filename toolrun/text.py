@@ -1,0 +1,40 @@
+"""Small text helpers every layer shares: excerpts, did-you-mean, counted nouns.
+
+Each was written several times with different limits; one place keeps messages alike.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+ELLIPSIS = "…"
+
+
+def excerpt(text: str, limit: int = 200, *, flatten: bool = False, empty: str = "") -> str:
+    """``text`` cut to ``limit`` characters with ``…`` when longer.
+
+    ``flatten`` first folds every run of whitespace into one space (an HTML error page on
+    one line); ``empty`` is what to say when nothing is left.
+    """
+    if flatten:
+        text = " ".join(text.split())
+    if not text:
+        return empty
+    return text if len(text) <= limit else text[:limit] + ELLIPSIS
+
+
+def close_matches(word: str, choices: Iterable[str], *, n: int = 1, cutoff: float = 0.6) -> list[str]:
+    """The choices closest to ``word`` that are close enough to be a typo of it, best first."""
+    return difflib.get_close_matches(word, list(choices), n=n, cutoff=cutoff)
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
+    """The closest choice to ``word``, if one is close enough to be a typo."""
+    close = close_matches(word, choices)
+    return close[0] if close else None
+
+
+def counted(number: int, noun: str) -> str:
+    """``1 turn``, ``3 turns``: a number with its noun in the right form."""
+    return f"{number} {noun}" + ("" if number == 1 else "s")

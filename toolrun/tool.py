@@ -1,0 +1,89 @@
+"""What a loaded tool is, independent of the YAML it came from.
+
+The one model every layer shares: the catalog builds it, backends run it, the runner and
+the providers read it. It lives below all of them so none has to import the catalog.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toolrun.messages import ToolDefinition
+
+DEFAULT_TIMEOUT_SECONDS = 30.0
+DEFAULT_MAX_OUTPUT = 20_000
+
+
+@dataclass(frozen=True)
+class SourceLocation:
+    """Where a tool is defined: its file and the line of its ``name`` key.
+
+    ``key_lines`` maps dotted key paths of the tool's own mapping (``"description"``,
+    ``"parameters.properties.city"``, ``"backend.http.url"``) to lines, so lint findings
+    can point at the exact line.
+    """
+
+    file: Path
+    line: int
+    key_lines: dict[str, int] = field(default_factory=dict, compare=False, hash=False)
+
+    def line_of(self, dotted_path: str) -> int:
+        """The line of ``dotted_path`` or of its nearest recorded parent."""
+        path = dotted_path
+        while path:
+            if path in self.key_lines:
+                return self.key_lines[path]
+            path = path.rpartition(".")[0]
+        return self.line
+
+
+@dataclass(frozen=True)
+class Annotations:
+    """MCP-style behaviour hints; None means the author did not say."""
+
+    read_only: bool | None = None
+    destructive: bool | None = None
+    idempotent: bool | None = None
+    open_world: bool | None = None
+    title: str | None = None
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """Which backend runs the tool and its configuration, with file defaults merged in.
+
+    ``kind`` is a registered backend name (``python``, ``shell``, ``http`` or a plugin's).
+    ``config`` is the mapping under ``backend.<kind>`` (for ``python: "mod:func"`` it is
+    ``{"function": "mod:func"}``), plain dicts and lists only.
+    """
+
+    kind: str
+    config: dict[str, Any]
+
+
+@dataclass
+class Tool:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    backend: BackendSpec
+    source: SourceLocation
+    sequential: bool = False
+    timeout: float = DEFAULT_TIMEOUT_SECONDS
+    max_output: int = DEFAULT_MAX_OUTPUT
+    confirm: bool = False
+    annotations: Annotations | None = None
+
+    @property
+    def base_dir(self) -> Path:
+        """The folder of the tool's file: relative paths in its backend start here."""
+        return self.source.file.parent
+
+    @property
+    def needs_confirmation(self) -> bool:
+        return self.confirm or bool(self.annotations and self.annotations.destructive)
+
+    def definition(self) -> ToolDefinition:
+        return ToolDefinition(self.name, self.description, self.parameters)
