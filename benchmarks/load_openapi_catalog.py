@@ -1,6 +1,6 @@
 """A large catalog written by others, through the real loader: OpenAI's component schemas.
 
-Each object schema of the OpenAPI document in /work/shared/fixtures becomes one tool file
+Each object schema of OpenAI's OpenAPI document becomes one tool file
 (a python tool whose parameters are the schema, with every schema it refers to under
 ``$defs``; OpenAPI keywords such as ``example`` and ``nullable`` kept as written). That is
 ~1,150 files and ~13 MB of YAML with deep ``$defs``, ``anyOf`` and ``$recursiveAnchor`` —

@@ -1,6 +1,6 @@
 """Validate request bodies against OpenAI's official OpenAPI document (shared test helper).
 
-The document (``/work/shared/fixtures/specs/openai-openapi.yaml``, 3 MB) is parsed once per
+The document (``SPEC_PATH``, openai-openapi.yaml, 3 MB) is parsed once per
 session. It declares ``openapi: 3.1.0`` but still uses the OpenAPI 3.0 ``nullable: true``
 keyword, which JSON Schema does not know; ``_translate_nullable`` turns it into a type
 union so that ``null`` values the API accepts validate here too.

@@ -128,7 +128,7 @@ def test_a_broken_file_is_exit_2_with_file_and_line(tools_dir: Path) -> None:
 
 
 def test_lint_errors_stop_loading(tools_dir: Path) -> None:
-    # A parameter without a type is a lint error: DESIGN §5 says errors stop loading.
+    # A parameter without a type is a lint error, and lint errors stop loading.
     (tools_dir / "untyped.yaml").write_text(
         "name: untyped\ndescription: Looks things up. Use it for lookups; not for writes.\n"
         "parameters: {type: object, properties: {key: {description: The key}}}\n"

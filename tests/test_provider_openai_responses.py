@@ -1,5 +1,5 @@
-"""The OpenAI Responses adapter: a hand-written event stream that follows PROVIDERS.md and
-the OpenAPI event schemas (each event is validated against its schema), replayed by a
+"""The OpenAI Responses adapter: a hand-written event stream that follows the documented Responses
+streaming events and the OpenAPI event schemas (each event is validated against its schema), replayed by a
 loopback server; every request body is checked against ``CreateResponse``."""
 
 from __future__ import annotations

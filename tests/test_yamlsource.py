@@ -44,7 +44,7 @@ def test_flow_mapping_error_says_to_quote_the_value():
 
 
 def test_design_example_with_a_question_mark_in_a_flow_mapping_loads():
-    # DESIGN.md's recipe example; libyaml (PyYAML's wheels) takes it, the pure loader would not.
+    # The flower-shop recipe's question; libyaml (PyYAML's wheels) takes it, the pure loader would not.
     if not getattr(yaml, "__with_libyaml__", False):
         pytest.skip("PyYAML without libyaml")
     doc = load_yaml_text("vars: {question: 北京、上海和深圳的鲜花库存是多少?}\n", "r.yaml")

@@ -1,4 +1,4 @@
-"""Human approval of tool calls (DESIGN §6): ``confirm: true`` or a destructive annotation.
+"""Human approval of tool calls: ``confirm: true`` or a destructive annotation.
 
 An ``Approver`` is any async callable ``(tool, arguments) -> bool``. ``TerminalApprover``
 asks on a terminal, approves everything with ``--yes``, and denies when nobody can answer

@@ -1,4 +1,4 @@
-"""Recipes (DESIGN §3): a chat session in YAML — tools, messages, settings, checks.
+"""Recipes: a chat session in YAML — tools, messages, settings, checks.
 
 ``load_recipe`` reads and validates a recipe against ``schemas/recipe.schema.json`` plus
 the checks a schema cannot make (template syntax, secrets in prompts), and reports every

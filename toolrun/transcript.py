@@ -1,4 +1,4 @@
-"""The JSON document of a run (DESIGN §4), as ``toolrun recipe --json`` prints it.
+"""The JSON document of a run (the transcript), as ``toolrun recipe --json`` prints it.
 
 Secrets are redacted here once more, whatever the tools already did: a transcript is
 written to disk and shared, and a secret must never reach it.
@@ -15,7 +15,7 @@ from toolrun.secrets import redact
 
 
 def transcript_document(result: RunResult, *, recipe: str, model: str, mode: str) -> dict[str, Any]:
-    """The §4 document: recipe, model, mode, final, stop_reason, usage totals and turns.
+    """The transcript document: recipe, model, mode, final, stop_reason, usage totals and turns.
 
     ``error`` is added (additively) when the run stopped for a reason worth explaining.
     """

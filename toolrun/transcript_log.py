@@ -11,7 +11,7 @@ already done. Every line is a JSON object with an ``"event"`` key, secrets redac
                     finished call (calls of one turn may finish in any order)
 ``divergence``      ``{exchange, kind, path, recorded, now, message}`` — replay only
 ``notice``          ``{message}`` — e.g. the replay fallback
-``run_end``         the whole §4 transcript document (``final``, ``stop_reason``, ``usage``,
+``run_end``         the whole transcript document (``final``, ``stop_reason``, ``usage``,
                     ``turns``, ``error`` ...) plus ``divergences`` when replaying
 """
 

@@ -1,4 +1,4 @@
-"""Where an HTTP tool may send a request (DESIGN §6), checked before every hop.
+"""Where an HTTP tool may send a request, checked before every hop.
 
 Refused: schemes other than http/https; link-local addresses (169.254.0.0/16, fe80::/10)
 and the cloud metadata endpoints, by name, by address, or by what a name resolves to;

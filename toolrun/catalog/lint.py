@@ -1,6 +1,6 @@
 """Description-quality lint: does each tool tell a model enough to choose and call it well?
 
-``lint_catalog`` runs every rule of DESIGN §5 that is not a load error (the loader owns
+``lint_catalog`` runs every lint rule that is not a load error (the loader owns
 names, duplicates and undeclared placeholders). Rules, ids and thresholds are documented in
 docs/lint.md; the per-tool rules live in ``lint_rules``.
 """

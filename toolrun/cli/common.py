@@ -31,7 +31,7 @@ def load_catalog_for_cli(tools_dir: Path | None, *, stop_on_lint_errors: bool = 
     """Load the catalog a command works on, print a one-line lint summary to stderr, return it.
 
     Raises UserError with every load problem of every file; with ``stop_on_lint_errors``
-    (DESIGN §5: "errors stop loading") also with the lint findings of severity error.
+    (lint errors stop loading) also with the lint findings of severity error.
     """
     directory = tools_dir if tools_dir is not None else DEFAULT_TOOLS_DIR
     result = load_catalog(directory)

@@ -5,7 +5,7 @@ Mapping (pure functions over dicts): ``build_request_body``, ``parse_response`` 
 ``OpenAIChatProvider.complete``. The helpers ``parse_arguments``, ``tool_choice_value`` and
 ``openai_tools`` are shared with the Ollama adapter, whose format is the same there.
 
-Quirks of compatible servers handled here (see PROVIDERS.md): ``arguments`` sent as an
+Quirks of compatible servers handled here (see docs/providers.md): ``arguments`` sent as an
 object instead of a string; a missing or empty call ``id`` (kept as ``id=""`` — the runner
 makes ids unique); ``index`` stuck at 0 while a new id starts a new call; deltas without
 ``index``; a last chunk repeating an empty arguments delta. DeepSeek's ``reasoning_content``
