@@ -39,7 +39,8 @@ from toolrun.providers.gemini import (
     normalise_stop_reason,
     parse_response,
 )
-from toolrun.providers.transport import HttpxTransport, retry_delay
+from toolrun.providers.transport import HttpxTransport
+from toolrun.retry_after import retry_delay
 from toolrun.transcript import transcript_document
 
 KEY = "AIzaSy-test-key-0123456789"

@@ -9,7 +9,8 @@ import pytest
 
 from tests.loopback import Reply
 from toolrun.errors import ProviderError
-from toolrun.providers.transport import HttpxTransport, WireRequest, WireResponse, iter_sse, retry_delay
+from toolrun.providers.transport import HttpxTransport, WireRequest, WireResponse, iter_sse
+from toolrun.retry_after import retry_delay
 
 
 def _run(coro):

@@ -32,10 +32,11 @@ from toolrun.backends.extract import ExtractError, extract, parse_path
 from toolrun.backends.http_safety import RefusedRequest, check_destination, same_origin
 from toolrun.durations import parse_duration
 from toolrun.errors import Problem
-from toolrun.providers.transport import retry_delay
+from toolrun.retry_after import retry_delay
 from toolrun.secrets import redact
 from toolrun.templates import TemplateError, check_template, placeholders, render, template_fix, value_placeholders
 from toolrun.tool import Tool
+from toolrun.url_template import PATH_PARAMETER, path_parameters
 
 METHODS = frozenset({"GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE"})
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
@@ -45,7 +46,6 @@ MAX_REDIRECTS = 5
 MAX_BODY_BYTES = 16 * 1024 * 1024  # memory guard; the tool's max_output cuts the text far earlier
 ERROR_EXCERPT_CHARS = 300
 
-_PATH_PARAMETER = re.compile(r"(?<![{$])\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")
 _WHOLE_PLACEHOLDER = re.compile(r"^\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}$")
 _PATH_VARIABLE = "__toolrun_path__"
 _OMIT = object()
@@ -58,11 +58,6 @@ class Unreachable(Exception):
 @lru_cache(maxsize=1)
 def _ssl_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()  # building one costs ~40 ms: share it between calls
-
-
-def path_parameters(url: str) -> list[str]:
-    """Names of the ``{name}`` path parameters of a URL template, in order."""
-    return _PATH_PARAMETER.findall(url)
 
 
 def _as_text(value: Any) -> str:
@@ -124,7 +119,7 @@ def build_url(config: Mapping[str, Any], arguments: Mapping[str, Any], environ: 
         path_values[name] = quote(_as_text(arguments[name]), safe="")
         return "{{ %s[%r] }}" % (_PATH_VARIABLE, name)
 
-    url = render(_PATH_PARAMETER.sub(to_variable, str(config["url"])),
+    url = render(PATH_PARAMETER.sub(to_variable, str(config["url"])),
                  {**arguments, _PATH_VARIABLE: path_values}, environ)
     if httpx.URL(url).scheme:  # absolute (file:// too: check_destination refuses it)
         return url
@@ -193,7 +188,7 @@ class HttpBackend(Backend):
         """Path parameters plus every argument used by url/query/headers/body/result templates."""
         config = tool.backend.config
         url = str(config.get("url") or "")
-        names = set(path_parameters(url)) | placeholders(_PATH_PARAMETER.sub("", url))
+        names = set(path_parameters(url)) | placeholders(PATH_PARAMETER.sub("", url))
         for key in ("base_url", "query", "headers", "json", "form"):
             names |= value_placeholders(config.get(key))
         if isinstance(config.get("result"), str):
@@ -245,11 +240,11 @@ class HttpBackend(Backend):
 
     @staticmethod
     def _check_url(url: str, config: Mapping[str, Any], add: Any) -> None:
-        if error := check_template(_PATH_PARAMETER.sub("x", url)):
+        if error := check_template(PATH_PARAMETER.sub("x", url)):
             add("url", error, template_fix(error))
             return
         # Templates and secrets stand in as plain text so the URL's shape can be parsed.
-        sample = re.sub(r"\{\{.*?\}\}|\{%.*?%\}|\$\{env:[^}]*\}", "x", _PATH_PARAMETER.sub("x", url))
+        sample = re.sub(r"\{\{.*?\}\}|\{%.*?%\}|\$\{env:[^}]*\}", "x", PATH_PARAMETER.sub("x", url))
         try:
             parsed = httpx.URL(sample)
         except httpx.InvalidURL as exc:

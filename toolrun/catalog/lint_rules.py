@@ -12,12 +12,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from toolrun.backends.http import path_parameters
 from toolrun.catalog.schema_convert import SchemaChange, to_gemini, to_openai_strict
 from toolrun.catalog.similarity import is_cjk
 from toolrun.catalog.tokens import estimate_definition_tokens
 from toolrun.secrets import ENV_REFERENCE
 from toolrun.tool import Tool
+from toolrun.url_template import path_parameters
 
 Severity = Literal["error", "warning", "info"]
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import re
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -19,17 +18,9 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from toolrun.errors import Problem
+from toolrun.packaged_schemas import packaged_schema_text
 from toolrun.schema_errors import describe_path, describe_value, did_you_mean, error_problems
 from toolrun.yamlsource import line_of
-
-
-def packaged_schema_text(name: str) -> str | None:
-    """The text of ``toolrun/schemas/<name>.schema.json``, or None when it is not packaged."""
-    resource = resources.files("toolrun") / "schemas" / f"{name}.schema.json"
-    try:
-        return resource.read_text(encoding="utf-8")
-    except (FileNotFoundError, OSError):
-        return None
 
 
 @lru_cache(maxsize=1)
