@@ -2,38 +2,35 @@
 
 from __future__ import annotations
 
-from functools import cache, lru_cache
-from importlib.metadata import entry_points
-
 from toolrun.errors import Problem, UserError
+from toolrun.plugins import PluginRegistry, UnknownPlugin
 from toolrun.providers.base import Provider, ProviderConfig, ProviderOverrides
 
-_BUILT_IN = {
-    "openai": "toolrun.providers.openai_chat:OpenAIChatProvider",
-    "openai-responses": "toolrun.providers.openai_responses:OpenAIResponsesProvider",
-    "anthropic": "toolrun.providers.anthropic:AnthropicProvider",
-    "gemini": "toolrun.providers.gemini:GeminiProvider",
-    "ollama": "toolrun.providers.ollama:OllamaProvider",
-}
+PROVIDERS: PluginRegistry[type[Provider]] = PluginRegistry(
+    "provider",
+    "toolrun.providers",
+    {
+        "openai": "toolrun.providers.openai_chat:OpenAIChatProvider",
+        "openai-responses": "toolrun.providers.openai_responses:OpenAIResponsesProvider",
+        "anthropic": "toolrun.providers.anthropic:AnthropicProvider",
+        "gemini": "toolrun.providers.gemini:GeminiProvider",
+        "ollama": "toolrun.providers.ollama:OllamaProvider",
+    },
+)
 
 
-@cache
 def provider_targets() -> dict[str, str]:
-    targets = dict(_BUILT_IN)
-    for entry in entry_points(group="toolrun.providers"):
-        targets.setdefault(entry.name, entry.value)
-    return targets
+    """Provider name -> "module:Class", built-ins first, then installed plugins."""
+    return PROVIDERS.targets()
 
 
 def get_provider_class(name: str) -> type[Provider]:
     """The adapter class registered as ``name``; UserError listing the known ones otherwise."""
-    targets = provider_targets()
-    if name not in targets:
+    try:
+        return PROVIDERS.load(name)
+    except UnknownPlugin as exc:
         raise UserError(Problem(None, None, f"unknown provider {name!r}",
-                                f"use one of: {', '.join(sorted(targets))} (as provider:model)"))
-    module_name, _, attribute = targets[name].partition(":")
-    module = __import__(module_name, fromlist=[attribute])
-    return getattr(module, attribute)
+                                f"use one of: {', '.join(exc.known)} (as provider:model)")) from None
 
 
 def split_model(spec: str) -> tuple[str, str]:
@@ -45,4 +42,4 @@ def split_model(spec: str) -> tuple[str, str]:
     return provider, model
 
 
-__all__ = ["Provider", "ProviderConfig", "ProviderOverrides", "get_provider_class", "provider_targets", "split_model"]
+__all__ = ["PROVIDERS", "Provider", "ProviderConfig", "ProviderOverrides", "get_provider_class", "provider_targets", "split_model"]
