@@ -10,14 +10,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from toolrun.catalog import lint_rules
+from toolrun.catalog.lint_rules import Severity
 from toolrun.catalog.model import Catalog
 from toolrun.catalog.similarity import similar_pairs, tokenize
 from toolrun.tool import Tool
 
-Severity = Literal["error", "warning", "info"]
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
 NEAR_DUPLICATE_THRESHOLD = 0.7  # calibrated on the OpenAI API's operations, see docs/lint.md

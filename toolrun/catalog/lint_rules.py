@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from toolrun.catalog.schema_convert import SchemaChange, to_gemini, to_openai_strict
+from toolrun.catalog.schema_convert import SchemaChange, allows_null, to_gemini, to_openai_strict
 from toolrun.catalog.similarity import is_cjk
 from toolrun.catalog.tokens import estimate_definition_tokens
 from toolrun.secrets import ENV_REFERENCE
@@ -129,11 +129,6 @@ _KEYWORDS_OF_TYPE = {
 }
 
 
-def _allows_null(schema: dict[str, Any]) -> bool:
-    kind = schema.get("type")
-    return kind == "null" or (isinstance(kind, list) and "null" in kind) or None in (schema.get("enum") or [])
-
-
 def _implied_type(schema: dict[str, Any]) -> str | None:
     """The one type a schema's keywords imply ("items" -> array), or None when they imply none or several."""
     implied = [kind for kind, keywords in _KEYWORDS_OF_TYPE.items() if any(k in schema for k in keywords)]
@@ -200,8 +195,9 @@ def parameter_findings(tool: Tool) -> Iterator[RawFinding]:
                 f"parameter name {name!r} is refused by Anthropic (property names must match "
                 f"{PROPERTY_NAME.pattern}) and cannot be used in a template: rename it, e.g. {suggestion}",
             )
-        if schema.get("nullable") is True and not _allows_null(schema):
-            types = schema.get("type") if isinstance(schema.get("type"), list) else [schema.get("type", "string")]
+        if schema.get("nullable") is True and not allows_null(schema):
+            declared = schema.get("type", "string")
+            types = declared if isinstance(declared, list) else [declared]
             spelled = ", ".join([*map(str, types), '"null"'])
             yield RawFinding(
                 "openapi-nullable",

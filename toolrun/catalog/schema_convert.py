@@ -44,6 +44,23 @@ class ConvertedSchema:
         return not self.incompatible
 
 
+def allows_null(schema: Any) -> bool:
+    """Whether a JSON Schema accepts ``null``: by its type, its enum or an anyOf/oneOf branch.
+
+    A boolean schema is itself the answer (``true`` accepts anything).
+    """
+    if not isinstance(schema, dict):
+        return schema is True
+    kind = schema.get("type")
+    if kind == "null" or (isinstance(kind, list) and "null" in kind):
+        return True
+    enum = schema.get("enum")
+    if isinstance(enum, list) and None in enum:
+        return True
+    branches = [branch for key in ("anyOf", "oneOf") if isinstance(schema.get(key), list) for branch in schema[key]]
+    return any(allows_null(branch) for branch in branches)
+
+
 def _join(path: str, *keys: str) -> str:
     return ".".join(part for part in (path, *keys) if part)
 
