@@ -7,6 +7,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from toolrun.runner import RunResult
+from toolrun.text import excerpt
 
 _EXCERPT_CHARS = 120
 
@@ -64,7 +65,7 @@ def check_expectations(expect: Expectations | None, result: RunResult) -> list[s
                             f"(called: {', '.join(called) if called else 'no tool'})")
         elif all(c.is_error for c in matching):
             failures.append(f"expect.tools_called: {pattern} was called {len(matching)} time(s) "
-                            f"but every call failed; last result: {_excerpt(matching[-1].result)}")
+                            f"but every call failed; last result: {excerpt(matching[-1].result, _EXCERPT_CHARS)}")
     for pattern in expect.tools_not_called:
         matching = [c for c in calls if fnmatchcase(c.name, pattern)]
         if matching:
@@ -86,8 +87,4 @@ def check_expectations(expect: Expectations | None, result: RunResult) -> list[s
 
 
 def _shown(final: str | None) -> str:
-    return "(no final answer)" if not final else repr(_excerpt(final))
-
-
-def _excerpt(text: str) -> str:
-    return text if len(text) <= _EXCERPT_CHARS else text[:_EXCERPT_CHARS] + "…"
+    return "(no final answer)" if not final else repr(excerpt(final, _EXCERPT_CHARS))

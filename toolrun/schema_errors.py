@@ -7,7 +7,6 @@ files). Schemas may carry two hint keywords that JSON Schema ignores: ``x-expect
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Iterable
 from pathlib import Path
@@ -17,6 +16,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
 
 from toolrun.errors import Problem
+from toolrun.text import did_you_mean, excerpt
 from toolrun.yamlsource import LineDict, line_of, plain
 
 _JSON_TYPE_NAMES = {
@@ -82,15 +82,8 @@ def describe_value(value: Any) -> str:
     if isinstance(value, (dict, list)):
         return kind
     shown = json.dumps(value, ensure_ascii=False, default=str)  # never fail on a value YAML produced
-    if len(shown) > 60:
-        shown = shown[:60] + "…"
+    shown = excerpt(shown, 60)
     return f"{kind} {shown}" if value is not None else kind
-
-
-def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
-    """The closest choice to ``word``, if one is close enough to be a typo."""
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return close[0] if close else None
 
 
 def _unknown_keys(error: ValidationError, document: Any, path: list[Any], file: Path | str | None) -> list[Problem]:
@@ -131,7 +124,7 @@ def _expected(error: ValidationError) -> str:
         kinds = value if isinstance(value, list) else [value]
         names = {"object": "a mapping", "array": "a list", "string": "a string", "integer": "an integer",
                  "number": "a number", "boolean": "true or false", "null": "null"}
-        return " or ".join(names.get(kind, kind) for kind in kinds)
+        return " or ".join(names.get(kind) or str(kind) for kind in kinds)
     if error.validator == "enum":
         return "one of " + ", ".join(json.dumps(v, ensure_ascii=False) for v in value)
     if error.validator == "const":

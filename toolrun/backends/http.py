@@ -35,6 +35,7 @@ from toolrun.errors import Problem
 from toolrun.retry_after import retry_delay
 from toolrun.secrets import redact
 from toolrun.templates import TemplateError, check_template, placeholders, render, template_fix, value_placeholders
+from toolrun.text import excerpt
 from toolrun.tool import Tool
 from toolrun.url_template import PATH_PARAMETER, path_parameters
 
@@ -100,11 +101,11 @@ def _render_json(value: Any, arguments: Mapping[str, Any], environ: Mapping[str,
             return arguments.get(whole.group(1), _OMIT)
         return _render_optional(value, arguments, environ)
     if isinstance(value, dict):
-        items = {k: _render_json(v, arguments, environ) for k, v in value.items()}
-        return {k: v for k, v in items.items() if v is not _OMIT}
+        members = {k: _render_json(v, arguments, environ) for k, v in value.items()}
+        return {k: v for k, v in members.items() if v is not _OMIT}
     if isinstance(value, list):
-        items = [_render_json(v, arguments, environ) for v in value]
-        return [v for v in items if v is not _OMIT]
+        elements = [_render_json(v, arguments, environ) for v in value]
+        return [v for v in elements if v is not _OMIT]
     return value
 
 
@@ -117,7 +118,7 @@ def build_url(config: Mapping[str, Any], arguments: Mapping[str, Any], environ: 
         if arguments.get(name) is None:
             raise ValueError(f"path parameter {{{name}}} has no value: the argument {name!r} is required")
         path_values[name] = quote(_as_text(arguments[name]), safe="")
-        return "{{ %s[%r] }}" % (_PATH_VARIABLE, name)
+        return f"{{{{ {_PATH_VARIABLE}[{name!r}] }}}}"
 
     url = render(PATH_PARAMETER.sub(to_variable, str(config["url"])),
                  {**arguments, _PATH_VARIABLE: path_values}, environ)
@@ -130,11 +131,8 @@ def build_url(config: Mapping[str, Any], arguments: Mapping[str, Any], environ: 
     return base.rstrip("/") + "/" + url.lstrip("/")
 
 
-def _excerpt(text: str) -> str:
-    flat = " ".join(text.split())
-    if not flat:
-        return "(empty body)"
-    return flat if len(flat) <= ERROR_EXCERPT_CHARS else flat[:ERROR_EXCERPT_CHARS] + "…"
+def _body_excerpt(text: str) -> str:
+    return excerpt(text, ERROR_EXCERPT_CHARS, flatten=True, empty="(empty body)")
 
 
 def _response_json(response: httpx.Response) -> Any:
@@ -151,7 +149,7 @@ def result_of(config: Mapping[str, Any], arguments: Mapping[str, Any], response:
     """The model's view of a response: an error for 4xx/5xx, else extract / result template / body."""
     status = f"HTTP {response.status_code} {response.reason_phrase}".rstrip()
     if response.status_code >= 400:
-        return BackendOutput(f"{status}: {_excerpt(response.text)}", is_error=True)
+        return BackendOutput(f"{status}: {_body_excerpt(response.text)}", is_error=True)
     if response.is_redirect:
         location = response.headers.get("location", "?")
         return BackendOutput(f"{status}: redirect to {location} not followed (follow_redirects is false)",
@@ -160,7 +158,7 @@ def result_of(config: Mapping[str, Any], arguments: Mapping[str, Any], response:
     if config.get("extract"):
         if body is None:
             return BackendOutput(f"{status}: the response is not JSON, so extract "
-                                 f"{config['extract']!r} cannot apply: {_excerpt(response.text)}", is_error=True)
+                                 f"{config['extract']!r} cannot apply: {_body_excerpt(response.text)}", is_error=True)
         try:
             value = extract(body, str(config["extract"]))
         except ExtractError as exc:
@@ -173,7 +171,7 @@ def result_of(config: Mapping[str, Any], arguments: Mapping[str, Any], response:
             return BackendOutput(render(str(config["result"]), {**arguments, "response": view}, environ))
         except Exception as exc:  # e.g. the API changed shape: show what came back instead
             return BackendOutput(f"{status}: the tool's result template failed ({exc}); "
-                                 f"the response was: {_excerpt(response.text)}", is_error=True)
+                                 f"the response was: {_body_excerpt(response.text)}", is_error=True)
     if body is not None:
         return BackendOutput(json.dumps(body, ensure_ascii=False))  # also turns \uXXXX escapes back into text
     if not response.text.strip():

@@ -17,7 +17,8 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from toolrun.errors import Problem
-from toolrun.schema_errors import describe_path, describe_value, did_you_mean
+from toolrun.schema_errors import describe_path, describe_value
+from toolrun.text import did_you_mean
 from toolrun.yamlsource import LineDict, line_of, plain
 
 LineAt = Callable[..., "int | None"]  # the line of a path of keys inside a tool mapping
@@ -78,9 +79,9 @@ def parameter_schema_problems(parameters: Any, file: Path, label: str, at: LineA
         problems.append(Problem(file, at(*steps, keyword), f"{label}: {where}: {message}", fix))
     for steps, index, key, properties in _required_without_property(parameters):
         where = describe_path(("parameters", *steps))
-        guess = did_you_mean(str(key), properties)
+        meant = did_you_mean(str(key), properties)
         message = f"{label}: {where}.required names '{key}', which is not under {where}.properties"
-        fix = f"did you mean '{guess}'?" if guess else f"declare '{key}' under {where}.properties, or remove it"
+        fix = f"did you mean '{meant}'?" if meant else f"declare '{key}' under {where}.properties, or remove it"
         problems.append(Problem(file, at(*steps, "required", index), message, fix))
     return problems
 

@@ -16,7 +16,7 @@ from toolrun.backends import backend_targets, get_backend
 from toolrun.catalog.parameter_checks import LineAt, parameter_schema_problems
 from toolrun.durations import parse_duration
 from toolrun.errors import Problem
-from toolrun.schema_errors import did_you_mean
+from toolrun.text import did_you_mean
 from toolrun.tool import DEFAULT_MAX_OUTPUT, DEFAULT_TIMEOUT_SECONDS, Annotations, BackendSpec, SourceLocation, Tool
 from toolrun.yamlsource import LineDict, LineList, line_of, plain
 
@@ -220,7 +220,7 @@ def _placeholder_line(name: str, raw: LineDict, defaults: LineDict | None, kind:
     """The line of the first string that uses ``name``: a template, a {path} parameter or $TOOLRUN_ARG_NAME."""
 
     def uses(text: str) -> bool:
-        return name in templates.placeholders(text) or "{%s}" % name in text or f"TOOLRUN_ARG_{name.upper()}" in text
+        return name in templates.placeholders(text) or f"{{{name}}}" in text or f"TOOLRUN_ARG_{name.upper()}" in text
 
     for steps, text in _strings(raw["backend"][kind]):
         if uses(text):

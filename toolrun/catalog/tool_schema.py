@@ -19,7 +19,8 @@ from jsonschema.exceptions import ValidationError
 
 from toolrun.errors import Problem
 from toolrun.packaged_schemas import packaged_schema_text
-from toolrun.schema_errors import describe_path, describe_value, did_you_mean, error_problems
+from toolrun.schema_errors import describe_path, describe_value, error_problems
+from toolrun.text import did_you_mean
 from toolrun.yamlsource import line_of
 
 
@@ -119,7 +120,7 @@ def _translate(error: ValidationError, document: Any, file: Path) -> list[tuple[
         problems = error_problems(error, document, file)
         if not path:  # "in the document" says nothing at the top of a tool file
             problems = [Problem(p.file, p.line, p.message.replace(" in the document", ""), p.fix) for p in problems]
-        return [(path + (key,), _with_home(problem, key)) for key, problem in zip(unknown, problems)]
+        return [(path + (key,), _with_home(problem, key)) for key, problem in zip(unknown, problems, strict=False)]
     if keyword == "required" and isinstance(value, dict):
         results = []
         for key in error.validator_value:
