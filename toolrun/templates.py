@@ -80,7 +80,7 @@ def template_fix(error: str) -> str:
 
 
 def _prepare(source: str) -> str:
-    prepared = ENV_REFERENCE.sub(lambda m: "{{ %s[%r] }}" % (_ENV_VARIABLE, m.group(1)), source)
+    prepared = ENV_REFERENCE.sub(lambda m: f"{{{{ {_ENV_VARIABLE}[{m.group(1)!r}] }}}}", source)
     malformed = _LEFT_OVER_ENV.search(prepared)
     if malformed:  # left as text it would send "${env:my-token}" itself instead of the secret
         raise TemplateError(f"malformed ${{env:...}} reference {malformed.group(0)!r}")

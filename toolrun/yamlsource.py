@@ -104,7 +104,7 @@ _TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
 _NON_JSON_TAGS = tuple(f"tag:yaml.org,2002:{name}" for name in ("binary", "set", "omap", "pairs"))
 
 
-def _add_constructors(loader: type) -> None:
+def _add_constructors(loader: type[yaml.SafeLoader | yaml.CSafeLoader]) -> None:
     loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
     loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
     loader.add_constructor(_TIMESTAMP_TAG, _construct_timestamp_as_text)
@@ -114,14 +114,20 @@ def _add_constructors(loader: type) -> None:
 
 _add_constructors(_LineLoader)
 
-# libyaml parses several times faster (large catalogs); its nodes carry the same marks.
-_FastLineLoader: type | None = None
-if getattr(yaml, "__with_libyaml__", False):
 
-    class _FastLineLoader(_AliasLimit, yaml.CSafeLoader):  # type: ignore[no-redef]
+def _fast_line_loader() -> type[yaml.CSafeLoader] | None:
+    """The libyaml twin of _LineLoader: it parses several times faster (large catalogs), same marks."""
+    if not getattr(yaml, "__with_libyaml__", False):
+        return None
+
+    class _FastLineLoader(_AliasLimit, yaml.CSafeLoader):
         pass
 
     _add_constructors(_FastLineLoader)
+    return _FastLineLoader
+
+
+_FAST_LINE_LOADER = _fast_line_loader()
 
 
 def load_yaml_file(path: Path) -> Any:
@@ -129,10 +135,10 @@ def load_yaml_file(path: Path) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise YamlSyntaxError(Problem(path, None, f"not UTF-8 text ({exc.reason})", "save the file as UTF-8"))
+        raise YamlSyntaxError(Problem(path, None, f"not UTF-8 text ({exc.reason})", "save the file as UTF-8")) from None
     except OSError as exc:
         fix = "fix or remove the symbolic link" if path.is_symlink() else "check the file's permissions"
-        raise YamlSyntaxError(Problem(path, None, f"cannot read the file: {exc.strerror}", fix))
+        raise YamlSyntaxError(Problem(path, None, f"cannot read the file: {exc.strerror}", fix)) from None
     return load_yaml_text(text, path)
 
 
@@ -145,9 +151,9 @@ def load_yaml_text(text: str, path: Path | str) -> Any:
 
 
 def _load(text: str, path: Path | str) -> Any:
-    if _FastLineLoader is not None:
+    if _FAST_LINE_LOADER is not None:
         try:
-            return yaml.load(text, Loader=_FastLineLoader)  # noqa: S506 - a CSafeLoader
+            return yaml.load(text, Loader=_FAST_LINE_LOADER)  # noqa: S506 - a CSafeLoader
         except yaml.YAMLError:
             pass  # parse again below: the pure-Python loader words its errors more precisely
     try:

@@ -30,10 +30,6 @@ class LoadResult:
     catalog: Catalog
     problems: list[Problem] = field(default_factory=list)
 
-    @property
-    def ok(self) -> bool:
-        return not self.problems
-
 
 def tool_files(directory: Path) -> list[Path]:
     """The tool files of ``directory`` in load order: *.yaml and *.yml, sorted, hidden files skipped."""
@@ -98,7 +94,9 @@ def load_tool_file(file: Path) -> tuple[list[tuple[str, int | None, Tool | None]
 
     if "tools" in document or "defaults" in document:
         listed = document.get("tools")
-        entries = [(("tools", index), raw) for index, raw in enumerate(listed)] if isinstance(listed, list) else []
+        entries: list[tuple[tuple[Any, ...], Any]] = (
+            [(("tools", index), raw) for index, raw in enumerate(listed)] if isinstance(listed, list) else []
+        )
         defaults = document.get("defaults")
         defaults_broken = ("defaults",) in broken_paths
     else:

@@ -17,6 +17,7 @@ import math
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass
+from itertools import pairwise
 
 # Why a stopword list: in a small catalog IDF cannot tell "the" from "inventory" reliably.
 STOPWORDS = frozenset(
@@ -56,7 +57,7 @@ def tokenize(text: str) -> list[str]:
                 continue
             if cjk:
                 terms.extend(cjk)
-                terms.extend(a + b for a, b in zip(cjk, cjk[1:]))
+                terms.extend(a + b for a, b in pairwise(cjk))
                 cjk = []
             if char != " ":
                 word.append(char)
