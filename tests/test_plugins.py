@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,7 +34,7 @@ def site(tmp_path: Path):
 
 def test_a_third_party_entry_point_is_found_and_loaded_lazily(site: Path) -> None:
     _install_plugin(site, "toolrun.test_things", "echo", "toolrun_test_plugin:Echo")
-    registry: PluginRegistry[type] = PluginRegistry("thing", "toolrun.test_things", {"json": "json:JSONDecoder"})
+    registry: PluginRegistry[Any] = PluginRegistry("thing", "toolrun.test_things", {"json": "json:JSONDecoder"})
     assert registry.targets() == {"json": "json:JSONDecoder", "echo": "toolrun_test_plugin:Echo"}
     assert "toolrun_test_plugin" not in sys.modules  # listing names imports nothing
     assert registry.load("echo").label == "echo"
@@ -41,12 +42,12 @@ def test_a_third_party_entry_point_is_found_and_loaded_lazily(site: Path) -> Non
 
 def test_a_plugin_cannot_replace_a_built_in(site: Path) -> None:
     _install_plugin(site, "toolrun.test_things", "python", "toolrun_test_plugin:Python")
-    registry: PluginRegistry[type] = PluginRegistry("thing", "toolrun.test_things", {"python": "json:JSONDecoder"})
+    registry: PluginRegistry[Any] = PluginRegistry("thing", "toolrun.test_things", {"python": "json:JSONDecoder"})
     assert registry.targets()["python"] == "json:JSONDecoder"
 
 
 def test_an_unknown_name_is_a_key_error_that_lists_the_known_ones() -> None:
-    registry: PluginRegistry[type] = PluginRegistry("thing", "toolrun.test_no_such_group", {"b": "json:JSONDecoder",
+    registry: PluginRegistry[Any] = PluginRegistry("thing", "toolrun.test_no_such_group", {"b": "json:JSONDecoder",
                                                                                           "a": "json:JSONEncoder"})
     with pytest.raises(KeyError) as raised:
         registry.load("c")

@@ -1,0 +1,256 @@
+"""The layering of the toolrun package, read from its source: who may import whom.
+
+Every ``import`` statement of every module counts, wherever it stands: at the top, inside
+a function (a lazy import is still a dependency) and under ``if TYPE_CHECKING:`` (a type
+from above is still knowledge of above). The parts, top to bottom:
+
+    cli/ > toolrun (public API) > features > recipe, expect > output > run > replay
+         > providers/ > backends/ > catalog/ > Base
+
+A failure names the file, the line, the importing module and what it imports.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from itertools import pairwise
+from pathlib import Path
+
+import pytest
+
+import toolrun
+
+PACKAGE_ROOT = Path(toolrun.__file__).resolve().parent
+
+# The modules everything else stands on. A new Base module joins this list; until then a
+# Base module importing it fails the Base rule, which is the reminder.
+BASE = frozenset(
+    {
+        "toolrun.daemon_threads",
+        "toolrun.durations",
+        "toolrun.errors",
+        "toolrun.messages",
+        "toolrun.packaged_schemas",
+        "toolrun.plugins",
+        "toolrun.retry_after",
+        "toolrun.schema_errors",
+        "toolrun.secrets",
+        "toolrun.templates",
+        "toolrun.text",
+        "toolrun.tool",
+        "toolrun.url_template",
+        "toolrun.yamlsource",
+    }
+)
+PACKAGES = ("cli", "catalog", "backends", "providers")
+
+
+@dataclass(frozen=True)
+class Import:
+    """One import statement's target inside the package, and where it was written."""
+
+    importer: str
+    imported: str
+    file: Path
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.importer} imports {self.imported}"
+
+
+def module_names(root: Path, package: str) -> dict[str, Path]:
+    """Every module of the package under ``root``: dotted name -> file."""
+    modules = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = [package, *path.relative_to(root).with_suffix("").parts]
+        if parts[-1] == "__init__":
+            parts.pop()
+        modules[".".join(parts)] = path
+    return modules
+
+
+def _resolve(importer: str, is_package: bool, node: ast.ImportFrom) -> str:
+    """The absolute module an ``from ... import`` names, relative imports included."""
+    if not node.level:
+        return node.module or ""
+    anchor = importer.split(".")
+    anchor = anchor if is_package else anchor[:-1]
+    anchor = anchor[: len(anchor) - (node.level - 1)]
+    return ".".join([*anchor, node.module] if node.module else anchor)
+
+
+def imports_in(root: Path, package: str) -> list[Import]:
+    """Every import of a module of ``package`` by a module of ``package``, at any depth of the code."""
+    modules = module_names(root, package)
+    found = []
+    for importer, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        where = path.relative_to(root.parent)
+        for node in ast.walk(tree):  # every statement: module level, functions, TYPE_CHECKING blocks
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = _resolve(importer, path.name == "__init__.py", node)
+                # "from toolrun.catalog import lint_rules" imports the submodule, not just the package
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+            else:
+                continue
+            for target in dict.fromkeys(targets):
+                if target == package or target.startswith(package + "."):
+                    found.append(Import(importer, target, where, node.lineno))
+    return found
+
+
+def part_of(module: str, package: str = "toolrun", base: Iterable[str] = BASE) -> str:
+    """The architectural part a module belongs to: api, cli, catalog, backends, providers, base, other."""
+    if module == package:
+        return "api"
+    first = module.split(".")[1]
+    if first in PACKAGES:
+        return first
+    return "base" if module in set(base) else "other"
+
+
+@dataclass(frozen=True)
+class Never:
+    """A dependency that must never exist, and why."""
+
+    name: str
+    breaks: Callable[[str, str], bool]  # (importer's part, imported's part) -> forbidden?
+    why: str
+
+
+NEVER_RULES = [
+    Never("backends-to-catalog", lambda a, b: a == "backends" and b == "catalog",
+          "Backends -> Catalog: a backend checks its own config; the catalog asks it"),
+    Never("backends-to-providers", lambda a, b: a == "backends" and b == "providers",
+          "Backends -> Providers: tools know nothing of models"),
+    Never("providers-to-backends", lambda a, b: a == "providers" and b == "backends",
+          "Providers -> Backends: models know nothing of how tools run"),
+    Never("catalog-to-providers", lambda a, b: a == "catalog" and b == "providers",
+          "Catalog -> Providers: a tool's wire shape belongs to its adapter"),
+    Never("base-to-above", lambda a, b: a == "base" and b != "base",
+          "Base -> anything above it: the base is below everything (a new Base module joins BASE here)"),
+    Never("anything-to-cli", lambda a, b: a != "cli" and b == "cli",
+          "anything below cli/ -> cli/: the core prints nothing, a server has no terminal"),
+]
+
+
+def violations(imports: Iterable[Import], rule: Never, package: str = "toolrun",
+               base: Iterable[str] = BASE) -> list[str]:
+    base = set(base)
+    return [f"{found} — {rule.why}" for found in imports
+            if rule.breaks(part_of(found.importer, package, base), part_of(found.imported, package, base))]
+
+
+def package_cycles(imports: Iterable[Import], parts: tuple[str, ...], package: str = "toolrun") -> list[str]:
+    """Each cycle between the given parts, spelled with one import that makes each of its edges."""
+    edges: dict[str, dict[str, Import]] = defaultdict(dict)
+    for found in imports:
+        source, target = part_of(found.importer, package), part_of(found.imported, package)
+        if source != target and source in parts and target in parts:
+            edges[source].setdefault(target, found)
+    cycles: list[str] = []
+
+    def walk(path: list[str]) -> None:
+        for target in sorted(edges[path[-1]]):
+            if target == path[0] and path[0] == min(path):  # report each cycle once, from its smallest part
+                steps = [*path, target]
+                witnesses = "; ".join(str(edges[a][b]) for a, b in pairwise(steps))
+                cycles.append(f"{' -> '.join(steps)} ({witnesses})")
+            elif target not in path:
+                walk([*path, target])
+
+    for part in sorted(edges):
+        walk([part])
+    return cycles
+
+
+@pytest.fixture(scope="module")
+def toolrun_imports() -> list[Import]:
+    return imports_in(PACKAGE_ROOT, "toolrun")
+
+
+# ---------------------------------------------------------------- the rules, on toolrun itself
+
+# A rule that only holds once other work lands is marked here with the reason; strict xfail
+# turns into a failure the day it starts passing, so the mark is removed then.
+EXPECTED_TO_FAIL: dict[str, str] = {}
+
+
+def _rule_params() -> list:
+    return [
+        pytest.param(rule, id=rule.name, marks=[pytest.mark.xfail(strict=True, reason=EXPECTED_TO_FAIL[rule.name])]
+                     if rule.name in EXPECTED_TO_FAIL else [])
+        for rule in NEVER_RULES
+    ]
+
+
+@pytest.mark.parametrize("rule", _rule_params())
+def test_never(rule: Never, toolrun_imports: list[Import]) -> None:
+    found = violations(toolrun_imports, rule)
+    assert not found, f"{len(found)} forbidden import(s):\n" + "\n".join(found)
+
+
+def test_no_import_cycles_between_catalog_backends_and_providers(toolrun_imports: list[Import]) -> None:
+    cycles = package_cycles(toolrun_imports, ("catalog", "backends", "providers"))
+    assert not cycles, "import cycles between packages:\n" + "\n".join(cycles)
+
+
+def test_every_base_module_exists() -> None:
+    modules = module_names(PACKAGE_ROOT, "toolrun")
+    assert not BASE - set(modules), f"BASE names modules that do not exist: {sorted(BASE - set(modules))}"
+
+
+def test_the_scan_sees_lazy_imports_and_the_whole_package(toolrun_imports: list[Import]) -> None:
+    # The catalog asks a backend to check its config inside a function: that import must be seen.
+    lazy = [i for i in toolrun_imports if i.importer == "toolrun.catalog.lint_rules" and i.imported == "toolrun.backends"]
+    assert lazy, "the function-level import in catalog/lint_rules.py was not found"
+    importers = {i.importer for i in toolrun_imports}
+    assert {"toolrun.runner", "toolrun.cli.recipe", "toolrun.backends.http", "toolrun.catalog.loader"} <= importers
+
+
+# ---------------------------------------------------------------- the checker, on a small package
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+
+def test_the_checker_names_the_offending_module_and_import(tmp_path: Path) -> None:
+    root = tmp_path / "toolrun"
+    _write(root, {
+        "__init__.py": "",
+        "text.py": "def helper():\n    from toolrun.runner import run\n",  # Base reaching up, lazily
+        "runner.py": "from toolrun import text\n",
+        "catalog/__init__.py": "",
+        "catalog/model.py": "from ..providers import openai\n",  # relative
+        "backends/__init__.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from toolrun.catalog.model import X\n",
+        "providers/__init__.py": "",
+        "providers/openai.py": "import toolrun.backends\nfrom toolrun.cli import main\n",
+        "cli/__init__.py": "from toolrun.runner import run\n",
+    })
+    imports = imports_in(root, "toolrun")
+    found = {rule.name: violations(imports, rule, base={"toolrun.text"}) for rule in NEVER_RULES}
+    assert found["base-to-above"] == [
+        "toolrun/text.py:2: toolrun.text imports toolrun.runner — " + NEVER_RULES[4].why]
+    assert found["catalog-to-providers"][0].startswith(
+        "toolrun/catalog/model.py:1: toolrun.catalog.model imports toolrun.providers.openai — ")
+    assert found["backends-to-catalog"][0].startswith(
+        "toolrun/backends/__init__.py:3: toolrun.backends imports toolrun.catalog.model — ")
+    assert found["providers-to-backends"][0].startswith(
+        "toolrun/providers/openai.py:1: toolrun.providers.openai imports toolrun.backends — ")
+    assert found["anything-to-cli"][0].startswith(
+        "toolrun/providers/openai.py:2: toolrun.providers.openai imports toolrun.cli — ")
+    assert found["backends-to-providers"] == []
+    cycles = package_cycles(imports, ("catalog", "backends", "providers"))
+    assert cycles == ["backends -> catalog -> providers -> backends ("
+                      "toolrun/backends/__init__.py:3: toolrun.backends imports toolrun.catalog.model; "
+                      "toolrun/catalog/model.py:1: toolrun.catalog.model imports toolrun.providers.openai; "
+                      "toolrun/providers/openai.py:1: toolrun.providers.openai imports toolrun.backends)"]
