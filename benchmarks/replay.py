@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from toolrun.providers.transport import Transport, WireRequest, WireResponse
-from toolrun.recording import RecordingTransport, compare_requests, save_cassette
+from toolrun.replay.recording import RecordingTransport, compare_requests, save_cassette
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 
 from toolrun.errors import UserError
-from toolrun.playback import check_cassette_provider, choose_mode, offline_config
+from toolrun.replay.playback import check_cassette_provider, choose_mode, offline_config
 from toolrun.providers.anthropic import AnthropicProvider
 from toolrun.providers.base import ProviderOverrides
 from toolrun.providers.ollama import OllamaProvider
 from toolrun.providers.openai_chat import OpenAIChatProvider
-from toolrun.recording import Cassette
+from toolrun.replay.recording import Cassette
 
 KEY = {"OPENAI_API_KEY": "sk-test-playback-1234"}
 
@@ -84,7 +84,7 @@ def test_offline_config_reads_no_key_and_keeps_the_endpoint():
 
 
 def test_a_cassette_of_another_provider_is_refused(tmp_path: Path):
-    from toolrun.playback import ModeChoice
+    from toolrun.replay.playback import ModeChoice
 
     cassette = Cassette(model="openai:gpt-4o-mini")
     check_cassette_provider(cassette, ModeChoice("replay", tmp_path / "c.json"), OpenAIChatProvider, None, "openai:gpt-4o")

@@ -13,7 +13,7 @@ import pytest
 from tests.loopback import Recorded, Reply
 from toolrun.errors import ProviderError, UserError
 from toolrun.providers.transport import HttpxTransport, Transport, WireRequest, WireResponse
-from toolrun.recording import (
+from toolrun.replay.recording import (
     Cassette,
     Exchange,
     RecordingTransport,
@@ -335,7 +335,7 @@ def test_a_stream_the_adapter_stops_reading_is_kept_in_request_order(tmp_path: P
 
 
 def test_every_provider_credential_header_is_dropped():
-    from toolrun.recording import redact_headers, redact_url
+    from toolrun.replay.recording import redact_headers, redact_url
 
     headers = {"Authorization": "Bearer a", "x-api-key": "b", "X-Goog-Api-Key": "c", "api-key": "d",
                "anthropic-version": "2023-06-01", "Content-Type": "application/json"}

@@ -1,6 +1,6 @@
 """``toolrun recipe RECIPE``: play a recipe live, or replay its recording, and show the run.
 
-Which mode a run uses is ``toolrun.playback``'s rule; what a person sees is
+Which mode a run uses is ``toolrun.replay.playback``'s rule; what a person sees is
 ``toolrun.display``; ``--transcript`` is ``toolrun.transcript_log``. This module parses the
 options, wires those together, and turns the outcome into the exit code.
 """
@@ -20,11 +20,11 @@ from toolrun.cli import main
 from toolrun.cli.common import load_catalog_for_cli
 from toolrun.display import ObserverGroup, TerminalDisplay
 from toolrun.errors import EXIT_EXPECT_FAILED, EXIT_OK, EXIT_RUN_FAILED, Problem, UserError
-from toolrun.playback import check_cassette_provider, choose_mode, offline_config
+from toolrun.replay.playback import check_cassette_provider, choose_mode, offline_config
 from toolrun.providers import get_provider_class, split_model
 from toolrun.providers.transport import HttpxTransport, Transport
 from toolrun.recipe import load_recipe
-from toolrun.recording import (
+from toolrun.replay.recording import (
     Cassette,
     Divergence,
     RecordingTransport,

@@ -2,7 +2,7 @@
 
 A ``Transport`` sends one JSON request and returns either a whole JSON body or the lines of
 a stream. ``HttpxTransport`` is the real one (retries with ``Retry-After``); the recording
-and replay transports in ``toolrun.recording`` wrap or replace it.
+and replay transports in ``toolrun.replay.recording`` wrap or replace it.
 """
 
 from __future__ import annotations

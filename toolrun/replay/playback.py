@@ -15,7 +15,7 @@ from pathlib import Path
 
 from toolrun.errors import Problem, UserError
 from toolrun.providers.base import Provider, ProviderConfig, ProviderOverrides
-from toolrun.recording import Cassette, cassette_beside
+from toolrun.replay.recording import Cassette, cassette_beside
 
 
 @dataclass

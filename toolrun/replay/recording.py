@@ -13,7 +13,7 @@ A *cassette* is one JSON file (``ensure_ascii=False``, indent 2)::
 ``RecordingTransport`` wraps any ``Transport`` and keeps every exchange, with secrets
 redacted and credential headers dropped. ``ReplayTransport`` serves exchange *i* for the
 *i*-th request, never touching the network, and compares each new request body with the
-recorded one (``toolrun.divergence``): a different tool set, different call arguments or a
+recorded one (``toolrun.replay.divergence``): a different tool set, different call arguments or a
 different tool result becomes a ``Divergence`` finding in plain words.
 """
 
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from toolrun.divergence import Divergence, compare_requests, first_difference, tool_names
+from toolrun.replay.divergence import Divergence, compare_requests, first_difference, tool_names
 from toolrun.errors import Problem, ProviderError, UserError
 from toolrun.providers.transport import Transport, WireRequest, WireResponse
 from toolrun.secrets import REDACTED, redact
