@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 from toolrun.errors import UserError
-from toolrun.replay.playback import check_cassette_provider, choose_mode, offline_config
 from toolrun.providers.anthropic import AnthropicProvider
 from toolrun.providers.base import ProviderOverrides
 from toolrun.providers.ollama import OllamaProvider
 from toolrun.providers.openai_chat import OpenAIChatProvider
+from toolrun.replay.playback import check_cassette_provider, choose_mode, offline_config
 from toolrun.replay.recording import Cassette
 
 KEY = {"OPENAI_API_KEY": "sk-test-playback-1234"}

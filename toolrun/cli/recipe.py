@@ -20,10 +20,10 @@ from toolrun.cli import main
 from toolrun.cli.common import load_catalog_for_cli
 from toolrun.display import ObserverGroup, TerminalDisplay
 from toolrun.errors import EXIT_EXPECT_FAILED, EXIT_OK, EXIT_RUN_FAILED, Problem, UserError
-from toolrun.replay.playback import check_cassette_provider, choose_mode, offline_config
 from toolrun.providers import get_provider_class, split_model
 from toolrun.providers.transport import HttpxTransport, Transport
 from toolrun.recipe import load_recipe
+from toolrun.replay.playback import check_cassette_provider, choose_mode, offline_config
 from toolrun.replay.recording import (
     Cassette,
     Divergence,

@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from toolrun.replay.divergence import Divergence, compare_requests, first_difference, tool_names
 from toolrun.errors import Problem, ProviderError, UserError
 from toolrun.providers.transport import Transport, WireRequest, WireResponse
+from toolrun.replay.divergence import Divergence, compare_requests, first_difference, tool_names
 from toolrun.secrets import REDACTED, redact
 
 CASSETTE_VERSION = 1
