@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from tests.loopback import Handler, LoopbackServer
+from toolrun.secrets import Redactor, redacting
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT.parent / "shared" / "fixtures"
@@ -31,3 +32,11 @@ def fixtures_dir() -> Path:
     if not FIXTURES.is_dir():
         pytest.skip(f"shared fixtures not found at {FIXTURES}")
     return FIXTURES
+
+
+@pytest.fixture(autouse=True)
+def run_scope() -> Iterator[Redactor]:
+    """Each test is one scope with its own redactor, as a run is: a secret a test registers is
+    redacted in what it runs, and never seen by another test."""
+    with redacting(Redactor()) as redactor:
+        yield redactor

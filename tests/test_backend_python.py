@@ -103,7 +103,7 @@ def test_exceptions_become_type_and_message_without_traceback(tmp_path: Path) ->
 
 def test_tool_error_is_a_deliberate_error_result_with_its_message_only(tmp_path: Path) -> None:
     write(tmp_path, "picky.py", """
-        from toolrun.backends.python import ToolError
+        from toolrun import ToolError
         def pick(city):
             raise ToolError(f"no shop in {city}; try 北京")
     """)

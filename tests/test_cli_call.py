@@ -63,9 +63,18 @@ def test_flower_result_is_printed_exactly() -> None:
 def test_json_output_has_result_is_error_and_duration() -> None:
     result = run("get_flower_inventory", "--args", '{"city": "深圳"}', "--json", "--tools-dir", str(TOOLS_D))
     document = json.loads(result.stdout)
-    assert set(document) == {"result", "is_error", "duration_ms"}
+    assert set(document) == {"tool", "arguments", "result", "is_error", "duration_ms"}
+    assert document["tool"] == "get_flower_inventory" and document["arguments"] == {"city": "深圳"}
     assert (document["result"], document["is_error"]) == ("向日葵: 200, 玉兰: 90", False)
     assert "向日葵" in result.stdout  # ensure_ascii=False
+
+
+def test_json_reports_invalid_arguments_in_the_document_with_exit_1() -> None:
+    result = run("get_flower_inventory", "--arg", "city=广州", "--json", "--tools-dir", str(TOOLS_D))
+    assert result.exit_code == 1
+    document = json.loads(result.stdout)
+    assert document["is_error"] is True and document["arguments"] == {"city": "广州"}
+    assert 'at $.city: expected one of ["北京", "上海", "深圳"], got "广州"' in document["result"]
 
 
 def test_invalid_arguments_exit_2_with_path_expected_and_given() -> None:

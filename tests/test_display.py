@@ -10,9 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from toolrun.display import ObserverGroup, TerminalDisplay, summary_line
+from toolrun.cli.display import TerminalDisplay, summary_line
 from toolrun.messages import Message, ModelResponse, TextPart, ToolCall, Usage
-from toolrun.runner import RunObserver, RunResult, ToolCallRecord, TurnRecord
+from toolrun.results import RunResult, ToolCallRecord, TurnRecord
+from toolrun.runner import ObserverGroup, RunObserver
 from toolrun.secrets import register_secret
 from toolrun.transcript_log import TranscriptLog
 
@@ -94,21 +95,24 @@ def test_observer_group_passes_every_event_in_order():
 def test_transcript_log_writes_one_flushed_event_per_line(tmp_path: Path):
     path = tmp_path / "run.jsonl"
     log = TranscriptLog(path)
-    log.run_start(recipe="inventory", model="openai:gpt-4o-mini", mode="replay")
+    assert not path.exists()  # created when the run starts, not before: bad input leaves no empty file
+    log.on_run_start(recipe="inventory", model="openai:gpt-4o-mini", mode="replay")
     log.on_model_response(0, answer(None, CALL, usage=Usage(95, 67, 1)))
     # Read back while the log is still open: nothing waits for close() to reach the file.
     lines = path.read_text(encoding="utf-8").splitlines()
     assert [json.loads(line)["event"] for line in lines] == ["run_start", "model_response"]
     assert "北京" in lines[1]
     log.on_tool_call_end(ToolCallRecord("call_1", "get_flower_inventory", {"city": "北京"}, "玫瑰: 100", False, 3))
-    result = RunResult("done", "stop", Usage(95, 67, 1), [], [])
-    log.run_end({"final": result.final, "stop_reason": result.stop_reason})
+    result = RunResult("done", "stop", Usage(95, 67, 1), [], [], recipe="inventory", model="openai:gpt-4o-mini",
+                       mode="live")
+    log.on_run_end(result)
     log.close()
     events = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     assert events[1]["turn"] == 1 and events[1]["tool_calls"] == [{"id": "call_1", "name": "get_flower_inventory", "arguments": {"city": "北京"}}]
     assert events[2] == {"event": "tool_call", "turn": 1, "id": "call_1", "name": "get_flower_inventory",
                          "arguments": {"city": "北京"}, "result": "玫瑰: 100", "is_error": False, "duration_ms": 3}
-    assert events[3] == {"event": "run_end", "final": "done", "stop_reason": "stop"}
+    assert events[3] == {"event": "run_end", **result.to_json()}
+    assert events[3]["final"] == "done" and events[3]["stop_reason"] == "stop" and events[3]["mode"] == "live"
 
 
 def _shipped_tools_backed_by(tmp_path: Path, module: str, source: str) -> Path:

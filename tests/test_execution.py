@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.backend_helpers import call, make_tool
-from toolrun.approval import TerminalApprover
 from toolrun.backends.base import CallContext
+from toolrun.cli.approval_prompt import TerminalApprover
 from toolrun.execution import DENIED_MESSAGE, cap_output, execute_call, validate_arguments
 from toolrun.secrets import register_secret
 from toolrun.tool import Annotations

@@ -1,65 +1,22 @@
 """Human approval of tool calls: ``confirm: true`` or a destructive annotation.
 
-An ``Approver`` is any async callable ``(tool, arguments) -> bool``. ``TerminalApprover``
-asks on a terminal, approves everything with ``--yes``, and denies when nobody can answer
-(stdin is not a terminal): the model then gets the error result "the user denied this call".
+An ``Approver`` is any async callable ``(tool, arguments) -> bool``: True runs the call,
+False denies it and the model gets the error result "the user denied this call". With no
+approver at all, such a call is refused (nobody can approve it). The terminal prompt of the
+command line is ``toolrun.cli.approval_prompt.TerminalApprover``; a server asks its client.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
-import sys
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TextIO
-
-import click
-
-from toolrun.daemon_threads import in_daemon_thread
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from toolrun.tool import Tool
 
 Approver = Callable[["Tool", dict[str, Any]], Awaitable[bool]]
 
-YES_ANSWERS = frozenset({"y", "yes"})
 
-
-class TerminalApprover:
-    """Approve with ``assume_yes``; else ask on a TTY showing the arguments; else deny."""
-
-    def __init__(self, assume_yes: bool = False, *, stdin: TextIO | None = None):
-        self.assume_yes = assume_yes
-        self._stdin = stdin
-        self._lock: asyncio.Lock | None = None  # one question at a time when calls run concurrently
-
-    async def __call__(self, tool: Tool, arguments: dict[str, Any]) -> bool:
-        """True to run the call, False to deny it."""
-        if self.assume_yes:
-            return True
-        stdin = self._stdin or sys.stdin
-        if not (stdin and stdin.isatty()):
-            click.echo(f"toolrun: denied {tool.name}: it needs approval and stdin is not a terminal "
-                       "(use --yes to approve every call)", err=True)
-            return False
-        if self._lock is None:
-            self._lock = asyncio.Lock()
-        async with self._lock:
-            shown = json.dumps(arguments, ensure_ascii=False, indent=2)
-            click.echo(f"\nThe model wants to call {tool.name} with:\n{shown}", err=True)
-            return await _ask_in_background(f"Allow this call to {tool.name}? [y/N]: ", stdin)
-
-
-def _ask(question: str, stdin: TextIO) -> bool:
-    click.echo(question, nl=False, err=True)
-    answer = stdin.readline()
-    if not answer:  # end of input: nobody is there to say yes
-        click.echo("", err=True)
-        return False
-    return answer.strip().lower() in YES_ANSWERS
-
-
-async def _ask_in_background(question: str, stdin: TextIO) -> bool:
-    """Ask in a daemon thread: other calls keep running meanwhile (their timeouts stay fair), and
-    Ctrl-C is not held up by a thread still blocked reading the terminal."""
-    return await in_daemon_thread(lambda: _ask(question, stdin), name="toolrun-approval")
+async def approve_all(tool: Tool, arguments: dict[str, Any]) -> bool:
+    """An approver that says yes to every call (``--yes``)."""
+    return True

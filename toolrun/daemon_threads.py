@@ -8,6 +8,7 @@ answers) would keep toolrun alive; a daemon thread is abandoned at exit instead.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -41,5 +42,7 @@ def in_daemon_thread(function: Callable[[], T], *, name: str) -> asyncio.Future[
         except RuntimeError:
             pass  # the loop is closed: the run is over
 
-    threading.Thread(target=work, name=name, daemon=True).start()
+    # The thread runs in a copy of the caller's context: the run's redactor goes with it.
+    context = contextvars.copy_context()
+    threading.Thread(target=context.run, args=(work,), name=name, daemon=True).start()
     return future

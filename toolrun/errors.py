@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 EXIT_OK = 0
 EXIT_RUN_FAILED = 1
@@ -45,6 +46,21 @@ class UserError(ToolrunError):
             problems = [problems]
         self.problems: list[Problem] = list(problems)
         super().__init__("\n".join(str(p) for p in self.problems))
+
+
+class LoadError(UserError):
+    """A catalog or recipe that does not load: ``problems`` lists every mistake (file, line, fix).
+
+    For a catalog stopped by lint errors, ``catalog`` is the loaded catalog with its findings.
+    """
+
+    def __init__(self, problems: list[Problem] | Problem | str, *, catalog: Any = None):
+        super().__init__(problems)
+        self.catalog = catalog
+
+
+class ToolError(Exception):
+    """Raise from a tool function for a deliberate error result: the message goes to the model as is."""
 
 
 class RunFailed(ToolrunError):

@@ -19,7 +19,7 @@ from jsonschema.exceptions import SchemaError
 from toolrun.approval import Approver
 from toolrun.backends import get_backend
 from toolrun.backends.base import CallContext
-from toolrun.secrets import MissingSecret, redact
+from toolrun.secrets import MissingSecret, Redactor, active_redactor, redacting
 from toolrun.tool import Tool
 
 DENIED_MESSAGE = "the user denied this call"
@@ -147,7 +147,17 @@ async def _approved(tool: Tool, arguments: dict[str, Any], approver: Approver | 
 
 async def execute_call(tool: Tool, arguments: Any, context: CallContext,
                        approver: Approver | None = None) -> ToolOutcome:
-    """Validate, approve, run under ``tool.timeout``, cap at ``tool.max_output`` and redact one call."""
+    """Validate, approve, run under ``tool.timeout``, cap at ``tool.max_output`` and redact one call.
+
+    Secrets are registered with the active run's redactor; a call outside any run gets its own.
+    """
+    redactor = active_redactor() or Redactor()
+    with redacting(redactor):
+        return await _execute(tool, arguments, context, approver, redactor)
+
+
+async def _execute(tool: Tool, arguments: Any, context: CallContext, approver: Approver | None,
+                   redactor: Redactor) -> ToolOutcome:
     problems = validate_arguments(tool, arguments)
     if problems:
         return ToolOutcome(f"invalid arguments for {tool.name}: " + "; ".join(problems), True, 0)
@@ -160,7 +170,7 @@ async def execute_call(tool: Tool, arguments: Any, context: CallContext,
     started = time.perf_counter()  # after approval: a human's thinking time is not the tool's
     text, is_error = await _run_backend(tool, arguments, context)
     duration_ms = round((time.perf_counter() - started) * 1000)
-    return ToolOutcome(cap_output(redact(text), tool.max_output), is_error, duration_ms)
+    return ToolOutcome(cap_output(redactor.redact(text), tool.max_output), is_error, duration_ms)
 
 
 async def _run_backend(tool: Tool, arguments: dict[str, Any], context: CallContext) -> tuple[str, bool]:

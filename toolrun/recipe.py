@@ -22,7 +22,7 @@ from toolrun.backends.base import CallContext
 from toolrun.catalog.model import Catalog
 from toolrun.catalog.tool_schema import packaged_schema_text
 from toolrun.durations import parse_duration
-from toolrun.errors import Problem, UserError
+from toolrun.errors import LoadError, Problem, UserError
 from toolrun.expect import Expectations, check_expectations
 from toolrun.messages import Message, TextPart
 from toolrun.providers.base import ProviderOverrides
@@ -137,8 +137,8 @@ class Recipe:
     def run_settings(self, *, max_turns: int | None = None, stream: bool | None = None,
                      parallel: bool | None = None) -> RunSettings:
         """The recipe's settings with command-line overrides (None: keep the recipe's)."""
-        changes = {k: v for k, v in {"max_turns": max_turns, "stream": stream, "parallel": parallel}.items()
-                   if v is not None}
+        changes: dict[str, Any] = {k: v for k, v in {"max_turns": max_turns, "stream": stream, "parallel": parallel}.items()
+                                   if v is not None}
         return dataclasses.replace(self.settings, **changes)
 
     def select_tools(self, catalog: Catalog) -> list[Tool]:
@@ -202,22 +202,22 @@ class Recipe:
 
 
 def load_recipe(path: Path) -> Recipe:
-    """Read and validate a recipe file; UserError listing every problem (file, line, fix)."""
+    """Read and validate a recipe file; LoadError listing every problem (file, line, fix)."""
     path = Path(path)
     if not path.is_file():
-        raise UserError(Problem(path, None, "recipe file not found", "check the path of the recipe"))
+        raise LoadError(Problem(path, None, "recipe file not found", "check the path of the recipe"))
     try:
         document = load_yaml_file(path)
     except YamlSyntaxError as exc:
-        raise UserError(exc.problem) from None
-    if not isinstance(document, dict):
-        raise UserError(Problem(path, getattr(document, "line", 1) or 1, "a recipe must be a mapping of keys",
+        raise LoadError(exc.problem) from None
+    if not isinstance(document, LineDict):
+        raise LoadError(Problem(path, getattr(document, "line", 1) or 1, "a recipe must be a mapping of keys",
                                 "start with  name: ...  model: ...  messages: [...]  (see toolrun schema recipe)"))
     problems = schema_problems(document, recipe_schema(), path)
     if not problems:
         problems = _template_problems(document, path)
     if problems:
-        raise UserError(problems)
+        raise LoadError(problems)
     return _build(document, path)
 
 

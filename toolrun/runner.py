@@ -20,11 +20,9 @@ done so far.
 from __future__ import annotations
 
 import asyncio
-import difflib
 import json
-import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from toolrun.backends.base import CallContext
 from toolrun.call_ids import CallIdAllocator
@@ -42,14 +40,18 @@ from toolrun.messages import (
     Usage,
 )
 from toolrun.providers.base import Provider
+from toolrun.results import RunResult, ToolCallRecord, TurnRecord
 from toolrun.scheduling import plan_batches
-from toolrun.secrets import redact
+from toolrun.secrets import Redactor, active_redactor, redact, redacting
+from toolrun.text import close_matches, counted, excerpt
 from toolrun.tool import Tool
 
 if TYPE_CHECKING:
     from toolrun.approval import Approver
+    from toolrun.catalog.model import Catalog
+    from toolrun.replay.divergence import Divergence
 
-_EXCERPT_CHARS = 200
+_EXCERPT_CHARS = 200  # of a failing call's result or unparsable arguments, in an error message
 # What an adapter raises when a body is valid JSON of the wrong shape ({"choices": "x"}).
 UNREADABLE_ANSWER = (AttributeError, TypeError, KeyError, IndexError, ValueError)
 _TOOL_CHOICE_KEYWORDS = ("auto", "none", "required")
@@ -71,53 +73,27 @@ class RunSettings:
     reset_tool_choice: bool = True
 
 
-@dataclass
-class ToolCallRecord:
-    """One executed (or refused) call, as the transcript shows it.
-
-    ``arguments`` is the parsed object, or the raw string when it was not valid JSON.
-    """
-
-    id: str
-    name: str
-    arguments: Any
-    result: str
-    is_error: bool
-    duration_ms: int
-
-
-@dataclass
-class TurnRecord:
-    """One model request and the calls it led to."""
-
-    stop_reason: str
-    text: str | None
-    usage: Usage
-    tool_calls: list[ToolCallRecord] = field(default_factory=list)
-
-
-@dataclass
-class RunResult:
-    """Everything a run produced. ``error`` explains a stop that is not a normal answer."""
-
-    final: str | None
-    stop_reason: str
-    usage: Usage
-    turns: list[TurnRecord]
-    messages: list[Message]
-    error: str | None = None
-
-    @property
-    def tool_calls(self) -> list[ToolCallRecord]:
-        """Every call of every turn, in order."""
-        return [call for turn in self.turns for call in turn.tool_calls]
-
-
 class RunObserver:
     """Hooks for progress output and incremental transcripts. Every method is a no-op here.
 
-    Callbacks run on the event loop's thread; they must not block for long.
+    Callbacks run on the event loop's thread; they must not block for long. The first four
+    are called by a recipe run (``toolrun.run``) around the conversation; the rest by the loop.
     """
+
+    def on_catalog(self, catalog: Catalog) -> None:
+        """The catalog loaded; ``catalog.findings`` holds its lint findings."""
+
+    def on_run_start(self, *, recipe: str, model: str, mode: str) -> None:
+        """The run is about to ask its model (``mode``: live or replay)."""
+
+    def on_notice(self, message: str) -> None:
+        """Something the person running toolrun should know (a fallback, a mode forced by a recording)."""
+
+    def on_divergence(self, divergence: Divergence) -> None:
+        """A replayed run asked something its recording did not (see ``toolrun.replay.divergence``)."""
+
+    def on_run_end(self, result: RunResult) -> None:
+        """The run finished (answer, failure or limit); ``result.to_json()`` is its document."""
 
     def on_text_delta(self, text: str) -> None:
         """A piece of streamed assistant text."""
@@ -133,6 +109,53 @@ class RunObserver:
 
     def on_turn_end(self, turn: TurnRecord) -> None:
         """A turn is complete: the model's answer and every call it led to."""
+
+
+class ObserverGroup(RunObserver):
+    """Passes every event to each of several observers, in order (None entries are skipped)."""
+
+    def __init__(self, *observers: RunObserver | None):
+        self.observers = [o for o in observers if o is not None]
+
+    def on_catalog(self, catalog: Catalog) -> None:
+        for observer in self.observers:
+            observer.on_catalog(catalog)
+
+    def on_run_start(self, *, recipe: str, model: str, mode: str) -> None:
+        for observer in self.observers:
+            observer.on_run_start(recipe=recipe, model=model, mode=mode)
+
+    def on_notice(self, message: str) -> None:
+        for observer in self.observers:
+            observer.on_notice(message)
+
+    def on_divergence(self, divergence: Divergence) -> None:
+        for observer in self.observers:
+            observer.on_divergence(divergence)
+
+    def on_run_end(self, result: RunResult) -> None:
+        for observer in self.observers:
+            observer.on_run_end(result)
+
+    def on_text_delta(self, text: str) -> None:
+        for observer in self.observers:
+            observer.on_text_delta(text)
+
+    def on_model_response(self, turn_index: int, response: ModelResponse) -> None:
+        for observer in self.observers:
+            observer.on_model_response(turn_index, response)
+
+    def on_tool_call_start(self, call: ToolCall) -> None:
+        for observer in self.observers:
+            observer.on_tool_call_start(call)
+
+    def on_tool_call_end(self, record: ToolCallRecord) -> None:
+        for observer in self.observers:
+            observer.on_tool_call_end(record)
+
+    def on_turn_end(self, turn: TurnRecord) -> None:
+        for observer in self.observers:
+            observer.on_turn_end(turn)
 
 
 async def run_conversation(
@@ -152,8 +175,13 @@ async def run_conversation(
     ``length``, ``content_filter``), or ``max_turns`` / ``error`` with ``error`` saying why.
     Raises ``UserError`` for settings that cannot work (a ``tool_choice`` naming no tool).
     """
-    loop = _ConversationLoop(provider, tools, system, messages, settings, context, approver, observer)
-    return await loop.run()
+    redactor = active_redactor() or Redactor()  # a recipe run brings its own; a bare loop gets one
+    with redacting(redactor):
+        redactor.add(provider.config.api_key)  # however the provider was made, its key never shows
+        loop = _ConversationLoop(provider, tools, system, messages, settings, context, approver, observer)
+        result = await loop.run()
+    result.redactor = redactor
+    return result
 
 
 class _ConversationLoop:
@@ -213,7 +241,7 @@ class _ConversationLoop:
             turn.tool_calls = await self._run_calls(calls, response.stop_reason)
             self.history.append(
                 Message("tool", [ToolResult(r.id, r.name, r.result, r.is_error, c.provider_id)
-                                 for c, r in zip(calls, turn.tool_calls)])
+                                 for c, r in zip(calls, turn.tool_calls, strict=True)])
             )
             self._end_turn(turn)
             if self._count_failures(turn.tool_calls):
@@ -268,10 +296,9 @@ class _ConversationLoop:
             record = ToolCallRecord(call.id, call.name, shown_arguments, refusal, True, 0)
         else:
             tool = self.tools[call.name]
-            started = time.monotonic()
             outcome = await execute_call(tool, call.arguments, self.context, self.approver)
-            duration_ms = outcome.duration_ms if outcome.duration_ms is not None else _ms_since(started)
-            record = ToolCallRecord(call.id, call.name, shown_arguments, outcome.result, outcome.is_error, duration_ms)
+            record = ToolCallRecord(call.id, call.name, shown_arguments, outcome.result, outcome.is_error,
+                                    outcome.duration_ms)
         self.observer.on_tool_call_end(record)
         return record
 
@@ -342,7 +369,7 @@ def _check_settings(settings: RunSettings, tools: list[Tool]) -> None:
 def unknown_tool_message(name: str, available: list[str]) -> str:
     """The error result for a call of a tool that is not in the run's tool list."""
     message = f"unknown tool {name!r}"
-    close = difflib.get_close_matches(name, available, n=1, cutoff=0.6)
+    close = close_matches(name, available)
     if close:
         message += f"; did you mean {close[0]!r}?"
     listing = ", ".join(available) if available else "(none)"
@@ -366,13 +393,4 @@ def invalid_json_message(raw: str, *, cut_off: bool) -> str:
 
 
 def _excerpt(text: str) -> str:
-    return text if len(text) <= _EXCERPT_CHARS else text[:_EXCERPT_CHARS] + "…"
-
-
-def counted(number: int, noun: str) -> str:
-    """``1 turn``, ``3 turns``: a number with its noun in the right form."""
-    return f"{number} {noun}" + ("" if number == 1 else "s")
-
-
-def _ms_since(started: float) -> int:
-    return int((time.monotonic() - started) * 1000)
+    return excerpt(text, _EXCERPT_CHARS)

@@ -11,7 +11,7 @@ already done. Every line is a JSON object with an ``"event"`` key, secrets redac
                     finished call (calls of one turn may finish in any order)
 ``divergence``      ``{exchange, kind, path, recorded, now, message}`` — replay only
 ``notice``          ``{message}`` — e.g. the replay fallback
-``run_end``         the whole transcript document (``final``, ``stop_reason``, ``usage``,
+``run_end``         the whole run document (``toolrun recipe --json``) (``final``, ``stop_reason``, ``usage``,
                     ``turns``, ``error`` ...) plus ``divergences`` when replaying
 """
 
@@ -22,20 +22,37 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from toolrun.errors import Problem, UserError
 from toolrun.messages import ModelResponse
-from toolrun.runner import RunObserver, ToolCallRecord
+from toolrun.replay.divergence import Divergence
+from toolrun.results import RunResult, ToolCallRecord
+from toolrun.runner import RunObserver
 from toolrun.secrets import redact
-from toolrun.transcript import tool_call_document
 
 
 class TranscriptLog(RunObserver):
-    """Appends the events of one run to a JSON Lines file, flushing after each line."""
+    """Appends the events of one run to a JSON Lines file, flushing after each line.
+
+    The file is created when the run starts (``on_run_start``), after the recipe and the
+    catalog have loaded: bad input leaves no empty transcript behind. A path that cannot be
+    written is bad input (``UserError``), raised before any model is asked.
+    """
 
     def __init__(self, path: Path):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._stream: TextIO | None = self.path.open("w", encoding="utf-8")
+        self._stream: TextIO | None = None
         self._turn = 0
+
+    def open(self) -> None:
+        """Create the file now (``on_run_start`` does it when the run starts)."""
+        if self._stream is not None:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._stream = self.path.open("w", encoding="utf-8")
+        except OSError as exc:
+            raise UserError(Problem(self.path, None, f"--transcript: cannot write this file ({exc.strerror or exc})",
+                                    "choose a path in a folder you can write to")) from None
 
     def write(self, event: str, **fields: Any) -> None:
         """One event line, flushed to the operating system at once."""
@@ -45,9 +62,16 @@ class TranscriptLog(RunObserver):
         self._stream.write(line + "\n")
         self._stream.flush()
 
-    def run_start(self, *, recipe: str, model: str, mode: str) -> None:
+    def on_run_start(self, *, recipe: str, model: str, mode: str) -> None:
+        self.open()
         self.write("run_start", recipe=recipe, model=model, mode=mode,
                    started_at=datetime.now(UTC).isoformat(timespec="seconds"))
+
+    def on_notice(self, message: str) -> None:
+        self.write("notice", message=message)
+
+    def on_divergence(self, divergence: Divergence) -> None:
+        self.write("divergence", **divergence.to_json())
 
     def on_model_response(self, turn_index: int, response: ModelResponse) -> None:
         self._turn = turn_index + 1
@@ -65,10 +89,10 @@ class TranscriptLog(RunObserver):
         )
 
     def on_tool_call_end(self, record: ToolCallRecord) -> None:
-        self.write("tool_call", turn=self._turn, **tool_call_document(record))
+        self.write("tool_call", turn=self._turn, **record.to_json())
 
-    def run_end(self, document: dict[str, Any]) -> None:
-        self.write("run_end", **document)
+    def on_run_end(self, result: RunResult) -> None:
+        self.write("run_end", **result.to_json())
 
     def close(self) -> None:
         if self._stream is not None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from toolrun.backends.python import ToolError
+from toolrun import ToolError
 
 STOCK: dict[str, dict[str, int]] = {
     "北京": {"玫瑰": 100, "郁金香": 150},

@@ -24,13 +24,8 @@ from typing import Any
 
 from toolrun.backends.base import Backend, BackendOutput, CallContext
 from toolrun.daemon_threads import in_daemon_thread
-from toolrun.errors import Problem
+from toolrun.errors import Problem, ToolError
 from toolrun.tool import Tool
-
-
-class ToolError(Exception):
-    """Raise from a tool function for a deliberate error result: the message goes to the model as is."""
-
 
 _import_lock = threading.Lock()  # sys.path is process-wide: one file import at a time
 _functions: dict[tuple[str, str], Callable[..., Any]] = {}

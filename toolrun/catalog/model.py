@@ -5,8 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from toolrun.tool import Tool
+
+if TYPE_CHECKING:
+    from toolrun.catalog.lint import LintFinding
 
 
 @dataclass
@@ -15,6 +19,12 @@ class Catalog:
 
     tools: dict[str, Tool] = field(default_factory=dict)
     directory: Path | None = None
+    findings: list[LintFinding] = field(default_factory=list)  # the lint's, when it ran
+
+    @property
+    def lint_errors(self) -> list[LintFinding]:
+        """Findings of severity error: a poisoned or broken tool that must not be offered to a model."""
+        return [finding for finding in self.findings if finding.severity == "error"]
 
     def __iter__(self) -> Iterator[Tool]:
         return iter(self.tools.values())

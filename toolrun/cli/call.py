@@ -7,20 +7,18 @@ arguments are validated against the tool's schema exactly as a model's would be.
 from __future__ import annotations
 
 import asyncio
-import difflib
 import json
 from pathlib import Path
 from typing import Any
 
 import click
 
-from toolrun.approval import TerminalApprover
-from toolrun.backends.base import CallContext
-from toolrun.catalog.model import Catalog
+from toolrun.api import acall, find_tool
 from toolrun.cli import main
+from toolrun.cli.approval_prompt import TerminalApprover
 from toolrun.cli.common import load_catalog_for_cli, tools_dir_option
 from toolrun.errors import EXIT_RUN_FAILED, Problem, UserError
-from toolrun.execution import execute_call, validate_arguments
+from toolrun.execution import validate_arguments
 from toolrun.tool import Tool
 
 
@@ -30,44 +28,35 @@ from toolrun.tool import Tool
               help="One argument; V is read as JSON when the schema says it is not a string. Repeatable.")
 @click.option("--args", "args_json", metavar="JSON", help="All arguments as one JSON object (--arg values win).")
 @tools_dir_option
-@click.option("--json", "as_json", is_flag=True, help='Print {"result", "is_error", "duration_ms"} as JSON.')
+@click.option("--json", "as_json", is_flag=True, help='Print {"tool", "arguments", "result", "is_error", "duration_ms"} as JSON, whatever\n'
+                   'the outcome.')
 @click.option("--yes", "assume_yes", is_flag=True, help="Approve the call if the tool asks for confirmation.")
 def call_command(name: str, arg_pairs: tuple[str, ...], args_json: str | None, tools_dir: Path | None,
                  as_json: bool, assume_yes: bool) -> None:
     """Run the tool NAME once with the given arguments and print its result.
 
-    Exit code 0 for a result, 1 for an error result, 2 for an unknown tool or invalid arguments.
+    Exit code 0 for a result, 1 for an error result (with --json: invalid arguments too), 2 for an
+    unknown tool, unparsable arguments, or (without --json) arguments the schema refuses.
     """
     catalog = load_catalog_for_cli(tools_dir)
     tool = find_tool(catalog, name)
     arguments = parse_arguments(tool, arg_pairs, args_json)
-    problems = validate_arguments(tool, arguments)
-    if problems:
-        hint = f"see the parameters with: toolrun tools show {tool.name}"
-        raise UserError([Problem(None, None, f"invalid arguments for {tool.name}: {p}",
-                                 hint if index == len(problems) - 1 else None)
-                         for index, p in enumerate(problems)])
-    outcome = asyncio.run(execute_call(tool, arguments, CallContext(), TerminalApprover(assume_yes)))
+    if not as_json:  # invalid arguments are the command line's mistake; --json reports them in its document
+        problems = validate_arguments(tool, arguments)
+        if problems:
+            hint = f"see the parameters with: toolrun tools show {tool.name}"
+            raise UserError([Problem(None, None, f"invalid arguments for {tool.name}: {p}",
+                                     hint if index == len(problems) - 1 else None)
+                             for index, p in enumerate(problems)])
+    outcome = asyncio.run(acall(catalog, tool.name, arguments, approver=TerminalApprover(assume_yes)))
     if as_json:
-        document = {"result": outcome.result, "is_error": outcome.is_error, "duration_ms": outcome.duration_ms}
-        click.echo(json.dumps(document, ensure_ascii=False))
+        click.echo(json.dumps(outcome.to_json(), ensure_ascii=False))
     elif outcome.is_error:
         click.echo(f"error result: {outcome.result}", err=True)
     else:
         click.echo(outcome.result)
     if outcome.is_error:
         click.get_current_context().exit(EXIT_RUN_FAILED)
-
-
-def find_tool(catalog: Catalog, name: str) -> Tool:
-    """The tool called ``name``; UserError with a did-you-mean otherwise."""
-    tool = catalog.get(name)
-    if tool is not None:
-        return tool
-    guesses = difflib.get_close_matches(name, list(catalog.tools), n=3, cutoff=0.5)
-    fix = f"did you mean {' or '.join(guesses)}?" if guesses else "run `toolrun tools list` to see the tools"
-    where = catalog.directory if catalog.directory is not None else "the tools directory"
-    raise UserError(Problem(None, None, f"no tool named {name!r} in {where}", fix))
 
 
 def _declared_types(tool: Tool, key: str) -> set[str]:

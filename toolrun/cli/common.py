@@ -8,12 +8,10 @@ from typing import Any
 
 import click
 
-from toolrun.catalog.lint import LintFinding, lint_catalog
-from toolrun.catalog.loader import load_catalog
+from toolrun.api import DEFAULT_TOOLS_DIR
+from toolrun.catalog.gate import load_checked_catalog
 from toolrun.catalog.model import Catalog
-from toolrun.errors import Problem, UserError
-
-DEFAULT_TOOLS_DIR = Path("tools.d")
+from toolrun.cli.display import load_summary
 
 
 def tools_dir_option(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -27,35 +25,16 @@ def tools_dir_option(function: Callable[..., Any]) -> Callable[..., Any]:
     )(function)
 
 
-def load_catalog_for_cli(tools_dir: Path | None, *, stop_on_lint_errors: bool = True) -> Catalog:
-    """Load the catalog a command works on, print a one-line lint summary to stderr, return it.
+def print_load_summary(catalog: Catalog) -> None:
+    """The one-line lint summary on stderr."""
+    click.echo(load_summary(catalog), err=True)
 
-    Raises UserError with every load problem of every file; with ``stop_on_lint_errors``
-    (lint errors stop loading) also with the lint findings of severity error.
+
+def load_catalog_for_cli(tools_dir: Path | None) -> Catalog:
+    """Load and lint the catalog a command works on, print the one-line summary to stderr.
+
+    Raises ``LoadError`` with every load problem of every file, or with the lint's errors
+    (lint errors stop loading; warnings do not).
     """
     directory = tools_dir if tools_dir is not None else DEFAULT_TOOLS_DIR
-    result = load_catalog(directory)
-    if result.problems:
-        raise UserError(result.problems)
-    findings = lint_catalog(result.catalog)
-    errors = [f for f in findings if f.severity == "error"]
-    warnings = [f for f in findings if f.severity == "warning"]
-    click.echo(load_summary(len(result.catalog), directory, len(errors), len(warnings)), err=True)
-    if errors and stop_on_lint_errors:
-        raise UserError([_lint_problem(finding) for finding in errors])
-    return result.catalog
-
-
-def load_summary(tool_count: int, directory: Path, errors: int, warnings: int) -> str:
-    """``toolrun: 7 tools from tools.d — 0 errors, 2 warnings (toolrun tools lint shows them)``."""
-    noun = "tool" if tool_count == 1 else "tools"
-    line = f"toolrun: {tool_count} {noun} from {directory} — {errors} errors, {warnings} warnings"
-    if errors or warnings:
-        line += " (toolrun tools lint shows them)"
-    return line
-
-
-
-def _lint_problem(finding: LintFinding) -> Problem:
-    subject = f"{finding.tool}: " if finding.tool else ""
-    return Problem(finding.file, finding.line, f"{subject}{finding.message} [{finding.rule}]")
+    return load_checked_catalog(directory, on_loaded=print_load_summary)

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import click
 
+from toolrun.api import DEFAULT_TOOLS_DIR, load_catalog
 from toolrun.catalog.lint import count_by_severity, lint_catalog
-from toolrun.catalog.loader import load_catalog
 from toolrun.cli import tools
-from toolrun.cli.common import DEFAULT_TOOLS_DIR, tools_dir_option
-from toolrun.errors import EXIT_RUN_FAILED, UserError
+from toolrun.cli.common import tools_dir_option
+from toolrun.errors import EXIT_RUN_FAILED
 
 
 @tools.command("lint")
@@ -26,20 +26,17 @@ def lint_command(ctx: click.Context, tools_dir: Path | None, as_json: bool, stri
     --strict), 2 when the tool files do not load.
     """
     directory = tools_dir if tools_dir is not None else DEFAULT_TOOLS_DIR
-    # The loader directly, not load_catalog_for_cli: lint errors must be listed, not stop it.
-    result = load_catalog(directory)
-    if result.problems:
-        raise UserError(result.problems)
-    findings = lint_catalog(result.catalog)
+    catalog = load_catalog(directory, lint=False)  # lint errors are listed here, not a reason to stop
+    findings = lint_catalog(catalog)
     counts = count_by_severity(findings)
     if as_json:
-        document = {"tools": len(result.catalog), "findings": [finding.to_json() for finding in findings]}
+        document = {"tools": len(catalog), "findings": [finding.to_json() for finding in findings]}
         click.echo(json.dumps(document, ensure_ascii=False, indent=2))
     else:
         for finding in findings:
             click.echo(str(finding))
         click.echo(
-            f"{len(result.catalog)} tools: {counts['error']} errors, {counts['warning']} warnings, "
+            f"{len(catalog)} tools: {counts['error']} errors, {counts['warning']} warnings, "
             f"{counts['info']} info",
             err=True,
         )

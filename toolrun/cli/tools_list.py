@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -59,7 +60,7 @@ def first_sentence(text: str, width: int = _SUMMARY_WIDTH) -> str:
     return sentence if len(sentence) <= width else sentence[: width - 1].rstrip() + "…"
 
 
-def format_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+def format_table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
     """Left-aligned columns separated by two spaces; the last column is not padded."""
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header) - 1)]
     lines = []

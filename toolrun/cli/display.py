@@ -1,4 +1,4 @@
-"""What a person sees while a recipe runs: streamed text, one line per tool call, a summary.
+"""What a person sees while a recipe runs (the terminal side of the CLI): streamed text, one line per tool call, a summary.
 
 The assistant's text goes to stdout (as it streams, or at the end of a turn when the run
 does not stream); everything else — tool calls, notices, the summary — goes to stderr, so
@@ -11,38 +11,15 @@ from __future__ import annotations
 import json
 from typing import Any, TextIO
 
+from toolrun.catalog.model import Catalog
 from toolrun.messages import ModelResponse, ToolCall, Usage
-from toolrun.runner import RunObserver, RunResult, ToolCallRecord, TurnRecord, counted
+from toolrun.replay.divergence import Divergence
+from toolrun.results import RunResult, ToolCallRecord, TurnRecord
+from toolrun.runner import RunObserver
 from toolrun.secrets import redact
+from toolrun.text import counted
 
 _RESULT_EXCERPT = 100  # characters of a tool result shown on its line
-
-
-class ObserverGroup(RunObserver):
-    """Passes every event to each of several observers, in order."""
-
-    def __init__(self, *observers: RunObserver | None):
-        self.observers = [o for o in observers if o is not None]
-
-    def on_text_delta(self, text: str) -> None:
-        for observer in self.observers:
-            observer.on_text_delta(text)
-
-    def on_model_response(self, turn_index: int, response: ModelResponse) -> None:
-        for observer in self.observers:
-            observer.on_model_response(turn_index, response)
-
-    def on_tool_call_start(self, call: ToolCall) -> None:
-        for observer in self.observers:
-            observer.on_tool_call_start(call)
-
-    def on_tool_call_end(self, record: ToolCallRecord) -> None:
-        for observer in self.observers:
-            observer.on_tool_call_end(record)
-
-    def on_turn_end(self, turn: TurnRecord) -> None:
-        for observer in self.observers:
-            observer.on_turn_end(turn)
 
 
 class TerminalDisplay(RunObserver):
@@ -62,6 +39,15 @@ class TerminalDisplay(RunObserver):
         """A line for the person running toolrun (mode, fallbacks, divergences)."""
         self._close_text()
         self._info(message)
+
+    def on_catalog(self, catalog: Catalog) -> None:
+        self._info(load_summary(catalog))
+
+    def on_notice(self, message: str) -> None:
+        self.notice(message)
+
+    def on_divergence(self, divergence: Divergence) -> None:
+        self.notice(str(divergence))
 
     def on_text_delta(self, text: str) -> None:
         self._streamed_this_turn = True
@@ -102,6 +88,16 @@ class TerminalDisplay(RunObserver):
     def _info(self, line: str) -> None:
         self.info_out.write(redact(line) + "\n")
         self.info_out.flush()
+
+
+def load_summary(catalog: Catalog) -> str:
+    """``toolrun: 7 tools from tools.d — 0 errors, 2 warnings (toolrun tools lint shows them)``."""
+    errors = sum(1 for finding in catalog.findings if finding.severity == "error")
+    warnings = sum(1 for finding in catalog.findings if finding.severity == "warning")
+    line = f"toolrun: {counted(len(catalog), 'tool')} from {catalog.directory} — {errors} errors, {warnings} warnings"
+    if errors or warnings:
+        line += " (toolrun tools lint shows them)"
+    return line
 
 
 def summary_line(turns: list[TurnRecord], tool_calls: int, usage: Usage, mode: str) -> str:

@@ -1,0 +1,120 @@
+"""The library entry points behind ``toolrun.*``: load, call one tool, play a recipe.
+
+Everything the command line does is one of these calls first; the CLI only parses
+options and prints. The async functions are the core; ``run`` and ``call`` are their
+blocking twins for scripts (they start an event loop, so call them outside one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from toolrun.approval import Approver
+from toolrun.backends.base import CallContext
+from toolrun.catalog.gate import load_checked_catalog
+from toolrun.catalog.model import Catalog
+from toolrun.errors import Problem, UserError
+from toolrun.execution import execute_call
+from toolrun.play import Mode, arun
+from toolrun.providers.base import Provider
+from toolrun.recipe import Recipe
+from toolrun.recipe import load_recipe as _load_recipe_file
+from toolrun.results import RunResult
+from toolrun.runner import RunObserver
+from toolrun.secrets import redacting, run_redactor
+from toolrun.text import close_matches
+from toolrun.tool import Tool
+
+DEFAULT_TOOLS_DIR = Path("tools.d")
+
+
+def load_catalog(tools_dir: str | Path = DEFAULT_TOOLS_DIR, *, lint: bool = True) -> Catalog:
+    """Load every tool file of ``tools_dir`` (``*.yaml``, ``*.yml``) into a ``Catalog``.
+
+    With ``lint`` (the default) the description lint runs: its findings are in
+    ``catalog.findings``, and a finding of severity error stops loading like a broken
+    file does. Raises ``toolrun.LoadError`` whose ``problems`` name file, line and fix.
+    """
+    return load_checked_catalog(Path(tools_dir), lint=lint)
+
+
+def load_recipe(path: str | Path) -> Recipe:
+    """Read and check a recipe file; raises ``toolrun.LoadError`` listing every problem."""
+    return _load_recipe_file(Path(path))
+
+
+@dataclass
+class CallResult:
+    """What one tool call gave: the text a model would get, and whether it is an error."""
+
+    tool: str
+    arguments: Any
+    result: str
+    is_error: bool
+    duration_ms: int
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"tool", "arguments", "result", "is_error", "duration_ms"}``, as ``toolrun call --json`` prints it."""
+        return {"tool": self.tool, "arguments": self.arguments, "result": self.result,
+                "is_error": self.is_error, "duration_ms": self.duration_ms}
+
+
+def find_tool(catalog: Catalog, name: str) -> Tool:
+    """The tool called ``name``; ``UserError`` with a did-you-mean otherwise."""
+    tool = catalog.get(name)
+    if tool is not None:
+        return tool
+    guesses = close_matches(name, catalog.tools, n=3, cutoff=0.5)
+    fix = f"did you mean {' or '.join(guesses)}?" if guesses else "run `toolrun tools list` to see the tools"
+    where = catalog.directory if catalog.directory is not None else "the tools directory"
+    raise UserError(Problem(None, None, f"no tool named {name!r} in {where}", fix))
+
+
+async def acall(catalog: Catalog, name: str, arguments: Any = None, *, approver: Approver | None = None,
+                environ: Mapping[str, str] | None = None, allow_hosts: list[str] | None = None) -> CallResult:
+    """Run the tool ``name`` once, exactly as the runner runs a model's call.
+
+    The arguments are validated against the tool's schema; invalid arguments, a failing
+    tool, a timeout or a denied approval give ``is_error=True`` with the message a model
+    would get — never an exception. A tool that needs approval is refused unless an
+    ``approver`` says yes. Raises ``UserError`` only for a name not in the catalog.
+    Secrets the call reads are redacted from its result and forgotten afterwards.
+    """
+    tool = find_tool(catalog, name)
+    given = {} if arguments is None else arguments
+    context = CallContext(allow_hosts=allow_hosts) if environ is None else CallContext(environ, allow_hosts)
+    with redacting(run_redactor()):
+        outcome = await execute_call(tool, given, context, approver)
+    return CallResult(tool.name, given, outcome.result, outcome.is_error, outcome.duration_ms)
+
+
+def call(catalog: Catalog, name: str, arguments: Any = None, *, approver: Approver | None = None,
+         environ: Mapping[str, str] | None = None, allow_hosts: list[str] | None = None) -> CallResult:
+    """Blocking twin of ``acall``."""
+    return asyncio.run(acall(catalog, name, arguments, approver=approver, environ=environ, allow_hosts=allow_hosts))
+
+
+def run(
+    recipe: str | Path | Recipe,
+    *,
+    vars: Mapping[str, Any] | None = None,
+    model: str | Provider | None = None,
+    mode: Mode = "auto",
+    tools_dir: str | Path | None = None,
+    catalog: Catalog | None = None,
+    observer: RunObserver | None = None,
+    approver: Approver | None = None,
+    stream: bool | None = None,
+    max_turns: int | None = None,
+    record: str | Path | None = None,
+    replay: str | Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> RunResult:
+    """Blocking twin of ``arun``."""
+    return asyncio.run(arun(recipe, vars=vars, model=model, mode=mode, tools_dir=tools_dir, catalog=catalog,
+                            observer=observer, approver=approver, stream=stream, max_turns=max_turns,
+                            record=record, replay=replay, environ=environ))

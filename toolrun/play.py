@@ -1,0 +1,246 @@
+"""Play a recipe: choose live or replay, load and lint the catalog, run the loop, check ``expect``.
+
+This is everything ``toolrun recipe`` does except printing; the CLI, tests and embedding
+programs all call ``arun`` (public as ``toolrun.arun``, and ``toolrun.run`` blocking). What a
+person sees comes through the observer (``on_catalog``, ``on_notice``, ``on_divergence``
+and the loop's hooks); the outcome is the returned ``RunResult``.
+
+How the model is reached:
+
+- ``model`` a ``Provider`` object (``ScriptedModel`` for an offline run): that object,
+  as it is — no credentials, no recording;
+- ``mode="replay"`` (or ``replay=FILE``): the recording is played back offline, the tools
+  still run for real, and every divergence from the recording is reported;
+- ``mode="live"``: the provider, with credentials from the environment;
+- ``mode="auto"`` (the default): live when the provider has credentials, else the
+  recording beside the recipe (``NAME.cassette.json``) with a notice, else bad input
+  naming the variable to set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from toolrun.approval import Approver
+from toolrun.catalog.gate import load_checked_catalog
+from toolrun.catalog.model import Catalog
+from toolrun.errors import Problem, UserError
+from toolrun.providers import get_provider_class, split_model
+from toolrun.providers.base import Provider
+from toolrun.providers.transport import HttpxTransport, Transport
+from toolrun.recipe import Recipe, load_recipe
+from toolrun.replay.divergence import Divergence
+from toolrun.replay.playback import ModeChoice, check_cassette_provider, choose_mode, offline_config
+from toolrun.replay.recording import Cassette, RecordingTransport, ReplayTransport, cassette_beside, load_cassette, save_cassette
+from toolrun.results import RunResult
+from toolrun.runner import RunObserver, run_conversation
+from toolrun.secrets import redacting, run_redactor
+
+Mode = Literal["auto", "live", "replay"]
+MODES: tuple[str, ...] = ("auto", "live", "replay")
+
+
+async def arun(
+    recipe: str | Path | Recipe,
+    *,
+    vars: Mapping[str, Any] | None = None,
+    model: str | Provider | None = None,
+    mode: Mode = "auto",
+    tools_dir: str | Path | None = None,
+    catalog: Catalog | None = None,
+    observer: RunObserver | None = None,
+    approver: Approver | None = None,
+    stream: bool | None = None,
+    max_turns: int | None = None,
+    record: str | Path | None = None,
+    replay: str | Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> RunResult:
+    """Play a recipe (a path or a loaded ``Recipe``) until the model answers.
+
+    - ``vars``: override the recipe's vars; ``model``: ``"provider:model"``, or a
+      ``Provider`` object such as ``ScriptedModel`` for an offline run;
+    - ``mode``: ``"auto"`` (live with credentials, else the recording beside the recipe),
+      ``"live"`` or ``"replay"``; ``replay=FILE`` replays that recording, ``record=FILE``
+      saves every model exchange of a live run;
+    - ``observer``: a ``RunObserver`` that sees the run as it happens (streamed text, tool
+      calls, notices, divergences); ``approver``: says yes or no to tools that need approval.
+
+    Returns the ``RunResult``: ``final``, ``stop_reason``, ``usage``, ``turns``,
+    ``expect_failures``, ``divergences``; ``to_json()`` is ``toolrun recipe --json``.
+    Raises ``UserError`` (``LoadError`` for files) for bad input before any model is asked;
+    a provider failure does not raise (``stop_reason == "error"``, ``error`` says why).
+    """
+    if mode not in MODES:
+        raise UserError(Problem(None, None, f"mode {mode!r} is not one of {', '.join(MODES)}",
+                                "use auto, live or replay"))
+    redactor = run_redactor()
+    with redacting(redactor):  # every secret this run reads stays in this run
+        play = _Play(recipe if isinstance(recipe, Recipe) else load_recipe(Path(recipe)), observer or RunObserver(),
+                     dict(vars or {}), environ)
+        result = await play.run(model=model, mode=mode, tools_dir=tools_dir, catalog=catalog, approver=approver,
+                                stream=stream, max_turns=max_turns, record=record, replay=replay)
+    result.redactor = redactor
+    return result
+
+
+@dataclass
+class _ModelPlan:
+    """Which provider and which mode, decided before the catalog loads (a bad option is reported first)."""
+
+    provider_class: type[Provider]
+    model_name: str
+    spec: str
+    choice: ModeChoice
+
+
+@dataclass
+class _Connection:
+    """How this run reaches its model: the provider object and what the run must say about it."""
+
+    provider: Provider
+    spec: str
+    mode: str
+    stream: bool | None
+    notices: list[str] = field(default_factory=list)
+    replay: ReplayTransport | None = None
+    recorder: RecordingTransport | None = None
+
+
+class _Play:
+    """One recipe run: its recipe, observer, vars and the divergences found so far."""
+
+    def __init__(self, recipe: Recipe, observer: RunObserver, vars: dict[str, Any],
+                 environ: Mapping[str, str] | None) -> None:
+        self.recipe = recipe
+        self.observer = observer
+        self.vars = vars
+        self.environ = environ
+        self.divergences: list[Divergence] = []
+
+    async def run(self, *, model: str | Provider | None, mode: str, tools_dir: str | Path | None,
+                  catalog: Catalog | None, approver: Approver | None, stream: bool | None,
+                  max_turns: int | None, record: str | Path | None, replay: str | Path | None) -> RunResult:
+        recipe = self.recipe
+        record_path = Path(record) if record is not None else None
+        plan = None if isinstance(model, Provider) else self._plan(model, mode, record_path,
+                                                                   Path(replay) if replay is not None else None)
+        if catalog is None:
+            directory = recipe.locate_tools_dir(Path(tools_dir) if tools_dir is not None else None)
+            catalog = load_checked_catalog(directory, on_loaded=self.observer.on_catalog)
+        tools = recipe.select_tools(catalog)
+        system = recipe.render_system(self.vars)
+        messages = recipe.render_messages(self.vars)
+        if plan is None:
+            assert isinstance(model, Provider)
+            connection = _Connection(model, f"{model.name}:{model.model}", "live", stream)
+        else:
+            connection = self._connect(plan, record_path, stream)
+
+        self.observer.on_run_start(recipe=recipe.name, model=connection.spec, mode=connection.mode)
+        for notice in connection.notices:
+            self.observer.on_notice(notice)
+        try:
+            result = await run_conversation(
+                connection.provider, tools, system=system, messages=messages,
+                settings=recipe.run_settings(max_turns=max_turns, stream=connection.stream),
+                context=recipe.call_context(self.environ), approver=approver, observer=self.observer,
+            )
+        finally:
+            if plan is not None:  # a caller's own provider object stays theirs to close
+                await connection.provider.aclose()
+        self._check_replay_complete(connection, result)
+        result.recipe, result.model, result.mode = recipe.name, connection.spec, connection.mode
+        result.divergences = self.divergences if connection.mode == "replay" else None
+        result.expect_failures = [] if result.failed else recipe.check(result)
+        if connection.recorder is not None:
+            result.recorded_exchanges = len(connection.recorder.cassette.exchanges)
+        self.observer.on_run_end(result)
+        return result
+
+    # -- reaching the model -------------------------------------------------------------
+
+    def _plan(self, model: str | None, mode: str, record: Path | None, replay: Path | None) -> _ModelPlan:
+        recipe = self.recipe
+        spec = recipe.model_spec(model)
+        provider_name, model_name = split_model(spec)
+        provider_class = get_provider_class(provider_name)
+        if mode == "replay" and replay is None:
+            replay = cassette_beside(recipe.path)
+            if not replay.is_file():
+                raise UserError(Problem(recipe.path, None, f"no recording to replay: {replay} does not exist",
+                                        "record one with --record, or name the recording to replay"))
+        choice = choose_mode(provider_class, recipe.provider, recipe.path, replay=replay, live=mode == "live",
+                             record=record, environ=self.environ,
+                             model_line=None if model else recipe.line_of("model"))
+        return _ModelPlan(provider_class, model_name, spec, choice)
+
+    def _connect(self, plan: _ModelPlan, record: Path | None, stream: bool | None) -> _Connection:
+        """The provider object, its transport, and the notices the person running toolrun should see."""
+        recipe, choice, provider_class = self.recipe, plan.choice, plan.provider_class
+        notices: list[str] = []
+        replay: ReplayTransport | None = None
+        recorder: RecordingTransport | None = None
+        transport: Transport
+        if choice.mode == "replay":
+            assert choice.cassette is not None
+            cassette = load_cassette(choice.cassette)
+            check_cassette_provider(cassette, choice, provider_class, recipe.provider, plan.spec)
+            if choice.notice:
+                notices.append(choice.notice)
+            if cassette.model and cassette.model != plan.spec:
+                notices.append(f"the recording was made with {cassette.model}, this run asks for {plan.spec}")
+            stream = self._replay_stream_mode(cassette, stream, notices)
+            transport = replay = ReplayTransport(cassette, on_divergence=self._report_divergence)
+            config = offline_config(provider_class, recipe.provider, self.environ)
+        else:
+            config = provider_class.resolve_config(recipe.provider_overrides(self.environ), self.environ)
+            transport = HttpxTransport(max_retries=recipe.max_retries, timeout=recipe.request_timeout)
+            if record is not None:
+                destination = record
+                recorder = RecordingTransport(transport, recipe=recipe.name, model=plan.spec,
+                                              on_exchange=lambda cassette: save_cassette(cassette, destination))
+                _writable(record, "--record", lambda: save_cassette(recorder.cassette, destination))
+                transport = recorder
+        provider = provider_class(plan.model_name, config, transport=transport)
+        return _Connection(provider, plan.spec, choice.mode, stream, notices, replay, recorder)
+
+    @staticmethod
+    def _replay_stream_mode(cassette: Cassette, requested: bool | None, notices: list[str]) -> bool | None:
+        """The stream mode a replay must use: the recording's. Says so when the caller asked otherwise."""
+        recorded = cassette.streamed
+        if recorded is None:
+            return requested
+        if requested is not None and requested != recorded:
+            flag = "--stream" if recorded else "--no-stream"
+            notices.append(f"the recording was made {'with' if recorded else 'without'} streaming: replaying as {flag}")
+        return recorded
+
+    # -- divergences --------------------------------------------------------------------
+
+    def _report_divergence(self, divergence: Divergence) -> None:
+        self.divergences.append(divergence)
+        self.observer.on_divergence(divergence)
+
+    def _check_replay_complete(self, connection: _Connection, result: RunResult) -> None:
+        """A replay that answered before using every recorded exchange diverged too."""
+        replay = connection.replay
+        if replay is None or not replay.unused or result.failed:
+            return
+        served, recorded = replay.served, len(replay.cassette.exchanges)
+        self._report_divergence(Divergence(
+            served + 1, "request", "$", None, None,
+            f"the run finished after {served} model request{'s' if served != 1 else ''}; "
+            f"the recording holds {recorded}"))
+
+
+def _writable(path: Path, option: str, create: Callable[[], object]) -> None:
+    """Create an output file before the run starts: a bad path is bad input, not a crash mid-run."""
+    try:
+        create()
+    except OSError as exc:
+        raise UserError(Problem(path, None, f"{option}: cannot write this file ({exc.strerror or exc})",
+                                "choose a path in a folder you can write to")) from None

@@ -1,0 +1,136 @@
+"""What a run produced — turns, calls, usage, outcome — and its JSON document.
+
+``RunResult.to_json()`` is the document ``toolrun recipe --json`` prints, the same data a
+library caller gets from ``toolrun.run``. Secrets are redacted with the run's own redactor
+once more, whatever the tools already did: a transcript is written to disk and shared.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from toolrun.messages import Message, Usage
+from toolrun.secrets import Redactor, redact
+
+if TYPE_CHECKING:
+    from toolrun.replay.divergence import Divergence
+
+FAILED_STOP_REASONS = frozenset({"error", "max_turns"})
+
+
+@dataclass
+class ToolCallRecord:
+    """One executed (or refused) call, as the transcript shows it.
+
+    ``arguments`` is the parsed object, or the raw string when it was not valid JSON.
+    """
+
+    id: str
+    name: str
+    arguments: Any
+    result: str
+    is_error: bool
+    duration_ms: int
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"id", "name", "arguments", "result", "is_error", "duration_ms"}``."""
+        return {
+            "id": self.id,
+            "name": self.name,
+            "arguments": self.arguments,
+            "result": self.result,
+            "is_error": self.is_error,
+            "duration_ms": self.duration_ms,
+        }
+
+
+@dataclass
+class TurnRecord:
+    """One model request and the calls it led to."""
+
+    stop_reason: str
+    text: str | None
+    usage: Usage
+    tool_calls: list[ToolCallRecord] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """One turn: its stop reason, text, token usage and calls."""
+        return {
+            "stop_reason": self.stop_reason,
+            "text": self.text,
+            "usage": {"input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens},
+            "tool_calls": [call.to_json() for call in self.tool_calls],
+        }
+
+
+@dataclass
+class RunResult:
+    """Everything a run produced. ``error`` explains a stop that is not a normal answer.
+
+    A recipe run (``toolrun.run``) also fills ``recipe``, ``model`` and ``mode``,
+    ``divergences`` (a replay's differences from its recording; None for a live run) and
+    ``expect_failures`` (the recipe's failing ``expect`` checks).
+    """
+
+    final: str | None
+    stop_reason: str
+    usage: Usage
+    turns: list[TurnRecord]
+    messages: list[Message]
+    error: str | None = None
+    recipe: str | None = None
+    model: str | None = None
+    mode: str | None = None
+    divergences: list[Divergence] | None = None
+    expect_failures: list[str] = field(default_factory=list)
+    recorded_exchanges: int | None = None  # with record=: how many model exchanges were saved
+    redactor: Redactor | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def tool_calls(self) -> list[ToolCallRecord]:
+        """Every call of every turn, in order."""
+        return [call for turn in self.turns for call in turn.tool_calls]
+
+    @property
+    def failed(self) -> bool:
+        """The run did not reach an answer: the provider failed, or the turn limit was hit."""
+        return self.stop_reason in FAILED_STOP_REASONS
+
+    def redact(self, value: Any) -> Any:
+        """``value`` with this run's secrets replaced (the active scope's, for a bare result)."""
+        return self.redactor.redact(value) if self.redactor is not None else redact(value)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON document of the run, as ``toolrun recipe --json`` prints it.
+
+        ``error``, ``divergences`` and ``expect_failures`` are present only when they say
+        something (a failed run, a replay, a failed check).
+        """
+        document: dict[str, Any] = {
+            "recipe": self.recipe,
+            "model": self.model,
+            "mode": self.mode,
+            "final": self.final,
+            "stop_reason": self.stop_reason,
+            "usage": usage_totals(self.usage),
+            "turns": [turn.to_json() for turn in self.turns],
+        }
+        if self.error:
+            document["error"] = self.error
+        if self.divergences is not None:
+            document["divergences"] = [divergence.to_json() for divergence in self.divergences]
+        if self.expect_failures:
+            document["expect_failures"] = list(self.expect_failures)
+        return self.redact(document)
+
+
+def usage_totals(usage: Usage) -> dict[str, int]:
+    """Run totals: tokens and the number of model requests."""
+    return {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens, "requests": usage.requests}
+
+
+def dumps(document: dict[str, Any], *, indent: int | None = 2) -> str:
+    """JSON text of a run document: Chinese stays Chinese (``ensure_ascii=False``)."""
+    return json.dumps(document, ensure_ascii=False, indent=indent)
