@@ -1,6 +1,6 @@
 """A large catalog written by others, through the real loader: OpenAI's component schemas.
 
-Each object schema of OpenAI's OpenAPI document becomes one tool file
+Each object schema of OpenAI's full OpenAPI document becomes one tool file
 (a python tool whose parameters are the schema, with every schema it refers to under
 ``$defs``; OpenAPI keywords such as ``example`` and ``nullable`` kept as written). That is
 ~1,150 files and ~13 MB of YAML with deep ``$defs``, ``anyOf`` and ``$recursiveAnchor`` —
@@ -9,7 +9,11 @@ document itself has some: draft-04 boolean ``exclusiveMinimum``, 2019-09
 ``$recursiveAnchor``, repeated ``required`` entries), then lint and the five exports over
 the tools that loaded.
 
-    .venv/bin/python benchmarks/load_openapi_catalog.py
+It needs the full document (github.com/openai/openai-openapi, 3 MB; the repository keeps only
+the subset its tests use): by default ../shared/fixtures/specs/openai-openapi.yaml beside the
+checkout, or the path given as the argument.
+
+    .venv/bin/python benchmarks/load_openapi_catalog.py [PATH/TO/openai-openapi.yaml]
 """
 
 from __future__ import annotations
@@ -23,13 +27,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from openapi_tools import load_spec  # also puts the checkout on sys.path
+from openapi_tools import ROOT, load_spec  # also puts the checkout on sys.path
 
 from toolrun.catalog.export import FORMATS, export_catalog
 from toolrun.catalog.lint import lint_catalog
 from toolrun.catalog.loader import load_catalog
 
 REF_PREFIX = "#/components/schemas/"
+FULL_SPEC = ROOT.parent / "shared" / "fixtures" / "specs" / "openai-openapi.yaml"
 
 
 def _referenced(node: Any, schemas: dict[str, Any], found: set[str]) -> set[str]:
@@ -57,9 +62,9 @@ def _local_refs(node: Any) -> Any:
     return node
 
 
-def write_catalog(folder: Path) -> int:
+def write_catalog(folder: Path, spec: Path) -> int:
     """One tool file per object schema of the spec; returns how many were written."""
-    schemas = load_spec()["components"]["schemas"]
+    schemas = load_spec(spec)["components"]["schemas"]
     (folder / "dummy.py").write_text("def run(**kwargs):\n    return kwargs\n", encoding="utf-8")
     written = 0
     for name, schema in schemas.items():
@@ -88,9 +93,13 @@ def timed(action: Any) -> tuple[float, Any]:
 
 
 def main() -> None:
+    spec = Path(sys.argv[1]) if len(sys.argv) > 1 else FULL_SPEC
+    if not spec.is_file():
+        sys.exit(f"needs OpenAI's full OpenAPI document (github.com/openai/openai-openapi), not found at {spec}; "
+                 "pass its path as the argument")
     with tempfile.TemporaryDirectory() as temp:
         folder = Path(temp)
-        files = write_catalog(folder)
+        files = write_catalog(folder, spec)
         megabytes = sum(p.stat().st_size for p in folder.glob("*.yaml")) / 1e6
         print(f"{files} tool files, {megabytes:.1f} MB of YAML")
         seconds, result = timed(lambda: load_catalog(folder))

@@ -1,5 +1,9 @@
 """Real tool definitions for calibration and benchmarks: the operations of an OpenAPI document.
 
+The document is the repository's subset of OpenAI's official one
+(tests/fixtures/specs/openai-openapi.subset.json: every operation, the schemas they use; see
+scripts/trim_openai_openapi.py), so the tests that use these tools run from a bare clone.
+
 Each operation becomes one Tool (operationId -> name, summary + description -> description,
 path/query parameters and the JSON request body's properties -> parameters). The texts are
 written by others, which is the point: thresholds are calibrated on them, not on our examples.
@@ -8,6 +12,7 @@ written by others, which is the point: thresholds are calibrated on them, not on
 from __future__ import annotations
 
 import copy
+import json
 import re
 import sys
 from functools import lru_cache
@@ -23,17 +28,19 @@ if str(ROOT) not in sys.path:  # so `python benchmarks/x.py` finds toolrun witho
 from toolrun.catalog.model import Catalog  # noqa: E402
 from toolrun.tool import Annotations, BackendSpec, SourceLocation, Tool  # noqa: E402
 
-OPENAI_SPEC = ROOT.parent / "shared" / "fixtures" / "specs" / "openai-openapi.yaml"
+OPENAI_SPEC = ROOT / "tests" / "fixtures" / "specs" / "openai-openapi.subset.json"
 HTTP_METHODS = ("get", "post", "put", "patch", "delete")
 MAX_REF_DEPTH = 3  # deep enough for realistic nested schemas, shallow enough to stay finite
 
 
 @lru_cache(maxsize=2)
 def load_spec(path: Path = OPENAI_SPEC) -> dict[str, Any]:
-    """The OpenAPI document as plain data, parsed once per process (C loader: the file is 3 MB).
+    """An OpenAPI document (JSON, or YAML with the C loader) as plain data, parsed once per process.
 
     Callers must not mutate it: ``operation_tools`` copies what it takes.
     """
+    if path.suffix == ".json":
+        return json.loads(path.read_text(encoding="utf-8"))
     with path.open("rb") as handle:
         return yaml.load(handle, Loader=yaml.CSafeLoader)
 

@@ -8,8 +8,7 @@ import pytest
 from tests.loopback import Handler, LoopbackServer
 from toolrun.secrets import Redactor, redacting
 
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = ROOT.parent / "shared" / "fixtures"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
 @pytest.fixture
@@ -29,8 +28,7 @@ def loopback() -> Iterator:
 
 @pytest.fixture
 def fixtures_dir() -> Path:
-    if not FIXTURES.is_dir():
-        pytest.skip(f"shared fixtures not found at {FIXTURES}")
+    """tests/fixtures: recorded provider traffic and official specs (see its README.md)."""
     return FIXTURES
 
 

@@ -1,9 +1,10 @@
-"""Validate request bodies against OpenAI's official OpenAPI document (shared test helper).
+"""Validate request bodies against OpenAI's official OpenAPI document (a helper for the test modules).
 
-The document (``SPEC_PATH``, openai-openapi.yaml, 3 MB) is parsed once per
-session. It declares ``openapi: 3.1.0`` but still uses the OpenAPI 3.0 ``nullable: true``
-keyword, which JSON Schema does not know; ``_translate_nullable`` turns it into a type
-union so that ``null`` values the API accepts validate here too.
+The document (``tests/fixtures/specs/openai-openapi.subset.json``: the official one's operations
+and the schemas validated here, see tests/fixtures/README.md) is parsed once per session. It
+declares ``openapi: 3.1.0`` but still uses the OpenAPI 3.0 ``nullable: true`` keyword, which
+JSON Schema does not know; ``_translate_nullable`` turns it into a type union so that
+``null`` values the API accepts validate here too.
 
 Usage::
 
@@ -13,15 +14,15 @@ Usage::
 
 from __future__ import annotations
 
+import json
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
 
-SPEC_PATH = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures" / "specs" / "openai-openapi.yaml"
+SPEC_PATH = Path(__file__).resolve().parent / "fixtures" / "specs" / "openai-openapi.subset.json"
 
 
 def _translate_nullable(node: Any) -> Any:
@@ -46,8 +47,7 @@ def _translate_nullable(node: Any) -> Any:
 @lru_cache(maxsize=1)
 def openapi_components() -> dict[str, Any]:
     """``components`` of the OpenAI document, nullable translated; parsed once per session."""
-    with SPEC_PATH.open("rb") as handle:
-        document = yaml.load(handle, Loader=yaml.CSafeLoader)
+    document = json.loads(SPEC_PATH.read_text(encoding="utf-8"))
     return _translate_nullable(document["components"])
 
 

@@ -1,6 +1,6 @@
 """What the provider adapter tests share: playing requests through a provider (its client closed
 afterwards), one tool round as the runner plays it, a whole run through the real runner, a tool
-catalog written to tmp_path, and the recorded vercel-ai traffic in the shared fixtures."""
+catalog written to tmp_path, and the recorded vercel-ai traffic in tests/fixtures/recorded/."""
 
 from __future__ import annotations
 

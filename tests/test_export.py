@@ -20,7 +20,7 @@ from toolrun.catalog.schema_convert import GEMINI_KEYWORDS, STRICT_KEYWORDS, to_
 from toolrun.tool import Annotations, BackendSpec, SourceLocation, Tool
 
 ROOT = Path(__file__).resolve().parent.parent
-MCP_SCHEMA = ROOT.parent / "shared" / "fixtures" / "specs" / "mcp-2025-11-25.schema.json"
+MCP_SCHEMA = ROOT / "tests" / "fixtures" / "specs" / "mcp-2025-11-25.schema.json"
 
 
 def make_tool(parameters: dict[str, Any], annotations: Annotations | None = None, name: str = "get_flower_inventory") -> Tool:
@@ -181,7 +181,6 @@ def test_export_keeps_chinese_and_does_not_touch_the_tool() -> None:
 # ---- 288 real tools
 
 
-@pytest.mark.usefixtures("fixtures_dir")
 def test_every_openapi_operation_exports_valid_openai_and_responses_definitions() -> None:
     for tool in openapi_tools():
         for strict in (False, True):
@@ -193,13 +192,11 @@ def test_every_openapi_operation_exports_valid_openai_and_responses_definitions(
                 Draft202012Validator.check_schema(chat["function"]["parameters"])
 
 
-@pytest.mark.usefixtures("fixtures_dir")
 def test_every_openapi_operation_exports_a_valid_mcp_catalog() -> None:
     exported = export_catalog(openapi_tools(), "mcp")
     assert mcp_errors("ListToolsResult", tools_payload([e.definition for e in exported], "mcp")) == []
 
 
-@pytest.mark.usefixtures("fixtures_dir")
 def test_strict_conversions_of_real_schemas_follow_the_strict_rules() -> None:
     strict_count = 0
     for tool in openapi_tools():
@@ -215,7 +212,6 @@ def test_strict_conversions_of_real_schemas_follow_the_strict_rules() -> None:
     assert strict_count > 200  # most real schemas can be made strict
 
 
-@pytest.mark.usefixtures("fixtures_dir")
 def test_gemini_conversions_of_real_schemas_use_only_the_subset() -> None:
     for tool in openapi_tools():
         converted = to_gemini(tool.parameters)
