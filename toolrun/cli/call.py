@@ -48,7 +48,8 @@ def call_command(name: str, arg_pairs: tuple[str, ...], args_json: str | None, t
             raise UserError([Problem(None, None, f"invalid arguments for {tool.name}: {p}",
                                      hint if index == len(problems) - 1 else None)
                              for index, p in enumerate(problems)])
-    outcome = asyncio.run(acall(catalog, tool.name, arguments, approver=TerminalApprover(assume_yes)))
+    outcome = asyncio.run(acall(catalog, tool.name, arguments,
+                          approver=TerminalApprover(assume_yes, asking="You are about to call")))
     if as_json:
         click.echo(json.dumps(outcome.to_json(), ensure_ascii=False))
     elif outcome.is_error:
