@@ -40,8 +40,8 @@ def parse_vars(pairs: tuple[str, ...]) -> dict[str, str]:
 @main.command("recipe")
 @click.argument("recipe_path", metavar="RECIPE", type=click.Path(path_type=Path, dir_okay=False))
 @click.argument("prompt", required=False)
-@click.option("--model", "model_spec", metavar="P:M", help="provider:model, overriding the recipe's model; scripted:FILE plays a YAML list\n"
-                   "of model turns offline")
+@click.option("--model", "model_spec", metavar="P:M",
+              help="provider:model, overriding the recipe's model; scripted:FILE plays a YAML list of model turns offline")
 @click.option("--tools-dir", type=click.Path(path_type=Path, file_okay=False), help="tools directory (default: the recipe's tools_dir)")
 @click.option("--var", "var_pairs", multiple=True, metavar="K=V", help="override one of the recipe's vars (repeatable)")
 @click.option("--json", "as_json", is_flag=True, help="print the run's transcript as one JSON document on stdout")
