@@ -13,7 +13,6 @@ from pathlib import Path
 
 import click
 
-from toolrun.cli import main
 from toolrun.cli.approval_prompt import TerminalApprover
 from toolrun.cli.display import TerminalDisplay
 from toolrun.errors import EXIT_EXPECT_FAILED, EXIT_OK, EXIT_RUN_FAILED, Problem, UserError
@@ -37,7 +36,7 @@ def parse_vars(pairs: tuple[str, ...]) -> dict[str, str]:
     return values
 
 
-@main.command("recipe")
+@click.command("recipe")
 @click.argument("recipe_path", metavar="RECIPE", type=click.Path(path_type=Path, dir_okay=False))
 @click.argument("prompt", required=False)
 @click.option("--model", "model_spec", metavar="P:M",
