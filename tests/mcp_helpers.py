@@ -1,0 +1,95 @@
+"""Real MCP clients (the official SDK's) against a real ``toolrun mcp`` process, and the protocol schemas."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+ROOT = Path(__file__).resolve().parent.parent
+SPECS = Path(__file__).resolve().parent / "fixtures" / "specs"
+REVISIONS = ("2025-11-25", "2026-07-28")
+
+
+def server_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a server process: this checkout first on the import path."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("OPS_API")}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.update(extra or {})
+    return env
+
+
+def toolrun_mcp_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "toolrun.cli", "mcp", *args]
+
+
+@cache
+def _validator(revision: str, definition: str) -> Draft202012Validator:
+    document = json.loads((SPECS / f"mcp-{revision}.schema.json").read_text(encoding="utf-8"))
+    return Draft202012Validator({"$ref": f"#/$defs/{definition}", "$defs": document["$defs"]})
+
+
+def wire(model: Any) -> dict[str, Any]:
+    """An SDK model as it travels (camelCase keys, no nulls)."""
+    return model.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+def assert_valid(definition: str, value: dict[str, Any], revisions: tuple[str, ...] = REVISIONS) -> None:
+    """``value`` validates against ``definition`` of each protocol revision's JSON Schema."""
+    for revision in revisions:
+        errors = sorted(_validator(revision, definition).iter_errors(value), key=str)
+        assert not errors, f"{definition} invalid under {revision}: {errors[0].message} in {value}"
+
+
+@dataclass
+class HttpServer:
+    """A ``toolrun mcp --http`` process: its URL and everything it wrote to stderr so far."""
+
+    process: subprocess.Popen[str]
+    url: str
+    stderr: list[str] = field(default_factory=list)
+
+
+@contextmanager
+def http_server(*args: str, env: dict[str, str] | None = None, startup_timeout: float = 20) -> Iterator[HttpServer]:
+    """Start ``toolrun mcp --http 127.0.0.1:0 ARGS`` (a free port), wait for its URL, stop it at exit."""
+    process = subprocess.Popen(toolrun_mcp_argv("--http", "127.0.0.1:0", *args), cwd=ROOT, env=server_env(env),
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               text=True, encoding="utf-8")
+    lines: list[str] = []
+    ready = threading.Event()
+    found: list[str] = []
+
+    def drain() -> None:  # keep reading so the server never blocks on a full pipe
+        assert process.stderr is not None
+        for line in process.stderr:
+            lines.append(line.rstrip("\n"))
+            if line.startswith("listening on "):
+                found.append(line.split("listening on ", 1)[1].strip())
+                ready.set()
+        ready.set()
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        ready.wait(startup_timeout)
+        assert found, "the server did not start:\n" + "\n".join(lines)
+        yield HttpServer(process, found[0], lines)
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        reader.join(5)

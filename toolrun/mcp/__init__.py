@@ -1,0 +1,89 @@
+"""Serve a tool catalog over the Model Context Protocol (``toolrun mcp``).
+
+``serve`` is the whole feature: stdio by default, streamable HTTP at ``/mcp`` with
+``http="HOST:PORT"``. The official ``mcp`` SDK is imported only here, when a server
+starts, so ``import toolrun`` and the other commands never pay for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from toolrun.errors import Problem, UserError
+
+__all__ = ["parse_address", "serve"]
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """``"127.0.0.1:8080"`` / ``"[::1]:8080"`` -> (host, port); ``UserError`` otherwise."""
+    host, sep, port_text = text.rpartition(":")
+    host = host.strip()
+    if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:
+        raise UserError(Problem(None, None, f"--http {text!r} is not HOST:PORT",
+                                "write it like --http 127.0.0.1:8765 (port 0 picks a free one)"))
+    return host.strip("[]") if host.startswith("[") else host, int(port_text)
+
+
+def serve(
+    tools_dir: Path,
+    *,
+    tools: Sequence[str] | None = None,
+    http: str | None = None,
+    auth: Path | None = None,
+    audit: Path | None = None,
+    assume_yes: bool = False,
+    report: Callable[[str], None] = lambda line: None,
+) -> None:
+    """Serve the catalog of ``tools_dir`` until the client leaves (stdio) or the process is stopped (HTTP).
+
+    ``report`` receives the lines meant for the operator: what is served, load problems,
+    the URL. Raises ``UserError`` (exit 2) for a missing tools directory, a bad address,
+    an unreadable ``--auth`` file, or a non-loopback address without ``--auth``.
+    """
+    address = parse_address(http) if http is not None else None
+    if address is not None and auth is None:
+        from toolrun.mcp.http import is_loopback
+
+        if not is_loopback(address[0]):
+            raise UserError(Problem(None, None, f"refusing to serve on {address[0]} without --auth: "
+                                                "anyone who can reach it could call every tool",
+                                    "pass --auth FILE listing the clients and their tokens (see docs/mcp.md), "
+                                    "or bind to 127.0.0.1"))
+    if not tools_dir.is_dir():
+        raise UserError(Problem(tools_dir, None, "tools directory not found",
+                                "pass --tools-dir DIR with the folder of tool files"))
+    from toolrun.mcp.access import load_access_list
+
+    access = load_access_list(auth) if auth is not None else None  # a bad file fails before the SDK loads
+
+    import anyio
+
+    from toolrun.mcp.audit import AuditLog
+    from toolrun.mcp.live_catalog import LiveCatalog
+    from toolrun.mcp.server import CatalogServer
+    from toolrun.secrets import Redactor, redacting
+
+    # Over HTTP every call is audited (stderr by default); over stdio only when asked.
+    audit_log = AuditLog.open(audit) if (audit is not None or address is not None) else None
+    server = CatalogServer(LiveCatalog(tools_dir, tools), assume_yes=assume_yes, audit=audit_log, report=report)
+    # The tokens are secrets of the whole server: no call's output or log line may show them.
+    with redacting(Redactor(access.secrets if access else ())):
+        server.load()
+        try:
+            if address is None:
+                from toolrun.mcp.stdio import serve_stdio
+
+                anyio.run(serve_stdio, server)
+            else:
+                from toolrun.mcp.http import bind, serve_http
+
+                try:
+                    sock = bind(*address)
+                except OSError as exc:
+                    raise UserError(Problem(None, None, f"cannot listen on {http}: {exc.strerror or exc}",
+                                            "pick another port, or stop what is using it")) from None
+                anyio.run(serve_http, server, sock, access, lambda url: report(f"listening on {url}"))
+        finally:
+            if audit_log is not None:
+                audit_log.close()

@@ -1,0 +1,156 @@
+"""Who may use an HTTP server: the ``--auth`` file's clients, their tokens and their tools.
+
+```yaml
+clients:
+  - name: oncall-bot
+    token: "${env:ONCALL_BOT_TOKEN}"      # or token_sha256: <hex digest of the token>
+    tools: ["get_*", "list_*"]            # globs; default every tool
+```
+
+A token is never written in the file: it comes from the environment or is given as its
+SHA-256 digest. Tokens are compared by digest in constant time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from toolrun.errors import LoadError, Problem
+from toolrun.secrets import ENV_REFERENCE, MissingSecret, read_secret
+from toolrun.yamlsource import LineDict, YamlSyntaxError, load_yaml_file
+
+_CLIENT_KEYS = {"name", "token", "token_sha256", "tools"}
+_HEX_DIGEST = re.compile(r"^[0-9a-fA-F]{64}$")
+_EXAMPLE = 'clients: [{name: oncall-bot, token: "${env:ONCALL_BOT_TOKEN}", tools: ["get_*"]}]'
+
+
+@dataclass(frozen=True)
+class ClientAccess:
+    """One client: its name (for the audit log), its token's digest, the globs of its tools."""
+
+    name: str
+    token_digest: bytes
+    tools: tuple[str, ...] | None  # None: every tool
+
+
+def token_digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode("utf-8")).digest()
+
+
+class AccessList:
+    """The clients of an ``--auth`` file, looked up by the bearer token a request carries."""
+
+    def __init__(self, clients: list[ClientAccess], secrets: list[str] | None = None) -> None:
+        self.clients = clients
+        self.secrets = list(secrets or [])  # the literal tokens read from the environment, to redact
+
+    def client_for(self, authorization: str | None) -> ClientAccess | None:
+        """The client whose token the ``Authorization: Bearer`` header carries, else None."""
+        if not authorization:
+            return None
+        scheme, _, token = authorization.strip().partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return None
+        digest = token_digest(token.strip())
+        found = None
+        for client in self.clients:  # no early exit: the time taken does not tell which client matched
+            if hmac.compare_digest(client.token_digest, digest):
+                found = client
+        return found
+
+
+def load_access_list(path: Path) -> AccessList:
+    """Read an ``--auth`` file; ``LoadError`` listing every problem (file, line, fix)."""
+    try:
+        document = load_yaml_file(path)
+    except YamlSyntaxError as exc:
+        raise LoadError([exc.problem]) from None
+    except OSError as exc:
+        raise LoadError(Problem(path, None, f"cannot read the auth file: {exc.strerror or exc}",
+                                "pass --auth with a YAML file listing the clients")) from None
+    clients_node = document.get("clients") if isinstance(document, dict) else None
+    if not isinstance(clients_node, list) or not clients_node:
+        raise LoadError(Problem(path, getattr(document, "line", None), "expected a list of clients under 'clients:'",
+                                f"write it like {_EXAMPLE}"))
+    problems: list[Problem] = []
+    clients: list[ClientAccess] = []
+    secrets: list[str] = []
+    names: set[str] = set()
+    for entry in clients_node:
+        client, client_problems, secret = _client(entry, path)
+        problems += client_problems
+        if client is None:
+            continue
+        if client.name in names:
+            problems.append(Problem(path, _line(entry, "name"), f"client {client.name!r} is listed twice", "give each client its own name"))
+        names.add(client.name)
+        clients.append(client)
+        if secret:
+            secrets.append(secret)
+    digests = [client.token_digest for client in clients]
+    if len(set(digests)) != len(digests):
+        problems.append(Problem(path, None, "two clients share one token: the audit log could not tell them apart",
+                                "give each client its own token"))
+    if problems:
+        raise LoadError(problems)
+    return AccessList(clients, secrets)
+
+
+def _line(entry: Any, key: str) -> int | None:
+    if isinstance(entry, LineDict):
+        return entry.key_lines.get(key, entry.line)
+    return None
+
+
+def _client(entry: Any, path: Path) -> tuple[ClientAccess | None, list[Problem], str | None]:
+    if not isinstance(entry, dict):
+        return None, [Problem(path, getattr(entry, "line", None), "a client must be a mapping", f"write it like {_EXAMPLE}")], None
+    problems = [Problem(path, _line(entry, key), f"unknown key {key!r} in a client", f"use only {', '.join(sorted(_CLIENT_KEYS))}")
+                for key in entry if key not in _CLIENT_KEYS]
+    name = entry.get("name")
+    if not isinstance(name, str) or not name.strip():
+        problems.append(Problem(path, _line(entry, "name"), "a client needs a name", "add name: <who this client is>"))
+        name = "?"
+    label = f"client {name!r}"
+    tools = entry.get("tools")
+    globs: tuple[str, ...] | None = None
+    if tools is not None:
+        if not isinstance(tools, list) or not all(isinstance(glob, str) and glob for glob in tools):
+            problems.append(Problem(path, _line(entry, "tools"), f"{label}: tools must be a list of names or globs",
+                                    'write it like tools: ["get_*", "list_*"]'))
+        else:
+            globs = tuple(tools)
+    digest, secret, token_problems = _token(entry, path, label)
+    problems += token_problems
+    if problems or digest is None:
+        return None, problems, None
+    return ClientAccess(name, digest, globs), [], secret
+
+
+def _token(entry: dict[str, Any], path: Path, label: str) -> tuple[bytes | None, str | None, list[Problem]]:
+    token, hashed = entry.get("token"), entry.get("token_sha256")
+    if (token is None) == (hashed is None):
+        fix = 'add token: "${env:NAME}" or token_sha256: <hex digest>' if token is None else "keep one of token and token_sha256"
+        return None, None, [Problem(path, _line(entry, "token"), f"{label}: needs exactly one of token and token_sha256", fix)]
+    if hashed is not None:
+        if not isinstance(hashed, str) or not _HEX_DIGEST.match(hashed):
+            fix = "write the 64 hex digits of: printf %s \"$TOKEN\" | sha256sum"
+            return None, None, [Problem(path, _line(entry, "token_sha256"), f"{label}: token_sha256 is not a SHA-256 hex digest", fix)]
+        return bytes.fromhex(hashed), None, []
+    match = ENV_REFERENCE.fullmatch(token) if isinstance(token, str) else None
+    if match is None:
+        fix = 'write token: "${env:NAME}" and set NAME in the environment, or give token_sha256 instead'
+        return None, None, [Problem(path, _line(entry, "token"), f"{label}: a token must not be written in the file", fix)]
+    try:
+        value = read_secret(match.group(1))
+    except MissingSecret as exc:
+        return None, None, [Problem(path, _line(entry, "token"), f"{label}: {exc}", f"set {exc.name} before starting the server")]
+    if not value.strip():
+        return None, None, [Problem(path, _line(entry, "token"), f"{label}: the token in {match.group(1)} is empty",
+                                    "set it to a long random value")]
+    return token_digest(value), value, []

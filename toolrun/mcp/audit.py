@@ -1,0 +1,39 @@
+"""The audit log of a server: one JSON line per call — time, client, tool, arguments, outcome."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+
+class AuditLog:
+    """Appends one JSON object per line to a file (or stderr); arguments arrive already redacted."""
+
+    def __init__(self, stream: TextIO, *, owned: bool = False) -> None:
+        self._stream = stream
+        self._owned = owned
+        self._lock = threading.Lock()
+
+    @classmethod
+    def open(cls, path: Path | None) -> AuditLog:
+        """The log at ``path`` (appended to), or on stderr when ``path`` is None."""
+        if path is None:
+            return cls(sys.stderr)
+        return cls(path.open("a", encoding="utf-8", buffering=1), owned=True)
+
+    def record(self, *, client: str | None, tool: str, arguments: Any, is_error: bool, duration_ms: int) -> None:
+        entry = {"time": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+                 "client": client, "tool": tool, "arguments": arguments, "is_error": is_error,
+                 "duration_ms": duration_ms}
+        line = json.dumps(entry, ensure_ascii=False, default=str)
+        with self._lock:
+            self._stream.write(line + "\n")
+            self._stream.flush()
+
+    def close(self) -> None:
+        if self._owned:
+            self._stream.close()

@@ -1,0 +1,252 @@
+"""The catalog as an MCP server: ``tools/list`` and ``tools/call`` over the official SDK.
+
+Calls take the path ``toolrun call`` takes (validation, approval, backend under the
+tool's timeout, output cap, per-call secret redaction); a bad call or a failing tool is a
+result with ``isError: true``, never a protocol error. Approval asks the client's user
+through elicitation (a server-to-client request on 2025-11-25 sessions, an
+``InputRequiredResult`` round on 2026-07-28 ones); a client that cannot ask is refused
+unless the server runs with ``--yes``. Long calls report progress; a cancelled request
+cancels its call (a shell tool's process group is killed by the backend).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.server.lowlevel.server import NotificationOptions
+from mcp.server.models import InitializationOptions
+from mcp.server.session import ServerSession
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from toolrun import __version__
+from toolrun.approval import Approver, approve_all
+from toolrun.backends.base import CallContext
+from toolrun.execution import ToolOutcome, execute_call, validate_arguments
+from toolrun.mcp.audit import AuditLog
+from toolrun.mcp.live_catalog import LiveCatalog
+from toolrun.mcp.mapping import APPROVAL_SCHEMA, approval_given, approval_question, call_result_to_mcp, tool_to_mcp
+from toolrun.secrets import redacting, run_redactor
+from toolrun.tool import Tool
+
+CALLER_SCOPE_KEY = "toolrun.mcp.caller"  # where the HTTP gate leaves the authenticated client
+APPROVAL_KEY = "toolrun_approval"  # the input request of a 2026-07-28 approval round
+PROGRESS_INTERVAL_SECONDS = 1.0
+WATCH_INTERVAL_SECONDS = 0.25
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who sends a request: a name for the audit log and the globs of the tools it may use."""
+
+    name: str | None = None
+    tools: tuple[str, ...] | None = None  # None: every served tool
+
+
+def refusal_message(tool: Tool) -> str:
+    return (f"{tool.name} needs a human's approval for each call, and this MCP client cannot ask its user "
+            "(it does not support elicitation); the server's operator can allow every call by starting "
+            "`toolrun mcp` with --yes")
+
+
+class _ToolrunServer(Server[Any]):
+    """The SDK's low-level server, advertising ``tools.listChanged`` on every transport."""
+
+    def create_initialization_options(self, notification_options: NotificationOptions | None = None,
+                                      experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+                                      extensions: dict[str, dict[str, Any]] | None = None) -> InitializationOptions:
+        return super().create_initialization_options(notification_options or NotificationOptions(tools_changed=True),
+                                                     experimental_capabilities, extensions)
+
+
+class CatalogServer:
+    """Serves a ``LiveCatalog``; ``report`` receives each problem line meant for the operator (stderr)."""
+
+    def __init__(self, live: LiveCatalog, *, assume_yes: bool = False, audit: AuditLog | None = None,
+                 report: Callable[[str], None] = lambda line: None,
+                 watch_interval: float = WATCH_INTERVAL_SECONDS) -> None:
+        self.live = live
+        self.assume_yes = assume_yes
+        self.audit = audit
+        self.report = report
+        self.watch_interval = watch_interval
+        self.default_caller = Caller()
+        self._reload_lock = asyncio.Lock()
+        self._listeners: dict[str, ServerSession] = {}  # 2025-11-25 sessions to notify, by session id
+        self._bus = InMemorySubscriptionBus()  # 2026-07-28 clients listen here
+        self.server = _ToolrunServer(
+            "toolrun",
+            version=__version__,
+            instructions="Tools of a toolrun catalog (YAML tool files).",
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            on_subscriptions_listen=ListenHandler(self._bus),
+            get_tool_input_schema=self._input_schema,
+        )
+
+    # ------------------------------------------------------------------ catalog changes
+
+    def load(self) -> None:
+        """The first load, before serving; its problems go to ``report``."""
+        self.live.refresh()
+        self._report_problems()
+
+    async def refresh(self) -> bool:
+        """Reload if the tools directory changed; announce the change to every client."""
+        async with self._reload_lock:
+            changed = await anyio.to_thread.run_sync(self.live.refresh)
+        if changed:
+            self._report_problems()
+            await self._announce()
+        return changed
+
+    async def watch(self) -> None:
+        """Poll the tools directory until cancelled."""
+        while True:
+            await anyio.sleep(self.watch_interval)
+            try:
+                await self.refresh()
+            except Exception as exc:  # a directory removed under us: say so, keep serving what loaded
+                self.report(f"error: reloading {self.live.directory} failed: {exc}")
+
+    def _report_problems(self) -> None:
+        problems = self.live.snapshot.problems
+        for problem in problems:
+            self.report(f"error: {problem}")
+        served = len(self.live.snapshot.catalog)
+        summary = f"serving {served} tool{'s' if served != 1 else ''} from {self.live.directory}"
+        self.report(summary + (f" ({len(problems)} problem{'s' if len(problems) != 1 else ''} kept other tools out)" if problems else ""))
+
+    async def _announce(self) -> None:
+        problems = self.live.snapshot.problems
+        for key, session in list(self._listeners.items()):
+            try:
+                await session.send_tool_list_changed()
+                with warnings.catch_warnings():  # logging is deprecated in 2026-07-28, still the 2025-11-25 way
+                    warnings.simplefilter("ignore")
+                    for problem in problems:
+                        await session.send_log_message("error", str(problem), logger="toolrun")
+            except Exception:  # the client went away: forget it
+                self._listeners.pop(key, None)
+        await self._bus.publish(ToolsListChanged())
+
+    # ------------------------------------------------------------------ requests
+
+    def caller(self, ctx: Any) -> Caller:
+        """The authenticated client of this request (the HTTP gate put it in the ASGI scope)."""
+        request = getattr(ctx, "request", None)
+        scope = getattr(request, "scope", None)
+        found = scope.get(CALLER_SCOPE_KEY) if isinstance(scope, dict) else None
+        return found if isinstance(found, Caller) else self.default_caller
+
+    def _remember(self, ctx: Any) -> None:
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return  # 2026-07-28 clients subscribe with subscriptions/listen instead
+        request = getattr(ctx, "request", None)
+        headers = getattr(request, "headers", None)
+        key = headers.get("mcp-session-id", "") if headers is not None else "stdio"
+        if key and len(self._listeners) < 10_000:
+            self._listeners[key] = ctx.session
+
+    def _input_schema(self, name: str) -> dict[str, Any] | None:
+        tool = self.live.get(name)
+        return tool.parameters if tool is not None else None
+
+    async def _list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
+        await self.refresh()
+        self._remember(ctx)
+        listed = [types.Tool.model_validate(tool_to_mcp(tool)) for tool in self.live.tools(self.caller(ctx).tools)]
+        return types.ListToolsResult(tools=listed)
+
+    async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> Any:
+        caller = self.caller(ctx)
+        tool = self.live.get(params.name, caller.tools)
+        if tool is None and await self.refresh():
+            tool = self.live.get(params.name, caller.tools)
+        if tool is None:  # the protocol's error for an unknown tool; a hidden tool is unknown to this client
+            raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
+        arguments: Any = params.arguments if params.arguments is not None else {}
+        approver, early = self._approval(ctx, params, tool, arguments)
+        if early is not None:
+            return early
+        started = time.perf_counter()
+        with redacting(run_redactor()) as redactor:
+            outcome = await self._run(ctx, tool, arguments, approver)
+            shown_arguments = redactor.redact(arguments)
+        if self.audit is not None:
+            self.audit.record(client=caller.name, tool=tool.name, arguments=shown_arguments, is_error=outcome.is_error,
+                              duration_ms=round((time.perf_counter() - started) * 1000))
+        return _typed(call_result_to_mcp(outcome.result, outcome.is_error))
+
+    def _approval(self, ctx: Any, params: types.CallToolRequestParams, tool: Tool,
+                  arguments: Any) -> tuple[Approver | None, Any]:
+        """(the approver for this call, or a result to answer with at once)."""
+        if not tool.needs_confirmation or self.assume_yes:
+            return (approve_all if tool.needs_confirmation else None), None
+        if validate_arguments(tool, arguments):
+            return None, None  # the call fails on its arguments before anyone is asked
+        capabilities = ctx.session.client_capabilities
+        can_ask = capabilities is not None and capabilities.elicitation is not None
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            answer = (params.input_responses or {}).get(APPROVAL_KEY)
+            if isinstance(answer, types.ElicitResult):
+                approved = approval_given(answer.action, answer.content)
+                return _fixed_answer(approved), None
+            if can_ask:
+                question = types.ElicitRequest(params=types.ElicitRequestFormParams(
+                    message=approval_question(tool, arguments), requested_schema=APPROVAL_SCHEMA))
+                return None, types.InputRequiredResult(input_requests={APPROVAL_KEY: question})
+        elif can_ask:
+            return _elicit_approval(ctx), None
+        return None, _typed(call_result_to_mcp(refusal_message(tool), True))
+
+    async def _run(self, ctx: Any, tool: Tool, arguments: Any, approver: Approver | None) -> ToolOutcome:
+        """The call, with a progress notification every second while it runs (when the client asked for them)."""
+        task = asyncio.ensure_future(execute_call(tool, arguments, CallContext(), approver))
+        started = time.monotonic()
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=PROGRESS_INTERVAL_SECONDS)
+                if done:
+                    return task.result()
+                elapsed = time.monotonic() - started
+                try:
+                    await ctx.session.report_progress(round(elapsed, 1), None, f"{tool.name} is running ({elapsed:.0f}s)")
+                except Exception:  # progress is a courtesy: a client that cannot take it still gets the result
+                    pass
+        finally:
+            if not task.done():  # the request was cancelled: the backend kills what it started
+                task.cancel()
+
+    def initialization_options(self) -> InitializationOptions:
+        return self.server.create_initialization_options()
+
+
+def _typed(result: dict[str, Any]) -> types.CallToolResult:
+    # The SDK checks results against the negotiated version's shapes; its models fill what 2026-07-28 adds.
+    return types.CallToolResult.model_validate(result)
+
+
+def _fixed_answer(approved: bool) -> Approver:
+    async def answer(tool: Tool, arguments: dict[str, Any]) -> bool:
+        return approved
+
+    return answer
+
+
+def _elicit_approval(ctx: Any) -> Approver:
+    async def ask(tool: Tool, arguments: dict[str, Any]) -> bool:
+        result = await ctx.session.elicit_form(approval_question(tool, arguments), APPROVAL_SCHEMA,
+                                               related_request_id=ctx.request_id)
+        return approval_given(result.action, result.content)
+
+    return ask
