@@ -108,6 +108,8 @@ def part_of(module: str, package: str = "toolrun", base: Iterable[str] = BASE) -
     """The architectural part a module belongs to: api, cli, catalog, backends, providers, base, other."""
     if module == package:
         return "api"
+    if module == f"{package}.__main__":  # ``python -m toolrun``: the command line's other door
+        return "cli"
     first = module.split(".")[1]
     if first in PACKAGES:
         return first

@@ -138,7 +138,7 @@ def test_lint_errors_stop_loading(tools_dir: Path) -> None:
     completed = run("tools", "list", "--tools-dir", str(tools_dir))
     assert completed.returncode == 2
     assert f"error: {tools_dir / 'untyped.yaml'}:3: untyped: " in completed.stderr
-    assert "1 errors" in completed.stderr
+    assert "— 1 error, 2 warnings" in completed.stderr  # counted, not "1 errors"
 
 
 def test_empty_tools_dir(tmp_path: Path) -> None:

@@ -104,6 +104,7 @@ def run(
     vars: Mapping[str, Any] | None = None,
     model: str | Provider | None = None,
     mode: Mode = "auto",
+    prompt: str | None = None,
     tools_dir: str | Path | None = None,
     catalog: Catalog | None = None,
     observer: RunObserver | None = None,
@@ -112,9 +113,10 @@ def run(
     max_turns: int | None = None,
     record: str | Path | None = None,
     replay: str | Path | None = None,
+    strict: bool = False,
     environ: Mapping[str, str] | None = None,
 ) -> RunResult:
-    """Blocking twin of ``arun``."""
-    return asyncio.run(arun(recipe, vars=vars, model=model, mode=mode, tools_dir=tools_dir, catalog=catalog,
-                            observer=observer, approver=approver, stream=stream, max_turns=max_turns,
-                            record=record, replay=replay, environ=environ))
+    """Blocking twin of ``arun`` (see there): play a recipe until the model answers."""
+    return asyncio.run(arun(recipe, vars=vars, model=model, mode=mode, prompt=prompt, tools_dir=tools_dir,
+                            catalog=catalog, observer=observer, approver=approver, stream=stream,
+                            max_turns=max_turns, record=record, replay=replay, strict=strict, environ=environ))

@@ -27,9 +27,12 @@ from typing import Any, Literal
 from toolrun.approval import Approver
 from toolrun.catalog.gate import load_checked_catalog
 from toolrun.catalog.model import Catalog
-from toolrun.errors import Problem, UserError
+from toolrun.errors import Problem, ProviderError, UserError
+from toolrun.messages import Message, TextPart
 from toolrun.providers import get_provider_class, split_model
 from toolrun.providers.base import Provider
+from toolrun.providers.scripted import ScriptedModel
+from toolrun.providers.scripted_file import SCRIPTED_PROVIDER, load_scripted_model
 from toolrun.providers.transport import HttpxTransport, Transport
 from toolrun.recipe import Recipe, load_recipe
 from toolrun.replay.divergence import Divergence
@@ -40,6 +43,12 @@ from toolrun.runner import RunObserver, run_conversation
 from toolrun.secrets import redacting, run_redactor
 
 Mode = Literal["auto", "live", "replay"]
+STRICT_DIVERGENCE = ("strict replay: the run diverged from its recording (record it again with --record "
+                     "if the change is intended)")
+
+
+class ReplayDiverged(ProviderError):
+    """A strict replay met a request its recording does not hold."""
 MODES: tuple[str, ...] = ("auto", "live", "replay")
 
 
@@ -49,6 +58,7 @@ async def arun(
     vars: Mapping[str, Any] | None = None,
     model: str | Provider | None = None,
     mode: Mode = "auto",
+    prompt: str | None = None,
     tools_dir: str | Path | None = None,
     catalog: Catalog | None = None,
     observer: RunObserver | None = None,
@@ -57,15 +67,19 @@ async def arun(
     max_turns: int | None = None,
     record: str | Path | None = None,
     replay: str | Path | None = None,
+    strict: bool = False,
     environ: Mapping[str, str] | None = None,
 ) -> RunResult:
     """Play a recipe (a path or a loaded ``Recipe``) until the model answers.
 
-    - ``vars``: override the recipe's vars; ``model``: ``"provider:model"``, or a
-      ``Provider`` object such as ``ScriptedModel`` for an offline run;
+    - ``vars``: override the recipe's vars; ``prompt``: one user message in place of the
+      recipe's messages (its system prompt stays); ``model``: ``"provider:model"``,
+      ``"scripted:FILE"`` (a YAML list of model turns), or a ``Provider`` object such as
+      ``ScriptedModel`` — both offline, with the real tools;
     - ``mode``: ``"auto"`` (live with credentials, else the recording beside the recipe),
       ``"live"`` or ``"replay"``; ``replay=FILE`` replays that recording, ``record=FILE``
-      saves every model exchange of a live run;
+      saves every model exchange of a live run; ``strict``: a replay that diverges from its
+      recording fails (``stop_reason == "error"``), as CI wants;
     - ``observer``: a ``RunObserver`` that sees the run as it happens (streamed text, tool
       calls, notices, divergences); ``approver``: says yes or no to tools that need approval.
 
@@ -80,9 +94,9 @@ async def arun(
     redactor = run_redactor()
     with redacting(redactor):  # every secret this run reads stays in this run
         play = _Play(recipe if isinstance(recipe, Recipe) else load_recipe(Path(recipe)), observer or RunObserver(),
-                     dict(vars or {}), environ)
-        result = await play.run(model=model, mode=mode, tools_dir=tools_dir, catalog=catalog, approver=approver,
-                                stream=stream, max_turns=max_turns, record=record, replay=replay)
+                     dict(vars or {}), environ, strict=strict)
+        result = await play.run(model=model, mode=mode, prompt=prompt, tools_dir=tools_dir, catalog=catalog,
+                                approver=approver, stream=stream, max_turns=max_turns, record=record, replay=replay)
     result.redactor = redactor
     return result
 
@@ -114,31 +128,29 @@ class _Play:
     """One recipe run: its recipe, observer, vars and the divergences found so far."""
 
     def __init__(self, recipe: Recipe, observer: RunObserver, vars: dict[str, Any],
-                 environ: Mapping[str, str] | None) -> None:
+                 environ: Mapping[str, str] | None, *, strict: bool = False) -> None:
         self.recipe = recipe
+        self.strict = strict
         self.observer = observer
         self.vars = vars
         self.environ = environ
         self.divergences: list[Divergence] = []
 
-    async def run(self, *, model: str | Provider | None, mode: str, tools_dir: str | Path | None,
-                  catalog: Catalog | None, approver: Approver | None, stream: bool | None,
-                  max_turns: int | None, record: str | Path | None, replay: str | Path | None) -> RunResult:
+    async def run(self, *, model: str | Provider | None, mode: str, prompt: str | None,
+                  tools_dir: str | Path | None, catalog: Catalog | None, approver: Approver | None,
+                  stream: bool | None, max_turns: int | None, record: str | Path | None,
+                  replay: str | Path | None) -> RunResult:
         recipe = self.recipe
         record_path = Path(record) if record is not None else None
-        plan = None if isinstance(model, Provider) else self._plan(model, mode, record_path,
-                                                                   Path(replay) if replay is not None else None)
+        # The recipe, its tools and its messages are checked before credentials are looked
+        # for: a typo in the tool list is reported as such, not as a missing key.
         if catalog is None:
             directory = recipe.locate_tools_dir(Path(tools_dir) if tools_dir is not None else None)
             catalog = load_checked_catalog(directory, on_loaded=self.observer.on_catalog)
         tools = recipe.select_tools(catalog)
         system = recipe.render_system(self.vars)
-        messages = recipe.render_messages(self.vars)
-        if plan is None:
-            assert isinstance(model, Provider)
-            connection = _Connection(model, f"{model.name}:{model.model}", "live", stream)
-        else:
-            connection = self._connect(plan, record_path, stream)
+        messages = [Message("user", [TextPart(prompt)])] if prompt is not None else recipe.render_messages(self.vars)
+        connection = self._connect(model, mode, record_path, Path(replay) if replay is not None else None, stream)
 
         self.observer.on_run_start(recipe=recipe.name, model=connection.spec, mode=connection.mode)
         for notice in connection.notices:
@@ -150,11 +162,14 @@ class _Play:
                 context=recipe.call_context(self.environ), approver=approver, observer=self.observer,
             )
         finally:
-            if plan is not None:  # a caller's own provider object stays theirs to close
+            if not isinstance(model, Provider):  # a caller's own provider object stays theirs to close
                 await connection.provider.aclose()
         self._check_replay_complete(connection, result)
         result.recipe, result.model, result.mode = recipe.name, connection.spec, connection.mode
         result.divergences = self.divergences if connection.mode == "replay" else None
+        if self.strict and self.divergences and not result.failed:  # found after the answer: one request too few
+            result.stop_reason = "error"
+            result.error = f"{STRICT_DIVERGENCE}: {self.divergences[-1]}"
         result.expect_failures = [] if result.failed else recipe.check(result)
         if connection.recorder is not None:
             result.recorded_exchanges = len(connection.recorder.cassette.exchanges)
@@ -163,10 +178,22 @@ class _Play:
 
     # -- reaching the model -------------------------------------------------------------
 
-    def _plan(self, model: str | None, mode: str, record: Path | None, replay: Path | None) -> _ModelPlan:
+    def _connect(self, model: str | Provider | None, mode: str, record: Path | None, replay: Path | None,
+                 stream: bool | None) -> _Connection:
+        """How the run reaches its model: a given object, a script file, a recording, or the provider."""
         recipe = self.recipe
+        if isinstance(model, Provider):
+            kind = "scripted" if isinstance(model, ScriptedModel) else "live"
+            return _Connection(model, f"{model.name}:{model.model}", kind, stream)
         spec = recipe.model_spec(model)
         provider_name, model_name = split_model(spec)
+        if provider_name == SCRIPTED_PROVIDER:
+            # --model scripted:FILE is relative to where the command runs; the recipe's own to the recipe
+            script = Path(model_name) if model else recipe.path.parent / model_name
+            if record is not None or replay is not None:
+                raise UserError(Problem(None, None, "a scripted model is offline: there is nothing to record or replay",
+                                        "drop --record / --replay, or use a provider's model"))
+            return _Connection(load_scripted_model(script), spec, "scripted", stream)
         provider_class = get_provider_class(provider_name)
         if mode == "replay" and replay is None:
             replay = cassette_beside(recipe.path)
@@ -176,9 +203,9 @@ class _Play:
         choice = choose_mode(provider_class, recipe.provider, recipe.path, replay=replay, live=mode == "live",
                              record=record, environ=self.environ,
                              model_line=None if model else recipe.line_of("model"))
-        return _ModelPlan(provider_class, model_name, spec, choice)
+        return self._open(_ModelPlan(provider_class, model_name, spec, choice), record, stream)
 
-    def _connect(self, plan: _ModelPlan, record: Path | None, stream: bool | None) -> _Connection:
+    def _open(self, plan: _ModelPlan, record: Path | None, stream: bool | None) -> _Connection:
         """The provider object, its transport, and the notices the person running toolrun should see."""
         recipe, choice, provider_class = self.recipe, plan.choice, plan.provider_class
         notices: list[str] = []
@@ -224,6 +251,8 @@ class _Play:
     def _report_divergence(self, divergence: Divergence) -> None:
         self.divergences.append(divergence)
         self.observer.on_divergence(divergence)
+        if self.strict:  # stop before a tool runs on a conversation the recording never had
+            raise ReplayDiverged(STRICT_DIVERGENCE)  # the divergence itself is reported just above
 
     def _check_replay_complete(self, connection: _Connection, result: RunResult) -> None:
         """A replay that answered before using every recorded exchange diverged too."""

@@ -47,8 +47,10 @@ class TranscriptLog(RunObserver):
         """Create the file now (``on_run_start`` does it when the run starts)."""
         if self._stream is not None:
             return
+        if not self.path.parent.exists():  # a typo in a folder name must not grow a new folder tree
+            raise UserError(Problem(self.path, None, f"--transcript: the folder {self.path.parent} does not exist",
+                                    "create it first, or choose a path in an existing folder"))
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
             self._stream = self.path.open("w", encoding="utf-8")
         except OSError as exc:
             raise UserError(Problem(self.path, None, f"--transcript: cannot write this file ({exc.strerror or exc})",

@@ -1,21 +1,57 @@
 """The command line: parse options, call the library, print. Nothing else lives here.
 
-Each command is in its own module; this one builds the groups and turns toolrun's errors
-into one clear message and the contract's exit code, never a traceback.
+Each command is in its own module, imported only when that command runs (``toolrun
+--version`` imports none of them); this module builds the groups and turns toolrun's
+errors into one clear message and the contract's exit code, never a traceback.
+
+A new command: a module with a ``@click.command`` function, and one line in ``COMMANDS``
+(or ``TOOLS_COMMANDS``) naming it.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
+from typing import Any
 
 import click
 
 from toolrun import __version__
 from toolrun.errors import ToolrunError
 
+# command name -> "module:function"; imported on first use
+COMMANDS = {
+    "recipe": "toolrun.cli.recipe:recipe_command",
+    "call": "toolrun.cli.call:call_command",
+    "schema": "toolrun.cli.schema:schema_command",
+    "mcp": "toolrun.cli.mcp:mcp_command",
+}
+TOOLS_COMMANDS = {
+    "list": "toolrun.cli.tools_list:list_command",
+    "show": "toolrun.cli.tools_export:show_command",
+    "lint": "toolrun.cli.tools_lint:lint_command",
+    "export": "toolrun.cli.tools_export:export_command",
+}
+
 
 class ToolrunGroup(click.Group):
-    """A group that reports ``ToolrunError`` as a message and an exit code."""
+    """A group that reports ``ToolrunError`` as a message and an exit code, and imports a
+    command's module only when the command is asked for (``lazy``: name -> "module:attr")."""
+
+    def __init__(self, *args: Any, lazy: dict[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = dict(lazy or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is None and cmd_name in self.lazy:
+            module_name, _, attribute = self.lazy[cmd_name].partition(":")
+            command = getattr(importlib.import_module(module_name), attribute)
+            self.add_command(command, cmd_name)
+        return command
 
     def invoke(self, ctx: click.Context):
         try:
@@ -36,23 +72,16 @@ def report_error(exc: ToolrunError) -> None:
         click.echo(f"error: {exc}", err=True)
 
 
-@click.group(cls=ToolrunGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=ToolrunGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="toolrun")
 def main() -> None:
     """toolrun: give a model your HTTP APIs and scripts, configured in YAML."""
 
 
-@main.group(cls=ToolrunGroup)
+@main.group(cls=ToolrunGroup, lazy=TOOLS_COMMANDS)
 def tools() -> None:
     """List, show, lint and export the tool catalog."""
 
-
-def _register() -> None:
-    # Imported for their side effect: each module adds its commands to the groups above.
-    from toolrun.cli import call, mcp, recipe, schema, tools_export, tools_lint, tools_list  # noqa: F401
-
-
-_register()
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -20,8 +20,10 @@ YES_ANSWERS = frozenset({"y", "yes"})
 class TerminalApprover:
     """Approve with ``assume_yes``; else ask on a TTY showing the arguments; else deny."""
 
-    def __init__(self, assume_yes: bool = False, *, stdin: TextIO | None = None):
+    def __init__(self, assume_yes: bool = False, *, stdin: TextIO | None = None,
+                 asking: str = "The model wants to call"):
         self.assume_yes = assume_yes
+        self.asking = asking  # who wants the call: the model in a run, the person at ``toolrun call``
         self._stdin = stdin
         self._lock: asyncio.Lock | None = None  # one question at a time when calls run concurrently
 
@@ -38,7 +40,7 @@ class TerminalApprover:
             self._lock = asyncio.Lock()
         async with self._lock:
             shown = json.dumps(arguments, ensure_ascii=False, indent=2)
-            click.echo(f"\nThe model wants to call {tool.name} with:\n{shown}", err=True)
+            click.echo(f"\n{self.asking} {tool.name} with:\n{shown}", err=True)
             return await _ask_in_background(f"Allow this call to {tool.name}? [y/N]: ", stdin)
 
 

@@ -14,7 +14,6 @@ from typing import Any
 import click
 
 from toolrun.api import acall, find_tool
-from toolrun.cli import main
 from toolrun.cli.approval_prompt import TerminalApprover
 from toolrun.cli.common import load_catalog_for_cli, tools_dir_option
 from toolrun.errors import EXIT_RUN_FAILED, Problem, UserError
@@ -22,7 +21,7 @@ from toolrun.execution import validate_arguments
 from toolrun.tool import Tool
 
 
-@main.command("call")
+@click.command("call")
 @click.argument("name")
 @click.option("--arg", "arg_pairs", multiple=True, metavar="K=V",
               help="One argument; V is read as JSON when the schema says it is not a string. Repeatable.")
@@ -48,7 +47,8 @@ def call_command(name: str, arg_pairs: tuple[str, ...], args_json: str | None, t
             raise UserError([Problem(None, None, f"invalid arguments for {tool.name}: {p}",
                                      hint if index == len(problems) - 1 else None)
                              for index, p in enumerate(problems)])
-    outcome = asyncio.run(acall(catalog, tool.name, arguments, approver=TerminalApprover(assume_yes)))
+    outcome = asyncio.run(acall(catalog, tool.name, arguments,
+                          approver=TerminalApprover(assume_yes, asking="You are about to call")))
     if as_json:
         click.echo(json.dumps(outcome.to_json(), ensure_ascii=False))
     elif outcome.is_error:

@@ -7,7 +7,6 @@ from pathlib import Path
 import click
 
 from toolrun.api import DEFAULT_TOOLS_DIR
-from toolrun.cli import main
 from toolrun.cli.common import tools_dir_option
 
 
@@ -15,7 +14,7 @@ def _report(line: str) -> None:
     click.echo(line, err=True)  # stdout is the protocol's channel on stdio
 
 
-@main.command("mcp")
+@click.command("mcp")
 @tools_dir_option
 @click.option("--tools", "tool_globs", multiple=True, metavar="GLOB", help="Serve only the tools matching GLOB. Repeatable.")
 @click.option("--http", "http", metavar="HOST:PORT", help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio.")

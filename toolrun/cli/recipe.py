@@ -13,7 +13,6 @@ from pathlib import Path
 
 import click
 
-from toolrun.cli import main
 from toolrun.cli.approval_prompt import TerminalApprover
 from toolrun.cli.display import TerminalDisplay
 from toolrun.errors import EXIT_EXPECT_FAILED, EXIT_OK, EXIT_RUN_FAILED, Problem, UserError
@@ -37,9 +36,11 @@ def parse_vars(pairs: tuple[str, ...]) -> dict[str, str]:
     return values
 
 
-@main.command("recipe")
+@click.command("recipe")
 @click.argument("recipe_path", metavar="RECIPE", type=click.Path(path_type=Path, dir_okay=False))
-@click.option("--model", "model_spec", metavar="P:M", help="provider:model, overriding the recipe's model")
+@click.argument("prompt", required=False)
+@click.option("--model", "model_spec", metavar="P:M",
+              help="provider:model, overriding the recipe's model; scripted:FILE plays a YAML list of model turns offline")
 @click.option("--tools-dir", type=click.Path(path_type=Path, file_okay=False), help="tools directory (default: the recipe's tools_dir)")
 @click.option("--var", "var_pairs", multiple=True, metavar="K=V", help="override one of the recipe's vars (repeatable)")
 @click.option("--json", "as_json", is_flag=True, help="print the run's transcript as one JSON document on stdout")
@@ -48,11 +49,13 @@ def parse_vars(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.option("--record", type=click.Path(path_type=Path, dir_okay=False), help="save every model exchange to this cassette")
 @click.option("--replay", type=click.Path(path_type=Path, dir_okay=False), help="play the model side back from this cassette, offline")
 @click.option("--live", is_flag=True, help="never fall back to the recording beside the recipe")
+@click.option("--strict", is_flag=True, help="a replay that diverges from its recording fails the run (exit 1), for CI")
 @click.option("--yes", "assume_yes", is_flag=True, help="approve every call of a tool that asks for confirmation")
 @click.option("--transcript", "transcript_path", type=click.Path(path_type=Path, dir_okay=False),
               help="write the run as JSON Lines, one event per line, as it happens")
 def recipe_command(
     recipe_path: Path,
+    prompt: str | None,
     model_spec: str | None,
     tools_dir: Path | None,
     var_pairs: tuple[str, ...],
@@ -62,17 +65,22 @@ def recipe_command(
     record: Path | None,
     replay: Path | None,
     live: bool,
+    strict: bool,
     assume_yes: bool,
     transcript_path: Path | None,
 ) -> None:
     """Play RECIPE: ask the model, run the tools it calls, until it answers.
+
+    PROMPT, if given, is sent as the user's message in place of the recipe's messages
+    (its system prompt, tools and settings stay).
 
     \b
     Exit codes: 0 done; 1 the run failed; 2 bad input; 3 an expect check failed.
     """
     code = play_recipe(
         recipe_path, model_spec=model_spec, tools_dir=tools_dir, var_overrides=parse_vars(var_pairs),
-        as_json=as_json, stream=stream, max_turns=max_turns, record=record, replay=replay, live=live,
+        as_json=as_json, stream=stream, max_turns=max_turns, record=record, replay=replay, live=live, strict=strict,
+        prompt=prompt,
         assume_yes=assume_yes, transcript_path=transcript_path,
     )
     sys.exit(code)
@@ -90,6 +98,8 @@ def play_recipe(
     record: Path | None = None,
     replay: Path | None = None,
     live: bool = False,
+    strict: bool = False,
+    prompt: str | None = None,
     assume_yes: bool = False,
     transcript_path: Path | None = None,
 ) -> int:
@@ -101,7 +111,7 @@ def play_recipe(
             result = asyncio.run(arun(
                 recipe_path, vars=var_overrides, model=model_spec, mode="live" if live else "auto",
                 tools_dir=tools_dir, observer=ObserverGroup(display, log), approver=TerminalApprover(assume_yes),
-                stream=stream, max_turns=max_turns, record=record, replay=replay,
+                stream=stream, max_turns=max_turns, record=record, replay=replay, strict=strict, prompt=prompt,
             ))
         except KeyboardInterrupt:
             display.notice("interrupted: the run stopped before it finished")

@@ -5,13 +5,12 @@ from __future__ import annotations
 import click
 
 from toolrun.catalog.tool_schema import packaged_schema_text
-from toolrun.cli import main
 from toolrun.errors import Problem, UserError
 
 SCHEMA_NAMES = ("tool", "recipe")
 
 
-@main.command("schema")
+@click.command("schema")
 @click.argument("name", type=click.Choice(SCHEMA_NAMES))
 def schema_command(name: str) -> None:
     """Print the JSON Schema of tool files (tool) or recipes (recipe).

@@ -10,7 +10,6 @@ import click
 
 from toolrun.catalog.export import FORMATS, ExportedTool, export_catalog, export_tool, tools_payload
 from toolrun.catalog.lint_rules import token_estimate
-from toolrun.cli import tools
 from toolrun.cli.common import load_catalog_for_cli, tools_dir_option
 from toolrun.errors import Problem, UserError
 from toolrun.tool import Tool
@@ -50,7 +49,7 @@ def _print_changes(exported: list[ExportedTool], show_options: str, limit: int |
             )
 
 
-@tools.command("show")
+@click.command("show")
 @click.argument("name")
 @format_option
 @strict_option
@@ -70,7 +69,7 @@ def show_command(name: str, format_: str | None, strict: bool, tools_dir: Path |
     click.echo(_dump(exported.definition))
 
 
-@tools.command("export")
+@click.command("export")
 @format_option
 @strict_option
 @tools_dir_option

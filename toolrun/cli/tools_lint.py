@@ -9,12 +9,11 @@ import click
 
 from toolrun.api import DEFAULT_TOOLS_DIR, load_catalog
 from toolrun.catalog.lint import count_by_severity, lint_catalog
-from toolrun.cli import tools
 from toolrun.cli.common import tools_dir_option
 from toolrun.errors import EXIT_RUN_FAILED
 
 
-@tools.command("lint")
+@click.command("lint")
 @tools_dir_option
 @click.option("--json", "as_json", is_flag=True, help='Print {"tools": N, "findings": [...]} on stdout.')
 @click.option("--strict", is_flag=True, help="Fail (exit 1) on warnings too, not only on errors.")

@@ -12,7 +12,6 @@ from typing import Any
 
 import click
 
-from toolrun.cli import tools
 from toolrun.cli.common import load_catalog_for_cli, tools_dir_option
 from toolrun.tool import Tool
 
@@ -20,7 +19,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s|(?<=[。！？])")
 _SUMMARY_WIDTH = 80
 
 
-@tools.command("list")
+@click.command("list")
 @tools_dir_option
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of the tools on stdout.")
 def list_command(tools_dir: Path | None, as_json: bool) -> None:

@@ -1,0 +1,89 @@
+"""``--model scripted:FILE``: a model played from a YAML list of turns, for authors and CI.
+
+Each item is one model answer, in order::
+
+    - tool_calls:                       # the model calls tools (several: one turn)
+        - {name: get_flower_inventory, arguments: {city: 北京}}
+        - {name: get_flower_inventory, arguments: {city: 上海}}
+    - text: 北京有玫瑰 100 枝，上海有百合 80 枝。   # the final answer
+
+An item may hold both ``text`` and ``tool_calls`` (text said before the calls). The tools
+run for real; only the model is scripted. A script that runs out before the run ends is
+a provider failure saying so.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from toolrun.errors import LoadError, Problem
+from toolrun.providers.scripted import ScriptedModel
+from toolrun.yamlsource import LineDict, LineList, YamlSyntaxError, load_yaml_file, plain
+
+SCRIPTED_PROVIDER = "scripted"
+_EXAMPLE = "- tool_calls: [{name: my_tool, arguments: {key: value}}]\n- text: the answer"
+_ITEM_KEYS = ("text", "tool_calls")
+
+
+def load_scripted_model(path: Path) -> ScriptedModel:
+    """The ``ScriptedModel`` of a script file; ``LoadError`` naming file, line and fix for every mistake."""
+    if not path.is_file():
+        raise LoadError(Problem(path, None, "script file not found",
+                                f"write the model's turns as a YAML list, e.g.\n{_EXAMPLE}"))
+    try:
+        document = load_yaml_file(path)
+    except YamlSyntaxError as exc:
+        raise LoadError(exc.problem) from None
+    if not isinstance(document, LineList) or not document:
+        raise LoadError(Problem(path, getattr(document, "line", 1) or 1, "a script is a non-empty list of model turns",
+                                f"write e.g.\n{_EXAMPLE}"))
+    problems: list[Problem] = []
+    answers: list[Any] = []
+    for index, item in enumerate(document):
+        line = document.item_lines[index]
+        answer = _answer(item, path, line, problems)
+        if answer is not None:
+            answers.append(answer)
+    if problems:
+        raise LoadError(problems)
+    return ScriptedModel(answers, model=str(path))
+
+
+def _answer(item: Any, path: Path, line: int, problems: list[Problem]) -> Any:
+    if isinstance(item, str):
+        return item  # a bare string is a text answer
+    if not isinstance(item, LineDict) or not any(key in item for key in _ITEM_KEYS):
+        problems.append(Problem(path, line, "a turn is {text: ...} or {tool_calls: [{name, arguments}]}",
+                                f"write e.g.\n{_EXAMPLE}"))
+        return None
+    unknown = [key for key in item if key not in _ITEM_KEYS]
+    if unknown:
+        problems.append(Problem(path, item.key_lines.get(unknown[0], line), f"unknown key {unknown[0]!r} in a turn",
+                                "a turn has only text and tool_calls"))
+    text = item.get("text")
+    if text is not None and not isinstance(text, str):
+        problems.append(Problem(path, item.key_lines.get("text", line), "text must be a string", "quote the answer"))
+        return None
+    calls = item.get("tool_calls")
+    if calls is None:
+        return ScriptedModel.text(text or "")
+    if not isinstance(calls, LineList) or not calls:
+        problems.append(Problem(path, item.key_lines.get("tool_calls", line), "tool_calls must be a non-empty list",
+                                "write tool_calls: [{name: my_tool, arguments: {key: value}}]"))
+        return None
+    specs: list[tuple[str, Any]] = []
+    for number, call in enumerate(calls):
+        call_line = calls.item_lines[number]
+        name = call.get("name") if isinstance(call, LineDict) else None
+        arguments = call.get("arguments", {}) if isinstance(call, LineDict) else None
+        if not isinstance(name, str) or not name:
+            problems.append(Problem(path, call_line, "a tool call needs a name",
+                                    "write {name: my_tool, arguments: {key: value}}"))
+            continue
+        if not isinstance(arguments, (dict, str)):
+            problems.append(Problem(path, call_line, f"the arguments of {name} must be a mapping (or a raw JSON string)",
+                                    "write arguments: {key: value}"))
+            continue
+        specs.append((name, plain(arguments)))
+    return ScriptedModel.calls(specs, text=text) if specs else None
