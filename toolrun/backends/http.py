@@ -5,7 +5,9 @@ included) and joined to ``base_url``; ``query``, ``headers``, ``json``/``form`` 
 ``result`` are Jinja2 templates. ``${env:NAME}`` brings a secret in at call time. A
 ``json`` string that is exactly ``"{{ name }}"`` keeps the argument's JSON type, and a
 query/form/header/json entry whose template needs an argument the call did not give is
-left out, so optional parameters just work. In ``result``, read JSON keys with brackets
+left out, so optional parameters just work. ``arguments`` (see ``http_arguments``) sends
+arguments to a query/header/cookie/path/body/form location by name, with OpenAPI's array
+styles, without templates. In ``result``, read JSON keys with brackets
 (``response.json['items']``): ``.items`` would find the dict method, not the key.
 
 Safety: ``allow_hosts`` (the tool's and the call context's) limits where requests go;
@@ -29,6 +31,7 @@ import httpx
 
 from toolrun.backends.base import Backend, BackendOutput, CallContext
 from toolrun.backends.extract import ExtractError, extract, parse_path
+from toolrun.backends.http_arguments import place, placement_problems, placements
 from toolrun.backends.http_safety import RefusedRequest, check_destination, same_origin
 from toolrun.durations import parse_duration
 from toolrun.errors import Problem
@@ -112,12 +115,13 @@ def _render_json(value: Any, arguments: Mapping[str, Any], environ: Mapping[str,
 def build_url(config: Mapping[str, Any], arguments: Mapping[str, Any], environ: Mapping[str, str]) -> str:
     """The request URL: path parameters encoded, templates rendered, joined to base_url."""
     path_values: dict[str, str] = {}
+    styled = place(config.get("arguments"), arguments).path  # arguments declared `in: path`
 
     def to_variable(match: re.Match[str]) -> str:
         name = match.group(1)
         if arguments.get(name) is None:
             raise ValueError(f"path parameter {{{name}}} has no value: the argument {name!r} is required")
-        path_values[name] = quote(_as_text(arguments[name]), safe="")
+        path_values[name] = quote(styled.get(name, _as_text(arguments[name])), safe="")
         return f"{{{{ {_PATH_VARIABLE}[{name!r}] }}}}"
 
     url = render(PATH_PARAMETER.sub(to_variable, str(config["url"])),
@@ -189,6 +193,8 @@ class HttpBackend(Backend):
         names = set(path_parameters(url)) | placeholders(PATH_PARAMETER.sub("", url))
         for key in ("base_url", "query", "headers", "json", "form"):
             names |= value_placeholders(config.get(key))
+        if isinstance(config.get("arguments"), Mapping):
+            names |= {str(name) for name in config["arguments"]}
         if isinstance(config.get("result"), str):
             names |= placeholders(config["result"]) - {"response"}
         return names
@@ -222,6 +228,9 @@ class HttpBackend(Backend):
         for key in ("query", "headers", "json", "form"):
             for error in _template_errors(config.get(key)):
                 add(key, error, template_fix(error))
+        for argument, what, fix in placement_problems(config.get("arguments")):
+            add(f"arguments.{argument}" if argument else "arguments",
+                f"arguments.{argument}: {what}" if argument else what, fix)
         retries = config.get("retries")
         if retries is not None and (isinstance(retries, bool) or not isinstance(retries, int) or retries < 0):
             add("retries", f"retries must be a whole number ≥ 0, got {retries!r}", "e.g. retries: 2 (0 for none)")
@@ -286,7 +295,38 @@ def request_parts(config: Mapping[str, Any], arguments: Mapping[str, Any], envir
         parts["json"] = _render_json(config["json"], arguments, environ)
     elif "form" in config:
         parts["data"] = _render_mapping(config["form"], arguments, environ)
+    if config.get("arguments"):
+        _add_placed(parts, config["arguments"], arguments)
     return parts
+
+
+def _add_placed(parts: dict[str, Any], arguments_config: Mapping[str, Any], arguments: Mapping[str, Any]) -> None:
+    """Add the arguments that ``arguments:`` places to the rendered templates' parts."""
+    placed = place(arguments_config, arguments)
+    if placed.query:  # a list of pairs keeps repeated names (?id=1&id=2)
+        parts["params"] = [*_pairs_of(parts["params"]), *placed.query]
+    parts["headers"].update(placed.headers)
+    if placed.cookies:
+        cookie = "; ".join(f"{name}={value}" for name, value in placed.cookies)
+        own = next((k for k in parts["headers"] if k.lower() == "cookie"), None)
+        parts["headers"]["Cookie"] = f"{parts['headers'].pop(own)}; {cookie}" if own else cookie
+    if placed.has_json_body:
+        parts.pop("data", None)
+        parts["json"] = placed.json_body
+    elif placed.body or any(p.location == "body" for p in placements(arguments_config).values()):
+        base = parts.get("json")
+        parts["json"] = {**(base if isinstance(base, dict) else {}), **placed.body}
+    if placed.form:  # httpx takes repeated form fields as a list per name
+        fields: dict[str, list[Any]] = {}
+        for name, value in [*_pairs_of(parts.get("data") or {}), *placed.form]:
+            fields.setdefault(name, []).append(value)
+        parts["data"] = fields
+
+
+def _pairs_of(mapping: Any) -> list[tuple[str, Any]]:
+    if isinstance(mapping, list):
+        return list(mapping)
+    return [(k, item) for k, v in mapping.items() for item in (v if isinstance(v, list) else [v])]
 
 
 async def _send_with_retries(client: httpx.AsyncClient, request: httpx.Request, attempts: int, timeout: float,

@@ -32,6 +32,9 @@ TOOLS_COMMANDS = {
     "lint": "toolrun.cli.tools_lint:lint_command",
     "export": "toolrun.cli.tools_export:export_command",
 }
+IMPORT_COMMANDS = {
+    "openapi": "toolrun.cli.import_openapi:openapi_command",
+}
 
 
 class ToolrunGroup(click.Group):
@@ -81,6 +84,11 @@ def main() -> None:
 @main.group(cls=ToolrunGroup, lazy=TOOLS_COMMANDS)
 def tools() -> None:
     """List, show, lint and export the tool catalog."""
+
+
+@main.group("import", cls=ToolrunGroup, lazy=IMPORT_COMMANDS)
+def import_group() -> None:
+    """Turn an API description into a toolset file."""
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,0 +1,93 @@
+"""`arguments:` of the http backend: each argument sent where it belongs, against a real loopback server."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from tests.backend_helpers import call, make_tool
+from tests.loopback import Reply
+from toolrun.backends.http import HttpBackend
+from toolrun.catalog.loader import load_catalog
+
+PROPERTIES = {name: {} for name in ("ids", "flag", "page", "filter", "trace", "session", "name", "note", "items")}
+
+
+def tool_for(tmp_path: Path, url: str, config: dict):
+    return make_tool("http", {"url": url, **config}, folder=tmp_path, properties=PROPERTIES)
+
+
+def test_query_header_cookie_and_body_members(tmp_path: Path, loopback) -> None:
+    server = loopback(lambda request: Reply(200, {"ok": 1}))
+    tool = tool_for(tmp_path, server.url + "/things", {
+        "method": "POST",
+        "headers": {"Cookie": "theme=dark"},
+        "arguments": {"ids": "query", "flag": "query", "page": {"in": "query", "name": "page[size]"},
+                      "filter": {"in": "query", "style": "deepObject"}, "trace": {"in": "header", "name": "X-Trace"},
+                      "session": "cookie", "name": "body", "note": {"in": "body", "name": "comment"}},
+    })
+    outcome = call(tool, {"ids": [1, 2], "flag": True, "page": 5, "filter": {"a": "x"}, "trace": "t-1",
+                          "session": "s", "name": "Rex", "note": None})
+    assert outcome.is_error is False, outcome.result
+    (request,) = server.requests
+    assert request.query == {"ids": ["1", "2"], "flag": ["true"], "page[size]": ["5"], "filter[a]": ["x"]}
+    assert request.headers["x-trace"] == "t-1" and request.headers["cookie"] == "theme=dark; session=s"
+    assert request.json() == {"name": "Rex", "comment": None}  # a JSON null is a value in a body
+
+
+def test_absent_and_null_arguments_are_left_out(tmp_path: Path, loopback) -> None:
+    server = loopback(lambda request: Reply(200, {}))
+    tool = tool_for(tmp_path, server.url + "/x", {"arguments": {"ids": "query", "trace": "header", "flag": "query"}})
+    call(tool, {"flag": None})
+    (request,) = server.requests
+    assert request.query == {} and "trace" not in request.headers
+
+
+def test_array_styles(tmp_path: Path, loopback) -> None:
+    server = loopback(lambda request: Reply(200, {}))
+    tool = tool_for(tmp_path, server.url + "/x", {"arguments": {
+        "ids": {"in": "query", "explode": False}, "page": {"in": "query", "style": "pipeDelimited"},
+        "flag": {"in": "query", "style": "spaceDelimited"}, "trace": "header"}})
+    call(tool, {"ids": ["a", "b"], "page": [1, 2], "flag": [True, False], "trace": ["x", "y"]})
+    (request,) = server.requests
+    assert request.query == {"ids": ["a,b"], "page": ["1|2"], "flag": ["true false"]}
+    assert request.headers["trace"] == "x,y"
+
+
+def test_whole_json_body_and_form_fields(tmp_path: Path, loopback) -> None:
+    server = loopback(lambda request: Reply(200, {}))
+    whole = tool_for(tmp_path, server.url + "/bulk", {"method": "POST", "arguments": {"items": "json"}})
+    form = tool_for(tmp_path, server.url + "/form", {"method": "POST", "form": {"kind": "fixed"},
+                                                   "arguments": {"ids": "form", "name": "form"}})
+    call(whole, {"items": [1, {"a": 2}]})
+    call(form, {"ids": [1, 2], "name": "Rex"})
+    bulk, posted = server.requests
+    assert bulk.json() == [1, {"a": 2}]
+    assert posted.body == b"kind=fixed&ids=1&ids=2&name=Rex"
+
+
+def test_path_arguments_join_arrays(tmp_path: Path, loopback) -> None:
+    server = loopback(lambda request: Reply(200, {}))
+    tool = tool_for(tmp_path, server.url + "/items/{ids}", {"arguments": {"ids": "path"}})
+    call(tool, {"ids": [3, 4]})
+    assert server.requests[0].path == "/items/3%2C4"
+
+
+def test_arguments_count_as_used_and_bad_entries_are_load_problems(tmp_path: Path) -> None:
+    tool = tool_for(tmp_path, "https://api.example.com/x", {"arguments": {"ids": "query", "items": "json",
+                                                                           "name": "body"}})
+    assert HttpBackend().placeholders(tool) >= {"ids", "items", "name"}
+    assert [p.message for p in HttpBackend().check(tool)] == [
+        "arguments.items: an argument that is the whole body (in: json) excludes body and form members"]
+    (tmp_path / "t.yaml").write_text(textwrap.dedent("""\
+        name: t
+        description: A tool with a misplaced argument, to check that the loader names the line.
+        parameters: {type: object, properties: {ids: {type: string, description: Ids.}}}
+        backend:
+          http:
+            url: https://api.example.com/x
+            arguments:
+              ids: {in: querystring}
+        """), encoding="utf-8")
+    problems = load_catalog(tmp_path).problems
+    assert problems and problems[0].line == 8 and "querystring" in problems[0].message

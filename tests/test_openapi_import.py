@@ -1,0 +1,304 @@
+"""`toolrun import openapi` on real public documents, and `toolrun call` on what it wrote.
+
+The documents under tests/fixtures/openapi/ were written by others (origins in
+tests/fixtures/README.md); the messy and loopback documents are written here to pin one
+behaviour each. Every request goes to a loopback server that records it.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from tests.loopback import Reply
+from toolrun.catalog.loader import load_catalog
+from toolrun.cli import main
+from toolrun.openapi import OpenAPIError, import_openapi, lint_toolset
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "openapi"
+
+REAL_DOCUMENTS = {
+    "petstore-expanded.yaml": 4,  # 3.0, allOf, duplicate keys, an operationId with spaces
+    "petstore-separate/spec/swagger.json": 4,  # Swagger 2.0 JSON, $refs to files beside it and above it
+    "uspto.yaml": 3,  # 3.0.1, server variables, a form body
+    "callback-example.yaml": 1,  # no operationId, callbacks (with a dangling $ref inside)
+    "webhook-example.yaml": 1,  # 3.1 with webhooks
+    "uber.yaml": 5,  # Swagger 2.0 YAML, no operationIds
+}
+
+
+def cli(*args: str, env: dict[str, str] | None = None):
+    return CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
+
+
+def imported(tmp_path: Path, spec: str | Path, *extra: str) -> tuple[Path, object]:
+    folder = tmp_path / "tools.d"
+    outcome = cli("import", "openapi", str(spec), "-o", str(folder / "api.yaml"), *extra)
+    return folder, outcome
+
+
+def call_json(folder: Path, name: str, arguments: dict, env: dict[str, str] | None = None) -> dict:
+    outcome = cli("call", name, "--tools-dir", str(folder), "--args", json.dumps(arguments), "--json", "--yes",
+                  env=env)
+    return json.loads(outcome.stdout)
+
+
+def write(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+# ---------------------------------------------------------------- real documents
+
+
+@pytest.mark.parametrize("name", sorted(REAL_DOCUMENTS))
+def test_real_documents_import_load_and_lint_without_errors(name: str, tmp_path: Path) -> None:
+    folder, outcome = imported(tmp_path, FIXTURES / name)
+    assert outcome.exit_code == 0, outcome.output
+    result = load_catalog(folder)
+    assert result.problems == []
+    assert len(result.catalog) == REAL_DOCUMENTS[name]
+    assert "lint:" in outcome.stderr and "0 errors" in outcome.stderr
+    for tool in result.catalog:
+        assert tool.backend.kind == "http" and tool.annotations is not None
+
+
+def test_reimporting_gives_the_same_file(tmp_path: Path) -> None:
+    first = import_openapi(FIXTURES / "petstore-separate/spec/swagger.json").text
+    second = import_openapi(FIXTURES / "petstore-separate/spec/swagger.json").text
+    assert first == second
+    assert "  # GET /pets/{id}\n  - name: find_pet_by_id\n" in first
+
+
+def test_cross_file_refs_and_swagger_base_url() -> None:
+    result = import_openapi(FIXTURES / "petstore-separate/spec/swagger.json")
+    assert result.base_url == "http://petstore.swagger.wordnik.com/api"
+    tools = {tool.name: tool for tool in result.tools}
+    # NewPet.json is allOf [Pet.json, {...}]: merged into one object, its members separate arguments
+    assert list(tools["addPet"].parameters["properties"]) == ["id", "name", "tag", "description"]
+    assert tools["addPet"].parameters["required"] == ["id", "name"]
+    assert tools["findPets"].arguments == {"tags": {"in": "query", "explode": False}, "limit": "query"}
+
+
+def test_server_variables_take_their_defaults_and_webhooks_callbacks_are_reported() -> None:
+    assert import_openapi(FIXTURES / "uspto.yaml").base_url == "https://developer.uspto.gov/ds-api"
+    webhook = import_openapi(FIXTURES / "webhook-example.yaml")
+    assert [str(s) for s in webhook.skipped] == [
+        "webhook 'newPet': the API calls you with it: nothing for a tool to send"]
+    callback = import_openapi(FIXTURES / "callback-example.yaml")
+    assert callback.tools[0].name == "post_streams"
+    assert any("callbacks are not imported" in note for note in callback.notes)
+    assert "# Notes:" in callback.text
+
+
+def test_selection_by_glob_and_tag() -> None:
+    spec = FIXTURES / "uber.yaml"
+    assert [t.name for t in import_openapi(spec, tags=["Estimates"]).tools] == [
+        "get_estimates_price", "get_estimates_time"]
+    assert [t.name for t in import_openapi(spec, include=["/estimates/*"], exclude=["*time"]).tools] == [
+        "get_estimates_price"]
+    result = import_openapi(FIXTURES / "petstore-expanded.yaml", include=["find*"])
+    assert [t.name for t in result.tools] == ["findPets", "find_pet_by_id"] and result.not_selected == 2
+
+
+# ---------------------------------------------------------------- requests on the wire
+
+
+def test_call_sends_the_request_the_3_0_document_describes(tmp_path: Path, loopback) -> None:
+    server = loopback(lambda request: Reply(200, {"ok": True}))
+    folder, outcome = imported(tmp_path, FIXTURES / "petstore-expanded.yaml", "--base-url", server.url + "/v2")
+    assert outcome.exit_code == 0, outcome.output
+
+    assert call_json(folder, "findPets", {"tags": ["dog", "cat"], "limit": 3})["result"] == '{"ok": true}'
+    assert call_json(folder, "findPets", {})["is_error"] is False
+    assert call_json(folder, "addPet", {"name": "Rex"})["is_error"] is False
+    assert call_json(folder, "deletePet", {"id": 7})["is_error"] is False
+    find, find_bare, add, delete = server.requests
+    assert (find.method, find.path, find.query) == ("GET", "/v2/pets", {"tags": ["dog", "cat"], "limit": ["3"]})
+    assert (find_bare.path, find_bare.query) == ("/v2/pets", {})  # optional parameters left out, not empty
+    assert (add.method, add.path, add.json()) == ("POST", "/v2/pets", {"name": "Rex"})
+    assert add.headers["content-type"] == "application/json"
+    assert (delete.method, delete.path, delete.body) == ("DELETE", "/v2/pets/7", b"")
+
+
+def test_call_sends_swagger_2_collection_formats_and_json_bodies(tmp_path: Path, loopback) -> None:
+    server = loopback(lambda request: Reply(200, {"id": 1}))
+    folder, _ = imported(tmp_path, FIXTURES / "petstore-separate/spec/swagger.json", "--base-url", server.url)
+    call_json(folder, "findPets", {"tags": ["dog", "cat"], "limit": 3})
+    call_json(folder, "addPet", {"id": 1, "name": "Rex", "description": 5})
+    find, add = server.requests
+    assert find.query == {"tags": ["dog,cat"], "limit": ["3"]}  # csv, Swagger's default
+    assert add.json() == {"id": 1, "name": "Rex", "description": 5}
+
+
+def test_call_sends_form_bodies_and_path_parameters(tmp_path: Path, loopback) -> None:
+    server = loopback(lambda request: Reply(200, []))
+    folder, _ = imported(tmp_path, FIXTURES / "uspto.yaml", "--base-url", server.url + "/ds-api")
+    call_json(folder, "perform-search", {"dataset": "oa citations", "version": "v1", "criteria": "*:*", "rows": 5})
+    (search,) = server.requests
+    assert (search.method, search.path) == ("POST", "/ds-api/oa%20citations/v1/records")
+    assert search.headers["content-type"] == "application/x-www-form-urlencoded"
+    assert search.body == b"criteria=%2A%3A%2A&rows=5"
+
+
+LOCATIONS_DOCUMENT = """\
+    openapi: 3.1.0
+    info: {title: Ops Inventory, version: "2"}
+    servers: [{url: /api/v1}]
+    components:
+      securitySchemes:
+        key: {type: apiKey, in: header, name: X-Api-Key}
+    security: [{key: []}]
+    paths:
+      /items/{item-id}:
+        parameters:
+          - {name: item-id, in: path, required: true, schema: {type: string}, description: The item.}
+        put:
+          operationId: replaceItem
+          parameters:
+            - {name: X-Request-ID, in: header, schema: {type: string}, description: Trace id.}
+            - {name: id, in: query, schema: {type: integer}, description: Revision to replace.}
+            - {name: fields, in: query, style: form, explode: false, schema: {type: array, items: {type: string}}}
+            - {name: filter, in: query, style: deepObject, schema: {type: object}}
+            - {name: session, in: cookie, schema: {type: string}}
+            - {name: ids, in: query, style: pipeDelimited, schema: {type: array, items: {type: integer}}}
+          requestBody:
+            required: true
+            content:
+              application/json:
+                schema: {$ref: "schemas.yaml#/Item"}
+          responses: {"200": {description: ok}}
+"""
+SCHEMAS_DOCUMENT = """\
+    Item:
+      type: object
+      required: [id, name]
+      properties:
+        id: {type: integer, readOnly: false, description: The body's id.}
+        name: {type: string, description: Display name.}
+        created: {type: string, readOnly: true}
+        parent: {$ref: "#/Item"}
+"""
+
+
+def test_every_location_from_a_document_served_over_http(tmp_path: Path, loopback) -> None:
+    documents = {"/specs/inventory.yaml": textwrap.dedent(LOCATIONS_DOCUMENT),
+                 "/specs/schemas.yaml": textwrap.dedent(SCHEMAS_DOCUMENT)}
+    api = loopback(lambda request: Reply(200, {"ok": True}))
+    served = loopback(lambda request: Reply(200, documents[request.path]) if request.path in documents
+                      else Reply(404, "no"))
+    folder, outcome = imported(tmp_path, served.url + "/specs/inventory.yaml")
+    assert outcome.exit_code == 0, outcome.output
+    text = (folder / "api.yaml").read_text(encoding="utf-8")
+    assert f"base_url: {served.url}/api/v1" in text  # the relative server, resolved against the document's URL
+    assert "X-Api-Key: ${env:OPS_INVENTORY_API_KEY}" in text and "OPS_INVENTORY_API_KEY:" in text
+    tool = load_catalog(folder).catalog.tools["replaceItem"]
+    properties = tool.parameters["properties"]
+    assert list(properties) == ["item_id", "id", "fields", "filter", "ids", "X_Request_ID", "session", "body_id",
+                                "name", "parent"]  # the body's `id` renamed, `created` (readOnly) not sent
+    assert properties["parent"] == {"type": "object", "description": "(recursive: the same structure again, not spelled out)"}
+
+    # the same toolset, pointed at the API server
+    toolset = text.replace(f"{served.url}/api/v1", api.url + "/api/v1")
+    (folder / "api.yaml").write_text(toolset, encoding="utf-8")
+    arguments = {"item_id": "a/b", "id": 3, "fields": ["x", "y"], "filter": {"color": "red"},
+                 "ids": [1, 2], "X_Request_ID": "req-1", "session": "s1", "body_id": 9, "name": "Bolt"}
+    result = call_json(folder, "replaceItem", arguments, env={"OPS_INVENTORY_API_KEY": "k-123"})
+    assert result["is_error"] is False, result
+    (request,) = api.requests
+    assert (request.method, request.path) == ("PUT", "/api/v1/items/a%2Fb")
+    assert request.query == {"id": ["3"], "fields": ["x,y"], "filter[color]": ["red"], "ids": ["1|2"]}
+    assert request.headers["x-request-id"] == "req-1" and request.headers["x-api-key"] == "k-123"
+    assert request.headers["cookie"] == "session=s1"
+    assert request.json() == {"id": 9, "name": "Bolt"}
+
+
+MESSY_DOCUMENT = """\
+    swagger: "2.0"
+    info: {title: "Legacy <b>Billing</b>", version: "1"}
+    host: billing.internal
+    basePath: /v1
+    securityDefinitions:
+      basic: {type: basic}
+    paths:
+      /invoices?status=open:
+        get:
+          summary: "Open invoices. See [the docs](https://docs.example.com/x) for <i>details</i>."
+          parameters:
+            - {name: "page[size]", in: query, type: integer, description: Page size.}
+            - {name: "$filter", in: query, type: string, description: OData filter.}
+      /invoices/{id}:
+        get:
+          operationId: getInvoice
+          parameters:
+            - {name: id, in: path, required: true, type: string}
+            - $ref: "#/parameters/Missing"
+        delete:
+          operationId: getInvoice
+          parameters:
+            - {name: id, in: path, required: true, type: string}
+      /upload:
+        post:
+          operationId: uploadScan
+          consumes: [multipart/form-data]
+          parameters:
+            - {name: scan, in: formData, type: file}
+      /trace:
+        trace:
+          operationId: traceIt
+    ---
+"""
+
+
+def test_a_messy_document_imports_what_it_can_and_says_what_it_skipped(tmp_path: Path) -> None:
+    spec = write(tmp_path, "legacy.yaml", MESSY_DOCUMENT)
+    folder, outcome = imported(tmp_path, spec)
+    assert outcome.exit_code == 0, outcome.output
+    assert "Traceback" not in outcome.output
+    skipped = [line.strip() for line in outcome.stderr.splitlines() if line.strip().startswith("skipped")]
+    assert skipped == [
+        "skipped GET /invoices/{id} (getInvoice): $ref '#/parameters/Missing' points to nothing",
+        "skipped POST /upload (uploadScan): its formData includes a file (multipart/form-data): a file upload "
+        "cannot be sent by the http backend",
+        "skipped TRACE /trace (traceIt): the method TRACE cannot be sent by the http backend",
+    ]
+    catalog = load_catalog(folder).catalog
+    assert list(catalog.tools) == ["get_invoices_status_open", "getInvoice"]
+    listing = catalog.tools["get_invoices_status_open"]
+    assert listing.description == "Open invoices. See the docs for details."
+    assert listing.backend.config["url"] == "/invoices" and listing.backend.config["query"] == {"status": "open"}
+    assert listing.backend.config["arguments"] == {"page_size": {"in": "query", "name": "page[size]"},
+                                                   "filter": {"in": "query", "name": "$filter"}}
+    assert catalog.tools["getInvoice"].annotations.destructive is True  # the DELETE kept the name
+    text = (folder / "api.yaml").read_text(encoding="utf-8")
+    assert 'Authorization: Basic ${env:LEGACY_B_BILLING_B_BASIC_AUTH}' in text
+
+
+def test_what_cannot_be_imported_at_all_is_one_sentence(tmp_path: Path) -> None:
+    for text, expected in (("swagger: '1.2'\napis: []\n", "not an OpenAPI 3.x or Swagger 2.0 document"),
+                           ("- a\n- b\n", "is not an OpenAPI document"),
+                           ("openapi: 3.0.0\npaths: {x: [\n", "is neither YAML nor JSON")):
+        spec = write(tmp_path, "bad.yaml", text)
+        with pytest.raises(OpenAPIError, match=expected):
+            import_openapi(spec)
+        outcome = cli("import", "openapi", str(spec))
+        assert outcome.exit_code == 2 and "Traceback" not in outcome.output and expected in outcome.stderr
+    outcome = cli("import", "openapi", str(tmp_path / "missing.yaml"))
+    assert outcome.exit_code == 2 and "no such file" in outcome.stderr
+
+
+def test_stdout_output_is_the_toolset_and_lint_still_runs(tmp_path: Path) -> None:
+    outcome = cli("import", "openapi", str(FIXTURES / "webhook-example.yaml"))
+    assert outcome.exit_code == 0
+    document = yaml.safe_load(outcome.stdout)
+    assert [tool["name"] for tool in document["tools"]] == ["listPets"]
+    assert "lint: 1 tools" in outcome.stderr
+    review = lint_toolset(outcome.stdout)
+    assert review.tools == 1 and review.problems == []

@@ -1,0 +1,97 @@
+"""Reading OpenAPI documents: from a file or an http(s) URL, YAML or JSON, and the files their ``$ref``s name.
+
+A document is parsed once per import (``Documents`` caches by location), with the C YAML
+loader when it is there: OpenAI's document is 3 MB. A trailing ``---`` (an empty second
+YAML document) is tolerated; a document that is not a mapping, or cannot be read, is an
+``OpenAPIError`` in one sentence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urljoin, urlsplit
+
+import httpx
+import yaml
+
+from toolrun.errors import Problem, UserError
+
+FETCH_TIMEOUT_SECONDS = 30.0
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class OpenAPIError(UserError):
+    """The document cannot be imported at all (unreadable, not OpenAPI): one sentence and a fix."""
+
+    def __init__(self, message: str, fix: str | None = None, where: str | None = None):
+        super().__init__(Problem(where, None, message, fix))
+
+
+def is_url(location: str) -> bool:
+    """True for an http(s) URL."""
+    return urlsplit(location).scheme in ("http", "https")
+
+
+def parse_text(text: str, where: str) -> Any:
+    """The first non-empty YAML (or JSON) document of ``text``."""
+    try:
+        for document in yaml.load_all(text, Loader=_Loader):
+            if document is not None:
+                return document
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f" (line {mark.line + 1})" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise OpenAPIError(f"{where} is neither YAML nor JSON{line}: {problem}",
+                           "check that the file is an OpenAPI document", where) from None
+    return None
+
+
+def read_location(location: str) -> str:
+    """The text at a file path or http(s) URL."""
+    if is_url(location):
+        try:
+            response = httpx.get(location, timeout=FETCH_TIMEOUT_SECONDS, follow_redirects=True)
+        except httpx.HTTPError as exc:
+            raise OpenAPIError(f"cannot fetch {location}: {exc or type(exc).__name__}",
+                               "check the URL, or download the document and pass the file", location) from None
+        if response.status_code >= 400:
+            raise OpenAPIError(f"cannot fetch {location}: HTTP {response.status_code}",
+                               "check the URL, or download the document and pass the file", location)
+        return response.text
+    path = Path(location)
+    try:
+        return path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise OpenAPIError(f"{location}: no such file", "pass the path of an OpenAPI document or an http(s) URL",
+                           location) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise OpenAPIError(f"cannot read {location}: {exc}", "pass a UTF-8 YAML or JSON file", location) from None
+
+
+def join_location(base: str, reference: str) -> str:
+    """The location of ``reference`` (a relative file or URL) seen from the document at ``base``."""
+    if is_url(reference):
+        return reference
+    if is_url(base):
+        return urljoin(base, reference)
+    return str((Path(base).parent / unquote(reference)).resolve())
+
+
+@dataclass
+class Documents:
+    """Every document of one import, parsed once: the main one and those its ``$ref``s name."""
+
+    cache: dict[str, Any] = field(default_factory=dict)
+
+    def load(self, location: str) -> Any:
+        """The parsed document at ``location`` (cached)."""
+        key = location if is_url(location) else str(Path(location).resolve())
+        if key not in self.cache:
+            self.cache[key] = parse_text(read_location(location), location)
+        return self.cache[key]
+
+    def key(self, location: str) -> str:
+        return location if is_url(location) else str(Path(location).resolve())

@@ -1,0 +1,238 @@
+"""``import_openapi``: an OpenAPI 3.0/3.1 or Swagger 2.0 document -> one toolset of HTTP tools.
+
+Reads the document (file or URL), picks the operations (globs over path and operationId,
+tags), converts each (``operations``), settles unique names, the base URL and the
+credentials, and writes the toolset's text (``toolset``). What cannot be imported is
+skipped with one sentence naming the operation; the rest of the document still imports.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+from toolrun.openapi.document import Documents, OpenAPIError, is_url
+from toolrun.openapi.operations import METHODS, ImportedTool, Operation, Unsupported, convert_operation
+from toolrun.openapi.schemas import DanglingRef, Resolver
+from toolrun.openapi.security import Credentials, credentials, required_schemes, schemes_of
+from toolrun.openapi.text import env_prefix, tool_name
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """An operation (or webhook) not imported, and why, in one sentence."""
+
+    what: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.what}: {self.reason}"
+
+
+@dataclass
+class ImportResult:
+    """The toolset's text and what the import found out on the way."""
+
+    text: str
+    title: str
+    source: str
+    spec_version: str
+    tools: list[ImportedTool]
+    skipped: list[Skipped]
+    not_selected: int
+    base_url: str | None
+    variables: dict[str, str] = field(default_factory=dict)  # environment variable -> what to put in it
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which operations to import: globs over path and operationId, and tags (empty: all)."""
+
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+
+    def wants(self, operation: Operation) -> bool:
+        names = [operation.path, str(operation.spec.get("operationId") or "")]
+        if self.include and not any(fnmatchcase(n, g) for g in self.include for n in names if n):
+            return False
+        if any(fnmatchcase(n, g) for g in self.exclude for n in names if n):
+            return False
+        if self.tags:
+            tags = operation.spec.get("tags") or []
+            return any(tag in tags for tag in self.tags)
+        return True
+
+
+def import_openapi(spec: str | Path, *, include: Iterable[str] = (), exclude: Iterable[str] = (),
+                   tags: Iterable[str] = (), base_url: str | None = None) -> ImportResult:
+    """Import the OpenAPI document at ``spec`` (a path or an http(s) URL) as a toolset.
+
+    Raises ``OpenAPIError`` (a ``UserError``) when the document cannot be read or is not
+    OpenAPI; every problem of a single operation is a ``Skipped`` entry instead.
+    """
+    from toolrun.openapi.toolset import render_toolset  # the writer needs the result's parts first
+
+    location = str(spec) if is_url(str(spec)) else str(Path(spec).resolve())
+    shown = str(spec)
+    documents = Documents()
+    document = documents.load(location)
+    swagger2, spec_version = _version(document, shown)
+    resolver = Resolver(documents, location)
+    info = document.get("info") if isinstance(document.get("info"), dict) else {}
+    title = str(info.get("title") or Path(urlsplit(shown).path).stem or "API")
+    selection = Selection(tuple(include), tuple(exclude), tuple(tags))
+
+    tools: list[ImportedTool] = []
+    skipped: list[Skipped] = []
+    notes: list[str] = []
+    not_selected = 0
+    consumes = document.get("consumes") if isinstance(document.get("consumes"), list) else []
+    for operation in _operations(document, location, resolver, skipped):
+        if not selection.wants(operation):
+            not_selected += 1
+            continue
+        try:
+            tool = convert_operation(operation, resolver, swagger2=swagger2, consumes=consumes)
+        except Unsupported as exc:
+            skipped.append(Skipped(operation.label, str(exc)))
+            continue
+        tools.append(tool)
+        notes += [f"{operation.label}: {note}" for note in tool.notes]
+    for name in (document.get("webhooks") or {}) if isinstance(document.get("webhooks"), dict) else {}:
+        skipped.append(Skipped(f"webhook {name!r}", "the API calls you with it: nothing for a tool to send"))
+    _name_tools(tools)
+
+    variables: dict[str, str] = {}
+    resolved_base = base_url or _base_url(document, swagger2, location, title, variables, notes)
+    creds = _credentials(document, swagger2, title, resolver, location, notes)
+    variables.update(creds.variables)
+    for tool in tools:
+        tool.base_url = None if base_url else _operation_base(tool.operation, location)
+    result = ImportResult("", title, shown, spec_version, tools, skipped, not_selected, resolved_base,
+                          variables, notes + creds.notes)
+    result.text = render_toolset(result, creds)
+    return result
+
+
+def _version(document: Any, shown: str) -> tuple[bool, str]:
+    """(is Swagger 2.0, the version as written); OpenAPIError for anything else."""
+    if not isinstance(document, dict):
+        raise OpenAPIError(f"{shown} is not an OpenAPI document (it is not a mapping)",
+                           "pass an OpenAPI 3.x or Swagger 2.0 document", shown)
+    if str(document.get("swagger", "")).startswith("2"):
+        return True, f"Swagger {document['swagger']}"
+    version = str(document.get("openapi", ""))
+    if version.startswith("3"):
+        return False, f"OpenAPI {version}"
+    found = f"swagger: {document['swagger']}" if "swagger" in document else (
+        f"openapi: {version}" if version else "no openapi or swagger version")
+    raise OpenAPIError(f"{shown} is not an OpenAPI 3.x or Swagger 2.0 document ({found})",
+                       "convert a Swagger 1.x document to 2.0 or 3.x first", shown)
+
+
+def _operations(document: dict[str, Any], location: str, resolver: Resolver,
+                skipped: list[Skipped]) -> list[Operation]:
+    paths = document.get("paths")
+    if not isinstance(paths, dict):
+        return []
+    found = []
+    for path, item in paths.items():
+        base = location
+        try:
+            item, base = resolver.follow(item, location)  # a path item may be a $ref to another file
+        except DanglingRef as exc:
+            skipped.append(Skipped(f"path {path}", str(exc)))
+            continue
+        if not isinstance(item, dict):
+            continue
+        for method in METHODS:
+            spec = item.get(method)
+            if isinstance(spec, dict):
+                found.append(Operation(method, str(path), item, spec, base))
+    return found
+
+
+def _name_tools(tools: list[ImportedTool]) -> None:
+    """Names from operationId (or method + path), made valid and unique in document order."""
+    taken: set[str] = set()
+    for tool in tools:
+        operation_id = tool.operation.spec.get("operationId")
+        if isinstance(operation_id, str) and operation_id.strip():
+            name = tool_name(operation_id)
+        else:
+            words = re.sub(r"[^A-Za-z0-9]+", "_", tool.operation.path).strip("_")
+            name = tool_name(f"{tool.operation.method}_{words}" if words else tool.operation.method)
+        unique, number = name, 2
+        while unique.lower() in taken:
+            unique, number = f"{name[:60]}_{number}", number + 1
+        taken.add(unique.lower())
+        tool.name = unique
+
+
+def _server_url(servers: Any, location: str) -> str | None:
+    """The first server's URL, variables filled with their defaults, resolved against the document's URL."""
+    if not isinstance(servers, list) or not servers or not isinstance(servers[0], dict):
+        return None
+    server = servers[0]
+    url = str(server.get("url") or "/")
+    variables = server.get("variables")
+    for name, variable in (variables if isinstance(variables, dict) else {}).items():
+        default = variable.get("default") if isinstance(variable, dict) else None
+        if default is not None:
+            url = url.replace(f"{{{name}}}", str(default))
+    if urlsplit(url).scheme:
+        return url
+    return urljoin(location, url) if is_url(location) else url
+
+
+def _base_url(document: dict[str, Any], swagger2: bool, location: str, title: str, variables: dict[str, str],
+              notes: list[str]) -> str | None:
+    if swagger2:
+        listed = document.get("schemes")
+        schemes: list[Any] = listed if isinstance(listed, list) else []
+        source = urlsplit(location) if is_url(location) else None
+        scheme = "https" if "https" in schemes else (schemes[0] if schemes else (source.scheme if source else "https"))
+        host = document.get("host") or (source.netloc if source else None)
+        base_path = str(document.get("basePath") or "")
+        url = f"{scheme}://{host}{base_path}" if host else None
+    else:
+        url = _server_url(document.get("servers"), location) or (urljoin(location, "/") if is_url(location) else None)
+    if url and urlsplit(url).scheme in ("http", "https"):
+        return url.rstrip("/") or url
+    variable = f"{env_prefix(title)}_BASE_URL"
+    variables[variable] = "the API's base URL, e.g. https://api.example.com/v1"
+    notes.append(f"the document names no absolute server URL ({url or 'none'}): set {variable}, "
+                 "or import again with --base-url")
+    return f"${{env:{variable}}}"
+
+
+def _operation_base(operation: Operation, location: str) -> str | None:
+    """An operation's (or its path's) own server, when it has one."""
+    for servers in (operation.spec.get("servers"), operation.item.get("servers")):
+        url = _server_url(servers, location)
+        if url and urlsplit(url).scheme in ("http", "https"):
+            return url.rstrip("/")
+    return None
+
+
+def _credentials(document: dict[str, Any], swagger2: bool, title: str, resolver: Resolver, location: str,
+                 notes: list[str]) -> Credentials:
+    schemes = schemes_of(document, swagger2)
+    if not schemes:
+        return Credentials()
+
+    def resolve(node: Any) -> Any:
+        try:
+            return resolver.follow(node, location)[0]
+        except DanglingRef as exc:
+            notes.append(f"a security scheme is unusable: {exc}")
+            return None
+
+    return credentials(title, schemes, required_schemes(document, schemes), resolve)

@@ -1,0 +1,305 @@
+"""One OpenAPI operation -> one imported tool: name, description, merged arguments and where each goes.
+
+Path, query, header and cookie parameters and the members of a JSON object body become
+one object schema; each argument keeps a placement (``arguments:`` of the http backend)
+that sends it back where the document says, under its wire name, with its array style.
+Names that are not valid argument names are made valid; a clash between locations is
+renamed with the location as prefix (``body_id``), none is lost. What cannot be expressed
+raises ``Unsupported`` with one sentence, and the operation is skipped.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolrun.openapi.schemas import DanglingRef, FileUpload, Resolver, object_members
+from toolrun.openapi.text import MAX_DESCRIPTION_CHARS, MAX_PARAMETER_DESCRIPTION_CHARS, clean_description, identifier
+
+METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
+SENDABLE_METHODS = frozenset({"get", "put", "post", "delete", "options", "head", "patch"})
+# Swagger 2.0 collectionFormat -> (style, explode) of OpenAPI 3
+COLLECTION_FORMATS = {"csv": ("form", False), "ssv": ("spaceDelimited", False), "tsv": ("tabDelimited", False),
+                      "pipes": ("pipeDelimited", False), "multi": ("form", True)}
+_SWAGGER_PARAMETER_KEYS = frozenset({"name", "in", "description", "required", "collectionFormat", "allowEmptyValue",
+                                     "schema"})
+_IGNORED_HEADERS = frozenset({"accept", "content-type", "authorization"})  # OpenAPI 3: described elsewhere
+_LOCATION_ORDER = ("path", "query", "header", "cookie", "body", "form", "json")
+
+
+class Unsupported(Exception):
+    """The operation cannot be a tool; the message says why in one sentence."""
+
+
+@dataclass
+class Operation:
+    """An operation as found in the document."""
+
+    method: str
+    path: str
+    item: dict[str, Any]  # the path item (shared parameters)
+    spec: dict[str, Any]  # the operation object
+    base: str  # location of the document holding it
+
+    @property
+    def label(self) -> str:
+        operation_id = self.spec.get("operationId")
+        return f"{self.method.upper()} {self.path}" + (f" ({operation_id})" if operation_id else "")
+
+
+@dataclass
+class ImportedTool:
+    """What one operation becomes: everything the toolset writer needs."""
+
+    name: str
+    operation: Operation
+    description: str
+    url: str
+    parameters: dict[str, Any]
+    arguments: dict[str, Any]
+    fixed_query: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    base_url: str | None = None  # the operation's own server, when it differs from the toolset's
+
+    @property
+    def method(self) -> str:
+        return self.operation.method.upper()
+
+
+@dataclass
+class _Argument:
+    name: str  # on the wire
+    location: str
+    schema: dict[str, Any]
+    required: bool
+    style: str | None = None
+    explode: bool | None = None
+
+
+def convert_operation(operation: Operation, resolver: Resolver, *, swagger2: bool,
+                      consumes: list[str]) -> ImportedTool:
+    """The tool for ``operation`` (its name is settled by the caller); ``Unsupported`` when it cannot be one."""
+    method = operation.method
+    if method not in SENDABLE_METHODS:
+        raise Unsupported(f"the method {method.upper()} cannot be sent by the http backend")
+    notes: list[str] = []
+    try:
+        path, fixed_query = _split_path(operation.path)
+        found = _parameters(operation, resolver, swagger2, notes)
+        found += _body(operation, resolver, swagger2, consumes, found, notes)
+    except DanglingRef as exc:
+        raise Unsupported(str(exc)) from None
+    except FileUpload as exc:
+        raise Unsupported(f"{exc}: a file upload cannot be sent by the http backend") from None
+    url, properties, required, arguments = _merge(path, found)
+    parameters: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        parameters["required"] = required
+    if operation.spec.get("callbacks"):
+        notes.append("its callbacks are not imported (the API calls you: nothing for a tool to send)")
+    return ImportedTool("", operation, _description(operation), url, parameters, arguments, fixed_query, notes)
+
+
+def _split_path(path: str) -> tuple[str, dict[str, str]]:
+    """A path with a query string in it ("/search?type=user") -> the path and the fixed query."""
+    bare, _, query = path.partition("?")
+    fixed = {}
+    for part in filter(None, query.split("&")):
+        key, _, value = part.partition("=")
+        fixed[key] = value
+    return bare, fixed
+
+
+def _description(operation: Operation) -> str:
+    spec = operation.spec
+    parts = [clean_description(str(spec[key]), MAX_DESCRIPTION_CHARS) for key in ("summary", "description")
+             if isinstance(spec.get(key), str) and spec[key].strip()]
+    if len(parts) == 2 and parts[1].startswith(parts[0].rstrip(".")):
+        parts = parts[1:]  # the summary is the description's first sentence
+    text = "\n\n".join(parts) or f"{operation.method.upper()} {operation.path}"
+    if spec.get("deprecated") is True:
+        text = "Deprecated. " + text
+    return clean_description(text, MAX_DESCRIPTION_CHARS)
+
+
+def _parameters(operation: Operation, resolver: Resolver, swagger2: bool, notes: list[str]) -> list[_Argument]:
+    """Path-level and operation-level parameters (the operation's win), in document order."""
+    merged: dict[tuple[str, str], tuple[dict[str, Any], str]] = {}
+    for source in (operation.item.get("parameters") or [], operation.spec.get("parameters") or []):
+        for raw in source if isinstance(source, list) else []:
+            parameter, base = resolver.follow(raw, operation.base)
+            if not isinstance(parameter, dict) or not isinstance(parameter.get("name"), str):
+                raise Unsupported("a parameter has no name")
+            merged[(parameter["name"], str(parameter.get("in")))] = (parameter, base)
+    found = []
+    for (name, location), (parameter, base) in merged.items():
+        if location in ("body", "formData"):
+            continue  # Swagger 2.0: handled with the body
+        if location not in ("path", "query", "header", "cookie"):
+            raise Unsupported(f"parameter {name!r} is in {location!r}, which is not a parameter location")
+        if location == "header" and name.lower() in _IGNORED_HEADERS:
+            notes.append(f"header parameter {name!r} left out (the toolset's defaults set it)")
+            continue
+        argument = _parameter_argument(parameter, base, location, resolver, swagger2)
+        if argument is None:
+            if parameter.get("required") or location == "path":
+                raise Unsupported(f"the required parameter {name!r} has a content encoding toolrun cannot send")
+            notes.append(f"optional parameter {name!r} left out: its content encoding cannot be sent")
+            continue
+        found.append(argument)
+    return found
+
+
+def _parameter_argument(parameter: dict[str, Any], base: str, location: str, resolver: Resolver,
+                        swagger2: bool) -> _Argument | None:
+    style: str | None
+    explode: bool | None
+    if swagger2:
+        raw_schema = {k: v for k, v in parameter.items() if k not in _SWAGGER_PARAMETER_KEYS and k != "in"}
+        style, explode = COLLECTION_FORMATS.get(str(parameter.get("collectionFormat", "csv")), ("form", False))
+        if raw_schema.get("type") != "array":
+            style, explode = None, None
+        elif location in ("header", "path"):
+            style, explode = "simple", False
+    else:
+        if "schema" not in parameter:
+            return None  # `content:` instead of a schema
+        raw_schema = parameter["schema"]
+        style, explode = parameter.get("style"), parameter.get("explode")
+    schema = resolver.schema(raw_schema, base)
+    description = parameter.get("description")
+    if isinstance(description, str) and description.strip():
+        schema = {**schema, "description": clean_description(description, MAX_PARAMETER_DESCRIPTION_CHARS)}
+    if style == "matrix" or style == "label":
+        raise Unsupported(f"parameter {parameter['name']!r} uses the {style} style, which toolrun cannot send")
+    return _Argument(parameter["name"], location, schema, bool(parameter.get("required")) or location == "path",
+                     style, explode)
+
+
+def _media_type(content: dict[str, Any]) -> tuple[str, Any] | None:
+    """The JSON (or form) media type of a request body's content, preferring JSON."""
+    types = list(content)
+    for kind in types:
+        if re.match(r"^application/([\w.+-]*\+)?json\b", kind) or kind in ("*/*", "application/*"):
+            return kind, content[kind]
+    for kind in types:
+        if kind.startswith("application/x-www-form-urlencoded"):
+            return kind, content[kind]
+    return None
+
+
+def _body(operation: Operation, resolver: Resolver, swagger2: bool, consumes: list[str],
+          others: list[_Argument], notes: list[str]) -> list[_Argument]:
+    if swagger2:
+        return _swagger2_body(operation, resolver, consumes)
+    if "requestBody" not in operation.spec:
+        return []
+    body, base = resolver.follow(operation.spec["requestBody"], operation.base)
+    content = body.get("content") if isinstance(body, dict) else None
+    if not isinstance(content, dict) or not content:
+        return []
+    chosen = _media_type(content)
+    if chosen is None:
+        kinds = ", ".join(content)
+        if any(k.startswith("multipart/") for k in content):
+            raise Unsupported(f"its body is {kinds}: a file upload or multipart body cannot be sent by the http backend")
+        raise Unsupported(f"its body is {kinds}, not JSON: the http backend sends JSON or form bodies")
+    kind, media = chosen
+    schema = resolver.schema((media or {}).get("schema") or {}, base)
+    location = "form" if kind.startswith("application/x-www-form-urlencoded") else "body"
+    return _body_arguments(schema, location, bool(body.get("required")), body.get("description"), "body")
+
+
+def _swagger2_body(operation: Operation, resolver: Resolver, consumes: list[str]) -> list[_Argument]:
+    parameters = []
+    for source in (operation.item.get("parameters") or [], operation.spec.get("parameters") or []):
+        for raw in source if isinstance(source, list) else []:
+            parameter, base = resolver.follow(raw, operation.base)
+            if isinstance(parameter, dict) and parameter.get("in") in ("body", "formData"):
+                parameters.append((parameter, base))
+    body = [(p, b) for p, b in parameters if p.get("in") == "body"]
+    if body:
+        parameter, base = body[-1]
+        schema = resolver.schema(parameter.get("schema") or {}, base)
+        return _body_arguments(schema, "body", bool(parameter.get("required")), parameter.get("description"),
+                               identifier(str(parameter.get("name") or "body")))
+    if not parameters:
+        return []
+    kinds = operation.spec.get("consumes") or consumes
+    if any(p.get("type") == "file" for p, _ in parameters) or (kinds and "multipart/form-data" in kinds
+                                                                and "application/x-www-form-urlencoded" not in kinds):
+        raise Unsupported("its formData includes a file (multipart/form-data): a file upload cannot be sent "
+                          "by the http backend")
+    found = []
+    for parameter, base in parameters:
+        argument = _parameter_argument(parameter, base, "form", resolver, swagger2=True)
+        if argument is not None:
+            found.append(argument)
+    return found
+
+
+def _body_arguments(schema: Any, location: str, required: bool, description: Any, whole_name: str) -> list[_Argument]:
+    """The members of an object body as arguments, or the whole body as one argument."""
+    members = object_members(schema)
+    if members is not None and schema.get("additionalProperties") in (None, False):
+        properties, member_required = members
+        return [_Argument(name, location, sub if isinstance(sub, dict) else {}, required and name in member_required)
+                for name, sub in properties.items()]
+    if location == "form":
+        raise Unsupported("its form body is not an object with properties")
+    whole = dict(schema) if isinstance(schema, dict) else {}
+    if isinstance(description, str) and description.strip() and "description" not in whole:
+        whole["description"] = clean_description(description, MAX_PARAMETER_DESCRIPTION_CHARS)
+    return [_Argument(whole_name, "json", whole, required)]
+
+
+def _merge(path: str, found: list[_Argument]) -> tuple[str, dict[str, Any], list[str], dict[str, Any]]:
+    """One argument namespace: (url with argument names, properties, required, arguments placements)."""
+    taken: set[str] = set()
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    arguments: dict[str, Any] = {}
+    renamed_path: dict[str, str] = {}
+    for argument in sorted(found, key=lambda a: _LOCATION_ORDER.index(a.location)):
+        name = identifier(argument.name)
+        if name in taken:
+            name = identifier(f"{argument.location}_{argument.name}")
+        base_name, number = name, 2
+        while name in taken:
+            name, number = f"{base_name[:60]}_{number}", number + 1
+        taken.add(name)
+        properties[name] = argument.schema
+        if argument.required:
+            required.append(name)
+        if argument.location == "path":
+            renamed_path[argument.name] = name
+        placement = _placement(argument, name)
+        if placement is not None:
+            arguments[name] = placement
+    url = re.sub(r"\{([^{}]+)\}", lambda m: "{" + renamed_path.get(m.group(1), identifier(m.group(1))) + "}", path)
+    for missing in re.findall(r"\{([A-Za-z_][A-Za-z0-9_]*)\}", url):
+        if missing not in properties:  # a path template the document declares no parameter for
+            properties[missing] = {"type": "string", "description": f"The {missing} part of the path."}
+            required.append(missing)
+    order = {name: index for index, name in enumerate(properties)}
+    return url, properties, sorted(required, key=order.__getitem__), arguments
+
+
+def _placement(argument: _Argument, name: str) -> Any:
+    """The ``arguments:`` entry for one argument: the location alone when nothing else differs."""
+    if argument.location == "path" and argument.style in (None, "simple") and argument.schema.get("type") not in (
+            "array", "object"):
+        return "path"
+    options: dict[str, Any] = {"in": argument.location}
+    if argument.name != name and argument.location not in ("path", "json"):
+        options["name"] = argument.name
+    if argument.style is not None and argument.location in ("query", "form", "header", "cookie", "path"):
+        default_style = "form" if argument.location in ("query", "form", "cookie") else "simple"
+        if argument.style != default_style:
+            options["style"] = argument.style
+    if argument.explode is not None and argument.location in ("query", "form"):
+        style = argument.style or "form"
+        if argument.explode != (style in ("form", "deepObject")):
+            options["explode"] = argument.explode
+    return options["in"] if len(options) == 1 else options

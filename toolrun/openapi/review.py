@@ -1,0 +1,74 @@
+"""The import's second half: load the written toolset as toolrun would, lint it, group the findings.
+
+Grouped by rule with counts, because an imported API repeats the same weakness across
+many operations: one line per rule says what to improve and where, instead of hundreds.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from toolrun.catalog.lint import SEVERITY_ORDER, LintFinding, lint_catalog
+from toolrun.catalog.loader import load_tool_file
+from toolrun.catalog.model import Catalog
+from toolrun.errors import Problem
+
+EXAMPLE_TOOLS = 3
+
+
+@dataclass
+class ToolsetReview:
+    """What loading and linting the imported toolset found."""
+
+    tools: int
+    problems: list[Problem] = field(default_factory=list)  # load problems: the import wrote something wrong
+    findings: list[LintFinding] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class FindingGroup:
+    """Every finding of one rule and severity: how many, on which tools, and one message as an example."""
+
+    rule: str
+    severity: str
+    count: int
+    tools: tuple[str, ...]
+    example: str
+
+    def __str__(self) -> str:
+        named = ", ".join(self.tools[:EXAMPLE_TOOLS]) + (", …" if len(self.tools) > EXAMPLE_TOOLS else "")
+        where = f" ({named})" if named else ""
+        return f"{self.severity:<7} {self.rule} ×{self.count}{where}: {self.example}"
+
+
+def lint_toolset(text: str, file: str | Path | None = None) -> ToolsetReview:
+    """Load ``text`` (written to ``file`` already, or to a temporary file) and lint its tools."""
+    if file is not None:
+        return _review(Path(file))
+    with tempfile.TemporaryDirectory(prefix="toolrun-import-") as folder:
+        path = Path(folder) / "openapi.yaml"
+        path.write_text(text, encoding="utf-8")
+        return _review(path)
+
+
+def _review(path: Path) -> ToolsetReview:
+    loaded, problems = load_tool_file(path)
+    tools = [tool for _, _, tool in loaded if tool is not None]
+    catalog = Catalog(directory=path.parent)
+    for tool in tools:
+        catalog.tools[tool.name] = tool
+    return ToolsetReview(len(tools), problems, lint_catalog(catalog))
+
+
+def group_findings(findings: Iterable[LintFinding]) -> list[FindingGroup]:
+    """Findings grouped by (rule, severity): errors first, then the most frequent."""
+    groups: dict[tuple[str, str, bool], list[LintFinding]] = {}
+    for finding in findings:  # a finding about the whole catalog is its own group: its message is the news
+        groups.setdefault((finding.rule, finding.severity, finding.tool is None), []).append(finding)
+    found = [FindingGroup(rule, severity, len(items), tuple(dict.fromkeys(f.tool for f in items if f.tool)),
+                          items[0].message)
+             for (rule, severity, _), items in groups.items()]
+    return sorted(found, key=lambda g: (SEVERITY_ORDER[g.severity], -g.count, g.rule))

@@ -1,0 +1,279 @@
+"""OpenAPI schemas -> self-contained JSON Schema (draft 2020-12) for a tool's arguments.
+
+``$ref``s are followed (inside the document, to files beside it, to URLs) and inlined;
+a schema that refers to itself is cut where it recurs, and nesting stops after
+``MAX_REF_DEPTH`` references, so no document loops and none explodes. OpenAPI's own
+dialect is translated: ``nullable: true`` becomes a type with ``null``, 3.0's boolean
+``exclusiveMinimum`` a number, Swagger 2.0's ``type: file`` is reported. Keywords a model
+does not need (examples, xml, discriminator, vendor extensions) are dropped, and so are
+``readOnly`` properties: the server sets those, the caller does not send them.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote
+
+from toolrun.openapi.document import Documents, OpenAPIError, join_location
+from toolrun.openapi.text import clean_description
+
+MAX_REF_DEPTH = 4  # deep enough for realistic bodies; OpenAI's document stays a few MB of YAML
+JSON_TYPES = ("string", "number", "integer", "boolean", "object", "array", "null")
+_KEPT = frozenset(
+    "type enum const default format title description properties required items prefixItems additionalProperties "
+    "patternProperties propertyNames allOf anyOf oneOf not minimum maximum exclusiveMinimum exclusiveMaximum "
+    "multipleOf minLength maxLength pattern minItems maxItems uniqueItems contains minProperties maxProperties "
+    "dependentRequired".split()
+)
+_SUBSCHEMA = ("items", "additionalProperties", "propertyNames", "not", "contains")
+_SUBSCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
+_MERGEABLE = frozenset({"type", "properties", "required", "description", "title", "additionalProperties"})
+
+
+class DanglingRef(Exception):
+    """A ``$ref`` that points nowhere; the message names it."""
+
+
+class FileUpload(Exception):
+    """A schema of Swagger 2.0's ``type: file``: a file upload, which a JSON tool cannot send."""
+
+
+@dataclass
+class Resolver:
+    """Follows ``$ref``s across the documents of one import."""
+
+    documents: Documents
+    root: str  # location of the main document
+    notes: list[str] = field(default_factory=list)
+
+    def follow(self, node: Any, base: str) -> tuple[Any, str]:
+        """``node`` with its ``$ref`` chain followed (siblings of the last $ref kept), and the location it lives in."""
+        seen: set[tuple[str, str]] = set()
+        siblings: dict[str, Any] = {}
+        while isinstance(node, dict) and isinstance(node.get("$ref"), str):
+            reference = node["$ref"]
+            siblings = {**{k: v for k, v in node.items() if k != "$ref"}, **siblings}
+            base, pointer = self._split(reference, base)
+            if (base, pointer) in seen:
+                raise DanglingRef(f"$ref {reference!r} refers to itself")
+            seen.add((base, pointer))
+            node = self._target(base, pointer, reference)
+        if siblings and isinstance(node, dict):
+            node = {**node, **siblings}
+        return node, base
+
+    def ref_key(self, node: Any, base: str) -> tuple[str, str] | None:
+        """Where a ``$ref`` node points (location, pointer), or None for a node without one."""
+        if isinstance(node, dict) and isinstance(node.get("$ref"), str):
+            return self._split(node["$ref"], base)
+        return None
+
+    def _split(self, reference: str, base: str) -> tuple[str, str]:
+        location, _, pointer = reference.partition("#")
+        return (join_location(base, location) if location else base), pointer
+
+    def _target(self, location: str, pointer: str, reference: str) -> Any:
+        try:
+            node = self.documents.load(location)
+        except OpenAPIError as exc:
+            raise DanglingRef(f"$ref {reference!r} cannot be read: {exc.problems[0].message}") from None
+        for part in [p for p in pointer.split("/") if p != ""]:
+            part = unquote(part).replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                raise DanglingRef(f"$ref {reference!r} points to nothing")
+        return node
+
+    def schema(self, node: Any, base: str, *, nullable_dialect: bool = True) -> Any:
+        """``node`` as a self-contained JSON Schema (see the module's docstring)."""
+        return _Converter(self, nullable_dialect).convert(node, base, (), 0)
+
+
+@dataclass
+class _Converter:
+    resolver: Resolver
+    nullable_dialect: bool  # OpenAPI 3.0 / Swagger 2.0: nullable and boolean exclusiveMinimum
+
+    def convert(self, node: Any, base: str, stack: tuple[tuple[str, str], ...], depth: int) -> Any:
+        if isinstance(node, bool):
+            return node
+        if not isinstance(node, dict):
+            return {}
+        key = self.resolver.ref_key(node, base)
+        if key is not None:
+            target, target_base = self.resolver.follow(node, base)
+            if key in stack or depth >= MAX_REF_DEPTH:
+                return _cut(target, recursive=key in stack)
+            return self.convert(target, target_base, (*stack, key), depth + 1)
+        if node.get("type") == "file":
+            raise FileUpload("a file upload (type: file)")
+        out: dict[str, Any] = {}
+        for keyword, value in node.items():
+            if keyword not in _KEPT or (value is None and keyword not in ("const", "default")):
+                continue
+            if keyword == "properties" and isinstance(value, dict):
+                out[keyword] = self._properties(value, base, stack, depth)
+            elif keyword in _SUBSCHEMA and isinstance(value, (dict, bool)):
+                out[keyword] = self.convert(value, base, stack, depth)
+            elif keyword in _SUBSCHEMA_LISTS and isinstance(value, list):
+                out[keyword] = [self.convert(item, base, stack, depth) for item in value]
+            elif keyword == "patternProperties" and isinstance(value, dict):
+                out[keyword] = {k: self.convert(v, base, stack, depth) for k, v in value.items()}
+            elif keyword in ("description", "title"):
+                if isinstance(value, str) and value.strip():
+                    out[keyword] = clean_description(value) if keyword == "description" else value.strip()
+            else:
+                out[keyword] = plain_value(value)
+        return self._dialect(out, node)
+
+    def _properties(self, properties: dict[str, Any], base: str, stack: tuple[tuple[str, str], ...],
+                    depth: int) -> dict[str, Any]:
+        converted = {}
+        for name, sub in properties.items():
+            if _read_only(sub, self.resolver, base):
+                continue  # set by the server: the caller does not send it
+            converted[str(name)] = self.convert(sub, base, stack, depth)
+        return converted
+
+    def _dialect(self, out: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+        kind = out.get("type")
+        if isinstance(kind, list):
+            kind = [t for t in kind if t in JSON_TYPES] or None
+        elif kind is not None and kind not in JSON_TYPES:
+            kind = None  # "int", "date": not JSON Schema types; the format or description still says
+        if kind is None:
+            out.pop("type", None)
+            implied = _implied_type(out)
+            if implied:  # `items` without `type: array`: say what the keywords already mean
+                out = {"type": implied, **out}
+        else:
+            out["type"] = kind
+        for bound, plain_bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+            if isinstance(out.get(bound), bool):
+                if out.pop(bound) and plain_bound in out:
+                    out[bound] = out.pop(plain_bound)
+        if isinstance(out.get("pattern"), str) and not _compiles(out["pattern"]):
+            out.pop("pattern")
+        if isinstance(out.get("required"), list):
+            names = list(dict.fromkeys(n for n in out["required"] if isinstance(n, str)))
+            if isinstance(out.get("properties"), dict):
+                names = [n for n in names if n in out["properties"]]
+            if names:
+                out["required"] = names
+            else:
+                out.pop("required")
+        if isinstance(out.get("allOf"), list):
+            out = _merge_all_of(out)
+        if node.get("nullable") is True and self.nullable_dialect:
+            out = _with_null(out)
+        return out
+
+
+_KEYWORDS_OF_TYPE = {
+    "object": ("properties", "additionalProperties", "patternProperties", "minProperties", "maxProperties"),
+    "array": ("items", "prefixItems", "minItems", "maxItems", "uniqueItems"),
+    "string": ("minLength", "maxLength", "pattern"),
+    "number": ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"),
+}
+
+
+def _implied_type(schema: dict[str, Any]) -> str | None:
+    """The one type a typeless schema's keywords imply, unless it combines or lists values."""
+    if any(k in schema for k in ("anyOf", "oneOf", "allOf", "enum", "const", "not")):
+        return None
+    implied = [kind for kind, keywords in _KEYWORDS_OF_TYPE.items() if any(k in schema for k in keywords)]
+    return implied[0] if len(implied) == 1 else None
+
+
+def _read_only(schema: Any, resolver: Resolver, base: str) -> bool:
+    try:
+        target, _ = resolver.follow(schema, base)
+    except DanglingRef:
+        return False
+    return isinstance(target, dict) and target.get("readOnly") is True
+
+
+def _cut(target: Any, *, recursive: bool) -> dict[str, Any]:
+    """A stand-in for a schema not expanded further: its type and description, free-form inside."""
+    cut: dict[str, Any] = {}
+    kind = target.get("type") if isinstance(target, dict) else None
+    if isinstance(kind, str) and kind in JSON_TYPES:
+        cut["type"] = kind
+    elif isinstance(target, dict) and "properties" in target:
+        cut["type"] = "object"
+    why = "recursive: the same structure again, not spelled out" if recursive else "nested too deep to spell out"
+    described = clean_description(str(target.get("description") or "")) if isinstance(target, dict) else ""
+    cut["description"] = f"{described} ({why})" if described else f"({why})"
+    return cut
+
+
+def _with_null(schema: dict[str, Any]) -> dict[str, Any]:
+    kind = schema.get("type")
+    if kind is None:
+        return {"anyOf": [schema, {"type": "null"}]} if schema else schema
+    types = kind if isinstance(kind, list) else [kind]
+    widened = {**schema, "type": types if "null" in types else [*types, "null"]}
+    if isinstance(widened.get("enum"), list) and None not in widened["enum"]:
+        widened["enum"] = [*widened["enum"], None]
+    return widened
+
+
+def _merge_all_of(schema: dict[str, Any]) -> dict[str, Any]:
+    """``allOf`` of plain object schemas merged into one (what a reader and Gemini want); others kept."""
+    parts = [p for p in schema["allOf"] if p != {}]
+    if not all(isinstance(p, dict) and set(p) <= _MERGEABLE for p in parts):
+        return schema
+    if any(p.get("type", "object") != "object" for p in parts):
+        return schema
+    merged: dict[str, Any] = {k: v for k, v in schema.items() if k != "allOf"}
+    properties: dict[str, Any] = dict(merged.get("properties") or {})
+    required: list[str] = list(merged.get("required") or [])
+    for part in parts:
+        properties.update(part.get("properties") or {})
+        required += [r for r in part.get("required") or [] if r not in required]
+        for key in ("description", "title", "additionalProperties"):
+            if key in part and key not in merged:
+                merged[key] = part[key]
+    merged["type"] = "object"
+    if properties:
+        merged["properties"] = properties
+    required = [r for r in required if r in properties] if properties else required
+    if required:
+        merged["required"] = required
+    return merged
+
+
+def _compiles(pattern: str) -> bool:
+    try:
+        re.compile(pattern)
+    except re.error:
+        return False
+    return True
+
+
+def plain_value(value: Any) -> Any:
+    """A YAML value as JSON data: dates as ISO text, mapping keys as text."""
+    if isinstance(value, (datetime.date, datetime.datetime)):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {str(k): plain_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain_value(v) for v in value]
+    return value
+
+
+def object_members(schema: Any) -> tuple[dict[str, Any], list[str]] | None:
+    """(properties, required) of an object schema whose members can be separate arguments, else None."""
+    if not isinstance(schema, dict) or not isinstance(schema.get("properties"), dict):
+        return None
+    if schema.get("type", "object") != "object" or any(k in schema for k in ("anyOf", "oneOf", "allOf")):
+        return None
+    if schema["properties"] == {}:
+        return None
+    return schema["properties"], list(schema.get("required") or [])

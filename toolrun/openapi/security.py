@@ -1,0 +1,81 @@
+"""Security schemes -> headers and query parameters that read ``${env:NAME}``: never a literal secret.
+
+Variable names come from the API's title (``Swagger Petstore`` -> ``SWAGGER_PETSTORE_TOKEN``);
+with several schemes, each name carries its scheme's name too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolrun.openapi.text import env_prefix, identifier
+
+
+@dataclass
+class Credentials:
+    """What the toolset sends for authentication, and which variables the user must set."""
+
+    headers: dict[str, str] = field(default_factory=dict)
+    query: dict[str, str] = field(default_factory=dict)
+    cookies: dict[str, str] = field(default_factory=dict)
+    variables: dict[str, str] = field(default_factory=dict)  # NAME -> what to put in it
+    notes: list[str] = field(default_factory=list)
+
+    def merged_headers(self) -> dict[str, str]:
+        headers = dict(self.headers)
+        if self.cookies:
+            headers["Cookie"] = "; ".join(f"{name}={value}" for name, value in self.cookies.items())
+        return headers
+
+
+def schemes_of(document: dict[str, Any], swagger2: bool) -> dict[str, Any]:
+    """The document's security schemes by name."""
+    if swagger2:
+        schemes = document.get("securityDefinitions")
+    else:
+        schemes = (document.get("components") or {}).get("securitySchemes")
+    return {str(k): v for k, v in schemes.items() if isinstance(v, dict)} if isinstance(schemes, dict) else {}
+
+
+def required_schemes(document: dict[str, Any], schemes: dict[str, Any]) -> list[str]:
+    """The schemes of the document's first global security requirement; else every scheme the document has."""
+    security = document.get("security")
+    if isinstance(security, list):
+        for requirement in security:
+            if isinstance(requirement, dict) and requirement:
+                return [name for name in requirement if name in schemes]
+        return []
+    return list(schemes)[:1]
+
+
+def credentials(title: str, schemes: dict[str, Any], used: list[str], resolve: Any) -> Credentials:
+    """Headers/query/cookies for the ``used`` schemes, each secret an ``${env:NAME}`` reference."""
+    found = Credentials()
+    prefix = env_prefix(title)
+    for scheme_name in used:
+        scheme = resolve(schemes[scheme_name])
+        if not isinstance(scheme, dict):
+            continue
+        suffix = f"_{identifier(scheme_name).upper()}" if len(used) > 1 else ""
+        kind = str(scheme.get("type", "")).lower()
+        http_scheme = str(scheme.get("scheme", "")).lower()
+        if kind == "apikey":
+            variable = f"{prefix}{suffix}" if suffix else f"{prefix}_API_KEY"
+            where, name = str(scheme.get("in", "header")), str(scheme.get("name") or "X-API-Key")
+            reference = f"${{env:{variable}}}"
+            {"query": found.query, "cookie": found.cookies}.get(where, found.headers)[name] = reference
+            found.variables[variable] = f"the API key ({name} in {where})"
+        elif kind == "basic" or (kind == "http" and http_scheme == "basic"):
+            variable = f"{prefix}{suffix}_BASIC_AUTH"
+            found.headers["Authorization"] = f"Basic ${{env:{variable}}}"
+            found.variables[variable] = "base64 of user:password (e.g. `printf %s user:pass | base64`)"
+        elif (kind == "http" and http_scheme == "bearer") or kind in ("oauth2", "openidconnect"):
+            variable = f"{prefix}{suffix}_TOKEN"
+            found.headers["Authorization"] = f"Bearer ${{env:{variable}}}"
+            how = "a bearer token" if kind == "http" else f"an access token obtained through {scheme.get('type')}"
+            found.variables[variable] = how
+        else:
+            found.notes.append(f"security scheme {scheme_name!r} ({scheme.get('type')} {http_scheme}) "
+                               "is not supported: add its header by hand")
+    return found
