@@ -84,6 +84,7 @@ def convert_operation(operation: Operation, resolver: Resolver, *, swagger2: boo
     if method not in SENDABLE_METHODS:
         raise Unsupported(f"the method {method.upper()} cannot be sent by the http backend")
     notes: list[str] = []
+    resolver.dangling.clear()
     try:
         path, fixed_query = _split_path(operation.path)
         found = _parameters(operation, resolver, swagger2, notes)
@@ -96,6 +97,11 @@ def convert_operation(operation: Operation, resolver: Resolver, *, swagger2: boo
     parameters: dict[str, Any] = {"type": "object", "properties": properties}
     if required:
         parameters["required"] = required
+    broken = list(dict.fromkeys(resolver.dangling))
+    if broken:
+        shown = "; ".join(broken[:2]) + (f"; and {len(broken) - 2} more" if len(broken) > 2 else "")
+        notes.append(f"{shown}: {'that part' if len(broken) == 1 else 'those parts'} of its arguments "
+                     "accept any value")
     if operation.spec.get("callbacks"):
         notes.append("its callbacks are not imported (the API calls you: nothing for a tool to send)")
     return ImportedTool("", operation, _description(operation), url, parameters, arguments, fixed_query, notes)

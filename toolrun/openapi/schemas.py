@@ -30,6 +30,8 @@ _KEPT = frozenset(
 )
 _SUBSCHEMA = ("items", "additionalProperties", "propertyNames", "not", "contains")
 _SUBSCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
+_NUMBER_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
+_COUNT_KEYWORDS = ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties")
 _MERGEABLE = frozenset({"type", "properties", "required", "description", "title", "additionalProperties"})
 
 
@@ -47,7 +49,7 @@ class Resolver:
 
     documents: Documents
     root: str  # location of the main document
-    notes: list[str] = field(default_factory=list)
+    dangling: list[str] = field(default_factory=list)  # broken $refs met inside schemas, since the last look
 
     def follow(self, node: Any, base: str) -> tuple[Any, str]:
         """``node`` with its ``$ref`` chain followed (siblings of the last $ref kept), and the location it lives in."""
@@ -107,7 +109,11 @@ class _Converter:
             return {}
         key = self.resolver.ref_key(node, base)
         if key is not None:
-            target, target_base = self.resolver.follow(node, base)
+            try:
+                target, target_base = self.resolver.follow(node, base)
+            except DanglingRef as exc:  # one hole in a schema: the rest of the operation still imports
+                self.resolver.dangling.append(str(exc))
+                return {"type": list(JSON_TYPES), "description": "(not described: the document's $ref is broken)"}
             if key in stack or depth >= MAX_REF_DEPTH:
                 return _cut(target, recursive=key in stack)
             return self.convert(target, target_base, (*stack, key), depth + 1)
@@ -158,6 +164,13 @@ class _Converter:
             if isinstance(out.get(bound), bool):
                 if out.pop(bound) and plain_bound in out:
                     out[bound] = out.pop(plain_bound)
+        for keyword in _NUMBER_KEYWORDS:
+            if keyword in out and (isinstance(out[keyword], bool) or not isinstance(out[keyword], (int, float))):
+                out.pop(keyword)  # "1e-05" as text, or a leftover boolean: not a bound JSON Schema can use
+        for keyword in _COUNT_KEYWORDS:
+            if keyword in out and (isinstance(out[keyword], bool) or not isinstance(out[keyword], int)
+                                   or out[keyword] < 0):
+                out.pop(keyword)
         if isinstance(out.get("pattern"), str) and not _compiles(out["pattern"]):
             out.pop("pattern")
         if isinstance(out.get("required"), list):
