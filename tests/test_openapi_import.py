@@ -8,8 +8,8 @@ behaviour each. Every request goes to a loopback server that records it.
 from __future__ import annotations
 
 import json
-import time
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
