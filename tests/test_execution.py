@@ -176,19 +176,31 @@ class TestApproval:
 
 
 def test_shell_and_http_calls_run_concurrently(tmp_path: Path, loopback) -> None:
-    import time
+    # Four calls each wait for all four to arrive (10 s at most): run one after another, the first waits alone.
+    import threading
 
     from tests.loopback import Reply
 
-    server = loopback(lambda request: Reply(200, "ok", delay=0.5))
-    sleeper = make_tool("shell", {"argv": ["sleep", "0.5"]}, folder=tmp_path)
+    arrivals = tmp_path / "arrivals"
+    arrivals.mkdir()
+    wait_for_four = (f'touch "{arrivals}/$$"; n=0; until [ "$(ls "{arrivals}" | wc -l)" -ge 4 ]; do '
+                     'n=$((n+1)); [ "$n" -gt 1000 ] && { echo alone; exit 1; }; sleep 0.01; done; echo met')
+    meeting = threading.Barrier(4, timeout=10)
+
+    def meet(request) -> Reply:
+        try:
+            meeting.wait()
+        except threading.BrokenBarrierError:
+            return Reply(503, "alone")
+        return Reply(200, "met")
+
+    server = loopback(meet)
+    waiter = make_tool("shell", {"argv": ["sh", "-c", wait_for_four]}, folder=tmp_path)
     fetcher = make_tool("http", {"url": server.url}, folder=tmp_path)
 
     async def four_of(tool) -> list:
         return await asyncio.gather(*(execute_call(tool, {}, CallContext()) for _ in range(4)))
 
-    for tool in (sleeper, fetcher):
-        started = time.perf_counter()
+    for tool in (waiter, fetcher):
         outcomes = asyncio.run(four_of(tool))
-        assert not any(o.is_error for o in outcomes), outcomes
-        assert time.perf_counter() - started < 1.5
+        assert [(o.result.strip(), o.is_error) for o in outcomes] == [("met", False)] * 4, outcomes

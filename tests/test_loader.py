@@ -469,9 +469,9 @@ def test_schema_tool_output_validates_good_files_and_rejects_broken(tmp_path: Pa
     printed = subprocess.run([str(TOOLRUN), "schema", "tool"], capture_output=True, text=True, timeout=60, check=True)
     validator = Draft202012Validator(json.loads(printed.stdout))
     good = [write(tmp_path / "good", "count.yaml", GOOD_SHELL)]
-    shipped = ROOT / "tools.d"
-    if shipped.is_dir():
-        good += sorted(p for p in shipped.iterdir() if p.suffix in (".yaml", ".yml"))
+    shipped = sorted(p for p in (ROOT / "tools.d").iterdir() if p.suffix in (".yaml", ".yml"))
+    assert {p.name for p in shipped} >= {"flowers.yaml", "disk.yaml", "ops_api.yaml"}
+    good += shipped
     for path in good:
         errors = list(validator.iter_errors(plain(load_yaml_file(path))))
         assert errors == [], (path, [e.message for e in errors])
@@ -481,11 +481,10 @@ def test_schema_tool_output_validates_good_files_and_rejects_broken(tmp_path: Pa
 
 def test_shipped_tools_dir_loads_cleanly() -> None:
     shipped = ROOT / "tools.d"
-    if not shipped.is_dir() or not tool_files(shipped):
-        pytest.skip("no tools.d examples committed yet")
+    assert {p.name for p in tool_files(shipped)} >= {"flowers.yaml", "disk.yaml", "ops_api.yaml"}
     result = load_catalog(shipped)
     assert result.problems == [], "\n".join(str(p) for p in result.problems)
-    assert len(result.catalog) > 0
+    assert "get_flower_inventory" in result.catalog.tools
 
 
 # --- the fast path for plain parameter schemas never accepts what the metaschema rejects ----------

@@ -365,12 +365,14 @@ def test_the_recipe_schema_is_published_and_valid():
     assert printed.exit_code == 0 and json.loads(printed.output) == recipe_schema()
 
 
-def test_the_shipped_recipes_validate(project):
-    shipped = Path(__file__).resolve().parent.parent / "recipes"
-    for path in sorted(shipped.glob("*.yaml")):
+def test_the_shipped_recipes_validate():
+    shipped = sorted((Path(__file__).resolve().parent.parent / "recipes").glob("*.yaml"))
+    assert {path.name for path in shipped} >= {"inventory.yaml", "inventory-anthropic.yaml", "inventory-gemini.yaml",
+                                               "inventory-responses.yaml", "inventory-ollama.yaml", "ops-triage.yaml"}
+    for path in shipped:
         recipe = load_recipe(path)
-        recipe.render_messages()
-        recipe.select_tools(load_catalog_or_raise(recipe.locate_tools_dir()))
+        assert recipe.render_messages(), path
+        assert recipe.select_tools(load_catalog_or_raise(recipe.locate_tools_dir())), path
 
 
 def test_the_recipe_command_reports_recipe_errors_like_tool_file_errors(project):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -21,9 +20,10 @@ from toolrun.tool import Tool
 from toolrun.transcript import dumps, transcript_document
 
 TOOLS_PY = '''
-import json, time
+import json, threading, time
 
 LOG = {log!r}
+MEETING = threading.Barrier(4, timeout=10)  # four calls get through only when all four are running at once
 
 def _log(name, started):
     with open(LOG, "a", encoding="utf-8") as f:
@@ -46,6 +46,10 @@ def exclusive(seconds=0.2):
     time.sleep(seconds)
     _log("exclusive", started)
     return "done alone"
+
+def meet():
+    MEETING.wait()
+    return "met"
 
 def explode():
     raise RuntimeError("the flower database is down")
@@ -82,6 +86,10 @@ tools:
       properties:
         seconds: {type: number, description: How long to sleep}
     backend: {python: "tools.py:exclusive"}
+  - name: meet
+    description: Waits until four calls are running together, then says so. Use it to test concurrency; never otherwise.
+    parameters: {type: object, properties: {}}
+    backend: {python: "tools.py:meet"}
   - name: explode
     description: Always fails with an exception. Use it to test error results; never otherwise.
     parameters: {type: object, properties: {}}
@@ -150,13 +158,11 @@ def test_three_cities_in_one_turn_results_in_call_order_with_their_ids(tools, to
     assert overlaps(calls[0], calls[1]) or overlaps(calls[1], calls[2]), "the three calls ran one after another"
 
 
-def test_four_half_second_calls_run_concurrently(tools):
-    model = ScriptedModel([ScriptedModel.calls([("slow", {"seconds": 0.5})] * 4), "done"])
-    started = time.monotonic()
-    result = run(model, [tools["slow"]])
-    elapsed = time.monotonic() - started
-    assert [c.result for c in result.tool_calls] == ["slept"] * 4
-    assert elapsed < 1.5, f"4 x 0.5 s calls took {elapsed:.2f} s: not concurrent"
+def test_four_calls_of_one_turn_run_concurrently(tools):
+    # Each call waits at a four-party barrier: one after another, the first would wait alone and break it.
+    model = ScriptedModel([ScriptedModel.calls([("meet", {})] * 4), "done"])
+    result = run(model, [tools["meet"]])
+    assert [(c.result, c.is_error) for c in result.tool_calls] == [("met", False)] * 4
 
 
 def test_a_sequential_tool_never_overlaps_another_call(tools, tool_log):
