@@ -1,6 +1,9 @@
 """Play a recipe through the real ``toolrun recipe`` command against a loopback provider,
 recording it, then replay the recording offline: used by the provider adapter tests.
 
+The command runs in-process (click's runner): the console script in a real process is
+tested by test_cli_recipe.py, and two process start-ups per test cost more than the test.
+
 The recipe asks for the weather of three cities with one python tool written to tmp_path;
 the caller supplies the loopback handler that speaks its provider's wire format.
 """
@@ -9,14 +12,16 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-TOOLRUN = [sys.executable, "-c", "from toolrun.cli import main; main()"]  # the console script's target
+from click.testing import CliRunner
+
+from toolrun.cli import main
+
+PROVIDER_PREFIXES = ("ANTHROPIC_", "GEMINI_", "GOOGLE_", "OPENAI_", "OLLAMA_")
 CITIES = ["北京", "上海", "深圳"]
 WEATHER = {"北京": "晴 21°C", "上海": "多云 18°C", "深圳": "小雨 25°C"}
 
@@ -70,9 +75,11 @@ def write_recipe(directory: Path, model: str) -> Path:
     return recipe
 
 
-def _toolrun(args: list[str], env: dict[str, str], cwd: Path) -> dict[str, Any]:
-    done = subprocess.run(TOOLRUN + args, env=env, cwd=cwd, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, f"exit {done.returncode}\nstdout: {done.stdout}\nstderr: {done.stderr}"
+def _toolrun(args: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """``toolrun ARGS --json`` with every provider variable of this process unset, ``env`` set."""
+    unset: dict[str, str | None] = {name: None for name in os.environ if name.startswith(PROVIDER_PREFIXES)}
+    done = CliRunner().invoke(main, args, env={**unset, **env}, catch_exceptions=False)
+    assert done.exit_code == 0, f"exit {done.exit_code}\nstdout: {done.stdout}\nstderr: {done.stderr}"
     return json.loads(done.stdout)
 
 
@@ -80,12 +87,9 @@ def record_then_replay(directory: Path, model: str, live_env: dict[str, str], *,
     """Run live (recording), then replay offline with every provider variable removed."""
     recipe = write_recipe(directory, model)
     cassette = directory / "weather.cassette.json"
-    base_env = {k: v for k, v in os.environ.items()
-                if not k.startswith(("ANTHROPIC_", "GEMINI_", "GOOGLE_", "OPENAI_", "OLLAMA_"))}
     stream_flag = "--stream" if stream else "--no-stream"
-    live = _toolrun(["recipe", str(recipe), "--json", "--live", stream_flag, "--record", str(cassette)],
-                    {**base_env, **live_env}, directory)
-    replay = _toolrun(["recipe", str(recipe), "--json", "--replay", str(cassette)], base_env, directory)
+    live = _toolrun(["recipe", str(recipe), "--json", "--live", stream_flag, "--record", str(cassette)], live_env)
+    replay = _toolrun(["recipe", str(recipe), "--json", "--replay", str(cassette)], {})
     return Roundtrip(live, replay, json.loads(cassette.read_text(encoding="utf-8")))
 
 

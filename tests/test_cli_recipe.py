@@ -513,7 +513,7 @@ name: wait_for_ledger
 description: >-
   Waits for the ledger service to confirm a stock count. Use it after a stock lookup to
   confirm the count; do not use it for anything else.
-timeout: 1s
+timeout: 300ms
 parameters:
   type: object
   properties:
@@ -545,7 +545,7 @@ def test_a_python_tool_stuck_past_its_timeout_does_not_keep_toolrun_alive(loopba
                             capture_output=True, text=True, timeout=60)
     elapsed = time.monotonic() - started
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["turns"][0]["tool_calls"][0]["result"] == "the tool timed out after 1s"
+    assert json.loads(result.stdout)["turns"][0]["tool_calls"][0]["result"] == "the tool timed out after 0.3s"
     assert elapsed < 7  # the tool's thread sleeps 10 s; toolrun does not wait for it
 
 
@@ -604,7 +604,7 @@ def test_request_timeout_and_max_retries_from_the_recipe_bound_a_stuck_provider(
     recipe = make_world(tmp_path)
     recipe.write_text(recipe.read_text(encoding="utf-8").replace(
         "settings: {max_turns: 4, temperature: 0}",
-        "settings: {max_turns: 4, temperature: 0, request_timeout: 500ms, max_retries: 1}"), encoding="utf-8")
+        "settings: {max_turns: 4, temperature: 0, request_timeout: 200ms, max_retries: 1}"), encoding="utf-8")
     started = time.monotonic()
     result = subprocess.run([str(TOOLRUN), "recipe", str(recipe), "--no-stream"], env=live_env(server),
                             capture_output=True, text=True, timeout=60)

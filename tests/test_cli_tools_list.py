@@ -65,7 +65,10 @@ def tools_dir(tmp_path: Path) -> Path:
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(TOOLRUN), *args], capture_output=True, text=True, timeout=60)
+    """``toolrun ARGS`` in-process (click's runner: a process start-up costs more than most of these
+    tests); the tests of the default tools directory start the real console script."""
+    result = CliRunner().invoke(main, list(args), catch_exceptions=False)
+    return subprocess.CompletedProcess(["toolrun", *args], result.exit_code, result.stdout, result.stderr)
 
 
 def test_table_lists_name_backend_first_sentence_and_file(tools_dir: Path) -> None:

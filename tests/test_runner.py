@@ -166,8 +166,8 @@ def test_four_calls_of_one_turn_run_concurrently(tools):
 
 
 def test_a_sequential_tool_never_overlaps_another_call(tools, tool_log):
-    script = [("slow", {"seconds": 0.2}), ("slow", {"seconds": 0.2}), ("exclusive", {"seconds": 0.2}),
-              ("slow", {"seconds": 0.2}), ("slow", {"seconds": 0.2})]
+    script = [("slow", {"seconds": 0.1}), ("slow", {"seconds": 0.1}), ("exclusive", {"seconds": 0.1}),
+              ("slow", {"seconds": 0.1}), ("slow", {"seconds": 0.1})]
     model = ScriptedModel([ScriptedModel.calls(script), "done"])
     result = run(model, [tools["slow"], tools["exclusive"]])
 
