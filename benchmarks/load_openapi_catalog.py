@@ -23,6 +23,7 @@ import re
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -111,7 +112,7 @@ def main() -> None:
         seconds, findings = timed(lambda: lint_catalog(result.catalog))
         print(f"lint   {seconds:6.2f} s  {len(findings)} findings")
         for format_ in FORMATS:
-            seconds, exported = timed(lambda: export_catalog(result.catalog, format_))
+            seconds, exported = timed(partial(export_catalog, result.catalog, format_))
             notes = sum(len(item.changes) for item in exported)
             print(f"export {seconds:6.2f} s  {format_} ({notes} schema-change notes)")
 

@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -59,8 +60,8 @@ def bench_compare(sizes: list[int], repeat: int) -> None:
     print("compare_requests (per model request of a replay)")
     for size in sizes:
         recorded, same, changed = conversation(size), conversation(size), conversation(size, changed=size // 2)
-        identical = best_of(repeat, lambda: compare_requests(1, recorded, same))
-        one_change = best_of(repeat, lambda: compare_requests(1, recorded, changed))
+        identical = best_of(repeat, partial(compare_requests, 1, recorded, same))
+        one_change = best_of(repeat, partial(compare_requests, 1, recorded, changed))
         kib = len(str(recorded)) // 1024
         print(f"  {2 * size + 1:5d} messages (~{kib} KiB): identical {identical * 1000:7.2f} ms, "
               f"one changed result {one_change * 1000:7.2f} ms")
@@ -76,7 +77,7 @@ def bench_recording(sizes: list[int], repeat: int) -> None:
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "bench.cassette.json"
         for size in sizes:
-            def record_run() -> None:
+            def record_run(size: int = size) -> None:  # bound now: run within this iteration only
                 recorder = RecordingTransport(Echo(), on_exchange=lambda cassette: save_cassette(cassette, path))
                 body = conversation(size)
 

@@ -110,7 +110,7 @@ OPENAI_CALLS = openai_completion(1, {
     "tool_calls": [
         {"id": call_id, "type": "function",
          "function": {"name": "get_flower_inventory", "arguments": json.dumps({"city": city}, ensure_ascii=False)}}
-        for call_id, city in zip(OPENAI_CALL_IDS, CITIES)
+        for call_id, city in zip(OPENAI_CALL_IDS, CITIES, strict=True)
     ],
 }, "tool_calls", 95, 67)
 OPENAI_ANSWER = openai_completion(2, {"role": "assistant", "content": ANSWER, "refusal": None}, "stop", 235, 90)
@@ -176,7 +176,7 @@ def fake_anthropic(request: Recorded) -> Reply:
     if not results:
         blocks = [{"type": "text", "text": ANTHROPIC_PREAMBLE}] + [
             {"type": "tool_use", "id": tool_id, "name": "get_flower_inventory", "input": {"city": city}}
-            for tool_id, city in zip(ANTHROPIC_IDS, CITIES)]
+            for tool_id, city in zip(ANTHROPIC_IDS, CITIES, strict=True)]
         return Reply(headers=headers, chunks=anthropic_stream(1, blocks, "tool_use", 1046, 142))
     if sorted(b.get("tool_use_id") for b in results) != sorted(ANTHROPIC_IDS):
         return refuse(f"unexpected tool results: {results}")
@@ -240,7 +240,7 @@ def fake_responses(request: Recorded) -> Reply:
         calls = [{"type": "function_call", "id": f"fc_inventory_example_{n}", "call_id": call_id,
                   "name": "get_flower_inventory", "arguments": json.dumps({"city": city}, ensure_ascii=False),
                   "status": "completed"}
-                 for n, (call_id, city) in enumerate(zip(RESPONSES_CALL_IDS, CITIES), start=1)]
+                 for n, (call_id, city) in enumerate(zip(RESPONSES_CALL_IDS, CITIES, strict=True), start=1)]
         return Reply(body=responses_body(1, calls, 288, 71))
     if sorted(o.get("call_id") for o in outputs) != sorted(RESPONSES_CALL_IDS):
         return refuse(f"unexpected function_call_output items: {outputs}")

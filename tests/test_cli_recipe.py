@@ -125,7 +125,7 @@ def completion(message: dict, finish_reason: str, prompt: int, output: int) -> d
 CALLS_RESPONSE = completion({"role": "assistant", "content": None, "tool_calls": [
     {"id": call_id, "type": "function",
      "function": {"name": "get_flower_inventory", "arguments": json.dumps({"city": city}, ensure_ascii=False)}}
-    for call_id, city in zip(CALL_IDS, ["北京", "上海", "深圳"])]}, "tool_calls", 95, 67)
+    for call_id, city in zip(CALL_IDS, ["北京", "上海", "深圳"], strict=True)]}, "tool_calls", 95, 67)
 ANSWER_RESPONSE = completion({"role": "assistant", "content": ANSWER}, "stop", 235, 90)
 
 

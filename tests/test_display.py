@@ -20,10 +20,10 @@ from toolrun.transcript_log import TranscriptLog
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def answer(text: str | None, *calls: ToolCall, usage: Usage = Usage(10, 5, 1)) -> ModelResponse:
+def answer(text: str | None, *calls: ToolCall, usage: Usage | None = None) -> ModelResponse:
     parts: list = [TextPart(text)] if text else []
     parts.extend(calls)
-    return ModelResponse(Message("assistant", parts), "tool_calls" if calls else "stop", usage)
+    return ModelResponse(Message("assistant", parts), "tool_calls" if calls else "stop", usage or Usage(10, 5, 1))
 
 
 CALL = ToolCall("call_1", "get_flower_inventory", {"city": "北京"}, '{"city": "北京"}', "call_1")
@@ -108,7 +108,8 @@ def test_transcript_log_writes_one_flushed_event_per_line(tmp_path: Path):
     log.on_run_end(result)
     log.close()
     events = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-    assert events[1]["turn"] == 1 and events[1]["tool_calls"] == [{"id": "call_1", "name": "get_flower_inventory", "arguments": {"city": "北京"}}]
+    assert events[1]["turn"] == 1
+    assert events[1]["tool_calls"] == [{"id": "call_1", "name": "get_flower_inventory", "arguments": {"city": "北京"}}]
     assert events[2] == {"event": "tool_call", "turn": 1, "id": "call_1", "name": "get_flower_inventory",
                          "arguments": {"city": "北京"}, "result": "玫瑰: 100", "is_error": False, "duration_ms": 3}
     assert events[3] == {"event": "run_end", **result.to_json()}
@@ -150,7 +151,8 @@ def test_a_crash_mid_run_keeps_what_the_transcript_already_holds(tmp_path: Path)
 
 
 def test_ctrl_c_exits_130_and_the_transcript_says_so(tmp_path: Path):
-    tools = _shipped_tools_backed_by(tmp_path, "slow", "import time\n\ndef get_flower_inventory(city):\n    time.sleep(2)\n    return 'x'\n")
+    tools = _shipped_tools_backed_by(tmp_path, "slow",
+                                     "import time\n\ndef get_flower_inventory(city):\n    time.sleep(2)\n    return 'x'\n")
     transcript = tmp_path / "int.jsonl"
     process = subprocess.Popen(_inventory_recipe_command(tools, transcript),
                                cwd=ROOT, env=_env_without_providers(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

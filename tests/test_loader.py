@@ -157,7 +157,7 @@ def test_every_problem_of_every_file_is_reported_with_file_and_line(broken_dir: 
     result = load_catalog(broken_dir)
     reported = [(Path(str(p.file)).name, p.line, p.message) for p in result.problems]
     for file, line, words in EXPECTED:
-        assert any(f == file and l == line and words in m for f, l, m in reported), (file, line, words, reported)
+        assert any(f == file and at == line and words in m for f, at, m in reported), (file, line, words, reported)
     assert len(result.problems) == len(EXPECTED), "\n".join(str(p) for p in result.problems)
 
 
@@ -198,7 +198,7 @@ def test_console_script_reports_all_problems_exit_2_no_traceback(broken_dir: Pat
     assert len(lines) == len(EXPECTED)
     for file, line, words in EXPECTED:
         prefix = f"error: {broken_dir / file}:{line}: "
-        assert any(l.startswith(prefix) and words in l for l in lines), (prefix, words)
+        assert any(printed.startswith(prefix) and words in printed for printed in lines), (prefix, words)
     # every message carries a fix after the dash
     assert all(" — " in line for line in lines)
 
@@ -429,7 +429,8 @@ def test_chinese_text_survives(tmp_path: Path) -> None:
 # --- durations ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("value", "seconds"), [("30s", 30.0), ("500ms", 0.5), ("2m", 120.0), ("1h", 3600.0), (5, 5.0), (0.25, 0.25), ("1.5s", 1.5), ("7", 7.0)])
+@pytest.mark.parametrize(("value", "seconds"), [("30s", 30.0), ("500ms", 0.5), ("2m", 120.0), ("1h", 3600.0), (5, 5.0),
+                                               (0.25, 0.25), ("1.5s", 1.5), ("7", 7.0)])
 def test_durations(value: object, seconds: float) -> None:
     assert parse_duration(value) == seconds
 
@@ -512,7 +513,8 @@ SCHEMAS = [
     {"type": "object", "properties": {"x": {"pattern": "^[a-z]+$"}}},
     {"type": "object", "properties": {"x": True}},
     # shapes of real-world schemas (OpenAPI-derived tools, BFCL): $defs/$ref, unions, annotations
-    {"type": "object", "properties": {"f": {"$ref": "#/$defs/Filter"}}, "$defs": {"Filter": {"type": "object", "properties": {"k": {"type": "string"}}}}},
+    {"type": "object", "properties": {"f": {"$ref": "#/$defs/Filter"}},
+     "$defs": {"Filter": {"type": "object", "properties": {"k": {"type": "string"}}}}},
     {"type": "object", "properties": {"x": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None, "examples": ["a"]}}},
     {"type": "object", "properties": {"x": {"oneOf": [{"$ref": "#/$defs/A"}, {"const": 3}]}}, "$defs": {"A": True}},
     {"type": "object", "properties": {"x": {"type": "string", "nullable": True, "example": "abc", "x-oaiMeta": {"a": 1}}}},

@@ -559,7 +559,8 @@ def test_an_empty_assistant_answer_does_not_split_the_user_side():
 def test_streamed_server_tool_input_is_kept_on_its_opaque_block():
     assembler = AnthropicStreamAssembler()
     for event in [
-        {"type": "content_block_start", "index": 0, "content_block": {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}},
+        {"type": "content_block_start", "index": 0,
+         "content_block": {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}},
         {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": '{"query": "北京 天气"}'}},
         {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 3}},
         {"type": "message_stop"},
@@ -602,9 +603,12 @@ def _weather_server_handler(*, stream: bool):
                            {"type": "content_block_delta", "index": index, "delta": {
                                "type": "input_json_delta", "partial_json": json.dumps(block["input"], ensure_ascii=False)}}]
             elif block["type"] == "thinking":
-                events += [{"type": "content_block_start", "index": index, "content_block": {"type": "thinking", "thinking": "", "signature": ""}},
-                           {"type": "content_block_delta", "index": index, "delta": {"type": "thinking_delta", "thinking": block["thinking"]}},
-                           {"type": "content_block_delta", "index": index, "delta": {"type": "signature_delta", "signature": block["signature"]}}]
+                events += [{"type": "content_block_start", "index": index,
+                            "content_block": {"type": "thinking", "thinking": "", "signature": ""}},
+                           {"type": "content_block_delta", "index": index,
+                            "delta": {"type": "thinking_delta", "thinking": block["thinking"]}},
+                           {"type": "content_block_delta", "index": index,
+                            "delta": {"type": "signature_delta", "signature": block["signature"]}}]
             else:
                 events += [{"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}},
                            {"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": block["text"]}}]

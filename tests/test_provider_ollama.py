@@ -63,16 +63,19 @@ def test_ndjson_stream_round_trip_over_loopback(loopback):
     first = [_line({"content": "我查"}), _line({"content": "一下。"}),
              _line({"content": "", "tool_calls": [_call("北京"), _call("上海")]}),
              _line({"content": ""}, True, done_reason="stop", prompt_eval_count=95, eval_count=67)]
-    second = [_line({"content": "北京有玫瑰 100 枝。"}), _line({"content": ""}, True, done_reason="stop", prompt_eval_count=235, eval_count=90)]
+    second = [_line({"content": "北京有玫瑰 100 枝。"}),
+              _line({"content": ""}, True, done_reason="stop", prompt_eval_count=235, eval_count=90)]
     replies = iter([_ndjson(first), _ndjson(second)])
     server = loopback(lambda request: next(replies))
     response, final, events = tool_round(_provider(server.url), _request(), _answer, stream=True)
     calls = response.message.tool_calls
     assert [c.arguments for c in calls] == [{"city": "北京"}, {"city": "上海"}]
     assert [c.provider_id for c in calls] == [None, None]
-    assert (response.message.text, response.stop_reason, response.usage.input_tokens, response.usage.output_tokens) == ("我查一下。", "tool_calls", 95, 67)
+    assert (response.message.text, response.stop_reason, response.usage.input_tokens, response.usage.output_tokens) == (
+        "我查一下。", "tool_calls", 95, 67)
     assert (final.message.text, final.stop_reason, final.usage.input_tokens) == ("北京有玫瑰 100 枝。", "stop", 235)
-    assert [e for e in events if isinstance(e, ToolCallStarted)] == [ToolCallStarted("get_flower_inventory", 0), ToolCallStarted("get_flower_inventory", 1)]
+    assert [e for e in events if isinstance(e, ToolCallStarted)] == [
+        ToolCallStarted("get_flower_inventory", 0), ToolCallStarted("get_flower_inventory", 1)]
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["我查", "一下。", "北京有玫瑰 100 枝。"]
 
     assert server.requests[0].path == "/api/chat"
@@ -98,7 +101,8 @@ def test_ids_ollama_sent_are_echoed_and_results_tied_to_them(loopback):
     follow_up = server.requests[1].json()
     assert follow_up["stream"] is False
     assert follow_up["messages"][2]["tool_calls"] == [_call("深圳", "call_x1")]
-    assert follow_up["messages"][3] == {"role": "tool", "tool_name": "get_flower_inventory", "content": "玫瑰: 100", "tool_call_id": "call_x1"}
+    assert follow_up["messages"][3] == {"role": "tool", "tool_name": "get_flower_inventory", "content": "玫瑰: 100",
+                                        "tool_call_id": "call_x1"}
 
 
 def test_done_reason_length_and_string_arguments_are_normalised():
@@ -129,7 +133,8 @@ def test_a_stream_without_its_done_line_is_an_error(loopback):
 
 
 def test_settings_map_to_options_and_tool_choice_none_hides_the_tools():
-    body = build_request_body(_request(temperature=0, max_tokens=256, extra={"options": {"num_ctx": 8192}, "keep_alive": "5m"}), stream=False)
+    request = _request(temperature=0, max_tokens=256, extra={"options": {"num_ctx": 8192}, "keep_alive": "5m"})
+    body = build_request_body(request, stream=False)
     assert body["options"] == {"temperature": 0, "num_predict": 256, "num_ctx": 8192}
     assert (body["keep_alive"], body["stream"]) == ("5m", False)
     assert "tools" in body

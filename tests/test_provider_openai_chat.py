@@ -221,7 +221,8 @@ def test_empty_id_is_kept_empty_for_the_runner_to_replace():
 def test_arguments_sent_as_an_object_are_used_and_reserialised(loopback):
     body = _completion({"content": None, "tool_calls": [
         {"id": "call_a", "type": "function", "function": {"name": "get_flower_inventory", "arguments": {"city": "北京"}}}]}, "tool_calls")
-    stream = [_chunk({"tool_calls": [{"index": 0, "id": "call_b", "function": {"name": "get_flower_inventory", "arguments": {"city": "上海"}}}]}),
+    stream = [_chunk({"tool_calls": [{"index": 0, "id": "call_b",
+                                      "function": {"name": "get_flower_inventory", "arguments": {"city": "上海"}}}]}),
               _chunk({}, "tool_calls")]
     replies = iter([Reply(200, body), _sse(stream), Reply(200, _completion({"content": "ok"}, "stop"))])
     server = loopback(lambda request: next(replies))
@@ -421,7 +422,8 @@ def test_ids_repeated_across_turns_are_made_unique_by_the_run(loopback, tmp_path
     # SGLang / lmdeploy: every turn numbers its calls "0", "1" again, index stuck at 0.
     def turn(city: str) -> Reply:
         return _sse([_chunk({"tool_calls": [{"index": 0, "id": "0", "type": "function",
-                                             "function": {"name": "get_flower_inventory", "arguments": json.dumps({"city": city}, ensure_ascii=False)}}]}),
+                                             "function": {"name": "get_flower_inventory",
+                                                          "arguments": json.dumps({"city": city}, ensure_ascii=False)}}]}),
                      _chunk({}, "tool_calls")])
 
     replies = iter([turn("北京"), turn("上海"), _sse([_chunk({"content": "北京 100, 上海 80"}, "stop")])])
@@ -473,6 +475,7 @@ def test_content_as_a_list_of_parts_keeps_only_the_text():
     content = [{"type": "thinking", "thinking": [{"type": "text", "text": "hmm"}]}, {"type": "text", "text": "北京有玫瑰。"}]
     assert parse_response(_completion({"content": content}, "stop")).message.text == "北京有玫瑰。"
     assembler = ChatStreamAssembler()
-    events = assembler.feed(_chunk({"content": [{"type": "text", "text": "北京"}]})) + assembler.feed(_chunk({"content": "有玫瑰。"}, "stop"))
+    events = assembler.feed(_chunk({"content": [{"type": "text", "text": "北京"}]}))
+    events += assembler.feed(_chunk({"content": "有玫瑰。"}, "stop"))
     assert [e.text for e in events] == ["北京", "有玫瑰。"]
     assert assembler.result().message.text == "北京有玫瑰。"

@@ -87,7 +87,8 @@ def _tool_call_events() -> list[dict[str, Any]]:
     events: list[dict[str, Any]] = [
         {"type": "response.created", "response": _response([], "in_progress")},
         {"type": "response.output_item.added", "output_index": 0, "item": _text_message("", "in_progress")},
-        {"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0, "content_index": 0, "delta": "我查一下", "logprobs": []},
+        {"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0, "content_index": 0, "delta": "我查一下",
+         "logprobs": []},
         {"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0, "content_index": 0, "delta": "。", "logprobs": []},
         {"type": "response.output_item.done", "output_index": 0, "item": _text_message("我查一下。")},
         {"type": "response.output_item.added", "output_index": 1, "item": _function_call("fc_1", "call_A", "", "in_progress")},
@@ -112,7 +113,8 @@ def _tool_call_events() -> list[dict[str, Any]]:
 def _final_text_events() -> list[dict[str, Any]]:
     events = [
         {"type": "response.output_item.added", "output_index": 0, "item": _text_message("", "in_progress")},
-        {"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0, "content_index": 0, "delta": "北京有玫瑰 100 枝。", "logprobs": []},
+        {"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0, "content_index": 0,
+         "delta": "北京有玫瑰 100 枝。", "logprobs": []},
         {"type": "response.output_item.done", "output_index": 0, "item": _text_message("北京有玫瑰 100 枝。")},
         {"type": "response.completed", "response": _response([_text_message("北京有玫瑰 100 枝。")], usage=(235, 90))},
     ]
@@ -152,11 +154,14 @@ def test_stream_round_trip_over_loopback_with_a_valid_follow_up(loopback):
     server = loopback(lambda request: next(replies))
     first, final, events = tool_round(_provider(server.url), _request(), _answer, stream=True)
     calls = first.message.tool_calls
-    assert [(c.id, c.provider_id, c.arguments) for c in calls] == [("call_A", "call_A", {"city": "北京"}), ("call_B", "call_B", {"city": "上海"})]
+    assert [(c.id, c.provider_id, c.arguments) for c in calls] == [("call_A", "call_A", {"city": "北京"}),
+                                                                   ("call_B", "call_B", {"city": "上海"})]
     assert calls[0].provider_data == {"openai-responses": {"item_id": "fc_1"}}
-    assert (first.message.text, first.stop_reason, first.usage.input_tokens, first.usage.output_tokens) == ("我查一下。", "tool_calls", 95, 67)
+    assert (first.message.text, first.stop_reason, first.usage.input_tokens, first.usage.output_tokens) == (
+        "我查一下。", "tool_calls", 95, 67)
     assert (final.message.text, final.stop_reason, final.usage.input_tokens) == ("北京有玫瑰 100 枝。", "stop", 235)
-    assert [e for e in events if isinstance(e, ToolCallStarted)] == [ToolCallStarted("get_flower_inventory", 0), ToolCallStarted("get_flower_inventory", 1)]
+    assert [e for e in events if isinstance(e, ToolCallStarted)] == [
+        ToolCallStarted("get_flower_inventory", 0), ToolCallStarted("get_flower_inventory", 1)]
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["我查一下", "。", "北京有玫瑰 100 枝。"]
 
     [opening, follow_up] = [request.json() for request in server.requests]

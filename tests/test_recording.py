@@ -277,7 +277,8 @@ def test_anthropic_tool_result_and_arguments_are_named():
     def body(result: str, city: str) -> dict:
         return {"model": "claude", "tools": [{"name": "get_flower_inventory", "input_schema": {}}], "messages": [
             {"role": "user", "content": "q"},
-            {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_flower_inventory", "input": {"city": city}}]},
+            {"role": "assistant",
+             "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_flower_inventory", "input": {"city": city}}]},
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": result}]},
         ]}
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import textwrap
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -187,7 +188,7 @@ def test_parallel_false_serialises_every_call(tools, tool_log):
     run(model, [tools["slow"]], RunSettings(parallel=False))
     calls = sorted(intervals(tool_log), key=lambda c: c["start"])
     assert len(calls) == 3
-    assert not any(overlaps(a, b) for a, b in zip(calls, calls[1:]))
+    assert not any(overlaps(a, b) for a, b in pairwise(calls))
     assert model.requests[0].settings.parallel_tool_calls is False
 
 

@@ -77,7 +77,7 @@ def test_openai_chat_repeated_ids_become_unique_and_one_tool_message_per_call(lo
     sent_ids = [c["id"] for c in assistant["tool_calls"]]
     assert len(set(sent_ids)) == 3
     assert [(m["role"], m["tool_call_id"], m["content"]) for m in results] == [
-        ("tool", call_id, STOCK[city]) for call_id, city in zip(sent_ids, CITIES)]
+        ("tool", call_id, STOCK[city]) for call_id, city in zip(sent_ids, CITIES, strict=True)]
 
 
 def test_anthropic_results_travel_together_in_one_user_message(loopback, inventory):
@@ -122,4 +122,4 @@ def test_gemini_calls_without_ids_are_answered_by_name_in_order(loopback, invent
     responses = [p["functionResponse"] for p in second["contents"][-1]["parts"]]
     assert [r["name"] for r in responses] == ["get_flower_inventory"] * 3
     assert all("id" not in r for r in responses), "Gemini gets ids back only when it sent them"
-    assert [STOCK[city] in str(r["response"]) for r, city in zip(responses, CITIES)] == [True] * 3
+    assert [STOCK[city] in str(r["response"]) for r, city in zip(responses, CITIES, strict=True)] == [True] * 3
