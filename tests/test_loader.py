@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from jsonschema import Draft202012Validator
 
 from toolrun.catalog.loader import load_catalog, load_catalog_or_raise, tool_files
+from toolrun.catalog.parameter_checks import parameter_schema_problems
 from toolrun.catalog.tool_schema import tool_schema
 from toolrun.durations import parse_duration
 from toolrun.errors import UserError
@@ -808,3 +812,69 @@ def test_a_bfcl_style_tool_has_all_its_schema_problems_reported_at_once(tmp_path
         (8, "write type: string"),
         (12, "declare 'heigth' under parameters.properties, or fix the template"),
     ]
+
+
+# --- a null-valued keyword: YAML flow style cut a text at its comma ----------------------------
+
+
+def test_a_comma_in_a_flow_style_description_is_a_load_error_that_says_to_quote(tmp_path: Path) -> None:
+    schema = "{type: string, description: City name, in English, e.g. Paris}"
+    file = write(tmp_path, "t.yaml", GOOD_SHELL.replace("{type: string, description: City name}", schema))
+    result = load_catalog(tmp_path)
+    assert "count_stock" not in result.catalog.tools
+    [problem] = result.problems
+    assert problem.file == file and problem.line == 6
+    assert "parameters.properties.city" in problem.message
+    assert '"in English"' in problem.message and '"e.g. Paris"' in problem.message
+    assert problem.fix is not None and "quote" in problem.fix
+    assert 'description: "City name, in English, e.g. Paris"' in problem.fix
+
+
+@pytest.mark.parametrize(
+    ("schema", "words"),
+    [
+        ("{type: string, enum: [a, b], description: One of a, b}", '"b" has no value'),
+        ("{type: string, description:}", '"description" has no value'),
+        ("{type: object, properties: {a: {type: string}, b}}", '"b" has no value'),
+        ("{type: array, items: {type: string, description: A name, or a nickname}}", '"or a nickname" has no value'),
+    ],
+)
+def test_every_null_valued_keyword_is_a_load_error(tmp_path: Path, schema: str, words: str) -> None:
+    write(tmp_path, "t.yaml", GOOD_SHELL.replace("{type: string, description: City name}", schema))
+    [problem] = load_catalog(tmp_path).problems
+    assert words in problem.message and problem.line == 6
+    assert problem.fix is not None and "quote" in problem.fix
+
+
+def test_null_is_a_fine_value_for_default_const_and_extensions(tmp_path: Path) -> None:
+    schema = "{type: [string, 'null'], description: City name, default: null, x-internal: null}"
+    write(tmp_path, "t.yaml", GOOD_SHELL.replace("{type: string, description: City name}", schema))
+    assert load_catalog(tmp_path).problems == []
+
+
+def _parameter_schemas(node: object) -> Iterator[object]:
+    if isinstance(node, dict):
+        if isinstance(node.get("parameters"), dict):
+            yield node["parameters"]
+        for value in node.values():
+            yield from _parameter_schemas(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _parameter_schemas(value)
+
+
+def test_the_shipped_tools_and_documented_examples_have_no_null_valued_keyword() -> None:
+    # The README and docs show flow style: none of their tool examples may be cut at a comma.
+    assert load_catalog(ROOT / "tools.d").problems == []
+    checked = 0
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "tools.d" / "README.md"]:
+        for block in re.findall(r"```yaml\n(.*?)```", doc.read_text(encoding="utf-8"), flags=re.S):
+            try:
+                document = yaml.safe_load(block)
+            except yaml.YAMLError:
+                continue  # an excerpt, not a whole file
+            for schema in _parameter_schemas(document):
+                checked += 1
+                problems = parameter_schema_problems(schema, doc, "example", lambda *steps: None)
+                assert not [p for p in problems if "has no value" in p.message], (doc.name, problems)
+    assert checked >= 5

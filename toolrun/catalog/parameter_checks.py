@@ -65,9 +65,15 @@ def parameter_schema_problems(parameters: Any, file: Path, label: str, at: LineA
     ]
     if problems:  # JSON has only text keys: every later check and every export would trip on these
         return problems
+    valueless: set[tuple[Any, ...]] = set()
+    for steps, keys, cut in _null_valued_keywords(parameters):
+        valueless.update(steps + (key,) for key in keys)
+        problems.append(Problem(file, at(*steps, keys[0]), _valueless_message(label, steps, keys),
+                                _valueless_fix(cut)))
     for steps, error in _metaschema_errors(parameters):
-        message, fix = _explain(error, label, describe_path(("parameters", *steps)))
-        problems.append(Problem(file, at(*steps), message, fix))
+        if steps not in valueless:  # said above, with the likelier cause
+            message, fix = _explain(error, label, describe_path(("parameters", *steps)))
+            problems.append(Problem(file, at(*steps), message, fix))
     if problems or not isinstance(parameters, dict):
         return problems
     for steps, keyword, guess in _keyword_typos(parameters):
@@ -146,6 +152,57 @@ def _quote_fix(key: Any) -> str:
     if isinstance(key, bool):  # on/yes/true all read as True: the text written is unknown here
         return 'quote it as you wrote it, e.g. "on" or "yes"'
     return f'quote it: "{json.dumps(key)}"'
+
+
+# Keywords whose value may well be null: a null default, a const null, OpenAPI's example.
+_NULL_ALLOWED = frozenset({"default", "const", "example"})
+
+
+def _null_valued_keywords(
+    node: Any, steps: tuple[Any, ...] = ()
+) -> Iterator[tuple[tuple[Any, ...], list[str], tuple[str, str] | None]]:
+    """(steps, keys, cut) for keys of a schema node (or of its ``properties``) that have no value.
+
+    In a YAML flow mapping ``{description: City, in English}`` the comma ends the text and
+    ``in English`` becomes a key with a null value: the schema the model gets is silently
+    wrong. Keys that follow a text value one after the other are one group, and ``cut`` is
+    that key and its text as probably meant (``("description", "City, in English")``).
+    """
+    if not isinstance(node, dict):
+        return
+    maps = [(steps, node)] + [(steps + (key,), node[key]) for key in _SUBSCHEMA_MAPS if isinstance(node.get(key), dict)]
+    for where, mapping in maps:
+        keys = list(mapping)
+        index = 0
+        while index < len(keys):
+            key = keys[index]
+            if mapping[key] is not None or key in _NULL_ALLOWED or str(key).startswith("x-"):
+                index += 1
+                continue
+            group = [str(key)]
+            while index + len(group) < len(keys) and mapping[keys[index + len(group)]] is None:
+                group.append(str(keys[index + len(group)]))
+            before = mapping[keys[index - 1]] if index else None
+            cut = (str(keys[index - 1]), ", ".join([before, *group])) if isinstance(before, str) else None
+            yield where, group, cut
+            index += len(group)
+    for child_steps, child in _subschemas(node):
+        yield from _null_valued_keywords(child, steps + child_steps)
+
+
+def _valueless_message(label: str, steps: tuple[Any, ...], keys: list[str]) -> str:
+    names = " and ".join(json.dumps(key, ensure_ascii=False) for key in keys)
+    verb = "has" if len(keys) == 1 else "have"
+    return (f"{label}: {describe_path(('parameters', *steps))}: {names} {verb} no value "
+            "(in a YAML flow mapping {...} a comma ends a text, and the rest becomes a key)")
+
+
+def _valueless_fix(cut: tuple[str, str] | None) -> str:
+    if cut is None:
+        return ("quote a text that holds a comma (description: \"City, in English\"), or write the schema in "
+                "block style, one key per line; a keyword left empty needs a value")
+    key, text = cut
+    return f"quote the text: {key}: {json.dumps(text, ensure_ascii=False)} (or write it in block style)"
 
 
 def _unusable_values(node: Any, root: dict[str, Any], steps: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
