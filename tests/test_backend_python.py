@@ -227,3 +227,131 @@ def test_a_tool_thread_finishing_after_its_loop_closed_prints_nothing(tmp_path: 
 
     finished = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=30)
     assert finished.stdout.split() == ["timed", "out", "done"] and finished.stderr == ""
+
+
+# --- the function's signature against the declared parameters, read at load time -------------
+
+SIGNATURE_TOOL = """\
+name: weather
+description: Returns the weather of one city. Use it for weather questions; not for forecasts.
+parameters:
+  type: object
+  properties:
+    city: {type: string, description: City name}
+    unit: {type: string, description: Unit of the temperature}
+  required: [city]
+  additionalProperties: false
+backend: {python: "weather.py:weather"}
+"""
+
+
+def signature_catalog(folder: Path, function_source: str, tool: str = SIGNATURE_TOOL):
+    from toolrun.catalog.loader import load_catalog
+
+    write(folder, "weather.py", function_source)
+    (folder / "weather.yaml").write_text(tool, encoding="utf-8")
+    return load_catalog(folder)
+
+
+@pytest.mark.parametrize(
+    ("function_source", "line", "words", "fix"),
+    [
+        ("def weather(unit=None):\n    return 1\n", 6, "weather() cannot take the required parameter 'city'",
+         "add 'city' to the function's parameters (or **kwargs)"),
+        ("def weather(city):\n    return 1\n", 7, "weather() cannot take the optional parameter 'unit'",
+         "add 'unit' to the function's parameters"),
+        ("def weather(city, unit=None, country=None, *, day):\n    return 1\n", 3,
+         "weather() needs 'day', which parameters.properties does not declare", "or give it a default"),
+        ("def weather(city, /, unit=None):\n    return 1\n", 6, "cannot take the required parameter 'city' (it is positional-only)",
+         "add 'city' to the function's parameters"),
+    ],
+)
+def test_a_signature_no_call_can_fit_is_a_load_error_at_the_parameter_line(
+        tmp_path: Path, function_source: str, line: int, words: str, fix: str) -> None:
+    result = signature_catalog(tmp_path, function_source)
+    assert "weather" not in result.catalog.tools
+    [problem] = [p for p in result.problems if words in p.message]
+    assert problem.file == tmp_path / "weather.yaml" and problem.line == line
+    assert "weather.py line 1" in problem.message and fix in (problem.fix or "")
+
+
+@pytest.mark.parametrize(
+    "function_source",
+    [
+        "def weather(city, unit='C'):\n    return 1\n",
+        "def weather(*, city, unit=None):\n    return 1\n",
+        "def weather(**arguments):\n    return 1\n",
+        "import functools\n@functools.lru_cache\ndef weather(x):\n    return 1\n",  # decorated: not read
+        "def weather(x):\n    return 1\nweather = print\n",  # rebound: not read
+    ],
+)
+def test_signatures_that_fit_the_schema_load_without_finding(tmp_path: Path, function_source: str) -> None:
+    from toolrun.catalog.lint import lint_catalog
+
+    result = signature_catalog(tmp_path, function_source)
+    assert result.problems == []
+    assert [f for f in lint_catalog(result.catalog) if f.rule == "python-signature"] == []
+
+
+def test_calls_that_only_sometimes_fail_are_lint_warnings_that_say_how_to_fix(tmp_path: Path) -> None:
+    from toolrun.catalog.lint import lint_catalog
+
+    loose = SIGNATURE_TOOL.replace("  additionalProperties: false\n", "")
+    result = signature_catalog(tmp_path, "def weather(city, unit):\n    return 1\n", loose)
+    assert result.problems == []
+    findings = [f for f in lint_catalog(result.catalog) if f.rule == "python-signature"]
+    assert [(f.severity, f.line) for f in findings] == [("warning", 3), ("warning", 7)]
+    extra, optional = findings
+    assert "weather() takes no other arguments, but the schema lets the model send more" in extra.message
+    assert "add additionalProperties: false under parameters, or **kwargs to the function" in extra.message
+    assert "weather() needs 'unit', but the schema lets the model leave it out" in optional.message
+    assert "add 'unit' to parameters.required, or give it a default in the function (unit=None)" in optional.message
+
+
+def test_functions_of_the_standard_library_are_not_held_to_the_schema(tmp_path: Path) -> None:
+    # json:dumps needs `obj`; it was not written as a tool, and catalogs use it as a stand-in.
+    assert PythonBackend().check(python_tool(tmp_path, "json:dumps")) == []
+    assert PythonBackend().warnings(python_tool(tmp_path, "json:dumps")) == []
+
+
+# --- a package beside the YAML file ------------------------------------------------------------
+
+
+def test_a_package_beside_the_yaml_file_is_found_at_load_and_at_call(tmp_path: Path) -> None:
+    import toolrun
+
+    package = tmp_path / "besidepkg_for_test"
+    package.mkdir()
+    write(package, "__init__.py", "")
+    write(package, "tools.py", """
+        from besidepkg_for_test.helpers import PREFIX
+        def shout(text):
+            return PREFIX + text.upper()
+    """)
+    write(package, "helpers.py", "PREFIX = '>> '\n")
+    (tmp_path / "shout.yaml").write_text(
+        "name: shout\n"
+        "description: Returns the text in capitals. Use it to shout a text; not for translations.\n"
+        "parameters:\n  type: object\n  properties: {text: {type: string, description: What to shout}}\n"
+        "  required: [text]\n  additionalProperties: false\n"
+        "backend: {python: 'besidepkg_for_test.tools:shout'}\n", encoding="utf-8")
+    catalog = toolrun.load_catalog(tmp_path)
+    assert toolrun.call(catalog, "shout", {"text": "hi"}).result == ">> HI"
+    assert str(tmp_path) not in sys.path
+
+
+def test_a_module_that_is_nowhere_says_where_it_was_looked_for_and_how_to_fix(tmp_path: Path) -> None:
+    [problem] = PythonBackend().check(python_tool(tmp_path, "absentpkg_xyz.tools:f"))
+    assert "python module not found: absentpkg_xyz.tools" in problem.message
+    assert f"looked in the installed packages and in {tmp_path}" in problem.message
+    assert problem.fix is not None and "put absentpkg_xyz/ (with its __init__.py)" in problem.fix
+    assert "beside this YAML file" in problem.fix
+
+
+def test_a_package_whose_init_fails_is_a_load_problem_not_a_crash(tmp_path: Path) -> None:
+    package = tmp_path / "brokeninitpkg_for_test"
+    package.mkdir()
+    write(package, "__init__.py", "raise RuntimeError('no config')\n")
+    write(package, "tools.py", "def f():\n    return 1\n")
+    [problem] = PythonBackend().check(python_tool(tmp_path, "brokeninitpkg_for_test.tools:f"))
+    assert "importing brokeninitpkg_for_test failed: RuntimeError: no config" in problem.message

@@ -234,3 +234,27 @@ def test_confirm_asks_on_a_real_terminal_showing_the_arguments(ops_env, answer: 
     assert process.returncode == (0 if approved else 1)
     assert (stdout == b"rs-42\n") is approved
     assert len(server.requests) == (1 if approved else 0)
+
+
+def test_debug_prints_a_failing_tools_traceback_on_stderr_never_in_the_result(echo_tools: Path) -> None:
+    quiet = run("always_fails", "--json", "--tools-dir", str(echo_tools))
+    assert quiet.exit_code == 1 and "Traceback" not in quiet.output
+    loud = CliRunner().invoke(main, ["--debug", "call", "always_fails", "--json", "--tools-dir", str(echo_tools)],
+                              catch_exceptions=False)
+    assert loud.exit_code == 1
+    assert json.loads(loud.stdout)["result"] == "RuntimeError: backend is down"  # the model's view: one line
+    assert "debug: python tool always_fails failed" in loud.stderr
+    assert "Traceback (most recent call last)" in loud.stderr and "echo.py\", line 4, in fail" in loud.stderr
+    again = run("always_fails", "--tools-dir", str(echo_tools))  # --debug ends with its command
+    assert "Traceback" not in again.output
+
+
+def test_debug_from_the_environment_through_the_console_script(echo_tools: Path) -> None:
+    toolrun = Path(sys.executable).parent / "toolrun"
+    env = {**os.environ, "TOOLRUN_DEBUG": "1"}
+    result = subprocess.run([str(toolrun), "call", "always_fails", "--tools-dir", str(echo_tools)],
+                            capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 1
+    assert "error result: RuntimeError: backend is down" in result.stderr
+    assert "Traceback (most recent call last)" in result.stderr and "RuntimeError: backend is down" in result.stderr
+    assert result.stdout == ""

@@ -48,10 +48,10 @@ SHORT_TOOL = """
 """
 
 FLOWERS_PY = """
-def get_flower_inventory(city, limit=None):
+def get_flower_inventory(city, limit=None, **_ignored):
     return {"玫瑰": 100}
 
-def get_prices(city):
+def get_prices(city=None, **_ignored):
     return "1"
 """
 

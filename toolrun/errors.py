@@ -11,6 +11,9 @@ EXIT_RUN_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_EXPECT_FAILED = 3
 
+# The logger a failing tool's traceback goes to, at DEBUG level; `toolrun --debug` prints it.
+TOOL_LOGGER = "toolrun.tools"
+
 
 @dataclass(frozen=True)
 class Problem:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from dataclasses import dataclass
 from functools import lru_cache
@@ -19,6 +20,7 @@ from jsonschema.exceptions import SchemaError
 from toolrun.approval import Approver
 from toolrun.backends import get_backend
 from toolrun.backends.base import CallContext
+from toolrun.errors import TOOL_LOGGER
 from toolrun.secrets import MissingSecret, Redactor, active_redactor, redacting
 from toolrun.tool import Tool
 
@@ -186,6 +188,7 @@ async def _run_backend(tool: Tool, arguments: dict[str, Any], context: CallConte
     except MissingSecret as exc:
         return f"the tool is not configured: {exc}", True
     except Exception as exc:  # the model gets the type and message, never a traceback
+        logging.getLogger(TOOL_LOGGER).debug("tool %s failed in its backend", tool.name, exc_info=True)
         return f"{type(exc).__name__}: {exc}", True
     text = output.text if isinstance(output.text, str) else str(output.text)
     return text, bool(output.is_error)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from toolrun.backends.base import Backend, BackendOutput, CallContext
+from toolrun.backends.base import Backend, BackendOutput, BackendWarning, CallContext
 from toolrun.plugins import PluginRegistry
 
 BACKENDS: PluginRegistry[type[Backend]] = PluginRegistry(
@@ -29,4 +29,4 @@ def get_backend(kind: str) -> Backend:
     return BACKENDS.load(kind)()
 
 
-__all__ = ["BACKENDS", "Backend", "BackendOutput", "CallContext", "backend_targets", "get_backend"]
+__all__ = ["BACKENDS", "Backend", "BackendOutput", "BackendWarning", "CallContext", "backend_targets", "get_backend"]

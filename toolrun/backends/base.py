@@ -32,6 +32,15 @@ class CallContext:
     allow_hosts: list[str] | None = None
 
 
+@dataclass(frozen=True)
+class BackendWarning:
+    """A lint warning a backend raises about one tool: its rule, the dotted key it is about, what to do."""
+
+    rule: str
+    key_path: str
+    message: str
+
+
 class Backend(ABC):
     """A way to run tools. Subclasses are registered under ``kind`` (entry point ``toolrun.backends``)."""
 
@@ -43,6 +52,10 @@ class Backend(ABC):
 
     def check(self, tool: Tool) -> list[Problem]:
         """Problems the loader can see before anything runs (bad target, bad template...)."""
+        return []
+
+    def warnings(self, tool: Tool) -> list[BackendWarning]:
+        """What makes some calls fail, for the lint (``check`` reports what makes every call fail)."""
         return []
 
     @abstractmethod

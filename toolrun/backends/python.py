@@ -1,34 +1,44 @@
 """The python backend: a tool is a function, named ``"pkg.mod:func"`` or ``"file.py:func"``.
 
-``pkg.mod`` is imported with importlib; ``file.py`` is loaded from the tool's folder under a
-module name unique to that file, with the folder on ``sys.path`` only while it is imported
-so it can import its siblings. Sync functions run in a worker thread, async ones are
-awaited. A ``str`` result is sent as is; anything else as JSON.
+``pkg.mod`` is imported with importlib, with the tool's folder first on ``sys.path`` while it
+is imported, so a package beside the YAML file is found; ``file.py`` is loaded from the tool's
+folder under a module name unique to that file, the folder on ``sys.path`` likewise so it can
+import its siblings. Sync functions run in a worker thread, async ones are awaited. A ``str``
+result is sent as is; anything else as JSON.
+
+At load time none of the tool's own code runs: the function and its signature are read from
+the source (python_signature). A failing call's traceback goes to the ``toolrun.tools``
+logger at DEBUG level (``toolrun --debug`` prints it on stderr), never to the model.
 """
 
 from __future__ import annotations
 
-import ast
+import contextlib
 import functools
 import hashlib
 import importlib
+import importlib.machinery
 import importlib.util
 import inspect
 import json
+import logging
 import sys
+import sysconfig
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from toolrun.backends.base import Backend, BackendOutput, CallContext
+from toolrun.backends.base import Backend, BackendOutput, BackendWarning, CallContext
+from toolrun.backends.python_signature import FunctionSignature, module_outline, signature_mismatches
 from toolrun.daemon_threads import in_daemon_thread
-from toolrun.errors import Problem, ToolError
+from toolrun.errors import TOOL_LOGGER, Problem, ToolError
 from toolrun.tool import Tool
 
-_import_lock = threading.Lock()  # sys.path is process-wide: one file import at a time
+_import_lock = threading.RLock()  # sys.path is process-wide: one import with a tool's folder on it at a time
 _functions: dict[tuple[str, str], Callable[..., Any]] = {}
+log = logging.getLogger(TOOL_LOGGER)
 
 
 def split_target(target: str) -> tuple[str, str]:
@@ -53,6 +63,18 @@ def _module_name_for(path: Path) -> str:
     return f"toolrun_tool_{path.stem}_{digest}"
 
 
+@contextlib.contextmanager
+def _on_import_path(folder: Path) -> Iterator[None]:
+    """``folder`` first on ``sys.path`` for one import (or one module look-up), then removed."""
+    entry = str(folder)
+    with _import_lock:
+        sys.path.insert(0, entry)
+        try:
+            yield
+        finally:
+            sys.path.remove(entry)
+
+
 def _import_file(path: Path) -> ModuleType:
     name = _module_name_for(path)
     if name in sys.modules:
@@ -61,18 +83,28 @@ def _import_file(path: Path) -> ModuleType:
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
-    folder = str(path.parent)
-    with _import_lock:
-        sys.path.insert(0, folder)
+    with _on_import_path(path.parent):
         sys.modules[name] = module
         try:
             spec.loader.exec_module(module)
         except BaseException:
             del sys.modules[name]
             raise
-        finally:
-            sys.path.remove(folder)
     return module
+
+
+def _import_module(module_ref: str, folder: Path) -> ModuleType:
+    """``pkg.mod``, installed or beside the tool's YAML file (the folder is searched first, as for a script)."""
+    if module_ref in sys.modules:
+        return sys.modules[module_ref]
+    with _on_import_path(folder):
+        return importlib.import_module(module_ref)
+
+
+def _find_module(module_ref: str, folder: Path) -> importlib.machinery.ModuleSpec | None:
+    """The spec of ``pkg.mod`` as ``_import_module`` would find it (finding it imports ``pkg``)."""
+    with _on_import_path(folder):
+        return importlib.util.find_spec(module_ref)
 
 
 def resolve_function(tool: Tool) -> Callable[..., Any]:
@@ -86,7 +118,7 @@ def resolve_function(tool: Tool) -> Callable[..., Any]:
         key = (module_ref, function_name)
     if key in _functions:
         return _functions[key]
-    module = _import_file(path) if path is not None else importlib.import_module(module_ref)
+    module = _import_file(path) if path is not None else _import_module(module_ref, tool.base_dir)
     function = getattr(module, function_name, None)
     if function is None:
         raise AttributeError(f"{module_ref} has no function {function_name!r}")
@@ -94,31 +126,6 @@ def resolve_function(tool: Tool) -> Callable[..., Any]:
         raise TypeError(f"{module_ref}:{function_name} is not callable")
     _functions[key] = function
     return function
-
-
-def _top_level_names(source: str) -> set[str]:
-    """Names a module binds at top level (def, class, assignment, import), without running it.
-
-    Statements inside top-level ``if``/``try``/``with`` blocks count too (conditional definitions).
-    """
-    names: set[str] = set()
-    pending = list(ast.parse(source).body)
-    while pending:
-        node = pending.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names.update(t.id for t in targets if isinstance(t, ast.Name))
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
-        elif isinstance(node, (ast.If, ast.Try, ast.With)):
-            pending.extend(node.body)
-            pending.extend(getattr(node, "orelse", []))
-            pending.extend(getattr(node, "finalbody", []))
-            for handler in getattr(node, "handlers", []):
-                pending.extend(handler.body)
-    return names
 
 
 def result_text(value: Any) -> str:
@@ -132,46 +139,33 @@ class PythonBackend(Backend):
     kind = "python"
 
     def check(self, tool: Tool) -> list[Problem]:
-        """Bad target form, missing file or module, or a file that defines no such function."""
-        where = tool.source.file
-        line = tool.source.line_of("backend.python")
-        target = tool.backend.config.get("function")
-        if not isinstance(target, str):
-            return [Problem(where, line, "backend.python must be a string \"module:function\" or \"file.py:function\"")]
-        try:
-            module_ref, function_name = split_target(target)
-        except ValueError as exc:
-            return [Problem(where, line, str(exc), "write it as tools.py:get_stock or mypackage.tools:get_stock")]
-        if _is_file_target(module_ref):
-            path = _file_path(tool, module_ref)
-            if not path.is_file():
-                return [Problem(where, line, f"python file not found: {path}",
-                                "the path is relative to this YAML file's folder")]
-            try:
-                names = _top_level_names(path.read_text(encoding="utf-8"))
-            except SyntaxError as exc:
-                return [Problem(where, line, f"{path.name} does not parse: {exc.msg}",
-                                f"fix the syntax error at {path.name} line {exc.lineno}")]
-            except UnicodeDecodeError as exc:
-                return [Problem(where, line, f"{path.name} is not UTF-8 text ({exc.reason})", "save it as UTF-8")]
-            if function_name not in names:
-                return [Problem(where, line, f"{path.name} defines no function {function_name!r}",
-                                "check the name after the colon")]
-            return []
-        try:
-            found = importlib.util.find_spec(module_ref)
-        except (ImportError, ValueError) as exc:
-            found, reason = None, f" ({exc})"
-        else:
-            reason = ""
+        """Bad target form, missing file or module, no such function, or a signature no call can fit.
+
+        Reads the source and runs none of it (only finding ``pkg.mod`` imports the package ``pkg``).
+        """
+        found = _function_in_source(tool)
+        if isinstance(found, Problem):
+            return [found]
         if found is None:
-            return [Problem(where, line, f"python module not found: {module_ref}{reason}",
-                            "install the package, or use a file: file.py:function")]
-        return []
+            return []
+        source, signature = found
+        return [Problem(tool.source.file, tool.source.line_of(mismatch.schema_path),
+                        f"{mismatch.message} ({source.name} line {signature.line})", mismatch.fix)
+                for mismatch in signature_mismatches(signature, tool.parameters) if mismatch.every_call]
+
+    def warnings(self, tool: Tool) -> list[BackendWarning]:
+        """python-signature: calls the function would refuse when the model leaves out or adds an argument."""
+        found = function_signature(tool)
+        if found is None:
+            return []
+        source, signature = found
+        return [BackendWarning("python-signature", mismatch.schema_path,
+                               f"{mismatch.message} ({source.name} line {signature.line}): {mismatch.fix}")
+                for mismatch in signature_mismatches(signature, tool.parameters) if not mismatch.every_call]
 
     async def run(self, tool: Tool, arguments: dict[str, Any], context: CallContext) -> BackendOutput:
-        function = resolve_function(tool)
         try:
+            function = resolve_function(tool)
             if inspect.iscoroutinefunction(function):
                 value = await function(**arguments)
             else:
@@ -182,5 +176,91 @@ class PythonBackend(Backend):
         except ToolError as exc:
             return BackendOutput(str(exc), is_error=True)
         except Exception as exc:  # the model gets the type and message, never a traceback
+            log.debug("python tool %s failed", tool.name, exc_info=True)
             return BackendOutput(f"{type(exc).__name__}: {exc}", is_error=True)
         return BackendOutput(result_text(value))
+
+
+def function_signature(tool: Tool) -> tuple[Path, FunctionSignature] | None:
+    """The source file and signature of a python tool's function; None when the source does not show it plainly.
+
+    None too for a function of Python's own library (``json:dumps``): it was not written as a tool.
+    """
+    found = _function_in_source(tool)
+    return None if isinstance(found, Problem) else found
+
+
+def _function_in_source(tool: Tool) -> tuple[Path, FunctionSignature] | Problem | None:
+    """The function's file and signature, read without running it; the problem; or None when unknown."""
+    where = tool.source.file
+    line = tool.source.line_of("backend.python")
+    target = tool.backend.config.get("function")
+    if not isinstance(target, str):
+        return Problem(where, line, "backend.python must be a string \"module:function\" or \"file.py:function\"")
+    try:
+        module_ref, function_name = split_target(target)
+    except ValueError as exc:
+        return Problem(where, line, str(exc), "write it as tools.py:get_stock or mypackage.tools:get_stock")
+    if _is_file_target(module_ref):
+        source = _file_path(tool, module_ref)
+        if not source.is_file():
+            return Problem(where, line, f"python file not found: {source}", "the path is relative to this YAML file's folder")
+    else:
+        found = _module_source(tool, module_ref)
+        if found is None or isinstance(found, Problem):
+            return found  # None: compiled, or a namespace package; no source to read
+        source = found
+    try:
+        outline = module_outline(source)
+    except SyntaxError as exc:
+        return Problem(where, line, f"{source.name} does not parse: {exc.msg}",
+                       f"fix the syntax error at {source.name} line {exc.lineno}")
+    except UnicodeDecodeError as exc:
+        return Problem(where, line, f"{source.name} is not UTF-8 text ({exc.reason})", "save it as UTF-8")
+    except OSError as exc:
+        return Problem(where, line, f"cannot read {source}: {exc.strerror}")
+    if function_name not in outline.names:
+        return Problem(where, line, f"{source.name} defines no function {function_name!r}", "check the name after the colon")
+    signature = outline.functions.get(function_name)
+    if signature is None or _in_standard_library(source):
+        return None  # decorated, imported or assigned, or not written as a tool (json:dumps)
+    return source, signature
+
+
+def _module_source(tool: Tool, module_ref: str) -> Path | Problem | None:
+    """The .py file of ``pkg.mod`` (installed or beside the YAML file), None when it has none, or the problem."""
+    where, line = tool.source.file, tool.source.line_of("backend.python")
+    try:
+        spec = _find_module(module_ref, tool.base_dir)
+    except ImportError as exc:
+        spec, reason = None, f" ({exc})"
+    except Exception as exc:  # the package's __init__ ran and failed
+        log.debug("importing %s for tool %s failed", module_ref, tool.name, exc_info=True)
+        package = module_ref.partition(".")[0]
+        return Problem(where, line, f"importing {package} failed: {type(exc).__name__}: {exc}",
+                       f"fix {package} (its __init__ runs when toolrun looks for {module_ref})")
+    else:
+        reason = ""
+    if spec is None:
+        first = module_ref.split(".")[0]
+        return Problem(where, line,
+                       f"python module not found: {module_ref}{reason} (looked in the installed packages "
+                       f"and in {tool.base_dir})",
+                       f"install the package, put {first}/ (with its __init__.py) or {first}.py beside this "
+                       "YAML file, or use a file: tools.py:function")
+    origin = spec.origin
+    if not origin or not origin.endswith(".py") or not Path(origin).is_file():
+        return None
+    return Path(origin)
+
+
+def _in_standard_library(path: Path) -> bool:
+    """True for a module of Python's own library: its functions were not written as tools."""
+    resolved = path.resolve()
+    return any(resolved.is_relative_to(folder) for folder in _standard_library_folders())
+
+
+@functools.cache
+def _standard_library_folders() -> tuple[Path, ...]:
+    paths = sysconfig.get_paths()
+    return tuple({Path(paths[key]).resolve() for key in ("stdlib", "platstdlib") if key in paths})

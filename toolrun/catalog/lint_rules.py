@@ -369,6 +369,18 @@ def _backend_placeholders(tool: Tool) -> set[str] | None:
         return None
 
 
+def backend_findings(tool: Tool) -> Iterator[RawFinding]:
+    """The backend's own warnings (python-signature: an argument the function cannot always take)."""
+    from toolrun.backends import get_backend
+
+    try:
+        warnings = get_backend(tool.backend.kind).warnings(tool)
+    except Exception:  # a missing or broken backend is a load error, reported there
+        return
+    for warning in warnings:
+        yield RawFinding(warning.rule, "warning", warning.key_path, warning.message)
+
+
 def optional_path_parameter_findings(tool: Tool) -> Iterator[RawFinding]:
     """optional-path-parameter: a url {name} whose parameter the model may leave out."""
     url = tool.backend.config.get("url") if tool.backend.kind == "http" else None
@@ -584,6 +596,7 @@ TOOL_RULES = (
     parameter_findings,
     injection_findings,
     unused_parameter_findings,
+    backend_findings,
     optional_path_parameter_findings,
     argv_findings,
     annotation_findings,

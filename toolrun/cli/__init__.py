@@ -11,13 +11,14 @@ A new command: a module with a ``@click.command`` function, and one line in ``CO
 from __future__ import annotations
 
 import importlib
+import logging
 import sys
 from typing import Any
 
 import click
 
 from toolrun import __version__
-from toolrun.errors import ToolrunError
+from toolrun.errors import TOOL_LOGGER, ToolrunError
 
 # command name -> "module:function"; imported on first use
 COMMANDS = {
@@ -77,8 +78,36 @@ def report_error(exc: ToolrunError) -> None:
 
 @click.group(cls=ToolrunGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="toolrun")
-def main() -> None:
+@click.option("--debug", is_flag=True, envvar="TOOLRUN_DEBUG",
+              help="Print the traceback of a failing tool on stderr (the model still gets one line). "
+                   "Also TOOLRUN_DEBUG=1.")
+@click.pass_context
+def main(ctx: click.Context, debug: bool) -> None:
     """toolrun: give a model your HTTP APIs and scripts, configured in YAML."""
+    if debug:
+        show_tool_tracebacks(ctx)
+
+
+class _EchoToStderr(logging.Handler):
+    # click.echo finds the current stderr at each record (a test runner swaps it per command).
+    def emit(self, record: logging.LogRecord) -> None:
+        click.echo(self.format(record), err=True)
+
+
+def show_tool_tracebacks(ctx: click.Context) -> None:
+    """Print the ``toolrun.tools`` logger (tool failures with their tracebacks) on stderr until ``ctx`` closes."""
+    logger = logging.getLogger(TOOL_LOGGER)
+    handler = _EchoToStderr()
+    handler.setFormatter(logging.Formatter("debug: %(message)s"))
+    previous_level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+
+    def restore() -> None:
+        logger.removeHandler(handler)
+        logger.setLevel(previous_level)
+
+    ctx.call_on_close(restore)
 
 
 @main.group(cls=ToolrunGroup, lazy=TOOLS_COMMANDS)
