@@ -8,6 +8,7 @@ same document again gives the same file.
 
 from __future__ import annotations
 
+import textwrap
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -23,7 +24,15 @@ WIDTH = 100
 
 
 class _Dumper(_BaseDumper):
-    """Multi-line texts as literal blocks: descriptions stay readable."""
+    """Multi-line texts as literal blocks, small mappings and lists on one line: a file a person reads."""
+
+
+class _OneLine(dict):
+    """A mapping written in flow style: ``{read_only: true, idempotent: true}``."""
+
+
+class _OneLineList(list):
+    """A list written in flow style: ``[id, name]``."""
 
 
 def _text(dumper: Any, value: str) -> Any:
@@ -32,6 +41,30 @@ def _text(dumper: Any, value: str) -> Any:
 
 
 _Dumper.add_representer(str, _text)
+_Dumper.add_representer(_OneLine, lambda d, v: d.represent_mapping("tag:yaml.org,2002:map", v, flow_style=True))
+_Dumper.add_representer(_OneLineList, lambda d, v: d.represent_sequence("tag:yaml.org,2002:seq", v, flow_style=True))
+
+
+def _wrapped(description: str) -> str:
+    """Long lines folded at WIDTH for the reader; the text is the same words."""
+    return "\n".join(textwrap.fill(line, WIDTH - 8, break_long_words=False, break_on_hyphens=False) if line else ""
+                     for line in description.splitlines())
+
+
+def _readable_schema(schema: Any) -> Any:
+    """``required`` and ``enum`` lists of scalars on one line; everything else as it is."""
+    if isinstance(schema, dict):
+        out = {}
+        for key, value in schema.items():
+            if key in ("required", "enum", "type") and isinstance(value, list) \
+                    and all(isinstance(v, (str, int, float, bool)) or v is None for v in value):
+                out[key] = _OneLineList(value)
+            else:
+                out[key] = _readable_schema(value)
+        return out
+    if isinstance(schema, list):
+        return [_readable_schema(v) for v in schema]
+    return schema
 
 
 def _annotations(method: str) -> dict[str, bool]:
@@ -49,10 +82,11 @@ def tool_mapping(tool: ImportedTool) -> dict[str, Any]:
     if tool.fixed_query:
         http["query"] = dict(tool.fixed_query)
     if tool.arguments:
-        http["arguments"] = tool.arguments
-    mapping: dict[str, Any] = {"name": tool.name, "description": tool.description,
-                               "annotations": _annotations(tool.method), "parameters": tool.parameters,
-                               "backend": {"http": http}}
+        http["arguments"] = {name: _OneLine(where) if isinstance(where, dict) else where
+                             for name, where in tool.arguments.items()}
+    mapping: dict[str, Any] = {"name": tool.name, "description": _wrapped(tool.description),
+                               "annotations": _OneLine(_annotations(tool.method)),
+                               "parameters": _readable_schema(tool.parameters), "backend": {"http": http}}
     return mapping
 
 
