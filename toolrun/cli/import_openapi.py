@@ -8,6 +8,7 @@ import click
 
 from toolrun.errors import EXIT_RUN_FAILED
 from toolrun.openapi import group_findings, import_openapi, lint_toolset
+from toolrun.openapi.toolset import plural
 
 
 @click.command("openapi")
@@ -36,7 +37,7 @@ def openapi_command(ctx: click.Context, spec: str, output: Path | None, include:
         click.echo(result.text, nl=False)
     say = _stderr
     where = f" to {output}" if output is not None else ""
-    say(f"imported {len(result.tools)} tools{where} from {result.title} ({result.spec_version}); "
+    say(f"imported {plural(len(result.tools), 'tool')}{where} from {result.title} ({result.spec_version}); "
         f"{len(result.skipped)} skipped" + (f", {result.not_selected} not selected" if result.not_selected else ""))
     for skipped in result.skipped:
         say(f"  skipped {skipped}")
@@ -49,7 +50,8 @@ def openapi_command(ctx: click.Context, spec: str, output: Path | None, include:
         say(f"error: {problem}")
     groups = group_findings(review.findings)
     counts = {severity: sum(g.count for g in groups if g.severity == severity) for severity in ("error", "warning", "info")}
-    say(f"lint: {review.tools} tools — {counts['error']} errors, {counts['warning']} warnings, {counts['info']} info "
+    say(f"lint: {plural(review.tools, 'tool')} — {plural(counts['error'], 'error')}, "
+        f"{plural(counts['warning'], 'warning')}, {counts['info']} info "
         "(by rule; `toolrun tools lint` lists each):")
     for group in groups:
         say(f"  {group}")

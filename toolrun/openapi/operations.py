@@ -100,8 +100,8 @@ def convert_operation(operation: Operation, resolver: Resolver, *, swagger2: boo
     broken = list(dict.fromkeys(resolver.dangling))
     if broken:
         shown = "; ".join(broken[:2]) + (f"; and {len(broken) - 2} more" if len(broken) > 2 else "")
-        notes.append(f"{shown}: {'that part' if len(broken) == 1 else 'those parts'} of its arguments "
-                     "accept any value")
+        parts = "that part of its arguments accepts" if len(broken) == 1 else "those parts of its arguments accept"
+        notes.append(f"{shown}: {parts} any value")
     if operation.spec.get("callbacks"):
         notes.append("its callbacks are not imported (the API calls you: nothing for a tool to send)")
     return ImportedTool("", operation, _description(operation), url, parameters, arguments, fixed_query, notes)

@@ -20,7 +20,7 @@ from urllib.parse import unquote
 from toolrun.openapi.document import Documents, OpenAPIError, join_location
 from toolrun.openapi.text import clean_description
 
-MAX_REF_DEPTH = 4  # deep enough for realistic bodies; OpenAI's document stays a few MB of YAML
+MAX_REF_DEPTH = 3  # deep enough for realistic bodies; OpenAI's document stays under 1 MB of YAML
 JSON_TYPES = ("string", "number", "integer", "boolean", "object", "array", "null")
 _KEPT = frozenset(
     "type enum const default format title description properties required items prefixItems additionalProperties "
@@ -220,6 +220,8 @@ def _cut(target: Any, *, recursive: bool) -> dict[str, Any]:
         cut["type"] = kind
     elif isinstance(target, dict) and "properties" in target:
         cut["type"] = "object"
+    else:  # a union or a bare schema: any value, said outright (a schema without a type is a lint error)
+        cut["type"] = list(JSON_TYPES)
     why = "recursive: the same structure again, not spelled out" if recursive else "nested too deep to spell out"
     described = clean_description(str(target.get("description") or "")) if isinstance(target, dict) else ""
     cut["description"] = f"{described} ({why})" if described else f"({why})"

@@ -67,6 +67,11 @@ def _readable_schema(schema: Any) -> Any:
     return schema
 
 
+def plural(count: int, noun: str) -> str:
+    """``1 tool``, ``2 tools``."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def _annotations(method: str) -> dict[str, bool]:
     """What the method says about the operation: GET/HEAD read-only, PUT/DELETE idempotent, DELETE destructive."""
     if method in ("GET", "HEAD", "OPTIONS"):
@@ -102,7 +107,8 @@ def _comment(text: str) -> str:
 def header(result: ImportResult) -> str:
     """The comment block at the top: origin, counts, variables to set, what was skipped and why."""
     lines = [f"Imported by `toolrun import openapi` from {result.source}",
-             f"({result.title}, {result.spec_version}): {len(result.tools)} tools, {len(result.skipped)} skipped"
+             f"({result.title}, {result.spec_version}): {plural(len(result.tools), 'tool')}, "
+             f"{len(result.skipped)} skipped"
              + (f", {result.not_selected} not selected." if result.not_selected else "."),
              "Edit freely: sharpen the descriptions (say when to use each tool and when not), drop the tools",
              "a model should not have. `toolrun tools lint` shows what to improve."]
