@@ -30,9 +30,9 @@ from typing import Any
 import yaml
 from openapi_tools import ROOT, load_spec  # also puts the checkout on sys.path
 
-from toolrun.catalog.export import FORMATS, export_catalog
 from toolrun.catalog.lint import lint_catalog
 from toolrun.catalog.loader import load_catalog
+from toolrun.export import FORMATS, export_catalog
 
 REF_PREFIX = "#/components/schemas/"
 FULL_SPEC = ROOT.parent / "shared" / "fixtures" / "specs" / "openai-openapi.yaml"

@@ -72,17 +72,17 @@ def ollama_lines(calls: int, pieces: int) -> list[dict[str, Any]]:
 
 def chat_feed():
     assembler = openai_chat.ChatStreamAssembler()
-    return assembler.feed, assembler.result
+    return assembler.feed, assembler.finish
 
 
 def responses_feed():
     assembler = openai_responses.ResponsesStreamAssembler()
-    return (lambda event: assembler.feed(event["type"], event)), assembler.result
+    return (lambda event: assembler.feed(event, event["type"])), assembler.finish
 
 
 def ollama_feed():
     assembler = ollama.OllamaStreamAssembler()
-    return assembler.feed, assembler.result
+    return assembler.feed, assembler.finish
 
 
 def main() -> None:

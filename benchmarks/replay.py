@@ -22,13 +22,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from toolrun.providers.transport import Transport, WireRequest, WireResponse
-from toolrun.replay.recording import RecordingTransport, compare_requests, save_cassette
+from toolrun.replay.divergence import compare_requests
+from toolrun.replay.recording import RecordingTransport, save_cassette
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -70,6 +71,9 @@ def bench_compare(sizes: list[int], repeat: int) -> None:
 class Echo(Transport):
     async def send(self, request: WireRequest) -> WireResponse:
         return WireResponse(200, {}, body={"choices": [{"message": {"content": "好"}}]})
+
+    async def stream(self, request: WireRequest) -> AsyncIterator[str]:
+        yield 'data: {"choices": [{"delta": {"content": "好"}, "finish_reason": "stop"}]}'
 
 
 def bench_recording(sizes: list[int], repeat: int) -> None:

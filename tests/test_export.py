@@ -15,8 +15,10 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
 from tests.openapi_schemas import openapi_components, validate_against
-from toolrun.catalog.export import FORMATS, export_catalog, export_tool, strip_strict_nulls, tool_definition_for, tools_payload
 from toolrun.catalog.schema_convert import GEMINI_KEYWORDS, STRICT_KEYWORDS, to_gemini, to_openai_strict
+from toolrun.export import FORMATS, PROVIDER_FORMATS, export_catalog, export_tool, tools_payload
+from toolrun.messages import Message, ModelRequest, TextPart
+from toolrun.providers import anthropic, gemini, openai_chat, openai_responses
 from toolrun.tool import Annotations, BackendSpec, SourceLocation, Tool
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -158,10 +160,15 @@ def test_anthropic_and_gemini_shapes() -> None:
     assert tools_payload([gemini], "gemini") == [{"functionDeclarations": [gemini]}]
 
 
-def test_tool_definition_for_matches_the_export() -> None:
+def test_what_each_adapter_sends_is_the_export() -> None:
     tool = make_tool(FLOWERS)
-    for format in FORMATS:
-        assert tool_definition_for(tool.definition(), format) == export_tool(tool, format).definition
+    request = ModelRequest("m", None, [Message("user", [TextPart("q")])], [tool.definition()])
+    builders = {"openai": openai_chat.build_request_body, "openai-responses": openai_responses.build_request_body,
+                "anthropic": anthropic.build_request_body, "gemini": gemini.build_request_body}
+    assert set(builders) == set(PROVIDER_FORMATS)
+    for format, build in builders.items():
+        sent = build(request, stream=False)["tools"]
+        assert sent == tools_payload([export_tool(tool, format).definition], format), format
 
 
 def test_unknown_format_is_refused() -> None:
@@ -226,18 +233,10 @@ def test_gemini_conversions_of_real_schemas_use_only_the_subset() -> None:
 # ---- conversions in detail
 
 
-def test_strict_arguments_round_trip_to_the_original_schema() -> None:
+def test_a_strict_schema_takes_null_for_what_was_optional() -> None:
     strict_schema = to_openai_strict(FLOWERS).schema
     from_model = {"city": "北京", "limit": None}  # what a strict model sends for "not given"
     assert list(Draft202012Validator(strict_schema).iter_errors(from_model)) == []
-    original = strip_strict_nulls(from_model, FLOWERS)
-    assert original == {"city": "北京"}
-    assert list(Draft202012Validator(FLOWERS).iter_errors(original)) == []
-
-
-def test_strict_keeps_a_null_the_tool_itself_accepts() -> None:
-    schema = {"type": "object", "properties": {"note": {"type": ["string", "null"], "description": "n"}}}
-    assert strip_strict_nulls({"note": None}, schema) == {"note": None}
 
 
 def test_strict_nullable_enum_and_ref() -> None:

@@ -13,6 +13,7 @@ import pytest
 from tests.loopback import Recorded, Reply
 from toolrun.errors import ProviderError, UserError
 from toolrun.providers.transport import HttpxTransport, Transport, WireRequest, WireResponse
+from toolrun.replay.divergence import compare_requests, first_difference, tool_names
 from toolrun.replay.recording import (
     Cassette,
     Exchange,
@@ -20,11 +21,8 @@ from toolrun.replay.recording import (
     ReplayExhausted,
     ReplayTransport,
     cassette_beside,
-    compare_requests,
-    first_difference,
     load_cassette,
     save_cassette,
-    tool_names,
 )
 from toolrun.secrets import register_secret
 

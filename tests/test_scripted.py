@@ -13,7 +13,6 @@ from toolrun.messages import (
     ModelResponse,
     TextDelta,
     TextPart,
-    ToolCallStarted,
     Usage,
 )
 from toolrun.providers.scripted import ScriptedModel, ScriptExhausted, tool_call
@@ -92,13 +91,12 @@ def test_a_reused_response_is_handed_out_fresh_each_time():
     assert complete(model).message.tool_calls[0].id == ""
 
 
-def test_streams_text_word_by_word_and_call_starts():
+def test_streams_text_word_by_word():
     events: list = []
     model = ScriptedModel([ScriptedModel.calls([("a", {}), ("b", {})], text="Let me look that up.")])
     complete(model, stream=True, events=events)
     deltas = [e.text for e in events if isinstance(e, TextDelta)]
     assert "".join(deltas) == "Let me look that up." and len(deltas) == 5
-    assert [(e.name, e.index) for e in events if isinstance(e, ToolCallStarted)] == [("a", 0), ("b", 1)]
 
 
 def test_no_events_without_stream():

@@ -142,10 +142,4 @@ class TextDelta:
     text: str
 
 
-@dataclass
-class ToolCallStarted:
-    name: str
-    index: int
-
-
-StreamEvent = TextDelta | ToolCallStarted
+StreamEvent = TextDelta  # the one event a terminal shows today

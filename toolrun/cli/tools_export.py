@@ -8,10 +8,10 @@ from typing import Any
 
 import click
 
-from toolrun.catalog.export import FORMATS, ExportedTool, export_catalog, export_tool, tools_payload
 from toolrun.catalog.lint_rules import token_estimate
 from toolrun.cli.common import load_catalog_for_cli, tools_dir_option
 from toolrun.errors import Problem, UserError
+from toolrun.export import FORMATS, ExportedTool, export_catalog, export_tool, tools_payload
 from toolrun.tool import Tool
 
 format_option = click.option(

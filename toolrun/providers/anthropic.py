@@ -14,11 +14,11 @@ Wire rules handled here:
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from toolrun.catalog.export import tool_definition_for
 from toolrun.errors import ProviderError
 from toolrun.messages import (
     Message,
@@ -27,16 +27,17 @@ from toolrun.messages import (
     OpaquePart,
     Part,
     StopReason,
+    StreamEvent,
     TextDelta,
     TextPart,
     ToolCall,
-    ToolCallStarted,
+    ToolDefinition,
     ToolResult,
     Usage,
 )
 from toolrun.providers.alternation import alternating_turns
-from toolrun.providers.base import EventSink, Provider
-from toolrun.providers.streaming import sse_json, stream_lines
+from toolrun.providers.base import EventSink, Provider, StreamAssembler, WireItem, WireTool
+from toolrun.providers.streaming import emit, sse_json, stream_lines
 from toolrun.providers.transport import WireRequest
 from toolrun.secrets import redact
 
@@ -61,6 +62,12 @@ RETRYABLE_ERROR_TYPES = frozenset({"overloaded_error", "api_error", "rate_limit_
 
 
 # ---------------------------------------------------------------------------- request
+
+
+def tool_definition(definition: ToolDefinition) -> WireTool:
+    """A tool as a Messages ``tools`` entry: ``{name, description, input_schema}``, the schema unchanged."""
+    return WireTool({"name": definition.name, "description": definition.description,
+                     "input_schema": copy.deepcopy(definition.parameters)})
 
 
 def tool_choice_body(choice: str, parallel: bool) -> dict[str, Any]:
@@ -142,8 +149,8 @@ def build_request_body(request: ModelRequest, *, stream: bool) -> dict[str, Any]
     if request.system:
         body["system"] = request.system
     if request.tools:
-        # the same conversion `toolrun tools show --format anthropic` prints: one place
-        body["tools"] = [tool_definition_for(definition, "anthropic") for definition in request.tools]
+        # the same shape `toolrun tools show --format anthropic` prints: one place
+        body["tools"] = [tool_definition(definition).definition for definition in request.tools]
         body["tool_choice"] = tool_choice_body(settings.tool_choice, settings.parallel_tool_calls)
     if settings.temperature is not None:
         body["temperature"] = settings.temperature
@@ -173,6 +180,7 @@ def parse_usage(usage: dict[str, Any] | None) -> Usage:
 
 def _tool_call(block: dict[str, Any], raw_arguments: str | None = None) -> ToolCall:
     provider_id = block.get("id")
+    arguments: dict[str, Any] | None
     if raw_arguments is None:
         value = block.get("input")
         arguments = value if isinstance(value, dict) else {}
@@ -262,26 +270,20 @@ class _Block:
 class AnthropicStreamAssembler:
     """Builds one ``ModelResponse`` from the parsed events of a Messages stream.
 
-    Feed every event's JSON with ``feed``; call ``finish`` at the end of the stream.
-    Text deltas and tool-call starts are reported to ``on_event`` as they arrive.
+    A ``StreamAssembler``: ``feed`` takes every event's JSON and returns the text deltas to
+    show; ``finish`` gives the answer at the end of the stream.
     """
 
-    def __init__(self, on_event: EventSink | None = None):
-        self._on_event = on_event
+    def __init__(self) -> None:
         self._blocks: dict[int, _Block] = {}
         self._usage: dict[str, Any] = {}
         self._stop_reason: str | None = None
         self._model: str | None = None
         self._stopped = False
-        self._calls_started = 0
 
-    def _emit(self, event: TextDelta | ToolCallStarted) -> None:
-        if self._on_event is not None:
-            self._on_event(event)
-
-    def feed(self, event: dict[str, Any], event_name: str | None = None) -> None:
-        """Take one event (the JSON of an SSE ``data:`` line)."""
-        kind = event.get("type") or event_name
+    def feed(self, event: dict[str, Any], name: str | None = None) -> list[StreamEvent]:
+        """Take one event (the JSON of an SSE ``data:`` line; ``name`` is its ``event:``)."""
+        kind = event.get("type") or name
         if kind == "message_start":
             message = event.get("message") or {}
             self._model = message.get("model")
@@ -289,13 +291,10 @@ class AnthropicStreamAssembler:
         elif kind == "content_block_start":
             block = dict(event.get("content_block") or {})
             self._blocks[int(event.get("index", len(self._blocks)))] = _Block(block)
-            if block.get("type") == "tool_use":
-                self._emit(ToolCallStarted(name=block.get("name") or "", index=self._calls_started))
-                self._calls_started += 1
-            elif block.get("type") == "text" and block.get("text"):
-                self._emit(TextDelta(block["text"]))
+            if block.get("type") == "text" and block.get("text"):
+                return [TextDelta(block["text"])]
         elif kind == "content_block_delta":
-            self._delta(int(event.get("index", 0)), event.get("delta") or {})
+            return self._delta(int(event.get("index", 0)), event.get("delta") or {})
         elif kind == "message_delta":
             delta = event.get("delta") or {}
             self._stop_reason = delta.get("stop_reason") or self._stop_reason
@@ -306,8 +305,9 @@ class AnthropicStreamAssembler:
         elif kind == "error":
             raise_for_error({"type": "error", "error": event.get("error") or {}})
         # ping, content_block_stop and unknown events change nothing
+        return []
 
-    def _delta(self, index: int, delta: dict[str, Any]) -> None:
+    def _delta(self, index: int, delta: dict[str, Any]) -> list[StreamEvent]:
         block = self._blocks.get(index)
         if block is None:  # a delta for a block that never started: keep it rather than lose it
             block = self._blocks[index] = _Block({"type": "text", "text": ""})
@@ -316,13 +316,14 @@ class AnthropicStreamAssembler:
             text = delta.get("text") or ""
             block.text.append(text)
             if text:
-                self._emit(TextDelta(text))
+                return [TextDelta(text)]
         elif kind == "input_json_delta":
             block.json_pieces.append(delta.get("partial_json") or "")
         elif kind == "thinking_delta":
             block.thinking.append(delta.get("thinking") or "")
         elif kind == "signature_delta":
             block.signature = delta.get("signature")
+        return []
 
     def finish(self) -> ModelResponse:
         """The assembled response; ``ProviderError`` when the stream stopped half-way."""
@@ -348,6 +349,24 @@ class AnthropicProvider(Provider):
     default_base_url: ClassVar[str] = "https://api.anthropic.com"
     base_url_env: ClassVar[tuple[str, ...]] = ("ANTHROPIC_BASE_URL",)
     api_key_env: ClassVar[tuple[str, ...]] = ("ANTHROPIC_API_KEY",)
+    credential_headers: ClassVar[frozenset[str]] = frozenset({"x-api-key", "anthropic-organization-id"})
+    conversation_key: ClassVar[str | None] = "messages"
+
+    @classmethod
+    def tool_definition(cls, definition: ToolDefinition, *, strict: bool = False) -> WireTool:
+        return tool_definition(definition)  # Anthropic has no strict mode
+
+    @classmethod
+    def tool_names(cls, entry: Any) -> list[str] | None:
+        return [str(entry["name"])] if isinstance(entry, dict) and "name" in entry else None
+
+    @classmethod
+    def conversation_item(cls, item: dict[str, Any]) -> WireItem | None:
+        if item.get("type") == "tool_result":
+            return WireItem("tool_result", item.get("tool_use_id"))
+        if item.get("type") == "tool_use":
+            return WireItem("tool_call", item.get("id"), item.get("name"))
+        return None
 
     def headers(self) -> dict[str, str]:
         """Request headers: the version pin, the key, then any gateway headers."""
@@ -370,8 +389,8 @@ class AnthropicProvider(Provider):
             if not isinstance(response.body, dict):
                 raise ProviderError(f"Anthropic answered with a non-object body: {str(response.body)[:200]!r}")
             return parse_response(response.body)
-        assembler = AnthropicStreamAssembler(on_event)
+        assembler: StreamAssembler = AnthropicStreamAssembler()
         async with stream_lines(self.transport, wire) as lines:
-            async for event_name, event in sse_json(lines):
-                assembler.feed(event, event_name)
+            async for name, event in sse_json(lines):
+                emit(assembler.feed(event, name), on_event)
         return assembler.finish()

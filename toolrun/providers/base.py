@@ -3,6 +3,12 @@
 An adapter has two halves: *mapping* (pure functions from the neutral model to a request
 body and from a response body or stream events back), unit-tested against recorded
 fixtures; and *transport* (``toolrun.providers.transport``), the only part that talks HTTP.
+
+Every wire detail stays in its adapter; shared code asks the ``Provider`` class instead of
+switching on names: the shape of a tool (``tool_definition``, ``tools_value``), the headers
+that carry credentials (``credential_headers``), and how to read a recorded request body
+(``conversation_key``, ``tool_names``, ``conversation_item``). Every stream assembler is a
+``StreamAssembler``.
 """
 
 from __future__ import annotations
@@ -11,14 +17,44 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar, Literal, Protocol
 
 from toolrun.errors import Problem, UserError
-from toolrun.messages import ModelRequest, ModelResponse, StreamEvent
+from toolrun.messages import ModelRequest, ModelResponse, StreamEvent, ToolDefinition
 from toolrun.providers.transport import HttpxTransport, Transport
 from toolrun.secrets import register_secret
 
 EventSink = Callable[[StreamEvent], None]
+
+
+class StreamAssembler(Protocol):
+    """Builds one answer out of a stream's parsed events, whatever the wire format.
+
+    ``feed`` takes one event (a parsed JSON object, with its SSE event name when it had one)
+    and returns what to show now; ``finish`` returns the answer once the stream has ended,
+    or raises ``ProviderError`` when it ended before the answer was whole.
+    """
+
+    def feed(self, event: dict[str, Any], name: str | None = None) -> list[StreamEvent]: ...
+
+    def finish(self) -> ModelResponse: ...
+
+
+@dataclass
+class WireTool:
+    """One tool in a provider's wire shape, and what converting its schema changed to get there."""
+
+    definition: dict[str, Any]
+    changes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class WireItem:
+    """What one object in a request body's conversation is: a tool call or a tool result, and whose."""
+
+    kind: Literal["tool_call", "tool_result"]
+    call_id: Any
+    name: str | None = None  # None: the item does not say; the call with ``call_id`` may
 
 
 @dataclass
@@ -47,6 +83,12 @@ class Provider(ABC):
     base_url_env: ClassVar[tuple[str, ...]] = ()
     api_key_env: ClassVar[tuple[str, ...]] = ()
     requires_api_key: ClassVar[bool] = True
+    # Request headers that carry a credential or name the account (lower case): never recorded.
+    credential_headers: ClassVar[frozenset[str]] = frozenset()
+    # Query parameters that carry a credential (lower case): never recorded.
+    credential_query_keys: ClassVar[frozenset[str]] = frozenset()
+    # The key of a request body that holds the conversation ("messages", "input", ...).
+    conversation_key: ClassVar[str | None] = None
 
     def __init__(self, model: str, config: ProviderConfig, transport: Transport | None = None):
         self.model = model
@@ -93,3 +135,29 @@ class Provider(ABC):
 
     async def aclose(self) -> None:
         await self.transport.aclose()
+
+    # ------------------------------------------------ the wire format, for shared code to ask
+
+    @classmethod
+    def tool_definition(cls, definition: ToolDefinition, *, strict: bool = False) -> WireTool:
+        """``definition`` as one entry of this format's ``tools`` (what ``complete`` sends).
+
+        ``strict`` asks for strict-mode schemas where the format has them; the ``changes``
+        say what a schema conversion changed. A format without tools raises NotImplementedError.
+        """
+        raise NotImplementedError(f"provider {cls.name!r} does not say how it sends a tool")
+
+    @classmethod
+    def tools_value(cls, entries: list[dict[str, Any]]) -> Any:
+        """The whole ``tools`` value of a request made of ``tool_definition`` entries."""
+        return entries
+
+    @classmethod
+    def tool_names(cls, entry: Any) -> list[str] | None:
+        """The tool names one entry of a request's ``tools`` declares; None when it is not this format's."""
+        return None
+
+    @classmethod
+    def conversation_item(cls, item: dict[str, Any]) -> WireItem | None:
+        """What an object of a request's conversation is, when it is a tool call or a tool result."""
+        return None

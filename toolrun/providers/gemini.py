@@ -21,10 +21,11 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any, ClassVar
 from urllib.parse import quote
 
-from toolrun.catalog.export import tool_definition_for, tools_payload
+from toolrun.catalog.schema_convert import to_gemini
 from toolrun.errors import ProviderError
 from toolrun.messages import (
     Message,
@@ -33,16 +34,17 @@ from toolrun.messages import (
     OpaquePart,
     Part,
     StopReason,
+    StreamEvent,
     TextDelta,
     TextPart,
     ToolCall,
-    ToolCallStarted,
+    ToolDefinition,
     ToolResult,
     Usage,
 )
 from toolrun.providers.alternation import alternating_turns
-from toolrun.providers.base import EventSink, Provider
-from toolrun.providers.streaming import sse_json, stream_lines
+from toolrun.providers.base import EventSink, Provider, StreamAssembler, WireItem, WireTool
+from toolrun.providers.streaming import emit, sse_json, stream_lines
 from toolrun.providers.transport import WireRequest
 from toolrun.secrets import redact
 
@@ -59,6 +61,25 @@ RETRYABLE_STATUSES = frozenset({"RESOURCE_EXHAUSTED", "UNAVAILABLE", "INTERNAL",
 
 
 # ---------------------------------------------------------------------------- request
+
+
+def tool_definition(definition: ToolDefinition) -> WireTool:
+    """A tool as one function declaration: its schema converted to Gemini's ``parameters`` subset.
+
+    The subset is the one every Gemini model accepts (``parametersJsonSchema`` is newer);
+    the changes say what the conversion dropped or rewrote, and ``toolrun tools show
+    --format gemini`` and lint report them, so what the user inspects is what is sent.
+    """
+    converted = to_gemini(definition.parameters)
+    declaration: dict[str, Any] = {"name": definition.name, "description": definition.description}
+    if converted.schema is not None:
+        declaration["parameters"] = converted.schema
+    return WireTool(declaration, [f"gemini: {change}" for change in converted.changes])
+
+
+def tools_value(declarations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ``tools`` value of a request: one tool holding every function declaration."""
+    return [{"functionDeclarations": declarations}]
 
 
 def tool_config(choice: str) -> dict[str, Any]:
@@ -147,12 +168,7 @@ def build_request_body(request: ModelRequest, *, stream: bool) -> dict[str, Any]
     if request.system:
         body["systemInstruction"] = {"parts": [{"text": request.system}]}
     if request.tools:
-        # The catalog's export converts each schema to Gemini's `parameters` subset, the one
-        # every Gemini model accepts (`parametersJsonSchema` is newer); `toolrun tools show
-        # --format gemini` and lint report what that conversion changed, so what the user
-        # inspects is exactly what is sent.
-        declarations = [tool_definition_for(definition, "gemini") for definition in request.tools]
-        body["tools"] = tools_payload(declarations, "gemini")
+        body["tools"] = tools_value([tool_definition(definition).definition for definition in request.tools])
         body["toolConfig"] = tool_config(settings.tool_choice)
     generation: dict[str, Any] = {}
     if settings.temperature is not None:
@@ -317,7 +333,7 @@ def _partial_value(partial: dict[str, Any]) -> Any:
 def _set_path(root: dict[str, Any], steps: list[str | int], value: Any, append: bool) -> None:
     """Set ``value`` at ``steps`` under ``root`` (creating containers); ``append`` extends strings."""
     node: Any = root
-    for step, following in zip(steps, steps[1:]):
+    for step, following in pairwise(steps):
         empty: Any = [] if isinstance(following, int) else {}
         if isinstance(step, int):
             while len(node) <= step:
@@ -369,43 +385,37 @@ class GeminiStreamAssembler:
 
     Each chunk is a whole GenerateContentResponse: text parts are deltas, calls arrive
     whole (or, with streamed arguments, as a head, ``partialArgs`` pieces and an empty
-    closing ``functionCall``). Usage and finishReason come with the last chunks.
+    closing ``functionCall``). Usage and finishReason come with the last chunks. A
+    ``StreamAssembler``: ``feed`` returns the text deltas to show.
     """
 
-    def __init__(self, on_event: EventSink | None = None):
-        self._on_event = on_event
+    def __init__(self) -> None:
         self._builder = _PartsBuilder()
         self._streamed: _StreamedCall | None = None
         self._finish_reason: str | None = None
         self._usage: dict[str, Any] | None = None
         self._model: str | None = None
         self._block_reason: str | None = None
-        self._calls_started = 0
 
-    def _emit(self, event: TextDelta | ToolCallStarted) -> None:
-        if self._on_event is not None:
-            self._on_event(event)
-
-    def feed(self, chunk: dict[str, Any]) -> None:
-        """Take one chunk (the JSON of an SSE ``data:`` line)."""
+    def feed(self, event: dict[str, Any], name: str | None = None) -> list[StreamEvent]:
+        """Take one chunk (the JSON of an SSE ``data:`` line; the event name plays no part)."""
+        chunk = event
         raise_for_error(chunk)
         self._usage = chunk.get("usageMetadata") or self._usage
         self._model = chunk.get("modelVersion") or self._model
         self._block_reason = (chunk.get("promptFeedback") or {}).get("blockReason") or self._block_reason
+        events: list[StreamEvent] = []
         for candidate in (chunk.get("candidates") or [])[:1]:
             for part in (candidate.get("content") or {}).get("parts") or []:
+                if part.get("functionCall") is None and "text" in part and not part.get("thought") and part.get("text"):
+                    events.append(TextDelta(part["text"]))
                 self._part(part)
             self._finish_reason = candidate.get("finishReason") or self._finish_reason
-
-    def _start_call(self, name: str) -> None:
-        self._emit(ToolCallStarted(name=name, index=self._calls_started))
-        self._calls_started += 1
+        return events
 
     def _part(self, part: dict[str, Any]) -> None:
         function_call = part.get("functionCall")
         if function_call is None:
-            if "text" in part and not part.get("thought") and part.get("text"):
-                self._emit(TextDelta(part["text"]))
             _add_part(self._builder, part)
             return
         signature = part.get(SIGNATURE)
@@ -422,9 +432,7 @@ class GeminiStreamAssembler:
             self._streamed = _StreamedCall(head=dict(function_call), signature=signature,
                                            arguments=dict(function_call.get("args") or {}))
             self._streamed.apply(function_call.get("partialArgs") or [])
-            self._start_call(function_call.get("name") or "")
         elif function_call.get("name"):
-            self._start_call(function_call["name"])
             self._builder.parts.append(_tool_call(function_call, signature))
         # an empty functionCall outside a streamed call closes nothing: ignore it
 
@@ -448,6 +456,33 @@ class GeminiProvider(Provider):
     default_base_url: ClassVar[str] = "https://generativelanguage.googleapis.com"
     base_url_env: ClassVar[tuple[str, ...]] = ("GEMINI_BASE_URL",)
     api_key_env: ClassVar[tuple[str, ...]] = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+    credential_headers: ClassVar[frozenset[str]] = frozenset({"x-goog-api-key"})
+    credential_query_keys: ClassVar[frozenset[str]] = frozenset({"key"})  # Gemini also accepts ?key=
+    conversation_key: ClassVar[str | None] = "contents"
+
+    @classmethod
+    def tool_definition(cls, definition: ToolDefinition, *, strict: bool = False) -> WireTool:
+        return tool_definition(definition)  # Gemini has no strict mode
+
+    @classmethod
+    def tools_value(cls, entries: list[dict[str, Any]]) -> Any:
+        return tools_value(entries)
+
+    @classmethod
+    def tool_names(cls, entry: Any) -> list[str] | None:
+        if isinstance(entry, dict) and isinstance(entry.get("functionDeclarations"), list):
+            return [str(d.get("name")) for d in entry["functionDeclarations"] if isinstance(d, dict)]
+        return None
+
+    @classmethod
+    def conversation_item(cls, item: dict[str, Any]) -> WireItem | None:
+        if isinstance(item.get("functionResponse"), dict):
+            response = item["functionResponse"]
+            return WireItem("tool_result", response.get("id"), response.get("name"))
+        if isinstance(item.get("functionCall"), dict):
+            call = item["functionCall"]
+            return WireItem("tool_call", call.get("id"), call.get("name"))
+        return None
 
     def headers(self) -> dict[str, str]:
         """Request headers: the key (URLs get logged, headers do not), then gateway headers."""
@@ -473,8 +508,8 @@ class GeminiProvider(Provider):
             if not isinstance(response.body, dict):
                 raise ProviderError(f"Gemini answered with a non-object body: {str(response.body)[:200]!r}")
             return parse_response(response.body)
-        assembler = GeminiStreamAssembler(on_event)
+        assembler: StreamAssembler = GeminiStreamAssembler()
         async with stream_lines(self.transport, wire) as lines:
-            async for _event, chunk in sse_json(lines):
-                assembler.feed(chunk)
+            async for name, chunk in sse_json(lines):
+                emit(assembler.feed(chunk, name), on_event)
         return assembler.finish()

@@ -1,6 +1,6 @@
 """Ollama's native API — POST {OLLAMA_HOST}/api/chat, streamed as NDJSON (one JSON object a line).
 
-Tools and tool choice have the OpenAI shape (the helpers come from ``openai_chat``); the
+Tools and tool choice have the OpenAI shape (the helpers come from ``openai_family``); the
 differences: call arguments are JSON *objects* both ways, calls arrive whole (several may
 come in one line), a result names its tool (``tool_name``), sampling settings live under
 ``options``, and the server needs no key. Ollama has no ``tool_choice``: "none" is honoured
@@ -9,6 +9,7 @@ by not offering the tools; the others are left to the model.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,11 +23,19 @@ from toolrun.messages import (
     TextDelta,
     TextPart,
     ToolCall,
-    ToolCallStarted,
+    ToolDefinition,
     Usage,
 )
-from toolrun.providers.base import EventSink, Provider, ProviderConfig, ProviderOverrides
-from toolrun.providers.openai_chat import normalise_stop, openai_tools, parse_arguments, usage_from
+from toolrun.providers.base import EventSink, Provider, ProviderConfig, ProviderOverrides, StreamAssembler, WireItem, WireTool
+from toolrun.providers.openai_family import (
+    bearer_headers,
+    chat_conversation_item,
+    function_tool,
+    function_tool_names,
+    normalise_stop_reason,
+    parse_arguments,
+    token_usage,
+)
 from toolrun.providers.streaming import emit, ndjson_json, stream_lines
 from toolrun.providers.transport import WireRequest
 from toolrun.secrets import redact
@@ -72,7 +81,7 @@ def build_request_body(request: ModelRequest, *, stream: bool) -> dict[str, Any]
     settings = request.settings
     body: dict[str, Any] = {"model": request.model, "messages": ollama_messages(request), "stream": stream}
     if request.tools and settings.tool_choice != "none":
-        body["tools"] = openai_tools(request.tools)
+        body["tools"] = [function_tool(definition).definition for definition in request.tools]
     options: dict[str, Any] = {}
     if settings.temperature is not None:
         options["temperature"] = settings.temperature
@@ -99,18 +108,20 @@ def _calls_of(wire_message: Mapping[str, Any]) -> list[ToolCall]:
     return calls
 
 
-def _check_error(body: Any) -> None:
+def raise_for_error(body: Any) -> None:
+    """Raise ``ProviderError`` for a body (or a stream line) that carries an ``error``."""
     if isinstance(body, dict) and body.get("error"):
         raise ProviderError(redact(f"Ollama answered with an error: {body['error']}"))
 
 
-def _usage(body: Mapping[str, Any]) -> Usage:
-    return usage_from(body, "prompt_eval_count", "eval_count")
+def parse_usage(body: Mapping[str, Any]) -> Usage:
+    """Tokens of one request: Ollama counts them in the final body itself."""
+    return token_usage(body, "prompt_eval_count", "eval_count")
 
 
 def parse_response(body: dict[str, Any]) -> ModelResponse:
     """A whole (``stream: false``) /api/chat body -> the neutral answer."""
-    _check_error(body)
+    raise_for_error(body)
     wire_message = body.get("message") or {}
     parts: list[TextPart | ToolCall] = []
     if wire_message.get("content"):
@@ -118,7 +129,7 @@ def parse_response(body: dict[str, Any]) -> ModelResponse:
     parts.extend(_calls_of(wire_message))
     message = Message("assistant", list(parts))
     raw = body.get("done_reason")
-    return ModelResponse(message, normalise_stop(raw, bool(message.tool_calls)), _usage(body), raw, body.get("model"))
+    return ModelResponse(message, normalise_stop_reason(raw, bool(message.tool_calls)), parse_usage(body), raw, body.get("model"))
 
 
 @dataclass
@@ -129,28 +140,30 @@ class OllamaStreamAssembler:
     calls: list[ToolCall] = field(default_factory=list)
     last: dict[str, Any] | None = None
 
-    def feed(self, chunk: dict[str, Any]) -> list[StreamEvent]:
-        _check_error(chunk)
+    def feed(self, event: dict[str, Any], name: str | None = None) -> list[StreamEvent]:
+        """Take one NDJSON line's object (NDJSON has no event names)."""
+        chunk = event
+        raise_for_error(chunk)
         wire_message = chunk.get("message") or {}
         events: list[StreamEvent] = []
         if wire_message.get("content"):
             self.text.append(wire_message["content"])
             events.append(TextDelta(wire_message["content"]))
-        for call in _calls_of(wire_message):
-            events.append(ToolCallStarted(call.name, len(self.calls)))
-            self.calls.append(call)
+        self.calls.extend(_calls_of(wire_message))
         if chunk.get("done"):
             self.last = chunk
         return events
 
-    def result(self) -> ModelResponse:
+    def finish(self) -> ModelResponse:
+        """The assembled answer; ``ProviderError`` when the stream stopped before its ``done`` line."""
         if self.last is None:
             raise ProviderError("Ollama's stream ended before its final (done) line: the answer is incomplete")
         parts: list[TextPart | ToolCall] = [TextPart("".join(self.text))] if self.text else []
         parts.extend(self.calls)
         message = Message("assistant", list(parts))
         raw = self.last.get("done_reason")
-        return ModelResponse(message, normalise_stop(raw, bool(self.calls)), _usage(self.last), raw, self.last.get("model"))
+        return ModelResponse(message, normalise_stop_reason(raw, bool(self.calls)), parse_usage(self.last), raw,
+                             self.last.get("model"))
 
 
 # ---------------------------------------------------------------- transport
@@ -170,6 +183,23 @@ class OllamaProvider(Provider):
     base_url_env = ("OLLAMA_HOST",)
     api_key_env = ("OLLAMA_API_KEY",)  # only for a gateway in front of Ollama
     requires_api_key = False
+    credential_headers = frozenset({"authorization"})  # a gateway's Bearer key
+    conversation_key = "messages"
+
+    @classmethod
+    def tool_definition(cls, definition: ToolDefinition, *, strict: bool = False) -> WireTool:
+        return function_tool(definition)  # Ollama has no strict mode
+
+    @classmethod
+    def tool_names(cls, entry: Any) -> list[str] | None:
+        return function_tool_names(entry)
+
+    @classmethod
+    def conversation_item(cls, item: dict[str, Any]) -> WireItem | None:
+        found = chat_conversation_item(item)
+        if found is not None and found.kind == "tool_result" and item.get("tool_name"):
+            return dataclasses.replace(found, name=item["tool_name"])  # a result names its tool here
+        return found
 
     @classmethod
     def resolve_config(
@@ -180,18 +210,15 @@ class OllamaProvider(Provider):
         return config
 
     def headers(self) -> dict[str, str]:
-        headers = {"Content-Type": "application/json"}
-        if self.config.api_key:
-            headers["Authorization"] = f"Bearer {self.config.api_key}"
-        return {**headers, **self.config.headers}
+        return bearer_headers(self.config)
 
     async def complete(self, request: ModelRequest, *, stream: bool, on_event: EventSink | None = None) -> ModelResponse:
         wire = WireRequest("POST", normalise_host(self.config.base_url) + "/api/chat", self.headers(),
                            build_request_body(request, stream=stream), stream=stream)
         if not stream:
             return parse_response((await self.transport.send(wire)).body)
-        assembler = OllamaStreamAssembler()
+        assembler: StreamAssembler = OllamaStreamAssembler()
         async with stream_lines(self.transport, wire) as lines:
             async for chunk in ndjson_json(lines, "Ollama"):
                 emit(assembler.feed(chunk), on_event)
-        return assembler.result()
+        return assembler.finish()

@@ -2,8 +2,8 @@
 
 Mapping (pure functions over dicts): ``build_request_body``, ``parse_response`` and
 ``ChatStreamAssembler`` (fed one parsed SSE chunk at a time). Transport: the thin
-``OpenAIChatProvider.complete``. The helpers ``parse_arguments``, ``tool_choice_value`` and
-``openai_tools`` are shared with the Ollama adapter, whose format is the same there.
+``OpenAIChatProvider.complete``. What it shares with the Responses and Ollama adapters
+comes from ``openai_family``.
 
 Quirks of compatible servers handled here (see docs/providers.md): ``arguments`` sent as an
 object instead of a string; a missing or empty call ``id`` (kept as ``id=""`` — the runner
@@ -19,87 +19,36 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolrun.catalog.export import tool_definition_for
 from toolrun.errors import ProviderError
 from toolrun.messages import (
     Message,
     ModelRequest,
     ModelResponse,
-    StopReason,
     StreamEvent,
     TextDelta,
     TextPart,
     ToolCall,
-    ToolCallStarted,
     ToolDefinition,
     Usage,
 )
-from toolrun.providers.base import EventSink, Provider
+from toolrun.providers.base import EventSink, Provider, StreamAssembler, WireItem, WireTool
+from toolrun.providers.openai_family import (
+    CREDENTIAL_HEADERS,
+    OFFICIAL_BASE_URL,
+    bearer_headers,
+    chat_conversation_item,
+    function_tool,
+    function_tool_names,
+    normalise_stop_reason,
+    parse_arguments,
+    token_usage,
+    tool_choice_value,
+)
 from toolrun.providers.streaming import NotAnEventStream, emit, sse_json, stream_lines
 from toolrun.providers.transport import WireRequest
 from toolrun.secrets import redact
 
 PROVIDER = "openai"
-OFFICIAL_BASE_URL = "https://api.openai.com/v1"
-
-FINISH_REASONS: dict[str, StopReason] = {
-    "stop": "stop",
-    "length": "length",
-    "tool_calls": "tool_calls",
-    "function_call": "tool_calls",
-    "content_filter": "content_filter",
-    "error": "error",
-}
-
-
-# ---------------------------------------------------------------- shared mapping helpers
-
-
-def parse_arguments(value: Any) -> tuple[dict[str, Any] | None, str]:
-    """A call's ``arguments`` as sent -> (parsed object or None, raw JSON text).
-
-    A string is parsed (None when it is not a JSON object; the runner turns that into an
-    error result the model can fix); an object (a compatible-server quirk) is used as is
-    and re-serialised; nothing or an empty string means a call without arguments.
-    """
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return {}, "{}"
-    if isinstance(value, dict):
-        return value, json.dumps(value, ensure_ascii=False)
-    if not isinstance(value, str):
-        return None, json.dumps(value, ensure_ascii=False)
-    try:
-        parsed = json.loads(value)
-    except ValueError:
-        return None, value
-    return (parsed if isinstance(parsed, dict) else None), value
-
-
-def openai_tools(definitions: list[ToolDefinition]) -> list[dict[str, Any]]:
-    """The ``tools`` array of a Chat Completions (and Ollama) request."""
-    return [tool_definition(definition, "openai") for definition in definitions]
-
-
-def tool_definition(definition: ToolDefinition, format: str) -> dict[str, Any]:
-    """One tool in ``format`` ("openai" or "openai-responses"); the catalog exporter owns the shapes."""
-    return tool_definition_for(definition, format)
-
-
-def tool_choice_value(choice: str, *, flat: bool = False) -> str | dict[str, Any]:
-    """"auto" | "none" | "required" as is; any other string names the one tool to call.
-
-    ``flat`` is the Responses shape ``{type, name}``; Chat nests it under ``function``.
-    """
-    if choice in ("auto", "none", "required"):
-        return choice
-    return {"type": "function", "name": choice} if flat else {"type": "function", "function": {"name": choice}}
-
-
-def usage_from(body: Any, input_key: str = "prompt_tokens", output_key: str = "completion_tokens") -> Usage:
-    """Token counts of one request (zeros when the server sent none)."""
-    if not isinstance(body, dict):
-        return Usage(0, 0, 1)
-    return Usage(int(body.get(input_key) or 0), int(body.get(output_key) or 0), 1)
 
 
 def text_of(content: Any) -> str:
@@ -111,12 +60,9 @@ def text_of(content: Any) -> str:
     return ""
 
 
-def normalise_stop(raw: str | None, has_tool_calls: bool) -> StopReason:
-    """The provider's finish reason -> toolrun's; calls win over a plain "stop" (some servers)."""
-    reason = FINISH_REASONS.get(raw or "", "stop")
-    if has_tool_calls and reason == "stop":
-        return "tool_calls"
-    return reason
+def parse_usage(usage: Any) -> Usage:
+    """Tokens of one request (zeros when the server sent none)."""
+    return token_usage(usage, "prompt_tokens", "completion_tokens")
 
 
 # ---------------------------------------------------------------- request
@@ -165,7 +111,7 @@ def build_request_body(
     settings = request.settings
     body: dict[str, Any] = {"model": request.model, "messages": chat_messages(request)}
     if request.tools:
-        body["tools"] = openai_tools(request.tools)
+        body["tools"] = [function_tool(definition).definition for definition in request.tools]
         if settings.tool_choice != "auto":  # "auto" is the default; old servers choke on the key
             body["tool_choice"] = tool_choice_value(settings.tool_choice)
         if not settings.parallel_tool_calls:
@@ -184,17 +130,19 @@ def build_request_body(
 # ---------------------------------------------------------------- response
 
 
-def _error_in(body: Any) -> str | None:
-    if isinstance(body, dict) and body.get("error"):
-        error = body["error"]
-        return str(error.get("message") or error) if isinstance(error, dict) else str(error)
-    return None
+def raise_for_error(body: Any, *, mid_stream: bool = False) -> None:
+    """Raise ``ProviderError`` for a body (or a stream chunk) that carries an ``error``."""
+    if not (isinstance(body, dict) and body.get("error")):
+        return
+    error = body["error"]
+    message = str(error.get("message") or error) if isinstance(error, dict) else str(error)
+    where = "reported an error mid-stream" if mid_stream else "answered with an error"
+    raise ProviderError(redact(f"the provider {where}: {message}"))
 
 
 def parse_response(body: dict[str, Any]) -> ModelResponse:
     """A whole ``chat.completion`` body -> the neutral answer."""
-    if (error := _error_in(body)) is not None:
-        raise ProviderError(redact(f"the provider answered with an error: {error}"))
+    raise_for_error(body)
     choices = body.get("choices") or []
     if not choices:
         raise ProviderError("the provider's answer has no choices")
@@ -213,8 +161,8 @@ def parse_response(body: dict[str, Any]) -> ModelResponse:
     message = Message("assistant", list(parts), _provider_data(wire_message.get("reasoning_content"), has_calls))
     return ModelResponse(
         message=message,
-        stop_reason=normalise_stop(raw_reason, bool(message.tool_calls)),
-        usage=usage_from(body.get("usage")),
+        stop_reason=normalise_stop_reason(raw_reason, bool(message.tool_calls)),
+        usage=parse_usage(body.get("usage")),
         raw_stop_reason=raw_reason,
         model=body.get("model"),
     )
@@ -236,8 +184,8 @@ class _PartialCall:
 class ChatStreamAssembler:
     """Builds one answer from ``chat.completion.chunk`` objects, in arrival order.
 
-    ``feed`` returns the events to show (text deltas, a call starting); ``result`` gives
-    the assembled ``ModelResponse`` once the stream has ended.
+    A ``StreamAssembler``: ``feed`` returns the text deltas to show; ``finish`` gives the
+    assembled ``ModelResponse`` once the stream has ended.
     """
 
     text: list[str] = field(default_factory=list)
@@ -248,12 +196,13 @@ class ChatStreamAssembler:
     usage: Usage | None = None
     model: str | None = None
 
-    def feed(self, chunk: dict[str, Any]) -> list[StreamEvent]:
-        if (error := _error_in(chunk)) is not None:
-            raise ProviderError(redact(f"the provider reported an error mid-stream: {error}"))
+    def feed(self, event: dict[str, Any], name: str | None = None) -> list[StreamEvent]:
+        """Take one ``chat.completion.chunk`` (the SSE event name plays no part)."""
+        chunk = event
+        raise_for_error(chunk, mid_stream=True)
         self.model = chunk.get("model") or self.model
         if chunk.get("usage"):
-            self.usage = usage_from(chunk["usage"])
+            self.usage = parse_usage(chunk["usage"])
         events: list[StreamEvent] = []
         for choice in chunk.get("choices") or []:
             if choice.get("index", 0) != 0:
@@ -265,12 +214,12 @@ class ChatStreamAssembler:
             if isinstance(delta.get("reasoning_content"), str):
                 self.reasoning.append(delta["reasoning_content"])
             for fragment in delta.get("tool_calls") or []:
-                events.extend(self._add_fragment(fragment))
+                self._add_fragment(fragment)
             if choice.get("finish_reason"):
                 self.finish_reason = choice["finish_reason"]
         return events
 
-    def _add_fragment(self, fragment: dict[str, Any]) -> list[StreamEvent]:
+    def _add_fragment(self, fragment: dict[str, Any]) -> None:
         function = fragment.get("function") or {}
         provider_id = fragment.get("id") or None
         index = fragment.get("index")
@@ -279,7 +228,6 @@ class ChatStreamAssembler:
             position = None  # index stuck at 0 but a new id: a new call (lmdeploy, SGLang)
         if position is None and index is None and self.calls and not provider_id and not function.get("name"):
             position = len(self.calls) - 1  # no index at all: a continuation of the last call
-        events: list[StreamEvent] = []
         if position is None:
             self.calls.append(_PartialCall(provider_id))
             position = len(self.calls) - 1
@@ -290,15 +238,13 @@ class ChatStreamAssembler:
             call.provider_id = provider_id
         if function.get("name") and not call.name:
             call.name = function["name"]
-            events.append(ToolCallStarted(call.name, position))
         arguments = function.get("arguments")
         if isinstance(arguments, dict):
             call.arguments = arguments  # the object quirk: a whole value, not a fragment
         elif isinstance(arguments, str) and not isinstance(call.arguments, dict):
             call.arguments += arguments
-        return events
 
-    def result(self) -> ModelResponse:
+    def finish(self) -> ModelResponse:
         """The assembled answer; ``ProviderError`` when the stream stopped before a finish_reason."""
         if self.finish_reason is None:  # a cut stream would otherwise pass for a whole answer
             raise ProviderError("the stream ended before its finish_reason: the answer is incomplete", retryable=True)
@@ -311,7 +257,7 @@ class ChatStreamAssembler:
         message = Message("assistant", list(parts), _provider_data("".join(self.reasoning), bool(self.calls)))
         return ModelResponse(
             message=message,
-            stop_reason=normalise_stop(self.finish_reason, bool(message.tool_calls)),
+            stop_reason=normalise_stop_reason(self.finish_reason, bool(message.tool_calls)),
             usage=self.usage or Usage(0, 0, 1),
             raw_stop_reason=self.finish_reason,
             model=self.model,
@@ -328,13 +274,24 @@ class OpenAIChatProvider(Provider):
     default_base_url = OFFICIAL_BASE_URL
     base_url_env = ("OPENAI_BASE_URL",)
     api_key_env = ("OPENAI_API_KEY",)
+    credential_headers = CREDENTIAL_HEADERS
+    conversation_key = "messages"
     path = "/chat/completions"
 
+    @classmethod
+    def tool_definition(cls, definition: ToolDefinition, *, strict: bool = False) -> WireTool:
+        return function_tool(definition, strict=strict)
+
+    @classmethod
+    def tool_names(cls, entry: Any) -> list[str] | None:
+        return function_tool_names(entry)
+
+    @classmethod
+    def conversation_item(cls, item: dict[str, Any]) -> WireItem | None:
+        return chat_conversation_item(item)
+
     def headers(self) -> dict[str, str]:
-        headers = {"Content-Type": "application/json"}
-        if self.config.api_key:
-            headers["Authorization"] = f"Bearer {self.config.api_key}"
-        return {**headers, **self.config.headers}
+        return bearer_headers(self.config)
 
     def max_tokens_field(self) -> str:
         # OpenAI itself wants the new name; compatible servers mostly know only the old one.
@@ -348,17 +305,17 @@ class OpenAIChatProvider(Provider):
         wire = self.wire_request(body, stream=stream)
         if not stream:
             return parse_response((await self.transport.send(wire)).body)
-        assembler = ChatStreamAssembler()
+        assembler: StreamAssembler = ChatStreamAssembler()
         try:
             async with stream_lines(self.transport, wire) as lines:
-                async for _event, chunk in sse_json(lines):
-                    emit(assembler.feed(chunk), on_event)
+                async for name, chunk in sse_json(lines):
+                    emit(assembler.feed(chunk, name), on_event)
         except NotAnEventStream as exc:
             whole = _whole_body(exc.text)
             if whole is None:
                 raise
             return parse_response(whole)  # a server that ignored "stream": one plain JSON body
-        return assembler.result()
+        return assembler.finish()
 
 
 def _whole_body(text: str) -> dict[str, Any] | None:

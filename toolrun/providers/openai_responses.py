@@ -11,8 +11,9 @@ only accepts reasoning items that carry ``encrypted_content`` (ask for it with
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from toolrun.errors import ProviderError
 from toolrun.messages import (
@@ -26,17 +27,21 @@ from toolrun.messages import (
     TextDelta,
     TextPart,
     ToolCall,
-    ToolCallStarted,
+    ToolDefinition,
+    Usage,
 )
-from toolrun.providers.base import EventSink
-from toolrun.providers.openai_chat import (
-    OpenAIChatProvider,
+from toolrun.providers.base import EventSink, Provider, StreamAssembler, WireItem, WireTool
+from toolrun.providers.openai_family import (
+    CREDENTIAL_HEADERS,
+    OFFICIAL_BASE_URL,
+    bearer_headers,
     parse_arguments,
+    strict_parameters,
+    token_usage,
     tool_choice_value,
-    tool_definition,
-    usage_from,
 )
 from toolrun.providers.streaming import emit, sse_json, stream_lines
+from toolrun.providers.transport import WireRequest
 from toolrun.secrets import redact
 
 PROVIDER = "openai-responses"
@@ -44,6 +49,18 @@ INCOMPLETE_REASONS: dict[str, StopReason] = {"max_output_tokens": "length", "con
 
 
 # ---------------------------------------------------------------- request
+
+
+def tool_definition(definition: ToolDefinition, *, strict: bool = False) -> WireTool:
+    """A tool as a Responses ``tools`` entry: the flat ``{type, name, description, parameters, strict}``."""
+    changes: list[str] = []
+    if strict:
+        schema, is_strict = strict_parameters(definition.parameters, changes)
+    else:
+        schema, is_strict = copy.deepcopy(definition.parameters), False
+    # Responses treats a missing `strict` as true, so it is always written out.
+    return WireTool({"type": "function", "name": definition.name, "description": definition.description,
+                     "parameters": schema, "strict": is_strict}, changes)
 
 
 def _assistant_items(message: Message) -> list[dict[str, Any]]:
@@ -87,7 +104,7 @@ def build_request_body(request: ModelRequest, *, stream: bool) -> dict[str, Any]
     if request.system:
         body["instructions"] = request.system
     if request.tools:
-        body["tools"] = [tool_definition(definition, PROVIDER) for definition in request.tools]
+        body["tools"] = [tool_definition(definition).definition for definition in request.tools]
         if settings.tool_choice != "auto":
             body["tool_choice"] = tool_choice_value(settings.tool_choice, flat=True)
         if not settings.parallel_tool_calls:
@@ -141,16 +158,25 @@ def _stop_reason(response: dict[str, Any], has_calls: bool, refused: bool) -> tu
     return ("content_filter" if refused else "stop"), status
 
 
-def parse_response(body: dict[str, Any]) -> ModelResponse:
-    """A whole ``response`` object -> the neutral answer."""
+def parse_usage(usage: Any) -> Usage:
+    """Tokens of one request (zeros when the server sent none)."""
+    return token_usage(usage, "input_tokens", "output_tokens")
+
+
+def raise_for_error(body: dict[str, Any]) -> None:
+    """Raise ``ProviderError`` for an ``error`` body; a failed response says why in ``_stop_reason``."""
     if body.get("error") and body.get("status") != "failed":
         error = body["error"]
         raise ProviderError(redact(f"the provider answered with an error: {error.get('message') if isinstance(error, dict) else error}"))
+
+
+def parse_response(body: dict[str, Any]) -> ModelResponse:
+    """A whole ``response`` object -> the neutral answer."""
+    raise_for_error(body)
     parts, refused = _parts_of(body.get("output") or [])
     message = Message("assistant", parts)
     stop_reason, raw = _stop_reason(body, bool(message.tool_calls), refused)
-    usage = usage_from(body.get("usage"), "input_tokens", "output_tokens")
-    return ModelResponse(message, stop_reason, usage, raw_stop_reason=raw, model=body.get("model"))
+    return ModelResponse(message, stop_reason, parse_usage(body.get("usage")), raw_stop_reason=raw, model=body.get("model"))
 
 
 @dataclass
@@ -161,10 +187,11 @@ class ResponsesStreamAssembler:
     texts: dict[str, list[str]] = field(default_factory=dict)  # message item id -> text deltas
     index_of: dict[str, int] = field(default_factory=dict)  # item id -> output_index
     final: dict[str, Any] | None = None
-    calls_started: int = 0
 
-    def feed(self, event: str | None, data: dict[str, Any]) -> list[StreamEvent]:
-        kind = data.get("type") or event
+    def feed(self, event: dict[str, Any], name: str | None = None) -> list[StreamEvent]:
+        """Take one event; its ``type`` says what it is, else its SSE event ``name``."""
+        data = event
+        kind = data.get("type") or name
         if kind == "error":
             raise ProviderError(redact(f"the provider reported an error mid-stream: {data.get('message') or data}"))
         if kind in ("response.completed", "response.incomplete", "response.failed"):
@@ -173,7 +200,8 @@ class ResponsesStreamAssembler:
                 _stop_reason(self.final, False, False)  # raises with the provider's message
             return []
         if kind == "response.output_item.added":
-            return self._added(data.get("output_index", len(self.items)), dict(data.get("item") or {}))
+            self._added(data.get("output_index", len(self.items)), dict(data.get("item") or {}))
+            return []
         if kind == "response.output_item.done" and data.get("item"):
             item = data["item"]
             index = self.index_of.get(item.get("id") or "", data.get("output_index", len(self.items)))
@@ -191,14 +219,10 @@ class ResponsesStreamAssembler:
             item["arguments"] = data.get("arguments", item.get("arguments"))
         return []
 
-    def _added(self, output_index: int, item: dict[str, Any]) -> list[StreamEvent]:
+    def _added(self, output_index: int, item: dict[str, Any]) -> None:
         self.items[output_index] = item
         if item.get("id"):
             self.index_of[item["id"]] = output_index
-        if item.get("type") != "function_call":
-            return []
-        self.calls_started += 1
-        return [ToolCallStarted(item.get("name") or "", self.calls_started - 1)]
 
     def _item(self, data: dict[str, Any]) -> dict[str, Any] | None:
         index = self.index_of.get(data.get("item_id") or "", data.get("output_index"))
@@ -212,7 +236,8 @@ class ResponsesStreamAssembler:
             output.append(item)
         return output
 
-    def result(self) -> ModelResponse:
+    def finish(self) -> ModelResponse:
+        """The assembled answer; ``ProviderError`` when the stream stopped before its end event."""
         if self.final is None:
             raise ProviderError("the stream ended before response.completed: the answer is incomplete")
         output = self._assembled_output() or self.final.get("output") or []
@@ -222,18 +247,39 @@ class ResponsesStreamAssembler:
 # ---------------------------------------------------------------- transport
 
 
-class OpenAIResponsesProvider(OpenAIChatProvider):
+class OpenAIResponsesProvider(Provider):
     """``openai-responses:MODEL`` — same endpoint variables and key as ``openai``."""
 
-    name = "openai-responses"
-    path = "/responses"
+    name: ClassVar[str] = PROVIDER
+    default_base_url: ClassVar[str] = OFFICIAL_BASE_URL
+    base_url_env: ClassVar[tuple[str, ...]] = ("OPENAI_BASE_URL",)
+    api_key_env: ClassVar[tuple[str, ...]] = ("OPENAI_API_KEY",)
+    credential_headers: ClassVar[frozenset[str]] = CREDENTIAL_HEADERS
+    conversation_key: ClassVar[str | None] = "input"
+
+    @classmethod
+    def tool_definition(cls, definition: ToolDefinition, *, strict: bool = False) -> WireTool:
+        return tool_definition(definition, strict=strict)
+
+    @classmethod
+    def tool_names(cls, entry: Any) -> list[str] | None:
+        return [str(entry["name"])] if isinstance(entry, dict) and "name" in entry else None
+
+    @classmethod
+    def conversation_item(cls, item: dict[str, Any]) -> WireItem | None:
+        if item.get("type") == "function_call_output":
+            return WireItem("tool_result", item.get("call_id"))
+        if item.get("type") == "function_call":
+            return WireItem("tool_call", item.get("call_id"), item.get("name"))
+        return None
 
     async def complete(self, request: ModelRequest, *, stream: bool, on_event: EventSink | None = None) -> ModelResponse:
-        wire = self.wire_request(build_request_body(request, stream=stream), stream=stream)
+        wire = WireRequest("POST", self.config.base_url + "/responses", bearer_headers(self.config),
+                           build_request_body(request, stream=stream), stream=stream)
         if not stream:
             return parse_response((await self.transport.send(wire)).body)
-        assembler = ResponsesStreamAssembler()
+        assembler: StreamAssembler = ResponsesStreamAssembler()
         async with stream_lines(self.transport, wire) as lines:
-            async for event, data in sse_json(lines):
-                emit(assembler.feed(event, data), on_event)
-        return assembler.result()
+            async for name, data in sse_json(lines):
+                emit(assembler.feed(data, name), on_event)
+        return assembler.finish()

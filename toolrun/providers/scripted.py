@@ -31,8 +31,8 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Union
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from typing import Any
 
 from toolrun.errors import ProviderError
 from toolrun.messages import (
@@ -43,16 +43,15 @@ from toolrun.messages import (
     TextDelta,
     TextPart,
     ToolCall,
-    ToolCallStarted,
     Usage,
 )
 from toolrun.providers.base import EventSink, Provider, ProviderConfig
 from toolrun.providers.transport import Transport, WireRequest, WireResponse
 
 ModelFunction = Callable[[ModelRequest], ModelResponse | str]
-ScriptItem = Union[ModelResponse, str, BaseException, ModelFunction]
+ScriptItem = ModelResponse | str | BaseException | ModelFunction
 # (name, arguments) or (name, arguments, provider id); arguments as a dict or a raw JSON string
-CallSpec = Union[tuple[str, Any], tuple[str, Any, str | None]]
+CallSpec = tuple[str, Any] | tuple[str, Any, str | None]
 
 
 class ScriptExhausted(ProviderError):
@@ -63,6 +62,9 @@ class _OfflineTransport(Transport):
     """A transport that refuses to send: the scripted model never touches a network."""
 
     async def send(self, request: WireRequest) -> WireResponse:
+        raise ProviderError("ScriptedModel is offline: it never sends HTTP requests")
+
+    def stream(self, request: WireRequest) -> AsyncIterator[str]:
         raise ProviderError("ScriptedModel is offline: it never sends HTTP requests")
 
 
@@ -107,7 +109,7 @@ class ScriptedModel(Provider):
         parts: list[Any] = [TextPart(text)] if text else []
         for spec in calls:
             name, arguments = spec[0], spec[1]
-            provider_id = spec[2] if len(spec) > 2 else None  # type: ignore[misc]
+            provider_id = spec[2] if len(spec) > 2 else None
             parts.append(tool_call(name, arguments, provider_id))
         return ModelResponse(Message("assistant", parts), stop_reason, usage or Usage(requests=1))
 
@@ -117,7 +119,7 @@ class ScriptedModel(Provider):
         return len(self.script)
 
     async def complete(self, request: ModelRequest, *, stream: bool, on_event: EventSink | None = None) -> ModelResponse:
-        """Answer ``request`` from the script; streams text and call starts when asked to."""
+        """Answer ``request`` from the script; streams its text word by word when asked to."""
         self.requests.append(copy.deepcopy(request))  # the runner keeps appending to its history
         response = self._next_answer(request)
         if stream and on_event is not None:
@@ -161,17 +163,10 @@ def tool_call(name: str, arguments: Any, provider_id: str | None = None) -> Tool
 
 
 def _emit_events(response: ModelResponse, on_event: EventSink) -> None:
-    index = 0
     for part in response.message.parts:
         if isinstance(part, TextPart):
             for piece in re.findall(r"\S+\s*|\s+", part.text):  # word by word, like a real stream
                 on_event(TextDelta(piece))
-        elif isinstance(part, ToolCall):
-            on_event(ToolCallStarted(part.name, index))
-            index += 1
 
 
-text_response = ScriptedModel.text
-calls_response = ScriptedModel.calls
-
-__all__ = ["ScriptedModel", "ScriptExhausted", "calls_response", "text_response", "tool_call"]
+__all__ = ["ScriptedModel", "ScriptExhausted", "tool_call"]

@@ -27,6 +27,8 @@ _HTML_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL
 
 @dataclass
 class WireRequest:
+    """One JSON request to a provider, as the adapter built it (``stream``: read the answer as lines)."""
+
     method: str
     url: str
     headers: dict[str, str]
@@ -36,12 +38,11 @@ class WireRequest:
 
 @dataclass
 class WireResponse:
-    """A whole response (``body``) or a streamed one (``lines``, already read)."""
+    """A whole response: its status, headers and parsed JSON body."""
 
     status: int
     headers: dict[str, str] = field(default_factory=dict)
     body: Any = None
-    lines: list[str] | None = None
 
 
 class Transport(ABC):
@@ -49,11 +50,9 @@ class Transport(ABC):
     async def send(self, request: WireRequest) -> WireResponse:
         """Send a JSON request; raise ``ProviderError`` for an error status after retries."""
 
-    async def stream(self, request: WireRequest) -> AsyncIterator[str]:
-        """Lines of a streamed response as they arrive. Default: read all, then yield."""
-        response = await self.send(request)
-        for line in response.lines or []:
-            yield line
+    @abstractmethod
+    def stream(self, request: WireRequest) -> AsyncIterator[str]:
+        """Lines of a streamed response as they arrive (an async generator)."""
 
     async def aclose(self) -> None:
         return None

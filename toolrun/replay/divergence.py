@@ -1,17 +1,23 @@
 """Where a replayed run departs from its recording, said in plain words.
 
 ``compare_requests`` compares a request body a replay is about to send with the one that
-was recorded for the same exchange, in any of the five wire formats (OpenAI Chat and
-Responses, Anthropic, Gemini, Ollama): a different tool set, a different tool definition,
+was recorded for the same exchange: a different tool set, a different tool definition,
 each conversation item that differs — named as "tool result for call_… (tool)" or
-"arguments of call_… (tool)" when it is one — and any other request field.
+"arguments of call_… (tool)" when it is one — and any other request field. What a body's
+tools, conversation and items are is the adapters' knowledge: the adapter that made the
+recording is asked (every adapter, when it is not known).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from toolrun.providers.base import Provider, WireItem
+from toolrun.replay.adapters import every_provider
+from toolrun.text import excerpt
 
 
 @dataclass
@@ -33,30 +39,79 @@ class Divergence:
                 "recorded": self.recorded, "now": self.now, "message": self.message}
 
 
-# Where each wire format keeps the conversation in its request body.
-_CONVERSATION_KEYS = ("messages", "input", "contents")
 # Keys whose difference is the replay's own doing or irrelevant to the conversation.
 _IGNORED_KEYS = frozenset({"stream", "stream_options"})
 
 
-def compare_requests(exchange: int, recorded: Any, now: Any) -> list[Divergence]:
+class WireReading:
+    """A request body read the way its adapters say: tool names, conversation key, calls and results.
+
+    With several adapters (the recording does not say whose it is) an entry is read by the
+    first that knows it, and an item by the one that can also name its tool.
+    """
+
+    def __init__(self, providers: Sequence[type[Provider]]):
+        self.providers = tuple(providers)
+        self.conversation_keys = tuple(dict.fromkeys(p.conversation_key for p in self.providers if p.conversation_key))
+        self._call_names: dict[int, dict[Any, str | None]] = {}  # id(conversation) -> its call names
+
+    def tool_names(self, tools: Any) -> list[str]:
+        """Names of the tools a request offers."""
+        names: list[str] = []
+        for entry in tools if isinstance(tools, list) else []:
+            found = next((read for p in self.providers if (read := p.tool_names(entry)) is not None), None)
+            names.extend(found or [])
+        return names
+
+    def item(self, node: Any) -> WireItem | None:
+        """What ``node`` is when it is a tool call or a tool result."""
+        if not isinstance(node, dict):
+            return None
+        found = [read for p in self.providers if (read := p.conversation_item(node)) is not None]
+        return next((read for read in found if read.name), found[0] if found else None)
+
+    def call_names(self, conversation: list[Any]) -> dict[Any, str | None]:
+        """Call id -> tool name, from every tool call in the conversation (read once per conversation)."""
+        if id(conversation) in self._call_names:
+            return self._call_names[id(conversation)]
+        names = self._call_names[id(conversation)] = {}
+
+        def visit(node: Any) -> None:
+            if isinstance(node, dict):
+                found = self.item(node)
+                if found is not None and found.kind == "tool_call" and found.call_id:
+                    names[found.call_id] = found.name
+                for value in node.values():
+                    visit(value)
+            elif isinstance(node, list):
+                for value in node:
+                    visit(value)
+
+        visit(conversation)
+        return names
+
+
+def compare_requests(exchange: int, recorded: Any, now: Any,
+                     providers: Sequence[type[Provider]] | None = None) -> list[Divergence]:
     """Differences between a recorded request body and the one a replayed run sends.
 
     The tool set (names, else the first differing definition); each message or item of the
     conversation that differs (its first differing path, named in plain words when it is a
-    tool result or a call's arguments); each other request field that differs.
+    tool result or a call's arguments); each other request field that differs. ``providers``:
+    the adapters whose wire format the bodies are in (default: every registered one).
     """
     if not isinstance(recorded, dict) or not isinstance(now, dict):
         if recorded != now:
             return [Divergence(exchange, "request", "$", recorded, now, "the request body differs")]
         return []
+    reading = WireReading(every_provider() if providers is None else providers)
     findings: list[Divergence] = []
-    findings.extend(_compare_tools(exchange, recorded.get("tools"), now.get("tools")))
-    for key in _CONVERSATION_KEYS:
+    findings.extend(_compare_tools(exchange, recorded.get("tools"), now.get("tools"), reading))
+    for key in reading.conversation_keys:
         if key in recorded or key in now:
-            findings.extend(_compare_conversation(exchange, key, recorded.get(key), now.get(key)))
+            findings.extend(_compare_conversation(exchange, key, recorded.get(key), now.get(key), reading))
     for key in sorted(set(recorded) | set(now)):
-        if key in _CONVERSATION_KEYS or key in _IGNORED_KEYS or key == "tools":
+        if key in reading.conversation_keys or key in _IGNORED_KEYS or key == "tools":
             continue
         difference = first_difference(recorded.get(key, _MISSING), now.get(key, _MISSING), key)
         if difference is not None:
@@ -99,23 +154,13 @@ def first_difference(recorded: Any, now: Any, path: str = "$") -> tuple[str, Any
     return None
 
 
-def tool_names(tools: Any) -> list[str]:
-    """Names of the tools a request offers, in any of the five wire formats."""
-    names: list[str] = []
-    for tool in tools if isinstance(tools, list) else []:
-        if not isinstance(tool, dict):
-            continue
-        if isinstance(tool.get("function"), dict):  # OpenAI Chat, Ollama
-            names.append(str(tool["function"].get("name")))
-        elif isinstance(tool.get("functionDeclarations"), list):  # Gemini
-            names.extend(str(d.get("name")) for d in tool["functionDeclarations"] if isinstance(d, dict))
-        elif "name" in tool:  # Anthropic, Responses
-            names.append(str(tool["name"]))
-    return names
+def tool_names(tools: Any, providers: Sequence[type[Provider]] | None = None) -> list[str]:
+    """Names of the tools a request offers, read by ``providers`` (default: every registered adapter)."""
+    return WireReading(every_provider() if providers is None else providers).tool_names(tools)
 
 
-def _compare_tools(exchange: int, recorded: Any, now: Any) -> list[Divergence]:
-    old_names, new_names = tool_names(recorded), tool_names(now)
+def _compare_tools(exchange: int, recorded: Any, now: Any, reading: WireReading) -> list[Divergence]:
+    old_names, new_names = reading.tool_names(recorded), reading.tool_names(now)
     if sorted(old_names) != sorted(new_names):
         missing = [n for n in old_names if n not in new_names]
         added = [n for n in new_names if n not in old_names]
@@ -131,39 +176,40 @@ def _compare_tools(exchange: int, recorded: Any, now: Any) -> list[Divergence]:
     if difference is None:
         return []
     path, old, new = difference
-    name = _tool_at(now if isinstance(now, list) else [], path)
+    name = _tool_at(now if isinstance(now, list) else [], path, reading)
     return [Divergence(exchange, "tool_definition", path, _plain(old), _plain(new),
                        f"the definition of tool {name} differs at {path}: recorded {_show(old)}, now {_show(new)}")]
 
 
-def _tool_at(tools: list[Any], path: str) -> str:
+def _tool_at(tools: list[Any], path: str, reading: WireReading) -> str:
     """The name of the tool a ``tools[i]...`` path points into."""
     try:
         index = int(path.split("[", 1)[1].split("]", 1)[0])
-        names = tool_names([tools[index]])
+        names = reading.tool_names([tools[index]])
         return names[0] if names else f"#{index + 1}"
     except (IndexError, ValueError):
         return "?"
 
 
-def _compare_conversation(exchange: int, key: str, recorded: Any, now: Any) -> list[Divergence]:
+def _compare_conversation(exchange: int, key: str, recorded: Any, now: Any, reading: WireReading) -> list[Divergence]:
     """One finding per differing item of the conversation, at its first differing path."""
     if not isinstance(recorded, list) or not isinstance(now, list):
         difference = first_difference(recorded, now, key)
-        return [] if difference is None else [_conversation_finding(exchange, difference, [], [])]
+        return [] if difference is None else [_conversation_finding(exchange, difference, [], [], reading)]
     findings = []
     for index in range(max(len(recorded), len(now))):
         old = recorded[index] if index < len(recorded) else _MISSING
         new = now[index] if index < len(now) else _MISSING
         difference = first_difference(old, new, f"{key}[{index}]")
         if difference is not None:
-            findings.append(_conversation_finding(exchange, difference, recorded, now))
+            findings.append(_conversation_finding(exchange, difference, recorded, now, reading))
     return findings
 
 
-def _conversation_finding(exchange: int, difference: tuple[str, Any, Any], recorded: list[Any], now: list[Any]) -> Divergence:
+def _conversation_finding(exchange: int, difference: tuple[str, Any, Any], recorded: list[Any], now: list[Any],
+                          reading: WireReading) -> Divergence:
     path, old, new = difference
-    described = _describe_in_conversation(path, recorded, now)
+    described = _describe_in_conversation(path, recorded, now, reading)
     if described is None:
         kind, message = "conversation", f"the conversation differs at {path}: recorded {_show(old)}, now {_show(new)}"
     else:
@@ -182,8 +228,9 @@ def _path_steps(path: str) -> list[str | int]:
     return steps
 
 
-def _describe_in_conversation(path: str, recorded: list[Any], now: list[Any]) -> tuple[str, str] | None:
-    """Name the tool result or call that ``path`` falls in, in whichever wire format it is."""
+def _describe_in_conversation(path: str, recorded: list[Any], now: list[Any],
+                              reading: WireReading) -> tuple[str, str] | None:
+    """Name the tool result or call that ``path`` falls in, as the adapters read it."""
     steps = _path_steps(path)[1:]
     for conversation in (now, recorded):
         node: Any = conversation
@@ -195,63 +242,13 @@ def _describe_in_conversation(path: str, recorded: list[Any], now: list[Any]) ->
                 break
             chain.append(node)
         for item in reversed(chain):  # innermost object that is a call or a result wins
-            found = _describe_item(item, conversation)
+            found = reading.item(item)
             if found is not None:
-                return found
+                name = found.name or reading.call_names(conversation).get(found.call_id)
+                if found.kind == "tool_result":
+                    return "tool_result", _result_words(found.call_id, name)
+                return "arguments", _arguments_words(found.call_id, name)
     return None
-
-
-def _describe_item(item: Any, conversation: list[Any]) -> tuple[str, str] | None:
-    if not isinstance(item, dict):
-        return None
-    names = _call_names(conversation)
-    # OpenAI Chat: {"role": "tool", "tool_call_id", "content"}; Ollama: {"role": "tool", "tool_name"}
-    if item.get("role") == "tool":
-        call_id = item.get("tool_call_id")
-        name = item.get("tool_name") or names.get(call_id)
-        return "tool_result", _result_words(call_id, name)
-    item_type = item.get("type")
-    if item_type == "tool_result":  # Anthropic
-        call_id = item.get("tool_use_id")
-        return "tool_result", _result_words(call_id, names.get(call_id))
-    if item_type == "function_call_output":  # Responses
-        call_id = item.get("call_id")
-        return "tool_result", _result_words(call_id, names.get(call_id))
-    if isinstance(item.get("functionResponse"), dict):  # Gemini
-        response = item["functionResponse"]
-        return "tool_result", _result_words(response.get("id"), response.get("name"))
-    if isinstance(item.get("function"), dict) and "arguments" in item["function"]:  # OpenAI Chat, Ollama
-        return "arguments", _arguments_words(item.get("id"), item["function"].get("name"))
-    if item_type == "tool_use":  # Anthropic
-        return "arguments", _arguments_words(item.get("id"), item.get("name"))
-    if item_type == "function_call":  # Responses
-        return "arguments", _arguments_words(item.get("call_id"), item.get("name"))
-    if isinstance(item.get("functionCall"), dict):  # Gemini
-        call = item["functionCall"]
-        return "arguments", _arguments_words(call.get("id"), call.get("name"))
-    return None
-
-
-def _call_names(conversation: list[Any]) -> dict[Any, str]:
-    """Call id -> tool name, from every tool call in the conversation."""
-    names: dict[Any, str] = {}
-
-    def visit(node: Any) -> None:
-        if isinstance(node, dict):
-            if isinstance(node.get("function"), dict) and node.get("id"):
-                names[node["id"]] = node["function"].get("name")
-            elif node.get("type") == "tool_use" and node.get("id"):
-                names[node["id"]] = node.get("name")
-            elif node.get("type") == "function_call" and node.get("call_id"):
-                names[node["call_id"]] = node.get("name")
-            for value in node.values():
-                visit(value)
-        elif isinstance(node, list):
-            for value in node:
-                visit(value)
-
-    visit(conversation)
-    return names
 
 
 def _result_words(call_id: Any, name: Any) -> str:
@@ -264,11 +261,8 @@ def _arguments_words(call_id: Any, name: Any) -> str:
     return f"arguments{label}" + (f" ({name})" if name else "")
 
 
-def _show(value: Any, limit: int = 120) -> str:
+def _show(value: Any) -> str:
     """A short quoted rendering of a value for a one-line finding."""
     if value is _MISSING:
         return "(absent)"
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    if len(text) > limit:
-        text = text[: limit - 1] + "…"
-    return f"'{text}'"
+    return f"'{excerpt(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False), 119)}'"

@@ -25,24 +25,35 @@ import tempfile
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from toolrun.errors import Problem, ProviderError, UserError
 from toolrun.providers.transport import Transport, WireRequest, WireResponse
-from toolrun.replay.divergence import Divergence, compare_requests, first_difference, tool_names
+from toolrun.replay.adapters import every_provider, providers_for
+from toolrun.replay.divergence import Divergence, compare_requests
 from toolrun.secrets import REDACTED, redact
 
 CASSETTE_VERSION = 1
 
-# Headers that carry credentials or name the account: never in a cassette, whatever they hold.
-CREDENTIAL_HEADERS = frozenset({
-    "authorization", "proxy-authorization", "x-api-key", "api-key", "x-goog-api-key", "cookie", "set-cookie",
-    "openai-organization", "openai-project", "anthropic-organization-id",
-})
-# Query parameters that carry credentials (Gemini accepts ``?key=``).
-CREDENTIAL_QUERY_KEYS = frozenset({"key", "api_key", "api-key", "access_token"})
+# Headers HTTP itself uses for credentials; each adapter names its own (``credential_headers``).
+HTTP_CREDENTIAL_HEADERS = frozenset({"proxy-authorization", "cookie", "set-cookie"})
+# The usual query parameters for credentials; each adapter names its own (``credential_query_keys``).
+COMMON_CREDENTIAL_QUERY_KEYS = frozenset({"api_key", "api-key", "access_token"})
+
+
+@cache
+def credential_headers() -> frozenset[str]:
+    """Headers never written to a cassette, whatever they hold: every adapter's, and HTTP's own."""
+    return HTTP_CREDENTIAL_HEADERS.union(*(provider.credential_headers for provider in every_provider()))
+
+
+@cache
+def credential_query_keys() -> frozenset[str]:
+    """Query parameters whose value is never written to a cassette."""
+    return COMMON_CREDENTIAL_QUERY_KEYS.union(*(provider.credential_query_keys for provider in every_provider()))
 
 
 # --------------------------------------------------------------------------- cassette
@@ -142,14 +153,16 @@ def cassette_beside(recipe_path: Path) -> Path:
 
 def redact_headers(headers: dict[str, str]) -> dict[str, str]:
     """Headers fit for a cassette: credential headers dropped, other values redacted."""
-    return {name: redact(value) for name, value in headers.items() if name.lower() not in CREDENTIAL_HEADERS}
+    dropped = credential_headers()
+    return {name: redact(value) for name, value in headers.items() if name.lower() not in dropped}
 
 
 def redact_url(url: str) -> str:
     """The URL with credential query parameters replaced by ``***`` and secrets redacted."""
     parts = urlsplit(url)
     if parts.query:
-        pairs = [(k, REDACTED if k.lower() in CREDENTIAL_QUERY_KEYS else v) for k, v in parse_qsl(parts.query, keep_blank_values=True)]
+        secret_keys = credential_query_keys()
+        pairs = [(k, REDACTED if k.lower() in secret_keys else v) for k, v in parse_qsl(parts.query, keep_blank_values=True)]
         parts = parts._replace(query=urlencode(pairs, safe="*"))
     return redact(urlunsplit(parts))
 
@@ -236,12 +249,14 @@ class ReplayExhausted(ProviderError):
 class ReplayTransport(Transport):
     """Plays a cassette back: exchange *i* answers request *i*; no network, ever.
 
-    Each request body is compared with the recorded one and every difference found is
-    kept in ``divergences`` (and passed to ``on_divergence`` as it is found).
+    Each request body is compared with the recorded one, read by the adapter that made the
+    recording, and every difference found is kept in ``divergences`` (and passed to
+    ``on_divergence`` as it is found).
     """
 
     def __init__(self, cassette: Cassette, *, on_divergence: Callable[[Divergence], None] | None = None):
         self.cassette = cassette
+        self._providers = providers_for(cassette.model)
         self.divergences: list[Divergence] = []
         self.served = 0
         self._on_divergence = on_divergence
@@ -257,7 +272,8 @@ class ReplayTransport(Transport):
             )
         exchange = self.cassette.exchanges[self.served]
         self.served += 1
-        for divergence in compare_requests(self.served, exchange.request.get("body"), redact(request.body)):
+        for divergence in compare_requests(self.served, exchange.request.get("body"), redact(request.body),
+                                           self._providers):
             # Each request re-sends the history: a difference already reported is not news.
             key = (divergence.kind, divergence.path, _dumps(divergence.recorded), _dumps(divergence.now))
             if key in self._reported:
@@ -302,6 +318,5 @@ def _dumps(value: Any) -> str:
 
 __all__ = [
     "Cassette", "Divergence", "Exchange", "RecordingTransport", "ReplayExhausted", "ReplayTransport",
-    "cassette_beside", "compare_requests", "first_difference", "load_cassette", "redact_headers",
-    "redact_url", "save_cassette", "tool_names",
+    "cassette_beside", "credential_headers", "load_cassette", "redact_headers", "redact_url", "save_cassette",
 ]
