@@ -26,6 +26,20 @@ def loopback() -> Iterator:
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def team_mcp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    """One `toolrun mcp --http --auth` on a free loopback port serving tools.d (tests/mcp_helpers.py);
+    started on first use (the SDK's import makes each start cost seconds), stopped at the end."""
+    from tests.mcp_helpers import ROOT, TEAM_TOKENS, TeamServer, http_server, team_auth_file
+
+    folder = tmp_path_factory.mktemp("team-mcp")
+    audit = folder / "audit.jsonl"
+    env = {"ONCALL_TOKEN": TEAM_TOKENS["oncall-bot"], "UPSTREAM_TOKEN": TEAM_TOKENS["upstream"]}
+    with http_server("--tools-dir", str(ROOT / "tools.d"), "--auth", str(team_auth_file(folder)),
+                     "--audit", str(audit), env=env) as server:
+        yield TeamServer(server, audit)
+
+
 @pytest.fixture
 def fixtures_dir() -> Path:
     """tests/fixtures: recorded provider traffic and official specs (see its README.md)."""

@@ -93,3 +93,71 @@ def http_server(*args: str, env: dict[str, str] | None = None, startup_timeout: 
             process.kill()
             process.wait()
         reader.join(5)
+
+
+# ---------------------------------------------------------------- sessions shared by a module's tests
+
+
+@contextmanager
+def blocking_portal() -> Iterator[Any]:
+    """An event loop in a thread: MCP sessions opened in it outlive one test and serve the next."""
+    from anyio.from_thread import start_blocking_portal
+
+    with start_blocking_portal() as portal:
+        yield portal
+
+
+@contextmanager
+def open_sessions(portal: Any, clients: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Enter every client at once (their servers start in parallel); close them all at exit."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    managers = {key: portal.wrap_async_context_manager(client) for key, client in clients.items()}
+    entered: dict[str, Any] = {}
+    with ThreadPoolExecutor(len(managers)) as pool:
+        futures = {key: pool.submit(manager.__enter__) for key, manager in managers.items()}
+        failures = []
+        for key, future in futures.items():
+            try:
+                entered[key] = future.result()
+            except Exception as exc:  # noqa: BLE001 - raised below, after the others are closed
+                failures.append(exc)
+    try:
+        if failures:
+            raise failures[0]
+        yield entered
+    finally:
+        with ThreadPoolExecutor(len(managers)) as pool:
+            list(pool.map(lambda key: managers[key].__exit__(None, None, None), list(entered)))
+
+
+TEAM_TOKENS = {"oncall-bot": "oncall-7d1e0b5a9c3f", "admin": "admin-52aa90e1c7d4", "upstream": "upstream-3c9e51aa"}
+
+
+@dataclass
+class TeamServer:
+    """A ``toolrun mcp --http --auth`` serving tools.d to three clients, shared by the session's tests."""
+
+    server: HttpServer
+    audit: Path
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def audit_entries(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.audit.read_text(encoding="utf-8").splitlines()]
+
+
+def team_auth_file(folder: Path) -> Path:
+    import hashlib
+
+    path = folder / "clients.yaml"
+    admin_digest = hashlib.sha256(TEAM_TOKENS["admin"].encode()).hexdigest()
+    path.write_text(
+        "clients:\n"
+        "  - name: oncall-bot\n    token: \"${env:ONCALL_TOKEN}\"\n    tools: [\"get_*\"]\n"
+        f"  - name: admin\n    token_sha256: {admin_digest}\n"
+        "  - name: upstream\n    token: \"${env:UPSTREAM_TOKEN}\"\n    tools: [\"get_flower_*\", \"get_disk_*\"]\n",
+        encoding="utf-8")
+    return path

@@ -1,19 +1,21 @@
 """``toolrun mcp`` driven by the official MCP client, over stdio and streamable HTTP, in both protocol eras.
 
-Every listed Tool and every CallToolResult is checked against the protocol's JSON Schema
-(2025-11-25 and 2026-07-28, tests/fixtures/specs/). Servers are real processes; each stops
-at the end of its test (stdio: the client closes stdin; HTTP: terminated by the fixture).
+Every listed Tool and CallToolResult is checked against the protocol's JSON Schema
+(2025-11-25 and 2026-07-28, tests/fixtures/specs/). Servers are real processes. Starting
+one costs seconds (the SDK's import), so the module's sessions are opened once, all at
+once, in an event loop of their own (``portal``) and closed at the end; the HTTP server
+is the session's ``team_mcp_server`` (tests/conftest.py).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,16 @@ from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
 import toolrun
-from tests.mcp_helpers import ROOT, assert_valid, http_server, server_env, toolrun_mcp_argv, wire
+from tests.mcp_helpers import (
+    ROOT,
+    TEAM_TOKENS,
+    assert_valid,
+    blocking_portal,
+    open_sessions,
+    server_env,
+    toolrun_mcp_argv,
+    wire,
+)
 
 TOOLS_D = ROOT / "tools.d"
 EXAMPLE_CALLS: dict[str, dict[str, Any]] = {
@@ -35,12 +46,13 @@ EXAMPLE_CALLS: dict[str, dict[str, Any]] = {
     "get_service_status": {"service": "checkout"},  # OPS_API_URL is unset: an error result, the same both ways
     "list_recent_deployments": {"service": "checkout"},
 }
-MODES = ["legacy", "auto"]  # the initialize handshake of 2025-11-25; "auto" discovers 2026-07-28 and its per-request envelope
+MODES = ["legacy", "auto"]  # the initialize handshake of 2025-11-25; "auto" discovers 2026-07-28's per-request envelope
+RESTART = {"service": "checkout", "environment": "staging", "reason": "stuck after the config push"}
 
 
-def stdio(tools_dir: Path, *args: str, env: dict[str, str] | None = None) -> StdioServerParameters:
+def stdio(tools_dir: Path, *args: str) -> StdioServerParameters:
     argv = toolrun_mcp_argv("--tools-dir", str(tools_dir), *args)
-    return StdioServerParameters(command=argv[0], args=argv[1:], env=server_env(env), cwd=str(ROOT))
+    return StdioServerParameters(command=argv[0], args=argv[1:], env=server_env(), cwd=str(ROOT))
 
 
 def write(folder: Path, name: str, text: str) -> Path:
@@ -64,153 +76,219 @@ ECHO_TOOL = """
     backend:
       python: echo.py:echo
 """
+SLEEPER_TOOL = """
+    name: sleep_long
+    description: >-
+      Sleeps for half a minute in a shell process and then says so. Use it only to test
+      cancellation of long calls; do not use it for anything else, it does nothing useful.
+    parameters: {{type: object, properties: {{}}, additionalProperties: false}}
+    timeout: 60s
+    annotations: {{read_only: true}}
+    backend:
+      shell:
+        shell: true
+        command: echo $$ > {pid_file}; exec sleep 30
+"""
+
+
+def echo_tools(folder: Path) -> Path:
+    write(folder, "echo.py", """
+        def echo(text):
+            return {"text": text, "length": len(text)}
+    """)
+    write(folder, "echo.yaml", ECHO_TOOL.format(name="echo"))
+    return folder
+
+
+class Responder:
+    """The client's user answering elicitation: ``answer`` True/False approves/denies, None declines the form."""
+
+    def __init__(self) -> None:
+        self.answer: bool | None = None
+        self.asked: list[str] = []
+
+    async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        self.asked.append(params.message)
+        if self.answer is None:
+            return types.ElicitResult(action="decline")
+        return types.ElicitResult(action="accept", content={"approve": self.answer})
+
+
+@pytest.fixture(scope="module")
+def portal() -> Iterator[Any]:
+    with blocking_portal() as portal:
+        yield portal
+
+
+@pytest.fixture(scope="module")
+def user() -> Responder:
+    return Responder()
+
+
+@pytest.fixture(scope="module")
+def echo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = echo_tools(tmp_path_factory.mktemp("echo"))
+    write(folder, "sleeper.yaml", SLEEPER_TOOL.format(pid_file=folder / "sleeper.pid"))
+    return folder
+
+
+class EchoEvents:
+    """What the echo directory's 2025-11-25 client heard: list changes and log messages."""
+
+    def __init__(self) -> None:
+        self.changed: anyio.Event | None = None
+        self.logged: list[str] = []
+
+    async def on_message(self, message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification) and self.changed is not None:
+            self.changed.set()
+
+    async def on_log(self, params: types.LoggingMessageNotificationParams) -> None:
+        self.logged.append(str(params.data))
+
+
+@pytest.fixture(scope="module")
+def echo_events() -> EchoEvents:
+    return EchoEvents()
+
+
+@pytest.fixture(scope="module")
+def sessions(portal: Any, user: Responder, echo_dir: Path, echo_events: EchoEvents) -> Iterator[dict[str, Client]]:
+    clients = {
+        "legacy": Client(stdio(TOOLS_D), mode="legacy", elicitation_callback=user),
+        "auto": Client(stdio(TOOLS_D), mode="auto", elicitation_callback=user),
+        "no-elicitation": Client(stdio(TOOLS_D), mode="legacy"),
+        "yes": Client(stdio(TOOLS_D, "--yes", "--tools", "get_*", "--tools", "restart_*"), mode="auto"),
+        "echo": Client(stdio(echo_dir), mode="legacy", message_handler=echo_events.on_message,
+                       logging_callback=echo_events.on_log),
+        "echo-auto": Client(stdio(echo_dir), mode="auto"),
+    }
+    with open_sessions(portal, clients) as opened:
+        yield opened
 
 
 @pytest.fixture
-def echo_dir(tmp_path: Path) -> Path:
-    write(tmp_path, "echo.py", """
-        import os, time
-        def echo(text):
-            return {"text": text, "length": len(text)}
-        def slow(seconds, pid_file):
-            with open(pid_file, "w") as f:
-                f.write(str(os.getpid()))
-            time.sleep(seconds)
-            return "done"
-    """)
-    write(tmp_path, "echo.yaml", ECHO_TOOL.format(name="echo"))
-    return tmp_path
-
-
-def run(coroutine_function: Any, *args: Any) -> Any:
-    return anyio.run(coroutine_function, *args)
+def asked(user: Responder) -> Iterator[Responder]:
+    user.asked.clear()
+    yield user
+    user.answer = None
 
 
 # ---------------------------------------------------------------- stdio
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_stdio_lists_the_catalog_and_calls_each_example_tool_like_toolrun_call(mode: str) -> None:
+def test_stdio_lists_the_catalog_and_calls_each_example_tool_like_toolrun_call(mode: str, portal: Any,
+                                                                               sessions: dict[str, Client]) -> None:
     catalog = toolrun.load_catalog(TOOLS_D)
+    client = sessions[mode]
 
-    async def session() -> None:
-        async with Client(stdio(TOOLS_D), mode=mode) as client:
-            assert client.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
-            assert client.server_capabilities.tools is not None
-            listed = await client.list_tools()
-            assert_valid("ListToolsResult", wire(listed))
-            assert [tool.name for tool in listed.tools] == [tool.name for tool in catalog]
-            for tool in listed.tools:
-                assert_valid("Tool", wire(tool))
-            flowers = wire(next(t for t in listed.tools if t.name == "get_flower_inventory"))
-            assert flowers["title"] == "Flower stock by city"
-            assert flowers["annotations"] == {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True,
-                                              "openWorldHint": False, "title": "Flower stock by city"}
-            assert flowers["inputSchema"] == catalog.tools["get_flower_inventory"].parameters
-            for name, arguments in EXAMPLE_CALLS.items():
-                result = await client.call_tool(name, arguments)
-                assert_valid("CallToolResult", wire(result))
-                expected = await toolrun.acall(catalog, name, arguments)
-                assert result.is_error is expected.is_error, name
-                assert [block.text for block in result.content] == [expected.result], name
-
-    run(session)
-
-
-@pytest.mark.parametrize("mode", MODES)
-def test_bad_arguments_and_failures_are_error_results_and_unknown_tools_a_protocol_error(mode: str) -> None:
-    async def session() -> None:
-        async with Client(stdio(TOOLS_D), mode=mode) as client:
-            bad = await client.call_tool("get_flower_inventory", {"city": "Paris"})
-            assert_valid("CallToolResult", wire(bad))
-            assert bad.is_error is True
-            assert bad.content[0].text == ('invalid arguments for get_flower_inventory: at $.city: '
-                                           'expected one of ["北京", "上海", "深圳"], got "Paris"')
-            not_an_object = await client.call_tool("get_disk_usage", {"path": 7})
-            assert not_an_object.is_error and "at $.path: expected string, got 7" in not_an_object.content[0].text
-            failing = await client.call_tool("get_service_status", {"service": "checkout"})
-            assert failing.is_error and "OPS_API_URL" in failing.content[0].text
-            with pytest.raises(MCPError) as unknown:
-                await client.call_tool("get_flower_inventroy", {"city": "北京"})
-            assert unknown.value.code == types.INVALID_PARAMS
-            assert "get_flower_inventroy" in str(unknown.value)
-            still_serving = await client.call_tool("get_flower_inventory", {"city": "上海"})
-            assert still_serving.is_error is False
-
-    run(session)
-
-
-@pytest.mark.parametrize("mode", MODES)
-def test_a_json_object_result_is_also_structured_content(mode: str, echo_dir: Path) -> None:
-    async def session() -> None:
-        async with Client(stdio(echo_dir), mode=mode) as client:
-            result = await client.call_tool("echo", {"text": "北京"})
+    async def check() -> None:
+        assert client.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
+        assert client.server_capabilities.tools is not None and client.server_capabilities.tools.list_changed
+        listed = await client.list_tools()
+        assert_valid("ListToolsResult", wire(listed))
+        assert [tool.name for tool in listed.tools] == [tool.name for tool in catalog]
+        for tool in listed.tools:
+            assert_valid("Tool", wire(tool))
+        flowers = wire(next(t for t in listed.tools if t.name == "get_flower_inventory"))
+        assert flowers["title"] == "Flower stock by city"
+        assert flowers["annotations"] == {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True,
+                                          "openWorldHint": False, "title": "Flower stock by city"}
+        assert flowers["inputSchema"] == catalog.tools["get_flower_inventory"].parameters
+        assert flowers["description"] == catalog.tools["get_flower_inventory"].description
+        for name, arguments in EXAMPLE_CALLS.items():
+            result = await client.call_tool(name, arguments)
             assert_valid("CallToolResult", wire(result))
-            assert result.structured_content == {"text": "北京", "length": 2}
-            assert json.loads(result.content[0].text) == {"text": "北京", "length": 2}
+            expected = await toolrun.acall(catalog, name, arguments)
+            assert result.is_error is expected.is_error, name
+            assert [block.text for block in result.content] == [expected.result], name
 
-    run(session)
+    portal.call(check)
 
 
-def test_tools_selects_by_glob() -> None:
-    async def session() -> None:
-        async with Client(stdio(TOOLS_D, "--tools", "get_*", "--tools", "list_recent_*"), mode="legacy") as client:
-            names = [tool.name for tool in (await client.list_tools()).tools]
-            assert names == ["get_disk_usage", "get_flower_inventory", "get_service_status", "list_recent_deployments"]
-            with pytest.raises(MCPError):
-                await client.call_tool("restart_service", {})
+@pytest.mark.parametrize("mode", MODES)
+def test_bad_arguments_and_failures_are_error_results_and_unknown_tools_a_protocol_error(
+        mode: str, portal: Any, sessions: dict[str, Client]) -> None:
+    client = sessions[mode]
 
-    run(session)
+    async def check() -> None:
+        bad = await client.call_tool("get_flower_inventory", {"city": "Paris"})
+        assert_valid("CallToolResult", wire(bad))
+        assert bad.is_error is True
+        assert bad.content[0].text == ('invalid arguments for get_flower_inventory: at $.city: '
+                                       'expected one of ["北京", "上海", "深圳"], got "Paris"')
+        mistyped = await client.call_tool("get_disk_usage", {"path": 7})
+        assert mistyped.is_error and "at $.path: expected string, got 7" in mistyped.content[0].text
+        failing = await client.call_tool("get_service_status", {"service": "checkout"})
+        assert failing.is_error and "OPS_API_URL" in failing.content[0].text
+        with pytest.raises(MCPError) as unknown:
+            await client.call_tool("get_flower_inventroy", {"city": "北京"})
+        assert unknown.value.code == types.INVALID_PARAMS and "get_flower_inventroy" in str(unknown.value)
+        assert (await client.call_tool("get_flower_inventory", {"city": "上海"})).is_error is False
+
+    portal.call(check)
+
+
+def test_a_json_object_result_is_also_structured_content(portal: Any, sessions: dict[str, Client]) -> None:
+    async def check() -> None:
+        result = await sessions["echo"].call_tool("echo", {"text": "北京"})
+        assert_valid("CallToolResult", wire(result))
+        assert result.structured_content == {"text": "北京", "length": 2}
+        assert json.loads(result.content[0].text) == {"text": "北京", "length": 2}
+
+    portal.call(check)
+
+
+def test_tools_selects_by_glob_and_yes_approves_without_asking(portal: Any, sessions: dict[str, Client]) -> None:
+    client = sessions["yes"]
+
+    async def check() -> None:
+        names = [tool.name for tool in (await client.list_tools()).tools]
+        assert names == ["get_disk_usage", "get_flower_inventory", "get_service_status", "restart_service"]
+        with pytest.raises(MCPError):
+            await client.call_tool("list_recent_deployments", {"service": "checkout"})
+        allowed = await client.call_tool("restart_service", RESTART)
+        assert allowed.is_error and "OPS_API_URL" in allowed.content[0].text  # it ran; the API is not configured here
+
+    portal.call(check)
 
 
 # ---------------------------------------------------------------- approval
 
-RESTART = {"service": "checkout", "environment": "staging", "reason": "stuck after the config push"}
-
-
-def answering(approve: bool | None, asked: list[str]) -> Any:
-    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        asked.append(params.message)
-        if approve is None:
-            return types.ElicitResult(action="decline")
-        return types.ElicitResult(action="accept", content={"approve": approve})
-
-    return elicit
-
 
 @pytest.mark.parametrize("mode", MODES)
-def test_a_tool_that_needs_approval_asks_the_clients_user(mode: str) -> None:
-    async def session() -> None:
-        asked: list[str] = []
-        async with Client(stdio(TOOLS_D), mode=mode, elicitation_callback=answering(False, asked)) as client:
-            denied = await client.call_tool("restart_service", RESTART)
-            assert denied.is_error and denied.content[0].text == "the user denied this call"
-            assert len(asked) == 1 and "restart_service" in asked[0] and '"environment": "staging"' in asked[0]
-            invalid = await client.call_tool("restart_service", {"service": "checkout"})
-            assert invalid.is_error and "missing required property" in invalid.content[0].text
-            assert len(asked) == 1, "a call with invalid arguments must not ask anyone"
-        async with Client(stdio(TOOLS_D), mode=mode, elicitation_callback=answering(True, asked)) as client:
-            approved = await client.call_tool("restart_service", RESTART)
-            assert_valid("CallToolResult", wire(approved))
-            # It ran: the ops API is not configured here, which the backend reports.
-            assert approved.is_error and "OPS_API_URL" in approved.content[0].text
-            assert len(asked) == 2
+def test_a_tool_that_needs_approval_asks_the_clients_user(mode: str, portal: Any, sessions: dict[str, Client],
+                                                          asked: Responder) -> None:
+    client = sessions[mode]
 
-    run(session)
+    async def check() -> None:
+        asked.answer = False
+        denied = await client.call_tool("restart_service", RESTART)
+        assert_valid("CallToolResult", wire(denied))
+        assert denied.is_error and denied.content[0].text == "the user denied this call"
+        assert len(asked.asked) == 1 and "restart_service" in asked.asked[0] and '"environment": "staging"' in asked.asked[0]
+        invalid = await client.call_tool("restart_service", {"service": "checkout"})
+        assert invalid.is_error and "missing required property" in invalid.content[0].text
+        assert len(asked.asked) == 1, "a call with invalid arguments must not ask anyone"
+        asked.answer = None
+        declined = await client.call_tool("restart_service", RESTART)
+        assert declined.content[0].text == "the user denied this call"
+        asked.answer = True
+        approved = await client.call_tool("restart_service", RESTART)
+        assert approved.is_error and "OPS_API_URL" in approved.content[0].text  # it ran: the API is not configured here
+        assert len(asked.asked) == 3
+
+    portal.call(check)
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_without_elicitation_approval_is_refused_with_the_way_out_and_yes_allows_it(mode: str) -> None:
-    async def session() -> None:
-        async with Client(stdio(TOOLS_D), mode=mode) as client:
-            refused = await client.call_tool("restart_service", RESTART)
-            assert refused.is_error and "--yes" in refused.content[0].text
-            assert "elicitation" in refused.content[0].text
-        async with Client(stdio(TOOLS_D, "--yes"), mode=mode) as client:
-            allowed = await client.call_tool("restart_service", RESTART)
-            assert allowed.is_error and "OPS_API_URL" in allowed.content[0].text
+def test_without_elicitation_approval_is_refused_with_the_way_out(portal: Any, sessions: dict[str, Client]) -> None:
+    async def check() -> None:
+        refused = await sessions["no-elicitation"].call_tool("restart_service", RESTART)
+        assert_valid("CallToolResult", wire(refused))
+        assert refused.is_error and "--yes" in refused.content[0].text and "elicitation" in refused.content[0].text
 
-    run(session)
+    portal.call(check)
 
 
 # ---------------------------------------------------------------- progress and cancellation
@@ -221,102 +299,72 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    # A zombie has exited; only its parent has not collected it yet.
-    stat = Path(f"/proc/{pid}/stat")
+    stat = Path(f"/proc/{pid}/stat")  # a zombie has exited; only its parent has not collected it yet
     return not (stat.exists() and stat.read_text().split(") ", 1)[1].startswith("Z"))
 
 
-def test_a_long_call_reports_progress_and_cancelling_it_kills_its_process(tmp_path: Path) -> None:
-    pid_file = tmp_path / "sleeper.pid"
-    write(tmp_path, "sleeper.yaml", f"""
-        name: sleep_long
-        description: >-
-          Sleeps for half a minute in a shell process and then says so. Use it only to test
-          cancellation of long calls; do not use it for anything else, it does nothing useful.
-        parameters: {{type: object, properties: {{}}, additionalProperties: false}}
-        timeout: 60s
-        annotations: {{read_only: true}}
-        backend:
-          shell:
-            shell: true
-            command: echo $$ > {pid_file}; exec sleep 30
-    """)
+def test_a_long_call_reports_progress_and_cancelling_it_kills_its_process(portal: Any, sessions: dict[str, Client],
+                                                                          echo_dir: Path) -> None:
+    client = sessions["echo"]
 
-    async def session() -> None:
-        progress: list[tuple[float, str | None]] = []
+    async def check() -> None:
+        progress: list[str | None] = []
         first_progress = anyio.Event()
 
         async def on_progress(value: float, total: float | None, message: str | None) -> None:
-            progress.append((value, message))
+            progress.append(message)
             first_progress.set()
 
-        async with Client(stdio(tmp_path), mode="legacy") as client:
-            async with anyio.create_task_group() as tasks:
-                async def call() -> None:
-                    await client.call_tool("sleep_long", {}, progress_callback=on_progress)
+        async with anyio.create_task_group() as tasks:
+            async def call() -> None:
+                await client.call_tool("sleep_long", {}, progress_callback=on_progress)
 
-                tasks.start_soon(call)
-                with anyio.fail_after(10):
-                    await first_progress.wait()
-                tasks.cancel_scope.cancel()  # the client sends notifications/cancelled
-            assert progress and "sleep_long is running" in (progress[0][1] or "")
-            pid = int(pid_file.read_text())
+            tasks.start_soon(call)
             with anyio.fail_after(10):
-                while _alive(pid):
-                    await anyio.sleep(0.05)
-            assert (await client.call_tool("sleep_long", {"unexpected": 1})).is_error  # the session still answers
+                await first_progress.wait()
+            tasks.cancel_scope.cancel()  # the client sends notifications/cancelled
+        assert progress and "sleep_long is running" in (progress[0] or "")
+        pid = int((echo_dir / "sleeper.pid").read_text())
+        with anyio.fail_after(10):
+            while _alive(pid):
+                await anyio.sleep(0.05)
+        assert not (await client.call_tool("echo", {"text": "still here"})).is_error
 
-    run(session)
+    portal.call(check)
 
 
 # ---------------------------------------------------------------- reloading
 
 
-def test_a_file_dropped_in_while_serving_is_listed_and_the_client_notified(echo_dir: Path) -> None:
-    async def session() -> None:
-        changed = anyio.Event()
-        logged: list[str] = []
+def test_a_file_dropped_in_while_serving_is_listed_and_every_client_notified(
+        portal: Any, sessions: dict[str, Client], echo_dir: Path, echo_events: EchoEvents) -> None:
+    legacy, modern = sessions["echo"], sessions["echo-auto"]
 
-        async def on_message(message: Any) -> None:
-            if isinstance(message, types.ToolListChangedNotification):
-                changed.set()
-
-        async def on_log(params: types.LoggingMessageNotificationParams) -> None:
-            logged.append(str(params.data))
-
-        async with Client(stdio(echo_dir), mode="legacy", message_handler=on_message, logging_callback=on_log) as client:
-            assert [t.name for t in (await client.list_tools()).tools] == ["echo"]
+    async def check() -> None:
+        async with modern.listen(tools_list_changed=True) as subscription:
+            assert [t.name for t in (await legacy.list_tools()).tools] == ["echo", "sleep_long"]
+            echo_events.changed = anyio.Event()
             write(echo_dir, "echo2.yaml", ECHO_TOOL.format(name="echo_again"))
             with anyio.fail_after(10):
-                await changed.wait()
-            assert [t.name for t in (await client.list_tools()).tools] == ["echo", "echo_again"]
+                await echo_events.changed.wait()  # the 2025-11-25 client: notifications/tools/list_changed
+                async for _event in subscription:  # the 2026-07-28 client: an event on its listen stream
+                    break
+        for client in (legacy, modern):
+            assert [t.name for t in (await client.list_tools()).tools] == ["echo", "echo_again", "sleep_long"]
             assert not (await client.call_tool("echo_again", {"text": "hi"})).is_error
 
-            changed = anyio.Event()
-            write(echo_dir, "echo2.yaml", "name: echo_again\ndescriptoin: typo\n")
-            with anyio.fail_after(10):
-                await changed.wait()
-            with anyio.fail_after(10):
-                while not any("descriptoin" in line for line in logged):
-                    await anyio.sleep(0.02)
-            assert all("echo2.yaml" in line for line in logged)
-            assert [t.name for t in (await client.list_tools()).tools] == ["echo"]
-            assert not (await client.call_tool("echo", {"text": "still here"})).is_error
+        echo_events.changed = anyio.Event()
+        write(echo_dir, "echo2.yaml", "name: echo_again\ndescriptoin: typo\n")
+        with anyio.fail_after(10):
+            await echo_events.changed.wait()
+            while not any("descriptoin" in line for line in echo_events.logged):
+                await anyio.sleep(0.02)
+        assert all("echo2.yaml" in line for line in echo_events.logged)  # the broken file's problems, as log messages
+        assert [t.name for t in (await legacy.list_tools()).tools] == ["echo", "sleep_long"]
+        assert not (await legacy.call_tool("echo", {"text": "the other tools keep working"})).is_error
+        (echo_dir / "echo2.yaml").unlink()
 
-    run(session)
-
-
-def test_a_2026_client_listening_for_changes_hears_about_a_new_file(echo_dir: Path) -> None:
-    async def session() -> None:
-        async with Client(stdio(echo_dir), mode="auto") as client:
-            async with client.listen(tools_list_changed=True) as subscription:
-                write(echo_dir, "echo2.yaml", ECHO_TOOL.format(name="echo_again"))
-                with anyio.fail_after(10):
-                    async for _event in subscription:
-                        break
-            assert [t.name for t in (await client.list_tools()).tools] == ["echo", "echo_again"]
-
-    run(session)
+    portal.call(check)
 
 
 # ---------------------------------------------------------------- streamable HTTP
@@ -331,88 +379,66 @@ def http_client(url: str, token: str | None = None, **options: Any) -> Client:
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_http_serves_the_same_catalog_and_results(mode: str, tmp_path: Path) -> None:
+def test_http_serves_the_same_catalog_and_results(mode: str, team_mcp_server: Any) -> None:
     catalog = toolrun.load_catalog(TOOLS_D)
-    audit = tmp_path / "audit.jsonl"
-    with http_server("--tools-dir", str(TOOLS_D), "--audit", str(audit)) as server:
-        async def session() -> None:
-            async with http_client(server.url, mode=mode) as client:
-                listed = await client.list_tools()
-                assert [t.name for t in listed.tools] == [t.name for t in catalog]
-                for tool in listed.tools:
-                    assert_valid("Tool", wire(tool))
-                result = await client.call_tool("get_flower_inventory", {"city": "深圳"})
-                assert_valid("CallToolResult", wire(result))
-                expected = await toolrun.acall(catalog, "get_flower_inventory", {"city": "深圳"})
-                assert (result.content[0].text, result.is_error) == (expected.result, False)
-                bad = await client.call_tool("get_flower_inventory", {})
-                assert bad.is_error and "missing required property 'city'" in bad.content[0].text
 
-        run(session)
-    lines = [json.loads(line) for line in audit.read_text(encoding="utf-8").splitlines()]
-    assert [(entry["tool"], entry["is_error"]) for entry in lines] == [
-        ("get_flower_inventory", False), ("get_flower_inventory", True)]
-    assert set(lines[0]) == {"time", "client", "tool", "arguments", "is_error", "duration_ms"}
+    async def check() -> None:
+        async with http_client(team_mcp_server.url, TEAM_TOKENS["admin"], mode=mode) as client:
+            listed = await client.list_tools()
+            assert [t.name for t in listed.tools] == [t.name for t in catalog]
+            for tool in listed.tools:
+                assert_valid("Tool", wire(tool))
+            result = await client.call_tool("get_flower_inventory", {"city": "深圳"})
+            assert_valid("CallToolResult", wire(result))
+            expected = await toolrun.acall(catalog, "get_flower_inventory", {"city": "深圳"})
+            assert (result.content[0].text, result.is_error) == (expected.result, False)
+            bad = await client.call_tool("get_flower_inventory", {"city": f"{mode}-nowhere"})
+            assert_valid("CallToolResult", wire(bad))
+            assert bad.is_error and "at $.city: expected one of" in bad.content[0].text
+
+    anyio.run(check)
+    entries = [e for e in team_mcp_server.audit_entries() if e["arguments"] == {"city": f"{mode}-nowhere"}]
+    assert len(entries) == 1 and set(entries[0]) == {"time", "client", "tool", "arguments", "is_error", "duration_ms"}
+    assert (entries[0]["client"], entries[0]["tool"], entries[0]["is_error"]) == ("admin", "get_flower_inventory", True)
 
 
-def test_http_refuses_a_foreign_browser_origin() -> None:
-    with http_server("--tools-dir", str(TOOLS_D)) as server:
-        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
-        headers = {"Origin": "https://evil.example", "Accept": "application/json, text/event-stream"}
-        response = httpx.post(server.url, json=body, headers=headers, timeout=10)
-        assert response.status_code == 403
+def test_http_admits_only_known_tokens_and_a_client_sees_and_calls_only_its_tools(team_mcp_server: Any) -> None:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    accept = {"Accept": "application/json, text/event-stream"}
+    for headers in ({}, {"Authorization": "Bearer not-a-known-token"}, {"Authorization": TEAM_TOKENS["oncall-bot"]}):
+        response = httpx.post(team_mcp_server.url, json=body, timeout=10, headers={**accept, **headers})
+        assert response.status_code == 401, headers
+        assert response.headers["www-authenticate"].startswith("Bearer")
+    foreign = httpx.post(team_mcp_server.url, json=body, timeout=10,
+                         headers={**accept, "Origin": "https://evil.example",
+                                  "Authorization": f"Bearer {TEAM_TOKENS['admin']}"})
+    assert foreign.status_code == 403
+
+    token = TEAM_TOKENS["oncall-bot"]
+
+    async def check() -> None:
+        async with http_client(team_mcp_server.url, token, mode="legacy") as client:
+            names = [t.name for t in (await client.list_tools()).tools]
+            assert names == ["get_disk_usage", "get_flower_inventory", "get_service_status"]
+            with pytest.raises(MCPError) as hidden:
+                await client.call_tool("list_recent_deployments", {"service": "checkout"})
+            assert hidden.value.code == types.INVALID_PARAMS
+            # A secret in the arguments (here the client's own token) never reaches the audit log.
+            assert (await client.call_tool("get_flower_inventory", {"city": token})).is_error
+
+    anyio.run(check)
+    audit_text = team_mcp_server.audit.read_text(encoding="utf-8")
+    mine = [e for e in team_mcp_server.audit_entries() if e["client"] == "oncall-bot"]
+    assert [(e["tool"], e["arguments"], e["is_error"]) for e in mine] == [("get_flower_inventory", {"city": "***"}, True)]
+    assert all(secret not in audit_text for secret in TEAM_TOKENS.values())
+    assert all(secret not in "\n".join(team_mcp_server.server.stderr) for secret in TEAM_TOKENS.values())
 
 
 def test_http_off_loopback_without_auth_refuses_to_start() -> None:
     completed = subprocess.run(toolrun_mcp_argv("--tools-dir", str(TOOLS_D), "--http", "0.0.0.0:0"), cwd=ROOT,
                                env=server_env(), capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
     assert completed.returncode == 2
-    assert "without --auth" in completed.stderr and "Traceback" not in completed.stderr
-
-
-ONCALL_TOKEN = "oncall-7d1e0b5a9c3f"
-ADMIN_TOKEN = "admin-52aa90e1c7d4"
-
-
-def test_http_with_auth_admits_known_tokens_and_scopes_each_client(tmp_path: Path) -> None:
-    auth = write(tmp_path, "clients.yaml", f"""
-        clients:
-          - name: oncall-bot
-            token: "${{env:ONCALL_TOKEN}}"
-            tools: ["get_*"]
-          - name: admin
-            token_sha256: {hashlib.sha256(ADMIN_TOKEN.encode()).hexdigest()}
-    """)
-    audit = tmp_path / "audit.jsonl"
-    with http_server("--tools-dir", str(TOOLS_D), "--auth", str(auth), "--audit", str(audit),
-                     env={"ONCALL_TOKEN": ONCALL_TOKEN}) as server:
-        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
-        for headers in ({}, {"Authorization": "Bearer not-a-known-token"}, {"Authorization": ONCALL_TOKEN}):
-            response = httpx.post(server.url, json=body, timeout=10,
-                                  headers={"Accept": "application/json, text/event-stream", **headers})
-            assert response.status_code == 401, headers
-
-        async def session() -> None:
-            async with http_client(server.url, ONCALL_TOKEN, mode="legacy") as client:
-                names = [t.name for t in (await client.list_tools()).tools]
-                assert names == ["get_disk_usage", "get_flower_inventory", "get_service_status"]
-                with pytest.raises(MCPError) as hidden:
-                    await client.call_tool("list_recent_deployments", {"service": "checkout"})
-                assert hidden.value.code == types.INVALID_PARAMS
-                # A secret in the arguments (here the client's own token) never reaches the audit log.
-                assert (await client.call_tool("get_flower_inventory", {"city": ONCALL_TOKEN})).is_error
-            async with http_client(server.url, ADMIN_TOKEN, mode="auto") as client:
-                assert len((await client.list_tools()).tools) == 6
-                assert not (await client.call_tool("get_flower_inventory", {"city": "北京"})).is_error
-
-        run(session)
-    audit_text = audit.read_text(encoding="utf-8")
-    entries = [json.loads(line) for line in audit_text.splitlines()]
-    assert [(e["client"], e["tool"], e["is_error"]) for e in entries] == [
-        ("oncall-bot", "get_flower_inventory", True), ("admin", "get_flower_inventory", False)]
-    assert entries[0]["arguments"] == {"city": "***"}
-    assert ONCALL_TOKEN not in audit_text and ADMIN_TOKEN not in audit_text
-    assert ONCALL_TOKEN not in "\n".join(server.stderr)
+    assert "refusing to serve on 0.0.0.0 without --auth" in completed.stderr and "Traceback" not in completed.stderr
 
 
 def test_an_auth_file_with_a_literal_token_is_refused(tmp_path: Path) -> None:
@@ -425,7 +451,7 @@ def test_an_auth_file_with_a_literal_token_is_refused(tmp_path: Path) -> None:
 
 
 def test_the_command_line_does_not_import_the_sdk() -> None:
-    code = "import sys, toolrun.cli; assert 'mcp' not in sys.modules and 'mcp_types' not in sys.modules"
+    code = "import sys, toolrun, toolrun.cli; assert 'mcp' not in sys.modules and 'mcp_types' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=server_env(), check=True, timeout=30)
     started = time.perf_counter()
     version = subprocess.run([sys.executable, "-m", "toolrun.cli", "--version"], cwd=ROOT, env=server_env(),

@@ -14,6 +14,7 @@ BACKENDS: PluginRegistry[type[Backend]] = PluginRegistry(
         "python": "toolrun.backends.python:PythonBackend",
         "shell": "toolrun.backends.shell:ShellBackend",
         "http": "toolrun.backends.http:HttpBackend",
+        "mcp_server": "toolrun.backends.mcp_server:McpServerBackend",
     },
 )
 

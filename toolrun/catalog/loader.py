@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from toolrun.catalog.mcp_toolset import load_mcp_toolset
 from toolrun.catalog.model import Catalog
 from toolrun.catalog.parameter_checks import parameter_problems
 from toolrun.catalog.tool_builder import build_tool
@@ -92,6 +93,8 @@ def load_tool_file(file: Path) -> tuple[list[tuple[str, int | None, Tool | None]
         problems.append(problem)
         broken_paths.add(path[:3] if path[:1] == ("tools",) else path[:1])
 
+    if "mcp_server" in document:
+        return load_mcp_toolset(document, file, broken_paths)
     if "tools" in document or "defaults" in document:
         listed = document.get("tools")
         entries: list[tuple[tuple[Any, ...], Any]] = (

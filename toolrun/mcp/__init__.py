@@ -11,18 +11,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from toolrun.errors import Problem, UserError
+from toolrun.mcp.addresses import is_loopback, parse_address
 
 __all__ = ["parse_address", "serve"]
-
-
-def parse_address(text: str) -> tuple[str, int]:
-    """``"127.0.0.1:8080"`` / ``"[::1]:8080"`` -> (host, port); ``UserError`` otherwise."""
-    host, sep, port_text = text.rpartition(":")
-    host = host.strip()
-    if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:
-        raise UserError(Problem(None, None, f"--http {text!r} is not HOST:PORT",
-                                "write it like --http 127.0.0.1:8765 (port 0 picks a free one)"))
-    return host.strip("[]") if host.startswith("[") else host, int(port_text)
 
 
 def serve(
@@ -43,8 +34,6 @@ def serve(
     """
     address = parse_address(http) if http is not None else None
     if address is not None and auth is None:
-        from toolrun.mcp.http import is_loopback
-
         if not is_loopback(address[0]):
             raise UserError(Problem(None, None, f"refusing to serve on {address[0]} without --auth: "
                                                 "anyone who can reach it could call every tool",

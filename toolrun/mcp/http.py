@@ -8,7 +8,6 @@ in the ASGI scope, where the tool handlers read which tools it may see and call.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import socket
 from collections.abc import Callable
@@ -20,28 +19,10 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from toolrun.mcp.access import AccessList
+from toolrun.mcp.addresses import allowed_origins, is_loopback
 from toolrun.mcp.server import CALLER_SCOPE_KEY, Caller, CatalogServer
 
 MCP_PATH = "/mcp"
-_LOOPBACK_NAMES = {"localhost", "ip6-localhost"}
-
-
-def is_loopback(host: str) -> bool:
-    """True for 127.0.0.0/8, ::1 and localhost: only this machine can connect."""
-    if host.lower() in _LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def allowed_origins(host: str, port: int) -> list[str]:
-    """The browser origins that may call the server: its own address, and this machine's when on loopback."""
-    origins = [f"http://{host}:{port}", f"https://{host}:{port}"]
-    if is_loopback(host):
-        origins += [f"http://{name}:{port}" for name in ("127.0.0.1", "localhost", "[::1]")]
-    return origins
 
 
 class RequestGate:

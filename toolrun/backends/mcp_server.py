@@ -1,0 +1,354 @@
+"""The mcp_server backend: tools that live in an existing MCP server, reached over stdio or HTTP.
+
+A toolset file names the server (``mcp_server: {command | url, env, headers, cwd, timeout}``);
+the catalog asks ``list_server_tools`` for its tools once at load, and each call goes to
+the same connection. Connections are kept by a ``ServerHub`` — one event loop in a daemon
+thread that owns every client session — so one connection serves every call of a run (and
+of every run of the process), whatever event loop the caller runs in. A server that dies
+mid-run turns the calls in flight into error results; the next call starts it again, once.
+
+``${env:NAME}`` in ``env`` and ``headers`` is read when the connection opens and is
+redacted from every result. ``python`` as the command is the interpreter running toolrun,
+so a server written with the SDK toolrun depends on runs wherever toolrun runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import json
+import os
+import sys
+import tempfile
+import threading
+from collections.abc import Mapping
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toolrun.backends.base import Backend, BackendOutput, CallContext
+from toolrun.errors import Problem
+from toolrun.secrets import ENV_REFERENCE, read_secret
+from toolrun.tool import Tool
+
+DEFAULT_CONNECT_TIMEOUT_SECONDS = 30.0
+STDERR_TAIL_LINES = 15
+MAX_RESTARTS = 1
+
+
+class McpServerUnavailable(Exception):
+    """The server could not be started or did not answer; ``stderr_tail`` is what it printed last."""
+
+    def __init__(self, message: str, stderr_tail: str = "") -> None:
+        super().__init__(message)
+        self.stderr_tail = stderr_tail
+
+    def __str__(self) -> str:
+        message = super().__str__()
+        return f"{message}; its stderr ends with:\n{self.stderr_tail}" if self.stderr_tail else message
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """How to reach one MCP server; equal specs share one connection."""
+
+    command: tuple[str, ...] = ()
+    url: str | None = None
+    env: tuple[tuple[str, str], ...] = ()
+    headers: tuple[tuple[str, str], ...] = ()
+    cwd: str | None = None
+    timeout: float = DEFAULT_CONNECT_TIMEOUT_SECONDS
+
+    @property
+    def label(self) -> str:
+        return self.url if self.url else " ".join(self.command)
+
+
+def server_spec(config: Mapping[str, Any], base_dir: Path) -> ServerSpec:
+    """The ``mcp_server`` mapping of a toolset as a ``ServerSpec``; relative paths start at ``base_dir``."""
+    command = config.get("command")
+    if isinstance(command, str):
+        command = [command]
+    cwd = config.get("cwd")
+    folder = (base_dir / cwd) if isinstance(cwd, str) else base_dir
+    timeout = config.get("timeout", DEFAULT_CONNECT_TIMEOUT_SECONDS)
+    return ServerSpec(
+        command=tuple(str(part) for part in command or ()),
+        url=config.get("url"),
+        env=tuple(sorted((str(k), str(v)) for k, v in (config.get("env") or {}).items())),
+        headers=tuple(sorted((str(k), str(v)) for k, v in (config.get("headers") or {}).items())),
+        cwd=str(folder.resolve()) if not config.get("url") else None,
+        timeout=float(timeout) if isinstance(timeout, (int, float)) else DEFAULT_CONNECT_TIMEOUT_SECONDS,
+    )
+
+
+@dataclass(frozen=True)
+class RemoteTool:
+    """One tool as the server lists it (the protocol's fields, our names)."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    title: str | None = None
+    annotations: dict[str, Any] = field(default_factory=dict)  # the protocol's hint names
+
+
+def _expand(text: str, environ: Mapping[str, str] | None) -> str:
+    return ENV_REFERENCE.sub(lambda match: read_secret(match.group(1), environ), text)
+
+
+def _tail(path: Path) -> str:
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join(lines[-STDERR_TAIL_LINES:])
+
+
+def _describe(exc: BaseException) -> str:
+    # anyio task groups wrap the real failure; the innermost one says what happened.
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    text = str(exc) or type(exc).__name__
+    return text if type(exc).__name__ in text else f"{type(exc).__name__}: {text}"
+
+
+class _Connection:
+    """One client session to one server, held open by a task of the hub's loop."""
+
+    def __init__(self, spec: ServerSpec) -> None:
+        self.spec = spec
+        self.client: Any = None
+        self.ready = asyncio.Event()
+        self.closing = asyncio.Event()
+        self.failure: BaseException | None = None
+        self.finished = False
+        self.starts = 0
+        descriptor, name = tempfile.mkstemp(prefix="toolrun-mcp-", suffix=".stderr")
+        self.stderr_file = os.fdopen(descriptor, "w+", encoding="utf-8")  # the server's stderr, for its tail
+        self.stderr_path = Path(name)
+
+    @property
+    def alive(self) -> bool:
+        return self.client is not None and not self.finished
+
+    def transport(self, environ: Mapping[str, str] | None) -> Any:
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+
+        spec = self.spec
+        if spec.url:
+            import httpx2
+            from mcp.client.streamable_http import streamable_http_client
+
+            headers = {name: _expand(value, environ) for name, value in spec.headers}
+            return streamable_http_client(spec.url, http_client=httpx2.AsyncClient(headers=headers, timeout=spec.timeout))
+        command = [sys.executable if spec.command[0] in ("python", "python3") else spec.command[0], *spec.command[1:]]
+        env = {name: _expand(value, environ) for name, value in spec.env}
+        parameters = StdioServerParameters(command=command[0], args=command[1:], env=env, cwd=spec.cwd)
+        return stdio_client(parameters, errlog=self.stderr_file)
+
+    async def hold(self, environ: Mapping[str, str] | None) -> None:
+        """Open the session, serve calls until ``closing`` is set or the server goes away."""
+        from mcp import Client
+
+        self.starts += 1
+        self.finished = False
+        try:
+            async with Client(self.transport(environ), mode="auto", read_timeout_seconds=None) as client:
+                self.client = client
+                self.ready.set()
+                await self.closing.wait()
+        except BaseException as exc:  # noqa: BLE001 - kept for the callers; this task just ends
+            self.failure = exc
+        finally:
+            self.finished = True
+            self.client = None
+            self.ready.set()
+
+    async def closed(self, timeout: float = 5.0) -> None:
+        """Let the holding task notice the end of the session and finish."""
+        self.closing.set()
+        deadline = asyncio.get_running_loop().time() + timeout
+        while not self.finished and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
+        self.closing = asyncio.Event()
+
+    def unavailable(self, doing: str) -> McpServerUnavailable:
+        reason = _describe(self.failure) if self.failure is not None else "the connection closed"
+        return McpServerUnavailable(f"the MCP server {self.spec.label} {doing}: {reason}", _tail(self.stderr_path))
+
+
+class ServerHub:
+    """Every MCP client connection of this process, on one event loop in a daemon thread."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
+        self._connections: dict[ServerSpec, _Connection] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                threading.Thread(target=loop.run_forever, name="toolrun-mcp-clients", daemon=True).start()
+                self._loop = loop
+                atexit.register(self.close)
+            return self._loop
+
+    def submit(self, coroutine: Any) -> Future[Any]:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._running_loop())
+
+    async def _connected(self, spec: ServerSpec, environ: Mapping[str, str] | None) -> _Connection:
+        """The live connection for ``spec``: started if new, restarted once if it died."""
+        connection = self._connections.get(spec)
+        if connection is not None and connection.alive:
+            return connection
+        if connection is None:
+            connection = self._connections[spec] = _Connection(spec)
+        elif connection.starts > MAX_RESTARTS:
+            raise connection.unavailable("stopped and was already restarted once")
+        elif not connection.finished:  # another call is starting it right now
+            await connection.ready.wait()
+            if connection.alive:
+                return connection
+            raise connection.unavailable("did not start")
+        connection.ready.clear()
+        connection.failure = None
+        task = asyncio.get_running_loop().create_task(connection.hold(environ))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        try:
+            async with asyncio.timeout(spec.timeout):
+                await connection.ready.wait()
+        except TimeoutError:
+            connection.closing.set()
+            raise McpServerUnavailable(f"the MCP server {spec.label} did not answer within {spec.timeout:g}s",
+                                       _tail(connection.stderr_path)) from None
+        if not connection.alive:
+            raise connection.unavailable("did not start")
+        return connection
+
+    async def _list(self, spec: ServerSpec, environ: Mapping[str, str] | None) -> list[RemoteTool]:
+        connection = await self._connected(spec, environ)
+        try:
+            async with asyncio.timeout(spec.timeout):
+                listed = await connection.client.list_tools()
+        except TimeoutError:
+            raise McpServerUnavailable(f"the MCP server {spec.label} did not list its tools within {spec.timeout:g}s",
+                                       _tail(connection.stderr_path)) from None
+        except Exception as exc:
+            connection.failure = exc
+            raise connection.unavailable("failed to list its tools") from None
+        return [_remote_tool(tool) for tool in listed.tools]
+
+    async def _call(self, spec: ServerSpec, name: str, arguments: dict[str, Any],
+                    environ: Mapping[str, str] | None) -> BackendOutput:
+        from mcp_types import CONNECTION_CLOSED  # the SDK's code for a session whose transport went away
+
+        try:
+            connection = await self._connected(spec, environ)
+        except McpServerUnavailable as exc:
+            return BackendOutput(str(exc), True)
+        try:
+            result = await connection.client.call_tool(name, arguments)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if getattr(exc, "code", None) == CONNECTION_CLOSED or connection.finished:
+                await connection.closed()  # the next call starts a new one (once)
+                restart = "the next call starts it again" if connection.starts <= MAX_RESTARTS else "it is not restarted again"
+                tail = _tail(connection.stderr_path)
+                return BackendOutput(f"the MCP server {spec.label} stopped during the call ({restart})"
+                                     + (f"; its stderr ends with:\n{tail}" if tail else ""), True)
+            return BackendOutput(f"the MCP server {spec.label} refused the call: {_describe(exc)}", True)
+        return BackendOutput(result_text(result), bool(result.is_error))
+
+    def list_tools(self, spec: ServerSpec, environ: Mapping[str, str] | None = None) -> list[RemoteTool]:
+        """The server's tools (blocking; any thread, any loop). ``McpServerUnavailable`` when it cannot answer."""
+        return self.submit(self._list(spec, environ)).result()
+
+    async def call(self, spec: ServerSpec, name: str, arguments: dict[str, Any],
+                   environ: Mapping[str, str] | None = None) -> BackendOutput:
+        """Call ``name`` on the server from any event loop; cancelling the caller cancels the request."""
+        return await asyncio.wrap_future(self.submit(self._call(spec, name, arguments, environ)))
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Close every connection (servers started over stdio are stopped)."""
+        loop = self._loop
+        if loop is None or not loop.is_running():
+            return
+
+        async def close_all() -> None:
+            for connection in self._connections.values():
+                connection.closing.set()
+            if self._tasks:
+                await asyncio.wait(set(self._tasks), timeout=timeout)
+
+        try:
+            asyncio.run_coroutine_threadsafe(close_all(), loop).result(timeout + 1)
+        except Exception:  # at exit, a server that will not stop is left to the OS
+            pass
+        for connection in self._connections.values():
+            connection.stderr_file.close()
+            connection.stderr_path.unlink(missing_ok=True)
+        self._connections.clear()
+
+
+def _remote_tool(tool: Any) -> RemoteTool:
+    annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else {}
+    return RemoteTool(tool.name, tool.description or "", dict(tool.input_schema or {"type": "object"}),
+                      tool.title or annotations.get("title"), annotations)
+
+
+def result_text(result: Any) -> str:
+    """A ``CallToolResult`` as the text a model gets: its text blocks, else its structured content as JSON."""
+    texts = [block.text for block in result.content if getattr(block, "type", None) == "text"]
+    others = [block.type for block in result.content if getattr(block, "type", None) != "text"]
+    if texts:
+        text = "\n".join(texts)
+    elif result.structured_content is not None:
+        text = json.dumps(result.structured_content, ensure_ascii=False)
+    else:
+        text = ""
+    if others:  # images, audio, resources: a model reading text cannot use them, but should know they exist
+        text += ("\n" if text else "") + f"[the server also returned {', '.join(others)} content, not shown]"
+    return text
+
+
+_hub: ServerHub | None = None
+_hub_lock = threading.Lock()
+
+
+def server_hub() -> ServerHub:
+    """The process's one hub (created on first use)."""
+    global _hub
+    with _hub_lock:
+        if _hub is None:
+            _hub = ServerHub()
+        return _hub
+
+
+def list_server_tools(config: Mapping[str, Any], base_dir: Path) -> list[RemoteTool]:
+    """The tools the server of an ``mcp_server`` mapping offers; ``McpServerUnavailable`` when it cannot."""
+    return server_hub().list_tools(server_spec(config, base_dir))
+
+
+class McpServerBackend(Backend):
+    """Runs a tool by calling it on its MCP server (``backend.config["tool"]`` is its name there)."""
+
+    kind = "mcp_server"
+
+    def check(self, tool: Tool) -> list[Problem]:
+        config = tool.backend.config
+        if bool(config.get("command")) == bool(config.get("url")):
+            return [Problem(tool.source.file, tool.source.line, "mcp_server needs exactly one of command and url",
+                            "write command: [python, -m, our_server] or url: https://host/mcp")]
+        return []
+
+    async def run(self, tool: Tool, arguments: dict[str, Any], context: CallContext) -> BackendOutput:
+        spec = server_spec(tool.backend.config, tool.base_dir)
+        for _name, value in (*spec.env, *spec.headers):  # this call's redactor learns the server's secrets
+            _expand(value, context.environ)
+        return await server_hub().call(spec, str(tool.backend.config["tool"]), arguments, context.environ)

@@ -1,0 +1,148 @@
+"""A toolset file whose tools come from an MCP server (``mcp_server:``), turned into our Tools.
+
+The server is asked for its tools once, at load. Each becomes a Tool of the
+``mcp_server`` backend: the server's name (with ``prefix``), description, input schema
+and annotation hints, then the file's per-tool overrides. From there they are checked
+and linted like any other tool, and their arguments are validated before they are sent.
+A server that cannot start or answer is a problem of this file only, with the server's
+stderr tail; the other files of the catalog load as usual.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from pathlib import Path
+from typing import Any
+
+from toolrun.catalog.parameter_checks import parameter_schema_problems
+from toolrun.durations import parse_duration
+from toolrun.errors import Problem
+from toolrun.text import did_you_mean
+from toolrun.tool import DEFAULT_MAX_OUTPUT, DEFAULT_TIMEOUT_SECONDS, Annotations, BackendSpec, SourceLocation, Tool
+from toolrun.yamlsource import LineDict, line_of, plain
+
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_HINTS = {"readOnlyHint": "read_only", "destructiveHint": "destructive", "idempotentHint": "idempotent",
+          "openWorldHint": "open_world"}
+_DURATION_FIX = "write it like 30s, 500ms or 2m"
+
+LoadedTool = tuple[str, int | None, Tool | None]
+
+
+def load_mcp_toolset(document: LineDict, file: Path, broken_paths: set[tuple[Any, ...]]) -> tuple[list[LoadedTool], list[Problem]]:
+    """The tools of an ``mcp_server`` file; ``broken_paths`` are the schema's problems already reported."""
+    from toolrun.backends.mcp_server import McpServerUnavailable, list_server_tools
+
+    server_line = line_of(document, ("mcp_server",))
+    problems: list[Problem] = []
+    if "defaults" in document:
+        problems.append(Problem(file, line_of(document, ("defaults",)), "a file of MCP server tools has no defaults",
+                                "put timeout under mcp_server:, and per-tool settings under tools:"))
+    if any(path[:1] == ("mcp_server",) for path in broken_paths):
+        return [], problems  # the server's own settings are wrong: do not start anything
+    config = plain(document["mcp_server"])
+    if bool(config.get("command")) == bool(config.get("url")):
+        fix = "write command: [python, -m, our_mcp_server] for a local server, or url: https://host/mcp"
+        return [], problems + [Problem(file, server_line, "mcp_server needs exactly one of command and url", fix)]
+    timeout = DEFAULT_TIMEOUT_SECONDS
+    if "timeout" in config:
+        try:
+            timeout = config["timeout"] = parse_duration(config["timeout"])
+        except ValueError as exc:
+            return [], problems + [Problem(file, line_of(document, ("mcp_server", "timeout")), f"mcp_server.timeout: {exc}", _DURATION_FIX)]
+    try:
+        remote_tools = list_server_tools(config, file.parent)
+    except McpServerUnavailable as exc:
+        fix = "check the command (or url) by running it yourself; the rest of the catalog still loads"
+        return [], problems + [Problem(file, server_line, str(exc), fix)]
+
+    by_name = {tool.name: tool for tool in remote_tools}
+    selection = config.get("tools")
+    problems += _unknown_selection(selection, by_name, file, document)
+    chosen = [tool for tool in remote_tools if selection is None or any(fnmatch.fnmatchcase(tool.name, g) for g in selection)]
+    prefix = str(config.get("prefix") or "")
+    overrides, override_problems = _overrides(document, file, broken_paths, {t.name for t in chosen}, prefix)
+    problems += override_problems
+
+    loaded: list[LoadedTool] = []
+    server_config = {key: value for key, value in config.items() if key not in ("tools", "prefix")}
+    for remote in chosen:
+        name = prefix + remote.name
+        override_path, override = overrides.get(remote.name, (None, None))
+        line = line_of(document, override_path) if override_path else server_line
+        if not _TOOL_NAME.match(name):
+            message = f"the server's tool {remote.name!r} gives the catalog name {name!r}, which is not 1-64 letters, digits, _ or -"
+            problems.append(Problem(file, server_line, message, "choose a shorter prefix, or leave the tool out under mcp_server.tools"))
+            continue
+        tool, tool_problems = _tool(name, remote, override or {}, server_config, timeout, file, document, override_path, line)
+        problems += tool_problems
+        loaded.append((name, line, tool))
+    return loaded, problems
+
+
+def _unknown_selection(selection: list[str] | None, by_name: dict[str, Any], file: Path, document: Any) -> list[Problem]:
+    problems = []
+    for index, glob in enumerate(selection or []):
+        if not any(fnmatch.fnmatchcase(name, glob) for name in by_name):
+            guess = did_you_mean(glob, by_name)
+            fix = f"did you mean '{guess}'?" if guess else f"the server has: {', '.join(sorted(by_name)) or 'no tools'}"
+            problems.append(Problem(file, line_of(document, ("mcp_server", "tools", index)),
+                                    f"mcp_server.tools: the server has no tool matching {glob!r}", fix))
+    return problems
+
+
+def _overrides(document: Any, file: Path, broken_paths: set[tuple[Any, ...]], chosen: set[str],
+               prefix: str) -> tuple[dict[str, tuple[tuple[Any, ...], dict[str, Any]]], list[Problem]]:
+    """Server tool name -> (path in the file, the override's settings)."""
+    found: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {}
+    problems: list[Problem] = []
+    entries = document.get("tools")
+    for index, entry in enumerate(entries if isinstance(entries, list) else []):
+        path = ("tools", index)
+        if not isinstance(entry, dict) or any(broken[:2] == path for broken in broken_paths):
+            continue
+        name = str(entry.get("name"))
+        remote_name = name.removeprefix(prefix) if prefix and name.startswith(prefix) and name not in chosen else name
+        if remote_name not in chosen:
+            guess = did_you_mean(remote_name, chosen)
+            fix = f"did you mean '{guess}'?" if guess else "name one of the server's tools selected under mcp_server.tools"
+            message = f"tools: the server offers no selected tool named {name!r}"
+            problems.append(Problem(file, line_of(document, (*path, "name")), message, fix))
+            continue
+        found[remote_name] = (path, plain(entry))
+    return found, problems
+
+
+def _tool(name: str, remote: Any, override: dict[str, Any], server_config: dict[str, Any], timeout: float, file: Path,
+          document: Any, override_path: tuple[Any, ...] | None, line: int | None) -> tuple[Tool | None, list[Problem]]:
+    label = f"tool '{name}'"
+    problems: list[Problem] = []
+    parameters = remote.input_schema if isinstance(remote.input_schema, dict) else {"type": "object"}
+    problems += parameter_schema_problems(parameters, file, label, lambda *steps: line)
+    own_timeout = timeout
+    if "timeout" in override:
+        try:
+            own_timeout = parse_duration(override["timeout"])
+        except ValueError as exc:
+            where = line_of(document, (*(override_path or ()), "timeout"))
+            problems.append(Problem(file, where, f"{label}: timeout: {exc}", _DURATION_FIX))
+    hints = {ours: remote.annotations[wire] for wire, ours in _HINTS.items() if isinstance(remote.annotations.get(wire), bool)}
+    if remote.title:
+        hints["title"] = remote.title
+    hints.update(override.get("annotations") or {})
+    key_lines = dict(document.get("tools")[override_path[1]].key_lines) if override_path and isinstance(
+        document.get("tools")[override_path[1]], LineDict) else {}
+    tool = Tool(
+        name=name,
+        description=str(override.get("description", remote.description)),
+        parameters=parameters,
+        backend=BackendSpec("mcp_server", {**server_config, "tool": remote.name}),
+        source=SourceLocation(file, line or 1, key_lines),
+        sequential=bool(override.get("sequential", False)),
+        timeout=own_timeout,
+        max_output=int(override.get("max_output", DEFAULT_MAX_OUTPUT)),
+        confirm=bool(override.get("confirm", False)),
+        annotations=Annotations(**hints) if hints else None,
+    )
+    return (None if problems else tool), problems
