@@ -43,8 +43,11 @@ def toolrun(*args: str, env: dict[str, str] | None = None, cwd: Path = ROOT) -> 
 
 
 def invoke(*args: str, env: dict[str, str] | None = None):
-    """click's runner (in-process, faster); stdout and stderr kept apart."""
-    return CliRunner().invoke(main, list(args), env=env or clean_env(), catch_exceptions=False)
+    """click's runner (in-process, faster); stdout and stderr kept apart. ``env`` is the whole
+    environment, as for a process: variables it leaves out are unset while the command runs."""
+    wanted = env or clean_env()
+    environment: dict[str, str | None] = {name: None for name in os.environ if name not in wanted}
+    return CliRunner().invoke(main, list(args), env={**environment, **wanted}, catch_exceptions=False)
 
 
 # ----------------------------------------------------------------- a small world of our own
@@ -181,8 +184,8 @@ def test_inventory_runs_offline_from_its_cassette_on_a_fresh_machine():
 
 
 def test_inventory_json_is_the_section_4_transcript():
-    completed = toolrun("recipe", "recipes/inventory.yaml", "--json")
-    assert completed.returncode == 0, completed.stderr
+    completed = invoke("recipe", str(INVENTORY), "--json")
+    assert completed.exit_code == 0, completed.stderr
     assert "北京" in completed.stdout  # ensure_ascii=False
     document = json.loads(completed.stdout)  # exactly one JSON document on stdout
     assert document["recipe"] == "inventory"
@@ -215,16 +218,16 @@ def test_the_shipped_cassette_holds_the_published_exchanges():
 
 
 def test_live_refuses_the_fallback_and_names_the_variable():
-    completed = toolrun("recipe", "recipes/inventory.yaml", "--live")
-    assert completed.returncode == 2
+    completed = invoke("recipe", str(INVENTORY), "--live")
+    assert completed.exit_code == 2
     assert "OPENAI_API_KEY" in completed.stderr
     assert "recipes/inventory.yaml" in completed.stderr
     assert "Traceback" not in completed.stderr
 
 
 def test_live_with_replay_is_a_bad_option():
-    completed = toolrun("recipe", "recipes/inventory.yaml", "--live", "--replay", "recipes/inventory.cassette.json")
-    assert completed.returncode == 2
+    completed = invoke("recipe", str(INVENTORY), "--live", "--replay", str(INVENTORY_CASSETTE))
+    assert completed.exit_code == 2
     assert "--live and --replay" in completed.stderr and "Traceback" not in completed.stderr
 
 
@@ -535,18 +538,16 @@ def test_a_python_tool_stuck_past_its_timeout_does_not_keep_toolrun_alive(loopba
     server = loopback(model)
     recipe = make_world(tmp_path)
     (tmp_path / "tools.d" / "ledger.yaml").write_text(HANGING_TOOL_YAML, encoding="utf-8")
-    (tmp_path / "tools.d" / "ledger.py").write_text("import time\n\ndef wait_for_ledger(city):\n    time.sleep(10)\n",
+    # The tool's thread sleeps 120 s: if toolrun waited for it, the run would outlive subprocess.run's timeout.
+    (tmp_path / "tools.d" / "ledger.py").write_text("import time\n\ndef wait_for_ledger(city):\n    time.sleep(120)\n",
                                                     encoding="utf-8")
     recipe.write_text(recipe.read_text(encoding="utf-8").replace("tools: [get_flower_inventory]", "tools: [wait_for_ledger]")
                       .replace("tools_called: [get_flower_inventory]", "tools_not_called: [get_flower_inventory]"),
                       encoding="utf-8")
-    started = time.monotonic()
     result = subprocess.run([str(TOOLRUN), "recipe", str(recipe), "--no-stream", "--json"], env=live_env(server),
                             capture_output=True, text=True, timeout=60)
-    elapsed = time.monotonic() - started
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["turns"][0]["tool_calls"][0]["result"] == "the tool timed out after 0.3s"
-    assert elapsed < 7  # the tool's thread sleeps 10 s; toolrun does not wait for it
 
 
 @pytest.mark.parametrize("stream", ["--stream", "--no-stream"])
@@ -600,19 +601,18 @@ def test_a_recording_of_calls_without_ids_replays_without_divergence(loopback, t
 
 
 def test_request_timeout_and_max_retries_from_the_recipe_bound_a_stuck_provider(loopback, tmp_path: Path):
-    server = loopback(lambda request: Reply(body=ANSWER_RESPONSE, delay=3))
+    # The server answers after 120 s: a run that waited for it would outlive subprocess.run's timeout.
+    server = loopback(lambda request: Reply(body=ANSWER_RESPONSE, delay=120))
     recipe = make_world(tmp_path)
     recipe.write_text(recipe.read_text(encoding="utf-8").replace(
         "settings: {max_turns: 4, temperature: 0}",
         "settings: {max_turns: 4, temperature: 0, request_timeout: 200ms, max_retries: 1}"), encoding="utf-8")
-    started = time.monotonic()
     result = subprocess.run([str(TOOLRUN), "recipe", str(recipe), "--no-stream"], env=live_env(server),
                             capture_output=True, text=True, timeout=60)
-    elapsed = time.monotonic() - started
     assert result.returncode == 1, result.stderr
-    assert "within" in result.stderr and "Traceback" not in result.stderr
+    assert f"no answer from {server.url}/v1/chat/completions within 0.2 s" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
     assert len(server.requests) == 2  # the first try and one retry
-    assert elapsed < 2.9  # not the server's 3 s, let alone the default 600 s
 
 
 def test_a_bad_request_timeout_names_its_line(tmp_path: Path):
