@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from urllib.parse import quote
 
@@ -133,10 +132,9 @@ def test_post_marked_idempotent_is_retried(tmp_path: Path, loopback) -> None:
 
 def test_retry_after_longer_than_the_timeout_is_not_waited_for(tmp_path: Path, loopback) -> None:
     server = loopback(lambda r: Reply(503, "come back in an hour", {"Retry-After": "3600"}))
-    started = time.perf_counter()
     outcome = call(http_tool(tmp_path, {"url": server.url}, timeout=2), {})
-    assert outcome.is_error and "503" in outcome.result
-    assert time.perf_counter() - started < 1.5
+    # Waiting would have ended in the tool's 2 s timeout, and retrying in a second request.
+    assert outcome.is_error and "503" in outcome.result and "timed out" not in outcome.result
     assert len(server.requests) == 1
 
 
@@ -150,10 +148,8 @@ def test_unreachable_host_is_an_error_result(tmp_path: Path, loopback) -> None:
 
 def test_slow_server_hits_the_tool_timeout(tmp_path: Path, loopback) -> None:
     server = loopback(lambda r: Reply(200, "late", delay=3))
-    started = time.perf_counter()
     outcome = call(http_tool(tmp_path, {"url": server.url, "retries": 0}, timeout=0.3), {})
-    assert outcome.is_error and "timed out" in outcome.result
-    assert time.perf_counter() - started < 2
+    assert outcome.is_error and "timed out" in outcome.result  # not the "late" answer 3 s on
 
 
 def test_extract_path(tmp_path: Path, loopback) -> None:
