@@ -341,3 +341,42 @@ def test_every_provider_credential_header_is_dropped():
     assert redact_headers(headers) == {"anthropic-version": "2023-06-01", "Content-Type": "application/json"}
     assert redact_url("https://g.example/v1beta/m:generateContent?alt=sse&key=AIza-secret") == \
         "https://g.example/v1beta/m:generateContent?alt=sse&key=***"
+
+
+def test_an_ollama_result_is_named_by_the_tool_it_names():
+    # Ollama's calls carry no id; its results name their tool (tool_name). Every adapter reads
+    # role:tool, and the one that can name the tool wins.
+    def body(result: str) -> dict:
+        return {"model": "qwen3", "messages": [
+            {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "get_flower_inventory", "arguments": {}}}]},
+            {"role": "tool", "tool_name": "get_flower_inventory", "content": result}]}
+
+    [finding] = compare_requests(1, body("a"), body("b"))
+    assert finding.message == "tool result (get_flower_inventory) differs: recorded 'a', now 'b'"
+
+
+def test_divergence_asks_the_adapter_whose_recording_it_is():
+    from toolrun.providers.anthropic import AnthropicProvider
+    from toolrun.providers.openai_chat import OpenAIChatProvider
+
+    def chat(result: str) -> dict:
+        return {"messages": [
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "t", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": result}]}
+
+    [named] = compare_requests(1, chat("x"), chat("y"), [OpenAIChatProvider])
+    assert named.message == "tool result for call_1 (t) differs: recorded 'x', now 'y'"
+    [unnamed] = compare_requests(1, chat("x"), chat("y"), [AnthropicProvider])  # not its wire format
+    assert unnamed.kind == "conversation"
+
+
+def test_the_credential_headers_dropped_are_every_adapters_own():
+    from toolrun.providers import get_provider_class, provider_targets
+    from toolrun.replay.recording import credential_headers, redact_headers
+
+    for name in provider_targets():
+        declared = get_provider_class(name).credential_headers
+        assert declared, f"{name} declares no credential header"
+        assert declared <= credential_headers()
+        assert redact_headers({header: "secret" for header in declared}) == {}
