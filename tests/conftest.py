@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,6 +12,21 @@ from tests.loopback import Handler, LoopbackServer
 from toolrun.secrets import Redactor, redacting
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+_SESSION_DATA: list[str] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """No test writes to the real home: every run of the session (subprocesses inherit the
+    environment) logs to a database in a temporary folder, removed when the session ends."""
+    folder = tempfile.mkdtemp(prefix="toolrun-tests-")
+    _SESSION_DATA.append(folder)
+    os.environ["TOOLRUN_LOGS"] = str(Path(folder) / "logs.db")
+    os.environ["XDG_DATA_HOME"] = str(Path(folder) / "data")  # a test that unsets TOOLRUN_LOGS lands here
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for folder in _SESSION_DATA:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture

@@ -26,6 +26,7 @@ COMMANDS = {
     "call": "toolrun.cli.call:call_command",
     "schema": "toolrun.cli.schema:schema_command",
     "mcp": "toolrun.cli.mcp:mcp_command",
+    "logs": "toolrun.cli.logs:logs_group",
 }
 TOOLS_COMMANDS = {
     "list": "toolrun.cli.tools_list:list_command",

@@ -15,9 +15,12 @@ import click
 
 from toolrun.cli.approval_prompt import TerminalApprover
 from toolrun.cli.display import TerminalDisplay
+from toolrun.cli.run_log_options import open_run_log, run_log_options
 from toolrun.errors import EXIT_EXPECT_FAILED, EXIT_OK, EXIT_RUN_FAILED, Problem, UserError
 from toolrun.play import arun
+from toolrun.recipe import Recipe, load_recipe
 from toolrun.results import RunResult, dumps
+from toolrun.runlog import RunLog, RunLogWriter
 from toolrun.runner import ObserverGroup
 from toolrun.text import counted
 from toolrun.transcript_log import TranscriptLog
@@ -53,6 +56,7 @@ def parse_vars(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.option("--yes", "assume_yes", is_flag=True, help="approve every call of a tool that asks for confirmation")
 @click.option("--transcript", "transcript_path", type=click.Path(path_type=Path, dir_okay=False),
               help="write the run as JSON Lines, one event per line, as it happens")
+@run_log_options
 def recipe_command(
     recipe_path: Path,
     prompt: str | None,
@@ -68,6 +72,8 @@ def recipe_command(
     strict: bool,
     assume_yes: bool,
     transcript_path: Path | None,
+    logs: Path | None,
+    no_log: bool,
 ) -> None:
     """Play RECIPE: ask the model, run the tools it calls, until it answers.
 
@@ -81,13 +87,13 @@ def recipe_command(
         recipe_path, model_spec=model_spec, tools_dir=tools_dir, var_overrides=parse_vars(var_pairs),
         as_json=as_json, stream=stream, max_turns=max_turns, record=record, replay=replay, live=live, strict=strict,
         prompt=prompt,
-        assume_yes=assume_yes, transcript_path=transcript_path,
+        assume_yes=assume_yes, transcript_path=transcript_path, run_log=open_run_log(logs, no_log),
     )
     sys.exit(code)
 
 
 def play_recipe(
-    recipe_path: Path,
+    recipe_path: Path | Recipe,
     *,
     model_spec: str | None = None,
     tools_dir: Path | None = None,
@@ -102,25 +108,39 @@ def play_recipe(
     prompt: str | None = None,
     assume_yes: bool = False,
     transcript_path: Path | None = None,
+    run_log: RunLog | None = None,
+    command: str = "recipe",
 ) -> int:
-    """Everything ``toolrun recipe`` does; returns the exit code. Raises UserError for bad input."""
+    """Everything ``toolrun recipe`` (and ``toolrun ask``) does; returns the exit code. Raises UserError for bad input.
+
+    ``run_log``: the run is written there as it happens (and the log is closed afterwards).
+    """
     display = TerminalDisplay(info_out=sys.stderr, text_out=None if as_json else sys.stdout)
     log = TranscriptLog(transcript_path) if transcript_path is not None else None  # opened when the run starts
+    recipe = recipe_path if isinstance(recipe_path, Recipe) else load_recipe(recipe_path)
+    writer = None if run_log is None else RunLogWriter(run_log, command=command, prompt=prompt,
+                                                       vars={**recipe.vars, **(var_overrides or {})})
     try:
         try:
             result = asyncio.run(arun(
-                recipe_path, vars=var_overrides, model=model_spec, mode="live" if live else "auto",
-                tools_dir=tools_dir, observer=ObserverGroup(display, log), approver=TerminalApprover(assume_yes),
+                recipe, vars=var_overrides, model=model_spec, mode="live" if live else "auto",
+                tools_dir=tools_dir, observer=ObserverGroup(display, log, writer), approver=TerminalApprover(assume_yes),
                 stream=stream, max_turns=max_turns, record=record, replay=replay, strict=strict, prompt=prompt,
             ))
         except KeyboardInterrupt:
             display.notice("interrupted: the run stopped before it finished")
             if log is not None:
                 log.write("interrupted", message="the run was interrupted (Ctrl-C)")
+            if writer is not None:
+                writer.interrupted()
             return EXIT_INTERRUPTED
     finally:
         if log is not None:
             log.close()
+        if run_log is not None:
+            run_log.close()
+    if writer is not None and writer.problem:
+        display.notice(f"warning: {writer.problem}")
     if as_json:
         click.echo(dumps(result.to_json()))
     return report_outcome(display, result, record)

@@ -1,0 +1,173 @@
+"""``toolrun logs [list|show ID|search TEXT]``: the runs in the run log, newest first."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import click
+
+from toolrun.cli import ToolrunGroup
+from toolrun.cli.tools_list import format_table
+from toolrun.errors import Problem, UserError
+from toolrun.runlog import RunLog, default_log_path
+from toolrun.text import counted
+
+_PREVIEW = 100  # characters of an argument or result shown on one line
+
+
+def _logs_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--logs", "logs", type=click.Path(path_type=Path, dir_okay=False),
+                        help="the run log database (default: $TOOLRUN_LOGS, else ~/.local/share/toolrun/logs.db)")(function)
+
+
+def _list_options(function: Callable[..., Any]) -> Callable[..., Any]:
+    options: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
+        click.option("-n", "limit", type=click.IntRange(min=1), default=20, show_default=True, help="how many runs"),
+        click.option("--recipe", help="only runs of this recipe (ask and chat runs are named ask and chat)"),
+        click.option("--tool", help="only runs that called this tool"),
+        click.option("--errors", is_flag=True, help="only runs that failed or had a failing tool call"),
+        click.option("--json", "as_json", is_flag=True, help="print a JSON list"),
+        _logs_option,
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def read_log(logs: Path | None) -> RunLog:
+    """The run log to read; UserError when there is none yet."""
+    path = logs if logs is not None else default_log_path()
+    if not path.is_file():
+        raise UserError(Problem(path, None, "no run log here yet",
+                                "run a recipe, ask or chat first, or name the log with --logs / TOOLRUN_LOGS"))
+    return RunLog.open(path)
+
+
+@click.group("logs", cls=ToolrunGroup, invoke_without_command=True)
+@_list_options
+@click.pass_context
+def logs_group(ctx: click.Context, **options: Any) -> None:
+    """The log of every run: list (the default), show ID, search TEXT."""
+    if ctx.invoked_subcommand is None:
+        _list(**options)
+
+
+@logs_group.command("list")
+@_list_options
+def list_command(**options: Any) -> None:
+    """Runs newest first: id, time, recipe, model, mode, turns, calls, outcome, tokens."""
+    _list(**options)
+
+
+def _list(*, limit: int, recipe: str | None, tool: str | None, errors: bool, as_json: bool, logs: Path | None) -> None:
+    log = read_log(logs)
+    runs = log.list_runs(limit=limit, recipe=recipe, tool=tool, errors=errors)
+    if as_json:
+        click.echo(json.dumps(runs, ensure_ascii=False, indent=2))
+        return
+    if not runs:
+        click.echo("no runs match", err=True)
+        return
+    rows = [(str(run["id"]), _time(run["started_at"]), run["command"], run["recipe"] or "", run["model"] or "",
+             run["mode"] or "", str(run["turns"]), _calls(run), run["status"],
+             f"{run['usage']['input_tokens']}/{run['usage']['output_tokens']}") for run in runs]
+    click.echo(format_table(("ID", "STARTED", "COMMAND", "RECIPE", "MODEL", "MODE", "TURNS", "CALLS", "STATUS",
+                             "TOKENS IN/OUT"), rows))
+
+
+@logs_group.command("show")
+@click.argument("run_id", metavar="ID", type=int)
+@click.option("--json", "as_json", is_flag=True, help="print the run as one JSON document")
+@_logs_option
+def show_command(run_id: int, as_json: bool, logs: Path | None) -> None:
+    """One run: every turn, every tool call with arguments, result and timing, the answer."""
+    run = read_log(logs).get_run(run_id)
+    if run is None:
+        raise UserError(Problem(None, None, f"no run {run_id} in the log", "see the ids with: toolrun logs"))
+    if as_json:
+        click.echo(json.dumps(run, ensure_ascii=False, indent=2))
+        return
+    click.echo("\n".join(format_run(run)))
+
+
+@logs_group.command("search")
+@click.argument("words", metavar="TEXT", nargs=-1, required=True)
+@click.option("-n", "limit", type=click.IntRange(min=1), default=20, show_default=True, help="how many runs")
+@click.option("--json", "as_json", is_flag=True, help="print a JSON list")
+@_logs_option
+def search_command(words: tuple[str, ...], limit: int, as_json: bool, logs: Path | None) -> None:
+    """Runs whose prompt, answer, tool arguments or results contain every word of TEXT (full-text)."""
+    text = " ".join(words)
+    log = read_log(logs)
+    hits = log.search(text, limit=limit)
+    runs = {hit.run_id: log.get_run(hit.run_id) for hit in hits}
+    if as_json:
+        click.echo(json.dumps([{"id": hit.run_id, "field": hit.field, "excerpt": hit.excerpt,
+                                "recipe": (runs[hit.run_id] or {}).get("recipe"),
+                                "started_at": (runs[hit.run_id] or {}).get("started_at")} for hit in hits],
+                              ensure_ascii=False, indent=2))
+        return
+    if not hits:
+        click.echo(f"no run mentions {text!r}", err=True)
+        return
+    for hit in hits:
+        run = runs[hit.run_id] or {}
+        click.echo(f"{hit.run_id}  {_time(run.get('started_at'))}  {run.get('recipe') or run.get('command')}  "
+                   f"[{hit.field}] {hit.excerpt}")
+
+
+def format_run(run: dict[str, Any]) -> list[str]:
+    """``logs show``: a header, each turn with its calls, the answer or the error."""
+    usage = run["usage"]
+    lines = [f"run {run['id']} · {run['command']} {run['recipe'] or ''} · {run['model']} · {run['mode']} · "
+             f"{run['status']}",
+             f"started {_time(run['started_at'])} · {_duration(run['started_at'], run['ended_at'])} · "
+             f"{usage['input_tokens']} in / {usage['output_tokens']} out tokens · "
+             f"{counted(usage['requests'], 'model request')}"]
+    if run.get("prompt"):
+        lines.append(f"prompt: {run['prompt']}")
+    if run.get("vars"):
+        lines.append(f"vars: {json.dumps(run['vars'], ensure_ascii=False)}")
+    for notice in run.get("notices", []):
+        lines.append(f"{notice['kind']}: {notice['message']}")
+    for turn in run["turns"]:
+        lines.append(f"turn {turn['turn']} · {turn['stop_reason']} · {turn['usage']['input_tokens']} in / "
+                     f"{turn['usage']['output_tokens']} out tokens")
+        if turn["text"] and turn["tool_calls"]:
+            lines.append(f"  says: {_preview(turn['text'])}")
+        for call in turn["tool_calls"]:
+            arguments = call["arguments"] if isinstance(call["arguments"], str) else json.dumps(call["arguments"], ensure_ascii=False)
+            timing = f"{call['duration_ms']} ms" if call["duration_ms"] is not None else "did not finish"
+            lines.append(f"  → {call['name']} {_preview(arguments)} · {timing}")
+            if call["result"] is not None:
+                mark = "✗ error: " if call["is_error"] else "← "
+                lines.append(f"    {mark}{_preview(call['result'])}")
+    if run.get("final"):
+        lines.append("answer:")
+        lines.append(run["final"])
+    if run.get("error"):
+        lines.append(f"error: {run['error']}")
+    return lines
+
+
+def _calls(run: dict[str, Any]) -> str:
+    return f"{run['calls']} ({run['errors']} failed)" if run["errors"] else str(run["calls"])
+
+
+def _time(seconds: float | None) -> str:
+    return datetime.fromtimestamp(seconds).strftime("%Y-%m-%d %H:%M:%S") if seconds else ""
+
+
+def _duration(start: float | None, end: float | None) -> str:
+    if not start or not end:
+        return "unfinished"
+    return f"{end - start:.2f} s"
+
+
+def _preview(text: str) -> str:
+    flat = text.replace("\r", "").replace("\n", " ⏎ ")
+    return flat if len(flat) <= _PREVIEW else flat[: _PREVIEW - 1] + "…"

@@ -1,0 +1,93 @@
+"""The run log's tables, and the migrations that bring an older database up to date.
+
+The schema version lives in SQLite's ``PRAGMA user_version``. Each migration is a list of
+statements run in one transaction; a database made by an older toolrun is migrated when it
+is opened, a database from a newer toolrun is refused (its tables may mean other things).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from toolrun.errors import Problem, UserError
+
+# Migration N brings a database from version N-1 to N. Append; never edit a released one.
+MIGRATIONS: list[list[str]] = [
+    [  # 1: runs, their turns, tool calls, messages, notices, and the full-text index
+        """CREATE TABLE runs (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            command TEXT NOT NULL,           -- recipe | ask | chat | library
+            session TEXT,                    -- a chat's turns share one session
+            recipe TEXT, model TEXT, mode TEXT,
+            vars TEXT,                       -- JSON
+            prompt TEXT,
+            started_at REAL NOT NULL,        -- seconds since the epoch
+            ended_at REAL,
+            status TEXT NOT NULL,            -- running | ok | failed | expect_failed | interrupted
+            stop_reason TEXT, final TEXT, error TEXT,
+            input_tokens INTEGER NOT NULL DEFAULT 0,
+            output_tokens INTEGER NOT NULL DEFAULT 0,
+            requests INTEGER NOT NULL DEFAULT 0,
+            document TEXT,                   -- the run's JSON document (recipe --json), when it ended
+            pid INTEGER
+        )""",
+        """CREATE TABLE turns (
+            run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+            turn INTEGER NOT NULL,           -- 1, 2, ...
+            requested_at REAL, answered_at REAL, ended_at REAL,
+            stop_reason TEXT, text TEXT,
+            input_tokens INTEGER NOT NULL DEFAULT 0,
+            output_tokens INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (run_id, turn)
+        )""",
+        """CREATE TABLE tool_calls (
+            run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+            turn INTEGER NOT NULL,
+            seq INTEGER NOT NULL,            -- order of the calls in the model's answer
+            call_id TEXT NOT NULL, name TEXT NOT NULL,
+            arguments TEXT,                  -- JSON (or the raw text that did not parse)
+            result TEXT, is_error INTEGER,
+            started_at REAL, ended_at REAL, duration_ms INTEGER,
+            PRIMARY KEY (run_id, call_id)
+        )""",
+        """CREATE TABLE messages (
+            run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL, role TEXT NOT NULL,
+            content TEXT NOT NULL,           -- JSON list of parts
+            PRIMARY KEY (run_id, seq)
+        )""",
+        """CREATE TABLE notices (
+            run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+            at REAL NOT NULL, kind TEXT NOT NULL, message TEXT NOT NULL
+        )""",
+        "CREATE INDEX runs_started ON runs(started_at)",
+        "CREATE INDEX tool_calls_name ON tool_calls(name)",
+        # CJK text is indexed one character a token (see search_text): unicode61 alone would
+        # make a whole Chinese sentence one token and 玫瑰 would never match inside it.
+        "CREATE VIRTUAL TABLE search USING fts5(run_id UNINDEXED, field UNINDEXED, original UNINDEXED, text, "
+        "tokenize='unicode61')",
+    ],
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def migrate(connection: sqlite3.Connection, path: object) -> None:
+    """Bring the database to ``SCHEMA_VERSION``, one migration per transaction."""
+    version = connection.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise UserError(Problem(str(path), None, f"the run log has schema version {version}; this toolrun knows "
+                                f"up to {SCHEMA_VERSION}", "upgrade toolrun, or choose another file with --logs"))
+    for number in range(version + 1, SCHEMA_VERSION + 1):
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            # Another process may have migrated while this one waited for the lock.
+            if connection.execute("PRAGMA user_version").fetchone()[0] >= number:
+                connection.execute("COMMIT")
+                continue
+            for statement in MIGRATIONS[number - 1]:
+                connection.execute(statement)
+            connection.execute(f"PRAGMA user_version = {number}")
+            connection.execute("COMMIT")
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise

@@ -1,0 +1,224 @@
+"""The run log: every recipe, ask and chat run in one SQLite database, written as it happens.
+
+One connection per writer, WAL journal and a busy timeout: runs in several processes write
+to the same file at once without failing or losing rows. Every write is one short
+``BEGIN IMMEDIATE`` transaction, so a run killed mid-way leaves every event written so far.
+Values arrive here already redacted (``toolrun.runlog.writer`` redacts with the run's secrets).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from toolrun.errors import Problem, UserError
+from toolrun.runlog.schema import migrate
+
+LOGS_ENV = "TOOLRUN_LOGS"
+BUSY_TIMEOUT_S = 30.0  # a writer waits this long for another's transaction before giving up
+FINISHED = ("ok", "failed", "expect_failed", "interrupted")
+FAILED = ("failed", "expect_failed", "interrupted")
+# Han, kana, hangul: indexed one character a token so a word matches inside a sentence.
+_CJK = re.compile(r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff])")
+
+
+def default_log_path(environ: Mapping[str, str] | None = None) -> Path:
+    """``$TOOLRUN_LOGS``, else ``$XDG_DATA_HOME/toolrun/logs.db``, else ``~/.local/share/toolrun/logs.db``."""
+    env = os.environ if environ is None else environ
+    if env.get(LOGS_ENV):
+        return Path(env[LOGS_ENV]).expanduser()
+    data_home = Path(env["XDG_DATA_HOME"]) if env.get("XDG_DATA_HOME") else Path.home() / ".local" / "share"
+    return data_home / "toolrun" / "logs.db"
+
+
+def search_text(text: str) -> str:
+    """Text as the index stores it: CJK characters spaced apart, the rest as written."""
+    return _CJK.sub(r" \1 ", text)
+
+
+def match_query(text: str) -> str:
+    """A user's search words as an FTS5 query: every word must occur (as a phrase, CJK in order)."""
+    phrases = []
+    for word in text.split():
+        tokens = search_text(word).split()
+        if tokens:
+            phrases.append('"' + " ".join(tokens).replace('"', '""') + '"')
+    return " AND ".join(phrases)
+
+
+@dataclass
+class SearchHit:
+    """A run that matched a search, the field that matched and an excerpt of it."""
+
+    run_id: int
+    field: str
+    excerpt: str
+
+
+class RunLog:
+    """An open run-log database. Writers call ``transaction``; readers the query methods."""
+
+    def __init__(self, path: Path, connection: sqlite3.Connection):
+        self.path = path
+        self.connection = connection
+
+    @classmethod
+    def open(cls, path: str | Path, *, create_folder: bool = True) -> RunLog:
+        """Open (and create or migrate) the database; UserError when it cannot be opened."""
+        path = Path(path)
+        try:
+            if create_folder:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            elif not path.parent.is_dir():
+                raise UserError(Problem(path, None, f"--logs: the folder {path.parent} does not exist",
+                                        "create it first, or choose a path in an existing folder"))
+            connection = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+            connection.row_factory = sqlite3.Row
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute("PRAGMA foreign_keys=ON")
+            connection.execute("PRAGMA synchronous=NORMAL")  # WAL keeps committed rows through a process crash
+            migrate(connection, path)
+        except (OSError, sqlite3.Error) as exc:
+            raise UserError(Problem(path, None, f"cannot open the run log ({exc})",
+                                    "choose another file with --logs or TOOLRUN_LOGS, or skip the log with --no-log")) from None
+        return cls(path, connection)
+
+    def close(self) -> None:
+        self.connection.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write: taken with the write lock up front (no lock upgrade to deadlock on), committed whole."""
+        self.connection.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.connection
+        except BaseException:
+            self.connection.execute("ROLLBACK")
+            raise
+        self.connection.execute("COMMIT")
+
+    def index(self, connection: sqlite3.Connection, run_id: int, field: str, text: str | None) -> None:
+        """Add one piece of a run to the full-text index (inside the caller's transaction)."""
+        if text:
+            connection.execute("INSERT INTO search (run_id, field, original, text) VALUES (?, ?, ?, ?)",
+                               (run_id, field, text, search_text(text)))
+
+    # -- reading ------------------------------------------------------------------------
+
+    def list_runs(self, *, limit: int = 20, recipe: str | None = None, tool: str | None = None,
+                  errors: bool = False) -> list[dict[str, Any]]:
+        """Runs newest first, each with its counts of turns, calls and failing calls."""
+        where, params = [], []
+        if recipe is not None:
+            where.append("r.recipe = ?")
+            params.append(recipe)
+        if tool is not None:
+            where.append("EXISTS (SELECT 1 FROM tool_calls c WHERE c.run_id = r.id AND c.name = ?)")
+            params.append(tool)
+        if errors:
+            where.append(f"(r.status IN ({','.join('?' * len(FAILED))}) "
+                         "OR EXISTS (SELECT 1 FROM tool_calls c WHERE c.run_id = r.id AND c.is_error))")
+            params.extend(FAILED)
+        sql = ("SELECT r.*, (SELECT COUNT(*) FROM turns t WHERE t.run_id = r.id) AS turn_count, "
+               "(SELECT COUNT(*) FROM tool_calls c WHERE c.run_id = r.id) AS call_count, "
+               "(SELECT COUNT(*) FROM tool_calls c WHERE c.run_id = r.id AND c.is_error) AS error_count "
+               "FROM runs r" + (" WHERE " + " AND ".join(where) if where else "") +
+               " ORDER BY r.started_at DESC, r.id DESC LIMIT ?")
+        rows = self.connection.execute(sql, [*params, limit]).fetchall()
+        return [_summary(row) for row in rows]
+
+    def get_run(self, run_id: int) -> dict[str, Any] | None:
+        """One run in full: turns with their calls, messages, notices; None when there is no such run."""
+        row = self.connection.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if row is None:
+            return None
+        run = _summary(row)
+        calls: dict[int, list[dict[str, Any]]] = {}
+        for call in self.connection.execute("SELECT * FROM tool_calls WHERE run_id = ? ORDER BY turn, seq", (run_id,)):
+            calls.setdefault(call["turn"], []).append({
+                "id": call["call_id"], "name": call["name"], "arguments": _loads(call["arguments"]),
+                "result": call["result"], "is_error": None if call["is_error"] is None else bool(call["is_error"]),
+                "duration_ms": call["duration_ms"], "started_at": call["started_at"], "ended_at": call["ended_at"],
+            })
+        run["turns"] = [{
+            "turn": turn["turn"], "stop_reason": turn["stop_reason"], "text": turn["text"],
+            "usage": {"input_tokens": turn["input_tokens"], "output_tokens": turn["output_tokens"]},
+            "requested_at": turn["requested_at"], "answered_at": turn["answered_at"], "ended_at": turn["ended_at"],
+            "tool_calls": calls.get(turn["turn"], []),
+        } for turn in self.connection.execute("SELECT * FROM turns WHERE run_id = ? ORDER BY turn", (run_id,))]
+        run["messages"] = [{"role": m["role"], "parts": _loads(m["content"])} for m in self.connection.execute(
+            "SELECT role, content FROM messages WHERE run_id = ? ORDER BY seq", (run_id,))]
+        run["notices"] = [{"at": n["at"], "kind": n["kind"], "message": n["message"]} for n in self.connection.execute(
+            "SELECT * FROM notices WHERE run_id = ? ORDER BY rowid", (run_id,))]
+        return run
+
+    def search(self, text: str, *, limit: int = 20) -> list[SearchHit]:
+        """Runs that mention every word of ``text`` (in their prompt, answers, tool arguments or
+        results — not necessarily in one place), newest first, each with an excerpt of its first match."""
+        words = [word for word in text.split() if match_query(word)]
+        if not words:
+            return []
+        matching: set[int] | None = None
+        first: dict[int, SearchHit] = {}
+        for number, word in enumerate(words):
+            rows = self.connection.execute("SELECT run_id, field, original FROM search WHERE search MATCH ? ORDER BY rowid",
+                                           (match_query(word),)).fetchall()
+            runs = {int(row["run_id"]) for row in rows}
+            matching = runs if matching is None else matching & runs
+            if number == 0:
+                for row in rows:
+                    first.setdefault(int(row["run_id"]), SearchHit(int(row["run_id"]), row["field"],
+                                                                   _excerpt(row["original"], word)))
+        return [first[run_id] for run_id in sorted(matching or (), reverse=True)[:limit]]
+
+
+def _summary(row: sqlite3.Row) -> dict[str, Any]:
+    keys = row.keys()
+    status = row["status"]
+    if status == "running" and row["pid"] and not _alive(row["pid"]):
+        status = "unfinished"  # the process that wrote it is gone: killed or crashed mid-run
+    summary = {
+        "id": row["id"], "command": row["command"], "session": row["session"], "recipe": row["recipe"],
+        "model": row["model"], "mode": row["mode"], "vars": _loads(row["vars"]), "prompt": row["prompt"],
+        "started_at": row["started_at"], "ended_at": row["ended_at"], "status": status,
+        "stop_reason": row["stop_reason"], "final": row["final"], "error": row["error"],
+        "usage": {"input_tokens": row["input_tokens"], "output_tokens": row["output_tokens"], "requests": row["requests"]},
+    }
+    for count in ("turn_count", "call_count", "error_count"):
+        if count in keys:
+            summary[count.removesuffix("_count") + "s"] = row[count]
+    return summary
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, belongs to someone else
+        return True
+    return True
+
+
+def _loads(text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _excerpt(text: str, word: str, width: int = 60) -> str:
+    flat = " ".join(text.split())
+    at = flat.lower().find(word.lower())
+    start = max(0, at - width // 2) if at >= 0 else 0
+    piece = flat[start:start + width]
+    return ("…" if start else "") + piece + ("…" if start + width < len(flat) else "")
