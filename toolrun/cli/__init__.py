@@ -27,6 +27,7 @@ COMMANDS = {
     "schema": "toolrun.cli.schema:schema_command",
     "mcp": "toolrun.cli.mcp:mcp_command",
     "logs": "toolrun.cli.logs:logs_group",
+    "ask": "toolrun.cli.ask:ask_command",
 }
 TOOLS_COMMANDS = {
     "list": "toolrun.cli.tools_list:list_command",
