@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from toolrun.cli.display import TerminalDisplay, summary_line
 from toolrun.messages import Message, ModelResponse, TextPart, ToolCall, Usage
 from toolrun.results import RunResult, ToolCallRecord, TurnRecord
@@ -108,6 +110,10 @@ def test_transcript_log_writes_one_flushed_event_per_line(tmp_path: Path):
     log.on_run_end(result)
     log.close()
     events = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    times = [event.pop("at") for event in events]  # when each line was written: the timeline of toolrun view
+    assert all(isinstance(t, float) for t in times) and times == sorted(times)
+    started, ended = events[2].pop("started_at"), events[2].pop("ended_at")
+    assert ended - started == pytest.approx(0.003, abs=2e-6) and times[1] <= ended <= times[2]
     assert events[1]["turn"] == 1
     assert events[1]["tool_calls"] == [{"id": "call_1", "name": "get_flower_inventory", "arguments": {"city": "北京"}}]
     assert events[2] == {"event": "tool_call", "turn": 1, "id": "call_1", "name": "get_flower_inventory",

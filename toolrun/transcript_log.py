@@ -2,15 +2,18 @@
 
 Each line is flushed when its event happens, so a crash or a Ctrl-C loses nothing that was
 already done. Every line is a JSON object with an ``"event"`` key, secrets redacted,
-``ensure_ascii=False``:
+``ensure_ascii=False``, and an ``"at"`` key: when it was written, in seconds since the
+epoch (``toolrun view`` draws the timeline from these):
 
 ``run_start``       ``{recipe, model, mode, started_at}``
 ``model_response``  ``{turn, stop_reason, text, usage: {input_tokens, output_tokens},
                     tool_calls: [{id, name, arguments}]}`` — what the model asked for
 ``tool_call``       ``{turn, id, name, arguments, result, is_error, duration_ms}`` — one
-                    finished call (calls of one turn may finish in any order)
+                    finished call (calls of one turn may finish in any order), with
+                    ``started_at`` and ``ended_at`` (seconds since the epoch)
 ``divergence``      ``{exchange, kind, path, recorded, now, message}`` — replay only
 ``notice``          ``{message}`` — e.g. the replay fallback
+``interrupted``     ``{message}`` — the run was stopped (Ctrl-C) before it finished
 ``run_end``         the whole run document (``toolrun recipe --json``) (``final``, ``stop_reason``, ``usage``,
                     ``turns``, ``error`` ...) plus ``divergences`` when replaying
 """
@@ -18,12 +21,13 @@ already done. Every line is a JSON object with an ``"event"`` key, secrets redac
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
 from toolrun.errors import Problem, UserError
-from toolrun.messages import ModelResponse
+from toolrun.messages import ModelResponse, ToolCall
 from toolrun.replay.divergence import Divergence
 from toolrun.results import RunResult, ToolCallRecord
 from toolrun.runner import RunObserver
@@ -42,6 +46,7 @@ class TranscriptLog(RunObserver):
         self.path = Path(path)
         self._stream: TextIO | None = None
         self._turn = 0
+        self._call_started: dict[str, float] = {}
 
     def open(self) -> None:
         """Create the file now (``on_run_start`` does it when the run starts)."""
@@ -60,7 +65,7 @@ class TranscriptLog(RunObserver):
         """One event line, flushed to the operating system at once."""
         if self._stream is None:
             return
-        line = json.dumps(redact({"event": event, **fields}), ensure_ascii=False, default=str)
+        line = json.dumps(redact({"event": event, "at": round(time.time(), 6), **fields}), ensure_ascii=False, default=str)
         self._stream.write(line + "\n")
         self._stream.flush()
 
@@ -90,8 +95,13 @@ class TranscriptLog(RunObserver):
             ],
         )
 
+    def on_tool_call_start(self, call: ToolCall) -> None:
+        self._call_started[call.id] = time.time()
+
     def on_tool_call_end(self, record: ToolCallRecord) -> None:
-        self.write("tool_call", turn=self._turn, **record.to_json())
+        ended = time.time()
+        started = self._call_started.pop(record.id, ended - record.duration_ms / 1000)
+        self.write("tool_call", turn=self._turn, **record.to_json(), started_at=round(started, 6), ended_at=round(ended, 6))
 
     def on_run_end(self, result: RunResult) -> None:
         self.write("run_end", **result.to_json())

@@ -28,6 +28,7 @@ COMMANDS = {
     "mcp": "toolrun.cli.mcp:mcp_command",
     "logs": "toolrun.cli.logs:logs_group",
     "ask": "toolrun.cli.ask:ask_command",
+    "view": "toolrun.cli.view:view_command",
 }
 TOOLS_COMMANDS = {
     "list": "toolrun.cli.tools_list:list_command",
