@@ -29,6 +29,7 @@ COMMANDS = {
     "logs": "toolrun.cli.logs:logs_group",
     "ask": "toolrun.cli.ask:ask_command",
     "view": "toolrun.cli.view:view_command",
+    "chat": "toolrun.cli.chat:chat_command",
 }
 TOOLS_COMMANDS = {
     "list": "toolrun.cli.tools_list:list_command",

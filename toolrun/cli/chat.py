@@ -1,0 +1,177 @@
+"""``toolrun chat``: a conversation on a terminal — streamed answers, tool calls as they run,
+approvals inline, Ctrl-C cancels the answer in progress, Ctrl-D (or /exit) leaves.
+
+The conversation is ``toolrun.chat.ChatSession``; this module reads lines (with the
+standard library's readline for editing and history on a terminal) and prints.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import os
+import sys
+import uuid
+from pathlib import Path
+
+import click
+
+from toolrun.ask import MODEL_ENV
+from toolrun.chat import ChatSession
+from toolrun.cli.approval_prompt import TerminalApprover
+from toolrun.cli.display import TerminalDisplay
+from toolrun.cli.run_log_options import open_run_log, run_log_options
+from toolrun.cli.tools_list import first_sentence
+from toolrun.errors import ToolrunError
+from toolrun.runlog import RunLog, RunLogWriter, default_log_path
+from toolrun.runner import ObserverGroup
+from toolrun.text import counted
+
+PROMPT = "› "
+COMMANDS_HELP = "/tools  what the model can call · /save FILE  the chat as a recipe + recording · /exit  leave (or Ctrl-D)"
+
+
+@click.command("chat")
+@click.option("--tools", "tool_patterns", multiple=True, metavar="GLOB",
+              help="a tool the model may call, by name or glob (repeatable; default: the whole catalog)")
+@click.option("--tools-dir", type=click.Path(path_type=Path, file_okay=False), help="tools directory (default: ./tools.d)")
+@click.option("--model", "model_spec", metavar="P:M", help="provider:model (default: $TOOLRUN_MODEL or the recipe's)")
+@click.option("--recipe", "recipe_path", type=click.Path(path_type=Path, dir_okay=False),
+              help="start from a recipe: its model, tools, system prompt and settings")
+@click.option("--system", help="the system prompt")
+@click.option("--stream/--no-stream", default=None, help="use the provider's streaming API (default) or not")
+@click.option("--yes", "assume_yes", is_flag=True, help="approve every call of a tool that asks for confirmation")
+@run_log_options
+def chat_command(tool_patterns: tuple[str, ...], tools_dir: Path | None, model_spec: str | None,
+                 recipe_path: Path | None, system: str | None, stream: bool | None, assume_yes: bool,
+                 logs: Path | None, no_log: bool) -> None:
+    """Chat with a model that can call your tools.
+
+    \b
+    /tools       what the model can call
+    /save FILE   the conversation so far as a recipe, plus its recording (replays offline)
+    /exit        leave (Ctrl-D too); Ctrl-C cancels the answer in progress
+    """
+    display = TerminalDisplay(info_out=sys.stderr, text_out=sys.stdout)
+    session = ChatSession.open(model=model_spec or os.environ.get(MODEL_ENV) or None, tools=tool_patterns,
+                               tools_dir=tools_dir, system=system, recipe=recipe_path, on_catalog=display.on_catalog)
+    run_log = open_run_log(logs, no_log)
+    try:
+        Chat(session, run_log, stream=stream, assume_yes=assume_yes).loop()
+    finally:
+        session.close()
+        if run_log is not None:
+            run_log.close()
+
+
+class Chat:
+    """The terminal side of one chat: read a line, run a command or ask, print."""
+
+    def __init__(self, session: ChatSession, run_log: RunLog | None, *, stream: bool | None, assume_yes: bool):
+        self.session = session
+        self.run_log = run_log
+        self.stream = stream
+        self.approver = TerminalApprover(assume_yes)
+        self.id = uuid.uuid4().hex[:12]  # the run log groups this chat's answers by it
+        self.interactive = sys.stdin.isatty()
+        if self.interactive:
+            _line_editing()
+
+    def loop(self) -> None:
+        count = counted(len(self.session.tools), "tool")
+        _info(f"toolrun chat · {self.session.model} · {count} · {COMMANDS_HELP}")
+        while True:
+            try:
+                line = input(PROMPT if self.interactive else "")
+            except EOFError:  # Ctrl-D
+                if self.interactive:
+                    click.echo()
+                return
+            except KeyboardInterrupt:  # Ctrl-C at the prompt: a fresh line, as a shell does
+                click.echo("^C" if self.interactive else "")
+                continue
+            line = line.strip()
+            if not line:
+                continue
+            if line.startswith("/"):
+                if self.command(line):
+                    return
+                continue
+            self.ask(line)
+
+    def command(self, line: str) -> bool:
+        """Run a slash command; True to leave."""
+        name, _, argument = line.partition(" ")
+        if name in ("/exit", "/quit"):
+            return True
+        if name == "/tools":
+            for tool in self.session.tools:
+                _info(f"  {tool.name}  {first_sentence(tool.description)}")
+        elif name == "/save":
+            if not argument.strip():
+                _info("usage: /save FILE   (e.g. /save recipes/flowers.yaml)")
+                return False
+            try:
+                written = self.session.save(Path(argument.strip()).expanduser())
+            except (ToolrunError, OSError) as exc:
+                _info(f"error: {exc}")
+                return False
+            _info(f"saved {', '.join(map(str, written))} — play it again with: toolrun recipe {written[0]}")
+        elif name == "/help":
+            _info(COMMANDS_HELP)
+        else:
+            _info(f"unknown command {name}; {COMMANDS_HELP}")
+        return False
+
+    def ask(self, question: str) -> None:
+        display = TerminalDisplay(info_out=sys.stderr, text_out=sys.stdout)
+        writer = None if self.run_log is None else RunLogWriter(self.run_log, command="chat", prompt=question,
+                                                                session=self.id)
+        try:
+            result = asyncio.run(self.session.answer(question, observer=ObserverGroup(display, writer),
+                                                     approver=self.approver, stream=self.stream))
+        except KeyboardInterrupt:
+            display.notice("cancelled: the answer was stopped; the conversation goes on without it")
+            if writer is not None:
+                writer.interrupted()
+            return
+        except ToolrunError as exc:
+            display.notice(f"error: {exc}")
+            return
+        display.summary(result, result.mode or "live")
+        if result.failed:
+            display.notice(f"error: the answer failed: {result.error or result.stop_reason}")
+        elif result.error:
+            display.notice(f"warning: {result.error}")
+        usage = self.session.usage
+        _info(f"chat so far: {counted(self.session.answers, 'answer')} · {usage.input_tokens} in / "
+              f"{usage.output_tokens} out tokens")
+        if writer is not None and writer.problem:
+            display.notice(f"warning: {writer.problem}")
+
+
+def _info(line: str) -> None:
+    click.echo(line, err=True)
+
+
+def _line_editing() -> None:
+    """Arrow keys, Ctrl-R and a history kept across chats (beside the run log)."""
+    try:
+        import readline
+    except ImportError:  # pragma: no cover - a Python built without it still chats, without editing
+        return
+    history = default_log_path().with_name("chat_history")
+    try:
+        history.parent.mkdir(parents=True, exist_ok=True)
+        readline.read_history_file(history)
+    except OSError:
+        pass
+    readline.set_history_length(1000)
+    atexit.register(_save_history, readline, history)
+
+
+def _save_history(readline: object, history: Path) -> None:
+    try:
+        readline.write_history_file(history)  # type: ignore[attr-defined]
+    except OSError:
+        pass
