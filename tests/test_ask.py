@@ -7,7 +7,9 @@ import json
 import subprocess
 from pathlib import Path
 
-from tests.test_cli_recipe import ANSWER, ROOT, TOOLRUN, clean_env, fake_openai, live_env, make_world, toolrun
+import pytest
+
+from tests.test_cli_recipe import ANSWER, ROOT, TOOLRUN, clean_env, fake_openai, invoke, live_env, make_world, toolrun
 from toolrun.ask import adhoc_recipe, literal_template
 from toolrun.templates import render
 
@@ -78,16 +80,18 @@ def test_ask_with_a_scripted_model_keeps_braces_as_typed(tmp_path: Path) -> None
     assert document["turns"][0]["tool_calls"][0]["result"] == "玫瑰: 100, 郁金香: 150"
 
 
-def test_ask_says_what_is_missing(tmp_path: Path) -> None:
-    no_model = toolrun("ask", "hi", cwd=ROOT)
-    assert no_model.returncode == 2
-    assert "no model to ask — pass --model provider:model" in no_model.stderr
+def test_ask_says_what_is_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     no_key = toolrun("ask", "hi", "--model", "openai:gpt-4o-mini", cwd=ROOT)
     assert no_key.returncode == 2 and "no OPENAI_API_KEY set" in no_key.stderr and "Traceback" not in no_key.stderr
-    no_tools = toolrun("ask", "hi", "--model", "openai:gpt-4o-mini", cwd=tmp_path)
-    assert no_tools.returncode == 2 and "tools.d: the tools directory does not exist" in no_tools.stderr
-    typo = toolrun("ask", "hi", "--model", "openai:gpt-4o-mini", "--tools", "get_flower_inventroy", cwd=ROOT)
-    assert typo.returncode == 2 and "did you mean 'get_flower_inventory'" in typo.stderr
+    monkeypatch.chdir(ROOT)
+    no_model = invoke("ask", "hi")
+    assert no_model.exit_code == 2
+    assert "no model to ask — pass --model provider:model" in no_model.stderr
+    typo = invoke("ask", "hi", "--model", "openai:gpt-4o-mini", "--tools", "get_flower_inventroy")
+    assert typo.exit_code == 2 and "did you mean 'get_flower_inventory'" in typo.stderr
+    monkeypatch.chdir(tmp_path)
+    no_tools = invoke("ask", "hi", "--model", "openai:gpt-4o-mini")
+    assert no_tools.exit_code == 2 and "tools.d: the tools directory does not exist" in no_tools.stderr
 
 
 def test_literal_templates_render_to_the_text_itself() -> None:

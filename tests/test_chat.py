@@ -85,7 +85,7 @@ class Terminal:
         while time.monotonic() < deadline:
             dead, _, status = self.tmux("display-message", "-p", "-t", "t",
                                         "#{pane_dead} #{pane_dead_status}").strip().partition(" ")
-            if dead == "1":
+            if dead == "1" and status:  # the status shows a moment after the pane dies
                 return int(status)
             time.sleep(0.05)
         raise AssertionError(f"the chat did not end; the screen:\n{self.screen()}")
