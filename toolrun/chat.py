@@ -69,8 +69,12 @@ class ChatSession:
         from the options alone; an option given wins over the recipe. Loads the catalog once."""
         if recipe is not None:
             loaded = load_recipe(recipe)
+            spec = loaded.model_spec(model)
+            provider, script = split_model(spec)
+            if provider == SCRIPTED_PROVIDER and not model:  # a recipe's own script is relative to the recipe
+                spec = f"{SCRIPTED_PROVIDER}:{loaded.path.parent / script}"
             base = dataclasses.replace(
-                loaded, name="chat", model=loaded.model_spec(model), tools=list(tools) if tools else loaded.tools,
+                loaded, name="chat", model=spec, tools=list(tools) if tools else loaded.tools,
                 tools_dir=loaded.locate_tools_dir(tools_dir), expect=Expectations(), messages=[],
                 system=literal_template(system) if system else loaded.system)
         else:
