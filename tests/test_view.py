@@ -126,6 +126,49 @@ def test_errors_are_red_and_unfinished_calls_say_so(tmp_path: Path) -> None:
     assert "No answer: the run did not finish." in html
 
 
+BARRIER_TOOLS = """\
+tools:
+  - name: read_stock
+    description: >-
+      Returns the stock of one city's shop, slowly. Use it to read stock; call it once per
+      city. Do not use it to change anything.
+    parameters: {type: object, properties: {city: {type: string, description: City}}, required: [city]}
+    annotations: {read_only: true}
+    backend: {python: "shop.py:read_stock"}
+  - name: close_books
+    description: >-
+      Closes the day's books for every shop; nothing may read stock meanwhile. Use it once at
+      the end of the day. Do not use it to read stock.
+    parameters: {type: object, properties: {}}
+    sequential: true
+    annotations: {read_only: false, destructive: false, idempotent: true}
+    backend: {python: "shop.py:close_books"}
+"""
+
+
+def test_a_sequential_barrier_is_a_bar_no_other_bar_overlaps(tmp_path: Path) -> None:
+    tools = tmp_path / "tools.d"
+    tools.mkdir()
+    (tools / "shop.yaml").write_text(BARRIER_TOOLS, encoding="utf-8")
+    (tools / "shop.py").write_text("import time\n\ndef read_stock(city):\n    time.sleep(0.15)\n    return city\n\n"
+                                   "def close_books():\n    time.sleep(0.15)\n    return 'closed'\n", encoding="utf-8")
+    script = tmp_path / "turns.yaml"
+    script.write_text("- tool_calls:\n    - {name: read_stock, arguments: {city: 北京}}\n"
+                      "    - {name: read_stock, arguments: {city: 上海}}\n    - {name: close_books, arguments: {}}\n"
+                      "    - {name: read_stock, arguments: {city: 深圳}}\n- text: done\n", encoding="utf-8")
+    db = tmp_path / "logs.db"
+    completed = toolrun("ask", "close the day", "--model", f"scripted:{script}", "--tools-dir", str(tools),
+                        "--logs", str(db), "--yes", cwd=tmp_path)
+    assert completed.returncode == 0, completed.stderr
+    page = invoke("view", "--logs", str(db), "-o", "-").stdout
+    first = bars(turn_section(page, 1))
+    beijing, shanghai, barrier, shenzhen = first
+    assert beijing[0] < shanghai[1] and shanghai[0] < beijing[1]  # the two reads before it ran together
+    for other in (beijing, shanghai, shenzhen):
+        assert other[1] <= barrier[0] or barrier[1] <= other[0], (barrier, other)  # the barrier ran alone
+    assert shenzhen[0] >= barrier[1]
+
+
 def test_a_transcript_without_times_is_drawn_with_estimated_times(tmp_path: Path,
                                                                   inventory_run: tuple[Path, Path]) -> None:
     old = tmp_path / "old.jsonl"

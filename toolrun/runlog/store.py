@@ -166,17 +166,19 @@ class RunLog:
         if not words:
             return []
         matching: set[int] | None = None
-        first: dict[int, SearchHit] = {}
-        for number, word in enumerate(words):
-            rows = self.connection.execute("SELECT run_id, field, original FROM search WHERE search MATCH ? ORDER BY rowid",
+        first: dict[int, int] = {}  # run id -> the index row of its first match of the first word
+        for number, word in enumerate(words):  # ids only: the text is read for the runs shown, not every match
+            rows = self.connection.execute("SELECT run_id, MIN(rowid) FROM search WHERE search MATCH ? GROUP BY run_id",
                                            (match_query(word),)).fetchall()
-            runs = {int(row["run_id"]) for row in rows}
-            matching = runs if matching is None else matching & runs
             if number == 0:
-                for row in rows:
-                    first.setdefault(int(row["run_id"]), SearchHit(int(row["run_id"]), row["field"],
-                                                                   _excerpt(row["original"], word)))
-        return [first[run_id] for run_id in sorted(matching or (), reverse=True)[:limit]]
+                first = {int(run_id): rowid for run_id, rowid in rows}
+            runs = {int(row[0]) for row in rows}
+            matching = runs if matching is None else matching & runs
+        hits = []
+        for run_id in sorted(matching or (), reverse=True)[:limit]:
+            row = self.connection.execute("SELECT field, original FROM search WHERE rowid = ?", (first[run_id],)).fetchone()
+            hits.append(SearchHit(run_id, row["field"], _excerpt(row["original"], words[0])))
+        return hits
 
 
 def _summary(row: sqlite3.Row) -> dict[str, Any]:
