@@ -124,7 +124,7 @@ def test_three_runs_listed_newest_first_shown_and_searched(tmp_path: Path) -> No
     assert table.stdout.splitlines()[1].split()[:3] == ["3", *table.stdout.splitlines()[1].split()[1:3]]
     assert "failed" in table.stdout.splitlines()[2]
 
-    shown = invoke("logs", "show", "1", "--logs", str(db))
+    shown = invoke("logs", "--logs", str(db), "show", "1")  # the group's --logs counts for its commands
     assert shown.exit_code == 0, shown.stderr
     for city, stock in [("北京", "玫瑰: 100, 郁金香: 150"), ("上海", "百合: 80, 康乃馨: 120"), ("深圳", "向日葵: 200, 玉兰: 90")]:
         assert f'→ get_flower_inventory {{"city": "{city}"}}' in shown.stdout

@@ -16,6 +16,7 @@ from toolrun.errors import Problem, UserError
 from toolrun.runlog import RunLog, default_log_path
 from toolrun.text import counted
 
+_GROUP_LOGS = "toolrun.logs.path"  # click's meta is shared by a command and its subcommands
 _PREVIEW = 100  # characters of an argument or result shown on one line
 
 
@@ -39,8 +40,10 @@ def _list_options(function: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def read_log(logs: Path | None) -> RunLog:
-    """The run log to read; UserError when there is none yet."""
-    path = logs if logs is not None else default_log_path()
+    """The run log to read (``--logs``, else the group's ``--logs``, else the default); UserError when there is none yet."""
+    context = click.get_current_context(silent=True)
+    given = logs if logs is not None else (context.meta.get(_GROUP_LOGS) if context is not None else None)
+    path = Path(given) if given is not None else default_log_path()
     if not path.is_file():
         raise UserError(Problem(path, None, "no run log here yet",
                                 "run a recipe, ask or chat first, or name the log with --logs / TOOLRUN_LOGS"))
@@ -52,6 +55,7 @@ def read_log(logs: Path | None) -> RunLog:
 @click.pass_context
 def logs_group(ctx: click.Context, **options: Any) -> None:
     """The log of every run: list (the default), show ID, search TEXT."""
+    ctx.meta[_GROUP_LOGS] = options["logs"]  # toolrun logs --logs F show 3: the group's --logs counts too
     if ctx.invoked_subcommand is None:
         _list(**options)
 
