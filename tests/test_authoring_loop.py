@@ -7,6 +7,9 @@ import json
 import textwrap
 from pathlib import Path
 
+import pytest
+
+from tests.loopback import Recorded, Reply
 from tests.test_cli_recipe import ANSWER, INVENTORY, clean_env, invoke, toolrun
 
 SCRIPT = """\
@@ -115,3 +118,65 @@ def test_a_transcript_in_a_missing_folder_is_refused_not_created(tmp_path: Path)
     result = invoke("recipe", str(INVENTORY), "--transcript", str(target))
     assert result.exit_code == 2 and "does not exist" in result.stderr
     assert not (tmp_path / "no").exists()
+
+
+def _tools_that_must_not_run(tmp_path: Path) -> Path:
+    """The shipped flower tool, its function replaced by one that fails loudly if it ever runs."""
+    tools = tmp_path / "tools.d"
+    tools.mkdir()
+    shipped = (INVENTORY.parent.parent / "tools.d" / "flowers.yaml").read_text(encoding="utf-8")
+    (tools / "flowers.yaml").write_text(shipped, encoding="utf-8")
+    (tools / "flowers.py").write_text("def get_flower_inventory(city):\n    raise RuntimeError('the tool ran')\n",
+                                      encoding="utf-8")
+    return tools
+
+
+@pytest.mark.parametrize("recipe", ["inventory", "inventory-anthropic", "inventory-gemini", "inventory-responses"])
+def test_replay_tools_plays_the_recorded_results_and_runs_nothing(tmp_path: Path, recipe: str) -> None:
+    tools = _tools_that_must_not_run(tmp_path)
+    path = INVENTORY.parent / f"{recipe}.yaml"
+    played = invoke("recipe", str(path), "--replay-tools", "--strict", "--json", "--tools-dir", str(tools))
+    assert played.exit_code == 0, played.stderr
+    document = json.loads(played.stdout)
+    results = [(call["arguments"]["city"], call["result"], call["is_error"]) for call in document["turns"][0]["tool_calls"]]
+    assert results == [("北京", "玫瑰: 100, 郁金香: 150", False), ("上海", "百合: 80, 康乃馨: 120", False),
+                       ("深圳", "向日葵: 200, 玉兰: 90", False)]
+    assert "the tool ran" not in played.stdout + played.stderr
+    # the same run without --replay-tools does run the tool (and so fails its calls)
+    ran = invoke("recipe", str(path), "--json", "--tools-dir", str(tools))
+    assert "the tool ran" in ran.stdout
+
+
+def test_replay_tools_needs_a_replay(tmp_path: Path) -> None:
+    result = invoke("recipe", str(INVENTORY), "--replay-tools", "--model", f"scripted:{_script(tmp_path)}")
+    assert result.exit_code == 2 and "needs a replay" in result.stderr
+
+
+def test_a_local_server_needs_no_key(loopback, tmp_path: Path) -> None:
+    def local_model(request: Recorded) -> Reply:
+        assert "authorization" not in request.headers  # nothing made up, nothing sent
+        return Reply(body={"choices": [{"index": 0, "finish_reason": "stop",
+                                        "message": {"role": "assistant", "content": "本地模型在此"}}],
+                           "usage": {"prompt_tokens": 5, "completion_tokens": 3}})
+
+    server = loopback(local_model)
+    recipe = tmp_path / "local.yaml"
+    recipe.write_text(textwrap.dedent(f"""
+        name: local
+        model: openai:qwen2.5-7b
+        provider: {{base_url: "{server.url}/v1"}}
+        tools_dir: {INVENTORY.parent.parent / 'tools.d'}
+        tools: [get_flower_inventory]
+        messages: [{{user: 你好}}]
+        settings: {{stream: false}}
+    """), encoding="utf-8")
+    result = invoke("recipe", str(recipe), env=clean_env())
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == "本地模型在此\n" and result.stderr.rstrip().endswith("· live")
+    assert len(server.requests) == 1
+    # a remote endpoint still needs its key, and says which variable holds it
+    remote = tmp_path / "remote.yaml"
+    remote.write_text(recipe.read_text(encoding="utf-8").replace(server.url, "https://llm.internal.example"),
+                      encoding="utf-8")
+    refused = invoke("recipe", str(remote), env=clean_env())
+    assert refused.exit_code == 2 and "OPENAI_API_KEY" in refused.stderr

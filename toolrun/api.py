@@ -114,9 +114,11 @@ def run(
     record: str | Path | None = None,
     replay: str | Path | None = None,
     strict: bool = False,
+    replay_tools: bool = False,
     environ: Mapping[str, str] | None = None,
 ) -> RunResult:
     """Blocking twin of ``arun`` (see there): play a recipe until the model answers."""
     return asyncio.run(arun(recipe, vars=vars, model=model, mode=mode, prompt=prompt, tools_dir=tools_dir,
                             catalog=catalog, observer=observer, approver=approver, stream=stream,
-                            max_turns=max_turns, record=record, replay=replay, strict=strict, environ=environ))
+                            max_turns=max_turns, record=record, replay=replay, strict=strict,
+                            replay_tools=replay_tools, environ=environ))

@@ -38,6 +38,7 @@ from toolrun.recipe import Recipe, load_recipe
 from toolrun.replay.divergence import Divergence
 from toolrun.replay.playback import ModeChoice, check_cassette_provider, choose_mode, offline_config
 from toolrun.replay.recording import Cassette, RecordingTransport, ReplayTransport, cassette_beside, load_cassette, save_cassette
+from toolrun.replay.tool_results import RecordedToolResults
 from toolrun.results import RunResult
 from toolrun.runner import RunObserver, run_conversation
 from toolrun.secrets import redacting, run_redactor
@@ -68,6 +69,7 @@ async def arun(
     record: str | Path | None = None,
     replay: str | Path | None = None,
     strict: bool = False,
+    replay_tools: bool = False,
     environ: Mapping[str, str] | None = None,
 ) -> RunResult:
     """Play a recipe (a path or a loaded ``Recipe``) until the model answers.
@@ -79,7 +81,8 @@ async def arun(
     - ``mode``: ``"auto"`` (live with credentials, else the recording beside the recipe),
       ``"live"`` or ``"replay"``; ``replay=FILE`` replays that recording, ``record=FILE``
       saves every model exchange of a live run; ``strict``: a replay that diverges from its
-      recording fails (``stop_reason == "error"``), as CI wants;
+      recording fails (``stop_reason == "error"``), as CI wants; ``replay_tools``: a replay
+      also plays back the tools' recorded results, so no tool runs and no service is needed;
     - ``observer``: a ``RunObserver`` that sees the run as it happens (streamed text, tool
       calls, notices, divergences); ``approver``: says yes or no to tools that need approval.
 
@@ -94,7 +97,7 @@ async def arun(
     redactor = run_redactor()
     with redacting(redactor):  # every secret this run reads stays in this run
         play = _Play(recipe if isinstance(recipe, Recipe) else load_recipe(Path(recipe)), observer or RunObserver(),
-                     dict(vars or {}), environ, strict=strict)
+                     dict(vars or {}), environ, strict=strict, replay_tools=replay_tools)
         result = await play.run(model=model, mode=mode, prompt=prompt, tools_dir=tools_dir, catalog=catalog,
                                 approver=approver, stream=stream, max_turns=max_turns, record=record, replay=replay)
     result.redactor = redactor
@@ -128,9 +131,10 @@ class _Play:
     """One recipe run: its recipe, observer, vars and the divergences found so far."""
 
     def __init__(self, recipe: Recipe, observer: RunObserver, vars: dict[str, Any],
-                 environ: Mapping[str, str] | None, *, strict: bool = False) -> None:
+                 environ: Mapping[str, str] | None, *, strict: bool = False, replay_tools: bool = False) -> None:
         self.recipe = recipe
         self.strict = strict
+        self.replay_tools = replay_tools
         self.observer = observer
         self.vars = vars
         self.environ = environ
@@ -151,6 +155,12 @@ class _Play:
         system = recipe.render_system(self.vars)
         messages = [Message("user", [TextPart(prompt)])] if prompt is not None else recipe.render_messages(self.vars)
         connection = self._connect(model, mode, record_path, Path(replay) if replay is not None else None, stream)
+        execute = None
+        if self.replay_tools:
+            if connection.replay is None:
+                raise UserError(Problem(None, None, f"replaying the tools' results needs a replay; this run is {connection.mode}",
+                                        "add --replay FILE (or drop --replay-tools)"))
+            execute = RecordedToolResults(connection.replay, type(connection.provider))
 
         self.observer.on_run_start(recipe=recipe.name, model=connection.spec, mode=connection.mode)
         for notice in connection.notices:
@@ -160,6 +170,7 @@ class _Play:
                 connection.provider, tools, system=system, messages=messages,
                 settings=recipe.run_settings(max_turns=max_turns, stream=connection.stream),
                 context=recipe.call_context(self.environ), approver=approver, observer=self.observer,
+                execute=execute,
             )
         finally:
             if not isinstance(model, Provider):  # a caller's own provider object stays theirs to close

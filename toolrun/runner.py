@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from toolrun.backends.base import CallContext
 from toolrun.call_ids import CallIdAllocator
 from toolrun.errors import Problem, ProviderError, UserError
-from toolrun.execution import execute_call
+from toolrun.execution import ToolOutcome, execute_call
 from toolrun.messages import (
     Message,
     ModelRequest,
@@ -71,6 +72,19 @@ class RunSettings:
     # A forced choice ("required" or a tool's name) applies to the first request only;
     # forcing it on every turn would make the model call tools forever.
     reset_tool_choice: bool = True
+
+
+class CallExecutor(Protocol):
+    """Runs one call that names a known tool with JSON arguments; ``turn`` is every call of its turn."""
+
+    async def __call__(self, tool: Tool, call: ToolCall, context: CallContext, approver: Approver | None,
+                       *, turn: Sequence[ToolCall] = ()) -> ToolOutcome: ...
+
+
+async def run_tool(tool: Tool, call: ToolCall, context: CallContext, approver: Approver | None,
+                   *, turn: Sequence[ToolCall] = ()) -> ToolOutcome:
+    """The default executor: validate, approve and run the call through the tool's backend."""
+    return await execute_call(tool, call.arguments, context, approver)
 
 
 class RunObserver:
@@ -168,8 +182,12 @@ async def run_conversation(
     context: CallContext,
     approver: Approver | None = None,
     observer: RunObserver | None = None,
+    execute: CallExecutor | None = None,
 ) -> RunResult:
     """Play a conversation against ``provider`` with ``tools`` until the model answers.
+
+    ``execute`` runs one valid call (default: the tool's backend, through
+    ``execute_call``); a replay of recorded tool results gives its own.
 
     Returns a ``RunResult`` whose ``stop_reason`` is the last answer's (``stop``,
     ``length``, ``content_filter``), or ``max_turns`` / ``error`` with ``error`` saying why.
@@ -178,7 +196,8 @@ async def run_conversation(
     redactor = active_redactor() or Redactor()  # a recipe run brings its own; a bare loop gets one
     with redacting(redactor):
         redactor.add(provider.config.api_key)  # however the provider was made, its key never shows
-        loop = _ConversationLoop(provider, tools, system, messages, settings, context, approver, observer)
+        loop = _ConversationLoop(provider, tools, system, messages, settings, context, approver, observer,
+                                 execute or run_tool)
         result = await loop.run()
     result.redactor = redactor
     return result
@@ -197,8 +216,10 @@ class _ConversationLoop:
         context: CallContext,
         approver: Approver | None,
         observer: RunObserver | None,
+        execute: CallExecutor,
     ) -> None:
         _check_settings(settings, tools)
+        self.execute = execute
         self.provider = provider
         self.tools = {tool.name: tool for tool in tools}
         self.definitions = [tool.definition() for tool in tools]
@@ -281,14 +302,14 @@ class _ConversationLoop:
         batches = plan_batches(calls, is_sequential=self._is_sequential, parallel=self.settings.parallel)
         records: list[ToolCallRecord] = []
         for batch in batches:
-            records.extend(await asyncio.gather(*(self._run_call(call, stop_reason) for call in batch)))
+            records.extend(await asyncio.gather(*(self._run_call(call, stop_reason, calls) for call in batch)))
         return records
 
     def _is_sequential(self, call: ToolCall) -> bool:
         tool = self.tools.get(call.name)
         return bool(tool and tool.sequential)
 
-    async def _run_call(self, call: ToolCall, stop_reason: str) -> ToolCallRecord:
+    async def _run_call(self, call: ToolCall, stop_reason: str, turn: list[ToolCall]) -> ToolCallRecord:
         self.observer.on_tool_call_start(call)
         shown_arguments = call.arguments if call.arguments is not None else call.raw_arguments
         refusal = self._refusal(call, stop_reason)
@@ -296,7 +317,7 @@ class _ConversationLoop:
             record = ToolCallRecord(call.id, call.name, shown_arguments, refusal, True, 0)
         else:
             tool = self.tools[call.name]
-            outcome = await execute_call(tool, call.arguments, self.context, self.approver)
+            outcome = await self.execute(tool, call, self.context, self.approver, turn=turn)
             record = ToolCallRecord(call.id, call.name, shown_arguments, outcome.result, outcome.is_error,
                                     outcome.duration_ms)
         self.observer.on_tool_call_end(record)

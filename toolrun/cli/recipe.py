@@ -53,6 +53,8 @@ def parse_vars(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.option("--replay", type=click.Path(path_type=Path, dir_okay=False), help="play the model side back from this cassette, offline")
 @click.option("--live", is_flag=True, help="never fall back to the recording beside the recipe")
 @click.option("--strict", is_flag=True, help="a replay that diverges from its recording fails the run (exit 1), for CI")
+@click.option("--replay-tools", is_flag=True,
+              help="in a replay, play back the tools' recorded results too: no tool runs, no service is needed")
 @click.option("--yes", "assume_yes", is_flag=True, help="approve every call of a tool that asks for confirmation")
 @click.option("--transcript", "transcript_path", type=click.Path(path_type=Path, dir_okay=False),
               help="write the run as JSON Lines, one event per line, as it happens")
@@ -70,6 +72,7 @@ def recipe_command(
     replay: Path | None,
     live: bool,
     strict: bool,
+    replay_tools: bool,
     assume_yes: bool,
     transcript_path: Path | None,
     logs: Path | None,
@@ -86,7 +89,7 @@ def recipe_command(
     code = play_recipe(
         recipe_path, model_spec=model_spec, tools_dir=tools_dir, var_overrides=parse_vars(var_pairs),
         as_json=as_json, stream=stream, max_turns=max_turns, record=record, replay=replay, live=live, strict=strict,
-        prompt=prompt,
+        replay_tools=replay_tools, prompt=prompt,
         assume_yes=assume_yes, transcript_path=transcript_path, run_log=open_run_log(logs, no_log),
     )
     sys.exit(code)
@@ -105,6 +108,7 @@ def play_recipe(
     replay: Path | None = None,
     live: bool = False,
     strict: bool = False,
+    replay_tools: bool = False,
     prompt: str | None = None,
     assume_yes: bool = False,
     transcript_path: Path | None = None,
@@ -125,7 +129,8 @@ def play_recipe(
             result = asyncio.run(arun(
                 recipe, vars=var_overrides, model=model_spec, mode="live" if live else "auto",
                 tools_dir=tools_dir, observer=ObserverGroup(display, log, writer), approver=TerminalApprover(assume_yes),
-                stream=stream, max_turns=max_turns, record=record, replay=replay, strict=strict, prompt=prompt,
+                stream=stream, max_turns=max_turns, record=record, replay=replay, strict=strict,
+                replay_tools=replay_tools, prompt=prompt,
             ))
         except KeyboardInterrupt:
             display.notice("interrupted: the run stopped before it finished")

@@ -363,7 +363,8 @@ class AnthropicProvider(Provider):
     @classmethod
     def conversation_item(cls, item: dict[str, Any]) -> WireItem | None:
         if item.get("type") == "tool_result":
-            return WireItem("tool_result", item.get("tool_use_id"))
+            return WireItem("tool_result", item.get("tool_use_id"), content=item.get("content", ""),
+                            is_error=bool(item.get("is_error")))
         if item.get("type") == "tool_use":
             return WireItem("tool_call", item.get("id"), item.get("name"))
         return None

@@ -13,11 +13,13 @@ that carry credentials (``credential_headers``), and how to read a recorded requ
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol
+from urllib.parse import urlsplit
 
 from toolrun.errors import Problem, UserError
 from toolrun.messages import ModelRequest, ModelResponse, StreamEvent, ToolDefinition
@@ -55,6 +57,8 @@ class WireItem:
     kind: Literal["tool_call", "tool_result"]
     call_id: Any
     name: str | None = None  # None: the item does not say; the call with ``call_id`` may
+    content: Any = None  # a tool result's text as sent (``--replay-tools`` plays it back)
+    is_error: bool | None = None  # None: the format does not carry the flag (OpenAI Chat, Responses)
 
 
 @dataclass
@@ -73,6 +77,17 @@ class ProviderOverrides:
     base_url: str | None = None
     api_key_env: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
+
+
+def is_loopback_url(url: str) -> bool:
+    """A server on this machine (localhost, 127.0.0.0/8, ::1): a local model server needs no key."""
+    host = urlsplit(url).hostname or ""
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class Provider(ABC):
@@ -102,7 +117,8 @@ class Provider(ABC):
     ) -> ProviderConfig:
         """Endpoint and key from the recipe's overrides, else the provider's usual variables.
 
-        Raises ``UserError`` naming the variable to set when a required key is missing.
+        Raises ``UserError`` naming the variable to set when a required key is missing; a
+        server on this machine (``base_url`` on loopback: a local vLLM, llama.cpp, Ollama) needs none.
         """
         env = os.environ if environ is None else environ
         overrides = overrides or ProviderOverrides()
@@ -111,7 +127,7 @@ class Provider(ABC):
         )
         key_names = (overrides.api_key_env,) if overrides.api_key_env else cls.api_key_env
         api_key = next((env[name] for name in key_names if env.get(name)), None)
-        if api_key is None and cls.requires_api_key:
+        if api_key is None and cls.requires_api_key and not is_loopback_url(base_url):
             raise UserError(
                 Problem(None, None, f"no credentials for provider {cls.name!r}",
                         f"set {' or '.join(key_names)} in the environment")

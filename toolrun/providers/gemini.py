@@ -478,7 +478,10 @@ class GeminiProvider(Provider):
     def conversation_item(cls, item: dict[str, Any]) -> WireItem | None:
         if isinstance(item.get("functionResponse"), dict):
             response = item["functionResponse"]
-            return WireItem("tool_result", response.get("id"), response.get("name"))
+            payload = response.get("response") if isinstance(response.get("response"), dict) else {}
+            failed = "error" in payload and "output" not in payload
+            return WireItem("tool_result", response.get("id"), response.get("name"),
+                            content=payload.get("error" if failed else "output", payload), is_error=failed)
         if isinstance(item.get("functionCall"), dict):
             call = item["functionCall"]
             return WireItem("tool_call", call.get("id"), call.get("name"))

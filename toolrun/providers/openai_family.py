@@ -120,7 +120,7 @@ def function_tool_names(entry: Any) -> list[str] | None:
 def chat_conversation_item(item: dict[str, Any]) -> WireItem | None:
     """A Chat-shaped conversation object: a ``role: tool`` result, or a call with ``function.arguments``."""
     if item.get("role") == "tool":
-        return WireItem("tool_result", item.get("tool_call_id"))
+        return WireItem("tool_result", item.get("tool_call_id"), content=item.get("content"))
     function = item.get("function")
     if isinstance(function, dict) and "arguments" in function:
         return WireItem("tool_call", item.get("id"), function.get("name"))

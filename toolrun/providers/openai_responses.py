@@ -268,7 +268,7 @@ class OpenAIResponsesProvider(Provider):
     @classmethod
     def conversation_item(cls, item: dict[str, Any]) -> WireItem | None:
         if item.get("type") == "function_call_output":
-            return WireItem("tool_result", item.get("call_id"))
+            return WireItem("tool_result", item.get("call_id"), content=item.get("output"))
         if item.get("type") == "function_call":
             return WireItem("tool_call", item.get("call_id"), item.get("name"))
         return None
