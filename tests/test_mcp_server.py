@@ -434,6 +434,34 @@ def test_http_admits_only_known_tokens_and_a_client_sees_and_calls_only_its_tool
     assert all(secret not in "\n".join(team_mcp_server.server.stderr) for secret in TEAM_TOKENS.values())
 
 
+def test_http_answers_200_concurrent_calls_from_10_clients_each_with_its_own_result(team_mcp_server: Any) -> None:
+    catalog = toolrun.load_catalog(TOOLS_D)
+    cities = ["北京", "上海", "深圳"]
+    expected = {city: toolrun.call(catalog, "get_flower_inventory", {"city": city}).result for city in cities}
+    answers: list[tuple[str, str, bool]] = []
+
+    async def check() -> None:
+        async def one(client: Client, index: int) -> None:
+            city = cities[index % 3]
+            result = await client.call_tool("get_flower_inventory", {"city": city})
+            answers.append((city, result.content[0].text, result.is_error))
+
+        async def session(number: int) -> None:
+            async with http_client(team_mcp_server.url, TEAM_TOKENS["admin"], mode="legacy") as client:
+                async with anyio.create_task_group() as calls:
+                    for index in range(20):
+                        calls.start_soon(one, client, number * 20 + index)
+
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as sessions:
+                for number in range(10):
+                    sessions.start_soon(session, number)
+
+    anyio.run(check)
+    assert len(answers) == 200
+    assert all(text == expected[city] and not is_error for city, text, is_error in answers)
+
+
 def test_http_off_loopback_without_auth_refuses_to_start() -> None:
     completed = subprocess.run(toolrun_mcp_argv("--tools-dir", str(TOOLS_D), "--http", "0.0.0.0:0"), cwd=ROOT,
                                env=server_env(), capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)

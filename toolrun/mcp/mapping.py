@@ -1,7 +1,7 @@
-"""Our tools and results in the protocol's shapes: pure functions over dicts, no SDK needed.
+"""Results and approval questions in the protocol's shapes: pure functions over dicts, no SDK needed.
 
-The wire names are the protocol's (``inputSchema``, ``readOnlyHint``, ``isError``,
-``structuredContent``); the SDK serialises these dicts as they are.
+A listed tool's shape is ``toolrun.export.mcp_tool`` (the one ``toolrun tools show --format
+mcp`` prints); a call's is here: ``content``, ``isError`` and ``structuredContent``.
 """
 
 from __future__ import annotations
@@ -10,24 +10,6 @@ import json
 from typing import Any
 
 from toolrun.tool import Tool
-
-_HINTS = {"read_only": "readOnlyHint", "destructive": "destructiveHint",
-          "idempotent": "idempotentHint", "open_world": "openWorldHint"}
-
-
-def tool_to_mcp(tool: Tool) -> dict[str, Any]:
-    """A ``Tool`` as listed by ``tools/list``: name, title, description, inputSchema, annotations."""
-    listed: dict[str, Any] = {"name": tool.name, "description": tool.description, "inputSchema": tool.parameters}
-    annotations = tool.annotations
-    if annotations is not None:
-        hints: dict[str, Any] = {wire: getattr(annotations, ours) for ours, wire in _HINTS.items()
-                                 if getattr(annotations, ours) is not None}
-        if annotations.title:
-            listed["title"] = annotations.title
-            hints["title"] = annotations.title
-        if hints:
-            listed["annotations"] = hints
-    return listed
 
 
 def call_result_to_mcp(text: str, is_error: bool) -> dict[str, Any]:

@@ -32,9 +32,10 @@ from toolrun import __version__
 from toolrun.approval import Approver, approve_all
 from toolrun.backends.base import CallContext
 from toolrun.execution import ToolOutcome, execute_call, validate_arguments
+from toolrun.export import mcp_tool
 from toolrun.mcp.audit import AuditLog
 from toolrun.mcp.live_catalog import LiveCatalog
-from toolrun.mcp.mapping import APPROVAL_SCHEMA, approval_given, approval_question, call_result_to_mcp, tool_to_mcp
+from toolrun.mcp.mapping import APPROVAL_SCHEMA, approval_given, approval_question, call_result_to_mcp
 from toolrun.secrets import redacting, run_redactor
 from toolrun.tool import Tool
 
@@ -164,7 +165,7 @@ class CatalogServer:
     async def _list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
         await self.refresh()
         self._remember(ctx)
-        listed = [types.Tool.model_validate(tool_to_mcp(tool)) for tool in self.live.tools(self.caller(ctx).tools)]
+        listed = [types.Tool.model_validate(mcp_tool(tool)) for tool in self.live.tools(self.caller(ctx).tools)]
         return types.ListToolsResult(tools=listed)
 
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> Any:
