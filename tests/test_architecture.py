@@ -32,6 +32,7 @@ BASE = frozenset(
         "toolrun.daemon_threads",
         "toolrun.durations",
         "toolrun.errors",
+        "toolrun.json_limits",
         "toolrun.messages",
         "toolrun.packaged_schemas",
         "toolrun.plugins",

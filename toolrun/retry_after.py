@@ -7,10 +7,11 @@ it needs no HTTP client at import.
 from __future__ import annotations
 
 import email.utils
-import json
 import random
 import time
 from collections.abc import Mapping
+
+from toolrun.json_limits import MAX_BODY_DEPTH, loads_bounded
 
 
 def body_retry_delay(text: str | None) -> float | None:
@@ -18,7 +19,7 @@ def body_retry_delay(text: str | None) -> float | None:
     if not text or "retryDelay" not in text:
         return None
     try:
-        body = json.loads(text)
+        body = loads_bounded(text, MAX_BODY_DEPTH)
     except ValueError:
         return None
     error = body.get("error") if isinstance(body, dict) else None

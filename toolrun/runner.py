@@ -29,6 +29,7 @@ from toolrun.backends.base import CallContext
 from toolrun.call_ids import CallIdAllocator
 from toolrun.errors import Problem, ProviderError, UserError
 from toolrun.execution import ToolOutcome, execute_call
+from toolrun.json_limits import MAX_ARGUMENT_DEPTH, TooDeep, loads_bounded, nesting_depth
 from toolrun.messages import (
     Message,
     ModelRequest,
@@ -329,6 +330,9 @@ class _ConversationLoop:
             return unknown_tool_message(call.name, list(self.tools))
         if call.arguments is None:
             return invalid_json_message(call.raw_arguments, cut_off=stop_reason == "length")
+        if nesting_depth(call.arguments) > MAX_ARGUMENT_DEPTH:  # an object from the wire, not a string we parsed
+            return (f"the arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels — send the call again "
+                    "with the arguments the tool's parameters describe")
         return None
 
     def _count_failures(self, records: list[ToolCallRecord]) -> bool:
@@ -400,8 +404,10 @@ def unknown_tool_message(name: str, available: list[str]) -> str:
 def invalid_json_message(raw: str, *, cut_off: bool) -> str:
     """The error result for arguments that did not parse as JSON."""
     try:
-        json.loads(raw)
+        loads_bounded(raw, MAX_ARGUMENT_DEPTH)
         reason = "not a JSON object"
+    except TooDeep as exc:
+        reason = str(exc)
     except json.JSONDecodeError as exc:
         reason = f"{exc.msg}, character {exc.pos}"
     except TypeError:

@@ -64,15 +64,32 @@ class Redactor:
 
 
 def _redact_with(value: Any, secrets: list[str]) -> Any:
+    # Walked with a stack, not recursion: a model's arguments may nest thousands deep.
+    if not isinstance(value, (dict, list)):
+        return _redact_text(value, secrets)
+    root: dict[Any, Any] | list[Any] = {} if isinstance(value, dict) else []
+    stack: list[tuple[dict[Any, Any] | list[Any], dict[Any, Any] | list[Any]]] = [(value, root)]
+    while stack:
+        source, target = stack.pop()
+        pairs = source.items() if isinstance(source, dict) else enumerate(source)
+        for key, item in pairs:
+            if isinstance(item, (dict, list)):
+                copy: Any = {} if isinstance(item, dict) else []
+                stack.append((item, copy))
+            else:
+                copy = _redact_text(item, secrets)
+            if isinstance(target, dict):
+                target[_redact_text(key, secrets)] = copy
+            else:
+                target.append(copy)
+    return root
+
+
+def _redact_text(value: Any, secrets: list[str]) -> Any:
     if isinstance(value, str):
         for secret in secrets:
             if secret in value:
                 value = value.replace(secret, REDACTED)
-        return value
-    if isinstance(value, dict):
-        return {k: _redact_with(v, secrets) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_redact_with(v, secrets) for v in value]
     return value
 
 

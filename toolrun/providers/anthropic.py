@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from toolrun.errors import ProviderError
+from toolrun.json_limits import MAX_ARGUMENT_DEPTH, MAX_BODY_DEPTH, loads_bounded
 from toolrun.messages import (
     Message,
     ModelRequest,
@@ -189,7 +190,7 @@ def _tool_call(block: dict[str, Any], raw_arguments: str | None = None) -> ToolC
         arguments, raw_arguments = {}, "{}"  # a tool without arguments streams only ""
     else:
         try:
-            parsed = json.loads(raw_arguments)
+            parsed = loads_bounded(raw_arguments, MAX_ARGUMENT_DEPTH)
         except ValueError:
             parsed = None
         arguments = parsed if isinstance(parsed, dict) else None
@@ -257,7 +258,7 @@ class _Block:
         block = dict(self.start)
         if self.json_pieces:  # server_tool_use and other blocks whose input streams like tool_use
             try:
-                block["input"] = json.loads("".join(self.json_pieces) or "{}")
+                block["input"] = loads_bounded("".join(self.json_pieces) or "{}", MAX_BODY_DEPTH)
             except ValueError:
                 pass
         if kind == "thinking":

@@ -15,11 +15,11 @@ answers 400 when it is missing there; on other turns it would be ignored, so it 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from toolrun.errors import ProviderError
+from toolrun.json_limits import MAX_BODY_DEPTH, loads_bounded
 from toolrun.messages import (
     Message,
     ModelRequest,
@@ -320,7 +320,7 @@ class OpenAIChatProvider(Provider):
 
 def _whole_body(text: str) -> dict[str, Any] | None:
     try:
-        body = json.loads(text)
+        body = loads_bounded(text, MAX_BODY_DEPTH)
     except ValueError:
         return None
     return body if isinstance(body, dict) and "choices" in body else None

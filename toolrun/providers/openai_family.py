@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from toolrun.catalog.schema_convert import to_openai_strict
+from toolrun.json_limits import MAX_ARGUMENT_DEPTH, loads_bounded
 from toolrun.messages import StopReason, ToolDefinition, Usage
 from toolrun.providers.base import ProviderConfig, WireItem, WireTool
 
@@ -51,8 +52,8 @@ def parse_arguments(value: Any) -> tuple[dict[str, Any] | None, str]:
     if not isinstance(value, str):
         return None, json.dumps(value, ensure_ascii=False)
     try:
-        parsed = json.loads(value)
-    except ValueError:
+        parsed = loads_bounded(value, MAX_ARGUMENT_DEPTH)
+    except ValueError:  # TooDeep too: the runner's error result says which
         return None, value
     return (parsed if isinstance(parsed, dict) else None), value
 

@@ -35,6 +35,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any
 
 from toolrun.errors import ProviderError
+from toolrun.json_limits import MAX_ARGUMENT_DEPTH, loads_bounded
 from toolrun.messages import (
     Message,
     ModelRequest,
@@ -153,8 +154,8 @@ def tool_call(name: str, arguments: Any, provider_id: str | None = None) -> Tool
     if isinstance(arguments, str):
         raw = arguments
         try:
-            parsed = json.loads(raw)
-        except json.JSONDecodeError:
+            parsed = loads_bounded(raw, MAX_ARGUMENT_DEPTH)
+        except ValueError:
             parsed = None
     else:
         raw = json.dumps(arguments, ensure_ascii=False)

@@ -8,13 +8,13 @@ shows it, instead of an empty answer.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 from toolrun.errors import ProviderError
+from toolrun.json_limits import MAX_BODY_DEPTH, loads_bounded
 from toolrun.messages import StreamEvent
 from toolrun.providers.base import EventSink
 from toolrun.providers.transport import Transport, WireRequest, body_excerpt, iter_ndjson, iter_sse
@@ -59,7 +59,7 @@ async def sse_json(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str | None,
     async for event, data in iter_sse(_keep_first(lines, kept)):
         events += 1
         try:
-            payload = json.loads(data)
+            payload = loads_bounded(data, MAX_BODY_DEPTH)
         except ValueError:
             raise ProviderError(redact(f"the stream carried something that is not JSON: {data[:200]!r}")) from None
         if isinstance(payload, dict):
@@ -72,7 +72,7 @@ async def ndjson_json(lines: AsyncIterator[str], provider: str) -> AsyncIterator
     """Parsed objects of a newline-delimited JSON stream (Ollama); ``ProviderError`` for a line that is not JSON."""
     async for line in iter_ndjson(lines):
         try:
-            chunk = json.loads(line)
+            chunk = loads_bounded(line, MAX_BODY_DEPTH)
         except ValueError:
             raise ProviderError(redact(f"{provider}'s stream carried a line that is not JSON: "
                                        f"{body_excerpt(line)}")) from None

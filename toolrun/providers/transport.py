@@ -8,7 +8,6 @@ and replay transports in ``toolrun.replay.recording`` wrap or replace it.
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
@@ -18,6 +17,7 @@ from typing import Any
 import httpx
 
 from toolrun.errors import ProviderError
+from toolrun.json_limits import MAX_BODY_DEPTH, loads_bounded
 from toolrun.retry_after import retry_delay
 from toolrun.secrets import redact
 
@@ -71,7 +71,7 @@ def body_excerpt(text: str, limit: int = 200) -> str:
 def error_message(status: int, text: str) -> str:
     """The provider's own error message out of its JSON error body, or a short excerpt."""
     try:
-        body = json.loads(text)
+        body = loads_bounded(text, MAX_BODY_DEPTH)
     except ValueError:
         body = None
     message = None
@@ -137,7 +137,7 @@ class HttpxTransport(Transport):
                 attempt += 1
                 continue
             try:
-                body = response.json()
+                body = loads_bounded(response.content, MAX_BODY_DEPTH)
             except ValueError:
                 raise ProviderError(redact(f"HTTP {response.status_code}: the answer is not JSON: "
                                            f"{body_excerpt(response.text)}")) from None

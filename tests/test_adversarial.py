@@ -1,0 +1,98 @@
+"""Attacks from the three untrusted sides — the model's arguments, the servers toolrun talks
+to, the files it loads — each kept closed by a test (issue 9; docs/security.md).
+
+Every attack runs against the real thing: the real adapters over a loopback server, the
+real runner, real subprocesses. Held means: an error result the model sees or one clean
+error, nothing executed or requested that should not be, no secret in any output.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests.loopback import Reply
+from tests.provider_helpers import STOCK_TOOL_PY, STOCK_TOOL_YAML, load_tools, run_through_runner, user
+from toolrun.json_limits import MAX_ARGUMENT_DEPTH
+from toolrun.providers import get_provider_class
+from toolrun.providers.base import ProviderConfig
+from toolrun.providers.openai_family import parse_arguments
+from toolrun.providers.transport import HttpxTransport
+from toolrun.secrets import Redactor
+
+SECRET = "sk-adversarial-0123456789abcdef"
+
+
+def _nested(depth: int, leaf: Any) -> Any:
+    value = leaf
+    for _ in range(depth):
+        value = {"a": [value]} if depth % 2 else {"a": value}
+    return value
+
+
+def _nested_text(depth: int) -> str:
+    return '{"city": ' + "[" * depth + '"北京"' + "]" * depth + "}"
+
+
+def _chat_answer(arguments: Any) -> dict[str, Any]:
+    call = {"id": "c1", "type": "function", "function": {"name": "get_flower_inventory", "arguments": arguments}}
+    return {"choices": [{"index": 0, "finish_reason": "tool_calls",
+                         "message": {"role": "assistant", "content": None, "tool_calls": [call]}}]}
+
+
+def _final_answer() -> dict[str, Any]:
+    return {"choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "done"}}]}
+
+
+def _run_chat(loopback, tmp_path, first: dict[str, Any] | str):
+    answers = iter([first, _final_answer()])
+    server = loopback(lambda request: Reply(200, next(answers), {"Content-Type": "application/json"}))
+    provider = get_provider_class("openai")("m", ProviderConfig(server.url, SECRET), HttpxTransport(max_retries=0))
+    tools = load_tools(tmp_path, STOCK_TOOL_PY, STOCK_TOOL_YAML)
+    return run_through_runner(provider, tools, user("北京?"), stream=False), server
+
+
+# 1. Deeply nested arguments -------------------------------------------------------------
+
+
+def test_redaction_walks_any_depth_without_recursion():
+    redactor = Redactor([SECRET])
+    redacted = redactor.redact(_nested(20_000, f"token {SECRET}"))
+    assert SECRET not in json.dumps(_first_leaf(redacted), ensure_ascii=False)
+    assert _first_leaf(redacted) == "token ***"
+
+
+def _first_leaf(value: Any) -> Any:
+    while isinstance(value, (dict, list)):
+        value = next(iter(value.values())) if isinstance(value, dict) else value[0]
+    return value
+
+
+def test_redaction_reaches_keys_too():
+    assert Redactor([SECRET]).redact({SECRET: 1}) == {"***": 1}
+
+
+def test_argument_text_nested_thousands_deep_is_not_an_object_and_does_not_raise():
+    raw = _nested_text(100_000)
+    assert parse_arguments(raw) == (None, raw)
+
+
+def test_argument_text_deeper_than_the_limit_is_refused_with_a_reason(loopback, tmp_path):
+    result, _ = _run_chat(loopback, tmp_path, _chat_answer(_nested_text(1_000)))
+    record = result.turns[0].tool_calls[0]
+    assert record.is_error
+    assert f"nested deeper than {MAX_ARGUMENT_DEPTH} levels" in record.result
+    assert result.final == "done"
+
+
+def test_argument_objects_nested_deep_on_the_wire_are_an_error_result(loopback, tmp_path):
+    # A compatible server may send arguments as an object: the adapter parses the whole body.
+    result, _ = _run_chat(loopback, tmp_path, _chat_answer({"city": _nested(200, "北京")}))
+    record = result.turns[0].tool_calls[0]
+    assert record.is_error and f"deeper than {MAX_ARGUMENT_DEPTH} levels" in record.result
+
+
+def test_a_provider_body_nested_past_any_limit_is_a_provider_error(loopback, tmp_path):
+    body = '{"choices": ' + "[" * 5_000 + "]" * 5_000 + "}"
+    result, _ = _run_chat(loopback, tmp_path, body)
+    assert result.stop_reason == "error" and "not JSON" in (result.error or "")

@@ -1,0 +1,51 @@
+"""JSON from untrusted hands, parsed and measured without recursion they can reach.
+
+``json.loads`` recurses once per level and raises ``RecursionError`` near a thousand; code
+that walks the parsed value (redaction, validation, serialising it again) recurses too.
+A model's arguments or a server's body deeper than any real one is refused here, as a
+``ValueError`` the caller already handles, instead of a traceback further down.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+MAX_ARGUMENT_DEPTH = 64  # a tool's parameters are a handful of levels; a model nesting deeper is attacking
+MAX_BODY_DEPTH = 256  # a provider's body wraps arguments in ~10 levels of its own
+
+
+class TooDeep(ValueError):
+    """JSON nested deeper than the limit of the place it came in."""
+
+    def __init__(self, limit: int):
+        super().__init__(f"nested deeper than {limit} levels")
+        self.limit = limit
+
+
+def nesting_depth(value: Any) -> int:
+    """How many levels of dicts and lists ``value`` has (a scalar: 0), walked without recursion."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return deepest
+
+
+def loads_bounded(text: str | bytes, max_depth: int) -> Any:
+    """``json.loads(text)``; ``TooDeep`` (a ``ValueError``) when it nests deeper than ``max_depth``."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise TooDeep(max_depth) from None
+    if nesting_depth(value) > max_depth:
+        raise TooDeep(max_depth)
+    return value
