@@ -11,14 +11,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from tests.backend_helpers import call, make_tool
 from tests.loopback import Reply
 from tests.provider_helpers import STOCK_TOOL_PY, STOCK_TOOL_YAML, load_tools, run_through_runner, user
+from toolrun.backends.http import ERROR_EXCERPT_CHARS
 from toolrun.json_limits import MAX_ARGUMENT_DEPTH
 from toolrun.providers import get_provider_class
 from toolrun.providers.base import ProviderConfig
 from toolrun.providers.openai_family import parse_arguments
 from toolrun.providers.transport import HttpxTransport
-from toolrun.secrets import Redactor
+from toolrun.secrets import Redactor, redacting
+from toolrun.text import excerpt
 
 SECRET = "sk-adversarial-0123456789abcdef"
 
@@ -96,3 +99,34 @@ def test_a_provider_body_nested_past_any_limit_is_a_provider_error(loopback, tmp
     body = '{"choices": ' + "[" * 5_000 + "]" * 5_000 + "}"
     result, _ = _run_chat(loopback, tmp_path, body)
     assert result.stop_reason == "error" and "not JSON" in (result.error or "")
+
+
+# 3. A secret straddling an excerpt's cut --------------------------------------------------
+
+
+def test_http_error_body_cut_inside_a_token_shows_no_part_of_it(tmp_path, loopback):
+    # The server chooses the padding so that the excerpt's cut falls inside the token.
+    padding = "x" * (ERROR_EXCERPT_CHARS - 21)
+    server = loopback(lambda r: Reply(500, padding + r.headers["authorization"].split()[-1] + " tail"))
+    tool = make_tool("http", {"url": server.url, "headers": {"Authorization": "Bearer ${env:TOKEN}"}},
+                     folder=tmp_path)
+    outcome = call(tool, {}, environ={"TOKEN": SECRET})
+    assert outcome.is_error
+    assert SECRET[:8] not in outcome.result and "***" in outcome.result
+
+
+def test_provider_error_body_cut_inside_the_api_key_shows_no_part_of_it(loopback, tmp_path):
+    padding = "y" * (300 - 21)
+    server = loopback(lambda r: Reply(401, padding + r.headers["authorization"].split()[-1] + " is not valid"))
+    provider = get_provider_class("openai")("m", ProviderConfig(server.url, SECRET), HttpxTransport(max_retries=0))
+    tools = load_tools(tmp_path, STOCK_TOOL_PY, STOCK_TOOL_YAML)
+    result = run_through_runner(provider, tools, user("北京?"), stream=False)
+    assert result.stop_reason == "error"
+    assert SECRET[:8] not in (result.error or "") and "***" in (result.error or "")
+
+
+def test_every_excerpt_redacts_before_it_cuts():
+    with redacting(Redactor([SECRET])):
+        for limit in range(1, len(SECRET) + 3):
+            shown = excerpt("ab" + SECRET + "cd", limit + 2)
+            assert SECRET[:3] not in shown[2:], (limit, shown)

@@ -8,15 +8,20 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
+from toolrun.secrets import redact
+
 ELLIPSIS = "…"
 
 
 def excerpt(text: str, limit: int = 200, *, flatten: bool = False, empty: str = "") -> str:
-    """``text`` cut to ``limit`` characters with ``…`` when longer.
+    """``text`` with the active run's secrets redacted, then cut to ``limit`` characters with ``…``.
 
+    Redacting first matters: a secret straddling the cut would no longer be recognised,
+    and its prefix would be shown — with untrusted text, at a length an attacker chose.
     ``flatten`` first folds every run of whitespace into one space (an HTML error page on
     one line); ``empty`` is what to say when nothing is left.
     """
+    text = redact(text)
     if flatten:
         text = " ".join(text.split())
     if not text:

@@ -47,6 +47,7 @@ from toolrun.providers.base import EventSink, Provider, StreamAssembler, WireIte
 from toolrun.providers.streaming import emit, sse_json, stream_lines
 from toolrun.providers.transport import WireRequest
 from toolrun.secrets import redact
+from toolrun.text import excerpt
 
 PROVIDER = "gemini"
 SIGNATURE = "thoughtSignature"
@@ -509,7 +510,7 @@ class GeminiProvider(Provider):
         if not stream:
             response = await self.transport.send(wire)
             if not isinstance(response.body, dict):
-                raise ProviderError(f"Gemini answered with a non-object body: {str(response.body)[:200]!r}")
+                raise ProviderError(f"Gemini answered with a non-object body: {excerpt(str(response.body))!r}")
             return parse_response(response.body)
         assembler: StreamAssembler = GeminiStreamAssembler()
         async with stream_lines(self.transport, wire) as lines:

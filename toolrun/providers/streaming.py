@@ -19,6 +19,7 @@ from toolrun.messages import StreamEvent
 from toolrun.providers.base import EventSink
 from toolrun.providers.transport import Transport, WireRequest, body_excerpt, iter_ndjson, iter_sse
 from toolrun.secrets import redact
+from toolrun.text import excerpt
 
 _KEPT_LINES = 2000  # enough of a body that is not a stream to parse it whole (a plain JSON answer)
 _SSE_LINE = re.compile(r"(data|event|id|retry)?:")  # a field or a comment: an event stream, if an empty one
@@ -61,7 +62,7 @@ async def sse_json(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str | None,
         try:
             payload = loads_bounded(data, MAX_BODY_DEPTH)
         except ValueError:
-            raise ProviderError(redact(f"the stream carried something that is not JSON: {data[:200]!r}")) from None
+            raise ProviderError(redact(f"the stream carried something that is not JSON: {excerpt(data)!r}")) from None
         if isinstance(payload, dict):
             yield event, payload
     if not events and not any(_SSE_LINE.match(line) for line in kept) and "".join(kept).strip():

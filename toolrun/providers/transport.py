@@ -60,7 +60,7 @@ class Transport(ABC):
 
 def body_excerpt(text: str, limit: int = 200) -> str:
     """A body shown in an error: an HTML page (a proxy's, usually) by its title, else its start, quoted."""
-    stripped = text.strip()
+    stripped = redact(text).strip()  # before cutting: a secret straddling the cut would not be recognised
     if stripped[:1] == "<":
         match = _HTML_TITLE.search(stripped)
         if match and match.group(1).strip():
