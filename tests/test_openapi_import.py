@@ -333,3 +333,54 @@ def test_openai_document_imports_in_seconds_and_loads_without_errors(tmp_path: P
     assert review.problems == [] and not [f for f in review.findings if f.severity == "error"]
     assert result.base_url == "https://api.openai.com/v1"
     assert all(s.reason.startswith("its body is multipart/form-data") for s in result.skipped)
+
+
+SECURITY_DOCUMENT = """\
+    openapi: 3.0.3
+    info: {title: Fleet, version: "1"}
+    servers: [{url: /v1}]
+    components:
+      securitySchemes:
+        bearer: {type: http, scheme: bearer}
+        admin: {type: apiKey, in: query, name: admin_key}
+    security: [{bearer: []}]
+    paths:
+      /trucks:
+        post:
+          operationId: addTrucks
+          summary: Register several trucks at once.
+          requestBody:
+            required: true
+            content:
+              application/json:
+                schema: {type: array, items: {type: string}, description: Plate numbers.}
+          responses: {"200": {description: ok}}
+      /admin/reset:
+        post:
+          operationId: resetFleet
+          security: [{admin: []}]
+          responses: {"200": {description: ok}}
+"""
+
+
+def test_relative_server_operation_security_and_a_whole_array_body(tmp_path: Path, loopback) -> None:
+    spec = write(tmp_path, "fleet.yaml", SECURITY_DOCUMENT)
+    result = import_openapi(spec)
+    assert result.base_url == "${env:FLEET_BASE_URL}"  # a file cannot say where /v1 is
+    assert list(result.variables) == ["FLEET_BASE_URL", "FLEET_BEARER_TOKEN", "FLEET_ADMIN_API_KEY"]
+    assert "FLEET_BASE_URL" in result.notes[0] and "--base-url" in result.notes[0]
+    server = loopback(lambda request: Reply(200, {}))
+    folder, outcome = imported(tmp_path, spec)
+    assert outcome.exit_code == 0, outcome.output
+    env = {"FLEET_BASE_URL": server.url + "/v1", "FLEET_BEARER_TOKEN": "b-1", "FLEET_ADMIN_API_KEY": "a-2"}
+    assert call_json(folder, "addTrucks", {"body": ["B-AB 1", "B-CD 2"]}, env=env)["is_error"] is False
+    assert call_json(folder, "resetFleet", {}, env=env)["is_error"] is False
+    add, reset = server.requests
+    assert add.json() == ["B-AB 1", "B-CD 2"] and add.headers["authorization"] == "Bearer b-1"
+    assert (reset.path, reset.query) == ("/v1/admin/reset", {"admin_key": ["a-2"]})
+
+
+def test_a_selection_that_matches_nothing_is_an_error_not_an_empty_file(tmp_path: Path) -> None:
+    outcome = cli("import", "openapi", str(FIXTURES / "uber.yaml"), "--tag", "Nope", "-o", str(tmp_path / "x.yaml"))
+    assert outcome.exit_code == 2
+    assert "none of the 5 operations of" in outcome.stderr and not (tmp_path / "x.yaml").exists()

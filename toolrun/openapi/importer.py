@@ -107,14 +107,24 @@ def import_openapi(spec: str | Path, *, include: Iterable[str] = (), exclude: It
         notes += [f"{operation.label}: {note}" for note in tool.notes]
     for name in (document.get("webhooks") or {}) if isinstance(document.get("webhooks"), dict) else {}:
         skipped.append(Skipped(f"webhook {name!r}", "the API calls you with it: nothing for a tool to send"))
+    if not tools:
+        raise OpenAPIError(_nothing_imported(shown, skipped, not_selected), where=shown,
+                           fix="check --include/--exclude/--tag" if not_selected else "see the reasons above")
     _name_tools(tools)
 
     variables: dict[str, str] = {}
     resolved_base = base_url or _base_url(document, swagger2, location, title, variables, notes)
-    creds = _credentials(document, swagger2, title, resolver, location, notes)
+    schemes = schemes_of(document, swagger2)
+    everywhere = required_schemes(document, schemes)
+    creds = _credentials(schemes, everywhere, title, resolver, location, notes)
     variables.update(creds.variables)
     for tool in tools:
         tool.base_url = None if base_url else _operation_base(tool.operation, location)
+        own = [name for name in _operation_schemes(tool.operation, schemes) if name not in everywhere]
+        if own:  # an operation that needs another scheme than the whole API: its own header or query
+            extra = _credentials(schemes, own, title, resolver, location, notes)
+            tool.headers, tool.query = extra.merged_headers(), extra.query
+            variables.update(extra.variables)
     result = ImportResult("", title, shown, spec_version, tools, skipped, not_selected, resolved_base,
                           variables, notes + creds.notes)
     result.text = render_toolset(result, creds)
@@ -222,10 +232,28 @@ def _operation_base(operation: Operation, location: str) -> str | None:
     return None
 
 
-def _credentials(document: dict[str, Any], swagger2: bool, title: str, resolver: Resolver, location: str,
+def _nothing_imported(shown: str, skipped: list[Skipped], not_selected: int) -> str:
+    if not_selected:
+        return f"none of the {not_selected} operations of {shown} matches the selection"
+    if skipped:
+        return f"no operation of {shown} can be imported ({len(skipped)} skipped; the first: {skipped[0]})"
+    return f"{shown} has no operations (its paths are empty)"
+
+
+def _operation_schemes(operation: Operation, schemes: dict[str, Any]) -> list[str]:
+    """The schemes of an operation's own first security requirement (none when it has none of its own)."""
+    security = operation.spec.get("security")
+    if not isinstance(security, list):
+        return []
+    for requirement in security:
+        if isinstance(requirement, dict) and requirement:
+            return [name for name in requirement if name in schemes]
+    return []
+
+
+def _credentials(schemes: dict[str, Any], used: list[str], title: str, resolver: Resolver, location: str,
                  notes: list[str]) -> Credentials:
-    schemes = schemes_of(document, swagger2)
-    if not schemes:
+    if not schemes or not used:
         return Credentials()
 
     def resolve(node: Any) -> Any:
@@ -235,4 +263,4 @@ def _credentials(document: dict[str, Any], swagger2: bool, title: str, resolver:
             notes.append(f"a security scheme is unusable: {exc}")
             return None
 
-    return credentials(title, schemes, required_schemes(document, schemes), resolve)
+    return credentials(title, schemes, used, resolve)

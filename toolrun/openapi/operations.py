@@ -61,6 +61,8 @@ class ImportedTool:
     fixed_query: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     base_url: str | None = None  # the operation's own server, when it differs from the toolset's
+    headers: dict[str, str] = field(default_factory=dict)  # credentials of its own security requirement
+    query: dict[str, str] = field(default_factory=dict)
 
     @property
     def method(self) -> str:
@@ -145,7 +147,9 @@ def _parameters(operation: Operation, resolver: Resolver, swagger2: bool, notes:
         if location not in ("path", "query", "header", "cookie"):
             raise Unsupported(f"parameter {name!r} is in {location!r}, which is not a parameter location")
         if location == "header" and name.lower() in _IGNORED_HEADERS:
-            notes.append(f"header parameter {name!r} left out (the toolset's defaults set it)")
+            why = ("a credential belongs in defaults.http.headers as ${env:NAME}, not in the model's arguments"
+                   if name.lower() == "authorization" else "the http backend sets it")
+            notes.append(f"header parameter {name!r} left out: {why}")
             continue
         argument = _parameter_argument(parameter, base, location, resolver, swagger2)
         if argument is None:

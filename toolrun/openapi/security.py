@@ -57,21 +57,21 @@ def credentials(title: str, schemes: dict[str, Any], used: list[str], resolve: A
         scheme = resolve(schemes[scheme_name])
         if not isinstance(scheme, dict):
             continue
-        suffix = f"_{identifier(scheme_name).upper()}" if len(used) > 1 else ""
+        suffix = f"_{identifier(scheme_name).upper()}" if len(schemes) > 1 else ""  # the same name in every tool
         kind = str(scheme.get("type", "")).lower()
         http_scheme = str(scheme.get("scheme", "")).lower()
         if kind == "apikey":
-            variable = f"{prefix}{suffix}" if suffix else f"{prefix}_API_KEY"
+            variable = _variable(prefix, suffix, "_API_KEY")
             where, name = str(scheme.get("in", "header")), str(scheme.get("name") or "X-API-Key")
             reference = f"${{env:{variable}}}"
             {"query": found.query, "cookie": found.cookies}.get(where, found.headers)[name] = reference
             found.variables[variable] = f"the API key ({name} in {where})"
         elif kind == "basic" or (kind == "http" and http_scheme == "basic"):
-            variable = f"{prefix}{suffix}_BASIC_AUTH"
+            variable = _variable(prefix, suffix, "_BASIC_AUTH")
             found.headers["Authorization"] = f"Basic ${{env:{variable}}}"
             found.variables[variable] = "base64 of user:password (e.g. `printf %s user:pass | base64`)"
         elif (kind == "http" and http_scheme == "bearer") or kind in ("oauth2", "openidconnect"):
-            variable = f"{prefix}{suffix}_TOKEN"
+            variable = _variable(prefix, suffix, "_TOKEN")
             found.headers["Authorization"] = f"Bearer ${{env:{variable}}}"
             how = "a bearer token" if kind == "http" else f"an access token obtained through {scheme.get('type')}"
             found.variables[variable] = how
@@ -79,3 +79,9 @@ def credentials(title: str, schemes: dict[str, Any], used: list[str], resolve: A
             found.notes.append(f"security scheme {scheme_name!r} ({scheme.get('type')} {http_scheme}) "
                                "is not supported: add its header by hand")
     return found
+
+
+def _variable(prefix: str, scheme: str, kind: str) -> str:
+    """PREFIX + _SCHEME + _KIND, without saying the kind twice (a scheme named api_key)."""
+    name = f"{prefix}{scheme}"
+    return name if name.endswith(kind) else f"{name}{kind}"

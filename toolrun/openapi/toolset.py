@@ -84,8 +84,10 @@ def tool_mapping(tool: ImportedTool) -> dict[str, Any]:
     http: dict[str, Any] = {"method": tool.method, "url": tool.url}
     if tool.base_url:
         http["base_url"] = tool.base_url
-    if tool.fixed_query:
-        http["query"] = dict(tool.fixed_query)
+    if tool.headers:
+        http["headers"] = dict(tool.headers)
+    if tool.fixed_query or tool.query:
+        http["query"] = {**tool.fixed_query, **tool.query}
     if tool.arguments:
         http["arguments"] = {name: _OneLine(where) if isinstance(where, dict) else where
                              for name, where in tool.arguments.items()}
