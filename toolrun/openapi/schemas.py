@@ -12,6 +12,7 @@ does not need (examples, xml, discriminator, vendor extensions) are dropped, and
 from __future__ import annotations
 
 import datetime
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,7 @@ from toolrun.openapi.document import Documents, OpenAPIError, join_location
 from toolrun.openapi.text import clean_description
 
 MAX_REF_DEPTH = 3  # deep enough for realistic bodies; OpenAI's document stays under 1 MB of YAML
+MAX_SCHEMA_CHARS = 12_000  # ~3,000 tokens of JSON: past this, nesting is cut shallower
 JSON_TYPES = ("string", "number", "integer", "boolean", "object", "array", "null")
 _KEPT = frozenset(
     "type enum const default format title description properties required items prefixItems additionalProperties "
@@ -50,6 +52,7 @@ class Resolver:
     documents: Documents
     root: str  # location of the main document
     dangling: list[str] = field(default_factory=list)  # broken $refs met inside schemas, since the last look
+    _cache: dict[tuple[str, str], tuple[Any, list[str]]] = field(default_factory=dict)
 
     def follow(self, node: Any, base: str) -> tuple[Any, str]:
         """``node`` with its ``$ref`` chain followed (siblings of the last $ref kept), and the location it lives in."""
@@ -92,15 +95,33 @@ class Resolver:
                 raise DanglingRef(f"$ref {reference!r} points to nothing")
         return node
 
-    def schema(self, node: Any, base: str, *, nullable_dialect: bool = True) -> Any:
-        """``node`` as a self-contained JSON Schema (see the module's docstring)."""
-        return _Converter(self, nullable_dialect).convert(node, base, (), 0)
+    def schema(self, node: Any, base: str) -> Any:
+        """``node`` as a self-contained JSON Schema (see the module's docstring).
+
+        Nesting stops after MAX_REF_DEPTH references, or fewer when the schema would
+        otherwise outgrow MAX_SCHEMA_CHARS: a tool definition of tens of thousands of
+        tokens helps no model, and a document of 2,000 operations stays a file one can load.
+        """
+        key = self.ref_key(node, base)
+        if key is not None and key in self._cache:  # a body schema shared by many operations
+            converted, dangling = self._cache[key]
+            self.dangling += dangling
+            return converted
+        before = len(self.dangling)
+        for limit in range(MAX_REF_DEPTH, 0, -1):
+            del self.dangling[before:]
+            converted = _Converter(self, limit).convert(node, base, (), 0)
+            if len(json.dumps(converted, default=str)) <= MAX_SCHEMA_CHARS:
+                break
+        if key is not None:
+            self._cache[key] = (converted, self.dangling[before:])
+        return converted
 
 
 @dataclass
 class _Converter:
     resolver: Resolver
-    nullable_dialect: bool  # OpenAPI 3.0 / Swagger 2.0: nullable and boolean exclusiveMinimum
+    max_depth: int  # references followed before a schema is cut
 
     def convert(self, node: Any, base: str, stack: tuple[tuple[str, str], ...], depth: int) -> Any:
         if isinstance(node, bool):
@@ -114,7 +135,7 @@ class _Converter:
             except DanglingRef as exc:  # one hole in a schema: the rest of the operation still imports
                 self.resolver.dangling.append(str(exc))
                 return {"type": list(JSON_TYPES), "description": "(not described: the document's $ref is broken)"}
-            if key in stack or depth >= MAX_REF_DEPTH:
+            if key in stack or depth >= self.max_depth:
                 return _cut(target, recursive=key in stack)
             return self.convert(target, target_base, (*stack, key), depth + 1)
         if node.get("type") == "file":
@@ -183,7 +204,7 @@ class _Converter:
                 out.pop("required")
         if isinstance(out.get("allOf"), list):
             out = _merge_all_of(out)
-        if node.get("nullable") is True and self.nullable_dialect:
+        if node.get("nullable") is True:  # 3.1 documents use it too (OpenAI's)
             out = _with_null(out)
         return out
 
