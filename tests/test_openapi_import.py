@@ -367,12 +367,12 @@ def test_relative_server_operation_security_and_a_whole_array_body(tmp_path: Pat
     spec = write(tmp_path, "fleet.yaml", SECURITY_DOCUMENT)
     result = import_openapi(spec)
     assert result.base_url == "${env:FLEET_BASE_URL}"  # a file cannot say where /v1 is
-    assert list(result.variables) == ["FLEET_BASE_URL", "FLEET_BEARER_TOKEN", "FLEET_ADMIN_API_KEY"]
+    assert list(result.variables) == ["FLEET_BASE_URL", "FLEET_TOKEN", "FLEET_ADMIN_API_KEY"]
     assert "FLEET_BASE_URL" in result.notes[0] and "--base-url" in result.notes[0]
     server = loopback(lambda request: Reply(200, {}))
     folder, outcome = imported(tmp_path, spec)
     assert outcome.exit_code == 0, outcome.output
-    env = {"FLEET_BASE_URL": server.url + "/v1", "FLEET_BEARER_TOKEN": "b-1", "FLEET_ADMIN_API_KEY": "a-2"}
+    env = {"FLEET_BASE_URL": server.url + "/v1", "FLEET_TOKEN": "b-1", "FLEET_ADMIN_API_KEY": "a-2"}
     assert call_json(folder, "addTrucks", {"body": ["B-AB 1", "B-CD 2"]}, env=env)["is_error"] is False
     assert call_json(folder, "resetFleet", {}, env=env)["is_error"] is False
     add, reset = server.requests

@@ -40,8 +40,9 @@ class FindingGroup:
 
     def __str__(self) -> str:
         named = ", ".join(self.tools[:EXAMPLE_TOOLS]) + (", …" if len(self.tools) > EXAMPLE_TOOLS else "")
+        spread = f" in {len(self.tools)} tools" if len(self.tools) > 1 and self.count > len(self.tools) else ""
         where = f" ({named})" if named else ""
-        return f"{self.severity:<7} {self.rule} ×{self.count}{where}: {self.example}"
+        return f"{self.severity:<7} {self.rule} ×{self.count}{spread}{where}: {self.example}"
 
 
 def lint_toolset(text: str, file: str | Path | None = None) -> ToolsetReview:

@@ -6,6 +6,7 @@ with several schemes, each name carries its scheme's name too.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,11 +54,12 @@ def credentials(title: str, schemes: dict[str, Any], used: list[str], resolve: A
     """Headers/query/cookies for the ``used`` schemes, each secret an ``${env:NAME}`` reference."""
     found = Credentials()
     prefix = env_prefix(title)
+    suffixes = scheme_suffixes(list(schemes))  # from every scheme: the same name in every tool
     for scheme_name in used:
         scheme = resolve(schemes[scheme_name])
         if not isinstance(scheme, dict):
             continue
-        suffix = f"_{identifier(scheme_name).upper()}" if len(schemes) > 1 else ""  # the same name in every tool
+        suffix = suffixes[scheme_name]
         kind = str(scheme.get("type", "")).lower()
         http_scheme = str(scheme.get("scheme", "")).lower()
         if kind == "apikey":
@@ -85,3 +87,21 @@ def _variable(prefix: str, scheme: str, kind: str) -> str:
     """PREFIX + _SCHEME + _KIND, without saying the kind twice (a scheme named api_key)."""
     name = f"{prefix}{scheme}"
     return name if name.endswith(kind) else f"{name}{kind}"
+
+
+# Words a scheme's name shares with every other scheme's: "ApiKeyAuth", "bearerAuth" say nothing.
+_GENERIC_WORDS = frozenset("api key keys auth authentication authorization scheme security token tokens bearer basic "
+                           "http https oauth oauth2 jwt header query cookie".split())
+
+
+def scheme_suffixes(names: list[str]) -> dict[str, str]:
+    """A variable-name part per scheme: ``AdminApiKeyAuth`` -> ``_ADMIN``, ``ApiKeyAuth`` -> nothing."""
+    def words(name: str) -> str:
+        split = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)
+        kept = [w for w in re.split(r"[^A-Za-z0-9]+", split) if w and w.lower() not in _GENERIC_WORDS]
+        return "_".join(kept).upper()
+
+    short = {name: words(name) for name in names}
+    clashes = {value for value in short.values() if list(short.values()).count(value) > 1}
+    return {name: f"_{identifier(name).upper()}" if short[name] in clashes and len(names) > 1
+            else (f"_{short[name]}" if short[name] else "") for name in names}
