@@ -342,10 +342,14 @@ class McpServerBackend(Backend):
 
     def check(self, tool: Tool) -> list[Problem]:
         config = tool.backend.config
+        problems = []
         if bool(config.get("command")) == bool(config.get("url")):
-            return [Problem(tool.source.file, tool.source.line, "mcp_server needs exactly one of command and url",
-                            "write command: [python, -m, our_server] or url: https://host/mcp")]
-        return []
+            problems.append(Problem(tool.source.file, tool.source.line, "mcp_server needs exactly one of command and url",
+                                    "write command: [python, -m, our_server] or url: https://host/mcp"))
+        if not isinstance(config.get("tool"), str):
+            problems.append(Problem(tool.source.file, tool.source.line, "mcp_server needs the name of the server's tool",
+                                    "write the server in a toolset file (mcp_server: at the top), which names each tool"))
+        return problems
 
     async def run(self, tool: Tool, arguments: dict[str, Any], context: CallContext) -> BackendOutput:
         spec = server_spec(tool.backend.config, tool.base_dir)

@@ -66,13 +66,13 @@ class AccessList:
 
 def load_access_list(path: Path) -> AccessList:
     """Read an ``--auth`` file; ``LoadError`` listing every problem (file, line, fix)."""
+    if not path.is_file():
+        raise LoadError(Problem(path, None, "cannot read the auth file: it does not exist",
+                                f"pass --auth with a YAML file listing the clients, e.g. {_EXAMPLE}"))
     try:
         document = load_yaml_file(path)
     except YamlSyntaxError as exc:
         raise LoadError([exc.problem]) from None
-    except OSError as exc:
-        raise LoadError(Problem(path, None, f"cannot read the auth file: {exc.strerror or exc}",
-                                "pass --auth with a YAML file listing the clients")) from None
     clients_node = document.get("clients") if isinstance(document, dict) else None
     if not isinstance(clients_node, list) or not clients_node:
         raise LoadError(Problem(path, getattr(document, "line", None), "expected a list of clients under 'clients:'",
