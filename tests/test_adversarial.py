@@ -11,9 +11,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from tests.backend_helpers import call, make_tool
 from tests.loopback import Reply
 from tests.provider_helpers import STOCK_TOOL_PY, STOCK_TOOL_YAML, load_tools, run_through_runner, user
+from toolrun.backends import get_backend
 from toolrun.backends.http import ERROR_EXCERPT_CHARS
 from toolrun.json_limits import MAX_ARGUMENT_DEPTH
 from toolrun.providers import get_provider_class
@@ -130,3 +133,48 @@ def test_every_excerpt_redacts_before_it_cuts():
         for limit in range(1, len(SECRET) + 3):
             shown = excerpt("ab" + SECRET + "cd", limit + 2)
             assert SECRET[:3] not in shown[2:], (limit, shown)
+
+
+# 2. and 9. The shell backend: argument names and options --------------------------------
+
+
+def _shell_tool(tmp_path, config: dict[str, Any], properties: dict[str, Any]):
+    return make_tool("shell", config, folder=tmp_path, properties=properties)
+
+
+def test_an_undeclared_argument_cannot_replace_a_declared_ones_variable(tmp_path):
+    tool = _shell_tool(tmp_path, {"shell": True, "command": 'printf %s "$TOOLRUN_ARG_NAME"'},
+                       {"name": {"type": "string", "pattern": "^[a-z]+$"}})
+    outcome = call(tool, {"name": "ok", "NAME": "../../etc/hostname"})
+    assert outcome.result == "ok"
+
+
+@pytest.mark.parametrize(("template", "value"), [
+    ("{{ path | trim }}", " --version"),
+    ("{{ path | trim }}", "\n--version"),
+    ("{{ path | lower }}", "--VERSION"),
+    ("{{ path }}", -1),
+    ("{{ path }}", -1.5),
+    ("{{ path[0] }}", ["--version"]),
+])
+def test_the_option_guard_judges_the_rendered_value(tmp_path, template: str, value: Any):
+    marker = tmp_path / "ran"
+    tool = _shell_tool(tmp_path, {"argv": ["sh", "-c", f"touch {marker}; echo \"$@\"", "sh", template]},
+                       {"path": {}})
+    outcome = call(tool, {"path": value})
+    assert outcome.is_error and "starts with '-' once rendered" in outcome.result
+    assert not marker.exists()
+
+
+def test_the_option_guard_lets_an_authors_own_dash_through(tmp_path):
+    tool = _shell_tool(tmp_path, {"argv": ["echo", "{% if verbose %}-n{% endif %}", "{{ n }}"]},
+                       {"verbose": {"type": "boolean"}, "n": {"type": "integer"}})
+    assert call(tool, {"verbose": True, "n": 3}).result == "3"
+    assert call(tool, {"verbose": False, "n": 3}).result == "3"
+
+
+def test_two_parameters_that_share_a_variable_name_do_not_load(tmp_path):
+    tool = _shell_tool(tmp_path, {"shell": True, "command": 'echo "$TOOLRUN_ARG_A_B"'},
+                       {"a-b": {"type": "string"}, "A_B": {"type": "string"}})
+    problems = get_backend("shell").check(tool)
+    assert any("all become TOOLRUN_ARG_A_B" in problem.message for problem in problems)

@@ -95,6 +95,13 @@ class ShellBackend(Backend):
                 add("command", "a shell: true command must not contain {{ }} or {% %} templates "
                     "(model values would become shell syntax)",
                     "read arguments from environment variables, e.g. \"$TOOLRUN_ARG_CITY\"")
+            by_env_name: dict[str, list[str]] = {}
+            for name in tool.parameters.get("properties") or {}:
+                by_env_name.setdefault(argument_env_name(name), []).append(name)
+            for env_name, names in by_env_name.items():
+                if len(names) > 1:
+                    add("command", f"parameters {', '.join(map(repr, names))} all become {env_name}: "
+                        "one would replace the other", "rename them so they differ in more than case and punctuation")
         elif "argv" in config:
             argv = config.get("argv")
             if not isinstance(argv, list) or not argv:
@@ -171,7 +178,7 @@ class ShellBackend(Backend):
             if "{%" in element and not rendered.strip():
                 continue  # an optional flag whose condition was false
             if not operands_only and argv and rendered.startswith("-"):
-                _refuse_model_option(str(element), arguments, properties)
+                _refuse_model_option(str(element), arguments, properties, context.environ)
             operands_only = operands_only or element == "--"
             argv.append(rendered)
         return argv
@@ -182,8 +189,10 @@ class ShellBackend(Backend):
         for name, value in (config.get("env") or {}).items():
             env[str(name)] = render(str(value), arguments, context.environ)
         if config.get("shell"):
+            declared = tool.parameters.get("properties") or {}
             for name, value in arguments.items():
-                env[argument_env_name(name)] = _env_value(value)
+                if name in declared:  # an undeclared extra is unvalidated and could shadow a declared NAME
+                    env[argument_env_name(name)] = _env_value(value)
         return env
 
 
@@ -191,23 +200,55 @@ class OptionInjection(ValueError):
     """A model-supplied value would be read as an option ("--output=/etc/x") by the command."""
 
 
-def _refuse_model_option(element: str, arguments: Mapping[str, Any], properties: Mapping[str, Any]) -> None:
-    """Raise OptionInjection when an argv element *starts* with a model value that starts with "-".
+def _refuse_model_option(element: str, arguments: Mapping[str, Any], properties: Mapping[str, Any],
+                         environ: Mapping[str, str]) -> None:
+    """Raise OptionInjection when an argv element renders to a leading "-" that a model value put there.
 
-    Values the tool's schema enumerates (``enum: [-l, -a]``) are the author's own options.
+    Judged on the rendered text, not the raw value: ``" --version"`` through ``| trim`` and
+    the integer ``-1`` both become options. The element is rendered again with every model
+    value made harmless (leading whitespace and dashes gone, numbers made positive); when that
+    no longer starts with "-", the dash was the model's. Values the tool's schema enumerates
+    (``enum: [-l, -a]``) are the author's own options.
     """
     if not element.lstrip().startswith(("{{", "{%")):
         return  # the author wrote the leading "-" (a flag like -h or --name={{ x }})
-    for name in sorted(placeholders(element)):
-        value = arguments.get(name)
-        schema = properties.get(name)
-        enumerated = isinstance(schema, dict) and ("enum" in schema or "const" in schema)
-        if isinstance(value, str) and value.startswith("-") and not enumerated:
-            raise OptionInjection(
-                f"refused: argument '{name}' starts with '-' ({value[:60]!r}) and the command would read it "
-                "as an option. Pass a value that does not start with '-' (e.g. ./-name for a file); "
-                "tool authors: put \"--\" before positional values in argv"
-            )
+    names = sorted(placeholders(element))
+    model_values = [name for name in names if name in arguments and not _enumerated(properties.get(name))]
+    if not model_values:
+        return
+    harmless = {**arguments, **{name: _harmless(arguments[name]) for name in model_values}}
+    try:
+        authored = render(element, harmless, environ).startswith("-")
+    except Exception:  # noqa: BLE001 - a template that cannot take the harmless values: refuse, to be safe
+        authored = False
+    if authored:
+        return
+    shown = " or ".join(f"'{name}'" for name in model_values)
+    values = ", ".join(repr(str(arguments[name])[:60]) for name in model_values)
+    raise OptionInjection(
+        f"refused: argument {shown} starts with '-' once rendered ({values}) and the command would read it "
+        "as an option. Pass a value that does not start with '-' (e.g. ./-name for a file); "
+        "tool authors: put \"--\" before positional values in argv"
+    )
+
+
+def _enumerated(schema: Any) -> bool:
+    return isinstance(schema, dict) and ("enum" in schema or "const" in schema)
+
+
+def _harmless(value: Any) -> Any:
+    """``value`` with nothing that could start an option: no leading whitespace or dashes, no minus sign."""
+    if isinstance(value, str):
+        return value.lstrip(" \t\r\n\f\v-") or "x"
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)):
+        return abs(value)
+    if isinstance(value, list):
+        return [_harmless(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _harmless(item) for key, item in value.items()}
+    return value
 
 
 async def _read_capped(stream: asyncio.StreamReader | None) -> bytes:
