@@ -112,12 +112,16 @@ class CatalogServer:
 
     async def watch(self) -> None:
         """Poll the tools directory until cancelled."""
+        last_failure = None
         while True:
             await anyio.sleep(self.watch_interval)
             try:
                 await self.refresh()
-            except Exception as exc:  # a directory removed under us: say so, keep serving what loaded
-                self.report(f"error: reloading {self.live.directory} failed: {exc}")
+                last_failure = None
+            except Exception as exc:  # a directory removed under us: say so once, keep serving what loaded
+                if str(exc) != last_failure:
+                    self.report(f"error: reloading {self.live.directory} failed: {exc}")
+                last_failure = str(exc)
 
     def _report_problems(self) -> None:
         problems = self.live.snapshot.problems
@@ -125,7 +129,8 @@ class CatalogServer:
             self.report(f"error: {problem}")
         served = len(self.live.snapshot.catalog)
         summary = f"serving {served} tool{'s' if served != 1 else ''} from {self.live.directory}"
-        self.report(summary + (f" ({len(problems)} problem{'s' if len(problems) != 1 else ''} kept other tools out)" if problems else ""))
+        count = f"{len(problems)} problem{'s' if len(problems) != 1 else ''}"
+        self.report(summary + (f"; {count} above: the tools they concern are not served" if problems else ""))
 
     async def _announce(self) -> None:
         problems = self.live.snapshot.problems
