@@ -93,6 +93,14 @@ def test_registered_secrets_are_redacted_from_results(tmp_path: Path) -> None:
     assert call(tool, {}).result == "key is ***"
 
 
+def test_a_secret_quoted_back_in_an_invalid_arguments_message_is_redacted(tmp_path: Path) -> None:
+    register_secret("sk-live-abcdef123456")
+    tool = schema_tool(tmp_path, {"n": {"type": "integer"}})
+    outcome = call(tool, {"n": "sk-live-abcdef123456"})
+    assert outcome.is_error and "expected integer" in outcome.result
+    assert "sk-live" not in outcome.result and "***" in outcome.result
+
+
 def test_timeout_becomes_an_error_result(tmp_path: Path) -> None:
     tool = py_tool(tmp_path, "import asyncio\nasync def f():\n    await asyncio.sleep(10)\n", timeout=0.2)
     outcome = call(tool, {})

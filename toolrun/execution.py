@@ -162,7 +162,8 @@ async def _execute(tool: Tool, arguments: Any, context: CallContext, approver: A
                    redactor: Redactor) -> ToolOutcome:
     problems = validate_arguments(tool, arguments)
     if problems:
-        return ToolOutcome(f"invalid arguments for {tool.name}: " + "; ".join(problems), True, 0)
+        # the given values are quoted back to the model: a secret among them is redacted like any output
+        return ToolOutcome(redactor.redact(f"invalid arguments for {tool.name}: " + "; ".join(problems)), True, 0)
     try:
         refusal = await _approved(tool, arguments, approver)
     except Exception as exc:  # an approver that breaks must not break the run
