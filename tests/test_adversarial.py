@@ -8,7 +8,9 @@ error, nothing executed or requested that should not be, no secret in any output
 
 from __future__ import annotations
 
+import asyncio
 import json
+import socket
 from typing import Any
 
 import pytest
@@ -18,6 +20,7 @@ from tests.loopback import Reply
 from tests.provider_helpers import STOCK_TOOL_PY, STOCK_TOOL_YAML, load_tools, run_through_runner, user
 from toolrun.backends import get_backend
 from toolrun.backends.http import ERROR_EXCERPT_CHARS
+from toolrun.catalog.lint import lint_catalog
 from toolrun.json_limits import MAX_ARGUMENT_DEPTH
 from toolrun.providers import get_provider_class
 from toolrun.providers.base import ProviderConfig
@@ -178,3 +181,82 @@ def test_two_parameters_that_share_a_variable_name_do_not_load(tmp_path):
                        {"a-b": {"type": "string"}, "A_B": {"type": "string"}})
     problems = get_backend("shell").check(tool)
     assert any("all become TOOLRUN_ARG_A_B" in problem.message for problem in problems)
+
+
+# 4. Dot segments in path parameters; 5. DNS rebinding -------------------------------------
+
+
+@pytest.mark.parametrize("value", [".", "..", "...", "%2e%2e", "../..", "./"])
+def test_a_path_parameter_stays_inside_its_segment(tmp_path, loopback, value: str):
+    server = loopback(lambda r: Reply(200, {"path": r.path}))
+    tool = make_tool("http", {"url": server.url + "/items/{id}/detail"}, folder=tmp_path,
+                     properties={"id": {"type": "string"}})
+    outcome = call(tool, {"id": value})
+    assert not outcome.is_error, outcome.result
+    path = server.requests[0].path
+    assert path.startswith("/items/") and path.endswith("/detail") and path.count("/") == 3, path
+
+
+def test_a_name_is_resolved_once_and_the_checked_address_is_used(tmp_path, loopback, monkeypatch):
+    # A rebinding resolver: the first answer is harmless, every later one is the metadata address.
+    server = loopback(lambda r: Reply(200, "reached"))
+    answers: list[str] = []
+
+    async def rebinding(self, host, port, *args, **kwargs):
+        address = "127.0.0.1" if not answers else "169.254.169.254"
+        answers.append(address)
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port))]
+
+    monkeypatch.setattr(asyncio.BaseEventLoop, "getaddrinfo", rebinding)
+    port = server.url.rsplit(":", 1)[1].split("/")[0]
+    outcome = call(make_tool("http", {"url": f"http://rebind.example:{port}/x"}, folder=tmp_path), {})
+    assert (outcome.result, answers) == ("reached", ["127.0.0.1"])
+
+
+def test_a_name_that_resolves_to_a_metadata_address_is_refused_at_connect(tmp_path, monkeypatch):
+    async def metadata(self, host, port, *args, **kwargs):
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("169.254.169.254", port))]
+
+    monkeypatch.setattr(asyncio.BaseEventLoop, "getaddrinfo", metadata)
+    outcome = call(make_tool("http", {"url": "http://innocent.example/x"}, folder=tmp_path), {})
+    assert outcome.is_error and "resolves to a link-local or cloud-metadata address" in outcome.result
+
+
+def test_a_resolver_error_is_not_a_way_through(tmp_path, loopback, monkeypatch):
+    # The resolver fails once (the check's look-up), then answers (the connection's look-up).
+    server = loopback(lambda r: Reply(200, "reached"))
+    calls: list[str] = []
+
+    async def flaky(self, host, port, *args, **kwargs):
+        calls.append(host)
+        if len(calls) == 1:
+            raise socket.gaierror(-2, "Name or service not known")
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]
+
+    monkeypatch.setattr(asyncio.BaseEventLoop, "getaddrinfo", flaky)
+    port = server.url.rsplit(":", 1)[1].split("/")[0]
+    outcome = call(make_tool("http", {"url": f"http://flaky.example:{port}/x", "retries": 0}, folder=tmp_path), {})
+    assert outcome.is_error and "cannot reach flaky.example" in outcome.result
+    assert server.requests == []
+
+
+@pytest.mark.parametrize(("key", "url"), [
+    ("url", "https://{{ host }}/v1/items"),
+    ("url", "http://{host}.example.com/x"),
+    ("url", "{{ scheme }}://api.example.com/x"),
+    ("base_url", "https://{% if eu %}eu{% else %}us{% endif %}.example.com"),
+])
+def test_a_host_the_model_chooses_is_a_lint_finding(tmp_path, key: str, url: str):
+    config = {"url": url} if key == "url" else {"url": "/x", "base_url": url}
+    tool = make_tool("http", config, folder=tmp_path, properties={"host": {"type": "string"}})
+    assert "model-chosen-host" in [f.rule for f in lint_catalog([tool])]
+
+
+@pytest.mark.parametrize("config", [
+    {"url": "https://api.example.com/items/{{ host }}"},
+    {"url": "/items/{host}", "base_url": "${env:API_URL}"},
+    {"url": "https://${env:API_HOST}/x?h={{ host }}"},
+])
+def test_a_host_the_author_writes_is_no_finding(tmp_path, config: dict[str, Any]):
+    tool = make_tool("http", config, folder=tmp_path, properties={"host": {"type": "string"}})
+    assert "model-chosen-host" not in [f.rule for f in lint_catalog([tool])]

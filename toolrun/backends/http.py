@@ -22,6 +22,7 @@ import asyncio
 import json
 import re
 import ssl
+import urllib.request
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
@@ -32,7 +33,7 @@ import httpx
 from toolrun.backends.base import Backend, BackendOutput, CallContext
 from toolrun.backends.extract import ExtractError, extract, parse_path
 from toolrun.backends.http_arguments import place, placement_problems, placements
-from toolrun.backends.http_safety import RefusedRequest, check_destination, same_origin
+from toolrun.backends.http_safety import RefusedRequest, check_destination, checked_transport, same_origin
 from toolrun.durations import parse_duration
 from toolrun.errors import Problem
 from toolrun.retry_after import retry_delay
@@ -121,7 +122,7 @@ def build_url(config: Mapping[str, Any], arguments: Mapping[str, Any], environ: 
         name = match.group(1)
         if arguments.get(name) is None:
             raise ValueError(f"path parameter {{{name}}} has no value: the argument {name!r} is required")
-        path_values[name] = quote(styled.get(name, _as_text(arguments[name])), safe="")
+        path_values[name] = _segment(quote(styled.get(name, _as_text(arguments[name])), safe=""))
         return f"{{{{ {_PATH_VARIABLE}[{name!r}] }}}}"
 
     url = render(PATH_PARAMETER.sub(to_variable, str(config["url"])),
@@ -133,6 +134,26 @@ def build_url(config: Mapping[str, Any], arguments: Mapping[str, Any], environ: 
         raise ValueError(f"the url {config['url']!r} is relative and the tool has no base_url")
     base = render(str(base_url), arguments, environ)
     return base.rstrip("/") + "/" + url.lstrip("/")
+
+
+def _segment(encoded: str) -> str:
+    """An encoded path value; "." and ".." encoded too, or URL normalisation would climb out of the segment."""
+    return encoded.replace(".", "%2E") if encoded.strip(".") == "" else encoded
+
+
+def _client(timeout: float) -> httpx.AsyncClient:
+    """A client that connects only to checked addresses; through a proxy from the environment, the
+    proxy resolves names, so only the name checks apply there (docs/security.md)."""
+    if _proxied():
+        return httpx.AsyncClient(timeout=timeout, verify=_ssl_context(), follow_redirects=False)
+    context = _ssl_context()
+    return httpx.AsyncClient(timeout=timeout, verify=context, follow_redirects=False,
+                             transport=checked_transport(context))
+
+
+def _proxied() -> bool:
+    proxies = urllib.request.getproxies()
+    return any(proxies.get(scheme) for scheme in ("http", "https", "all"))
 
 
 def _body_excerpt(text: str) -> str:
@@ -274,7 +295,7 @@ class HttpBackend(Backend):
         retries = int(config.get("retries", DEFAULT_RETRIES))
         attempts = 1 + retries if (method in IDEMPOTENT_METHODS or config.get("idempotent")) else 1
         allow_lists = [list(h) for h in (config.get("allow_hosts"), context.allow_hosts) if h is not None]
-        async with httpx.AsyncClient(timeout=timeout, verify=_ssl_context(), follow_redirects=False) as client:
+        async with _client(timeout) as client:
             request = client.build_request(method, url, **request_parts(config, arguments, context.environ))
             try:
                 response = await _send_with_retries(client, request, attempts, timeout, allow_lists,

@@ -4,6 +4,11 @@ Refused: schemes other than http/https; link-local addresses (169.254.0.0/16, fe
 and the cloud metadata endpoints, by name, by address, or by what a name resolves to;
 hosts outside ``allow_hosts`` (the tool's list and the recipe's, when given). Redirects are
 followed only within one origin (scheme, host, port), so credentials never travel elsewhere.
+
+A name is resolved once, at connect time, by ``CheckedNetwork``: every address it resolves
+to is checked and the connection goes to a checked address — a DNS answer that changes
+between a check and the connection (rebinding) has nothing to change. A name that does not
+resolve is refused, never let through.
 """
 
 from __future__ import annotations
@@ -11,7 +16,12 @@ from __future__ import annotations
 import asyncio
 import fnmatch
 import ipaddress
+import socket
+import ssl
+from collections.abc import Iterable
+from typing import Any
 
+import httpcore
 import httpx
 
 BLOCKED_HOSTNAMES = frozenset({"metadata.google.internal", "metadata.goog", "metadata"})
@@ -70,11 +80,57 @@ async def check_destination(url: httpx.URL, allow_lists: list[list[str]]) -> Non
     for allow_hosts in allow_lists:
         if not any(host_matches(pattern, url) for pattern in allow_hosts):
             raise RefusedRequest(f"refused: host {host} is not in allow_hosts ({', '.join(allow_hosts)})")
-    if _ip(host) is not None:
-        return  # an address, already checked: nothing to resolve
-    try:
-        infos = await asyncio.get_running_loop().getaddrinfo(host, default_port(url))
-    except OSError:
-        return  # httpx reports the unreachable host with its own message
-    if any(is_forbidden_address(str(info[4][0])) for info in infos):
-        raise RefusedRequest(f"refused: {host} resolves to a link-local or cloud-metadata address")
+    # A name's addresses are checked where the connection is made (CheckedNetwork), not here:
+    # resolving twice would let a rebinding DNS server answer the check and the connection apart.
+
+
+async def resolve_checked(host: str, port: int) -> list[str]:
+    """The addresses ``host`` resolves to, each allowed; RefusedRequest when any is forbidden."""
+    name = host.strip("[]").lower().rstrip(".")
+    if name in BLOCKED_HOSTNAMES:
+        raise RefusedRequest(f"refused: {name} is a link-local or cloud-metadata address")
+    if _ip(name) is not None:
+        addresses = [name]
+    else:
+        try:
+            infos = await asyncio.get_running_loop().getaddrinfo(name, port, type=socket.SOCK_STREAM)
+        except (OSError, UnicodeError) as exc:
+            raise httpcore.ConnectError(f"cannot resolve {name}: {exc.args[-1] if exc.args else exc}") from None
+        addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
+    if not addresses or any(is_forbidden_address(address) for address in addresses):
+        raise RefusedRequest(f"refused: {name} resolves to a link-local or cloud-metadata address")
+    return addresses
+
+
+class CheckedNetwork(httpcore.AsyncNetworkBackend):
+    """httpcore's network, connecting only to addresses ``resolve_checked`` allowed."""
+
+    def __init__(self) -> None:
+        self._network = httpcore.AnyIOBackend()
+
+    async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                          local_address: str | None = None,
+                          socket_options: Iterable[Any] | None = None) -> httpcore.AsyncNetworkStream:
+        failure: Exception | None = None
+        for address in await resolve_checked(host, port):
+            try:  # TLS still verifies the certificate against the name: httpcore passes it as SNI
+                return await self._network.connect_tcp(address, port, timeout, local_address, socket_options)
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+                failure = exc
+        assert failure is not None  # resolve_checked returns at least one address
+        raise failure
+
+    async def connect_unix_socket(self, path: str, timeout: float | None = None,
+                                  socket_options: Iterable[Any] | None = None) -> httpcore.AsyncNetworkStream:
+        raise httpcore.ConnectError("unix sockets are not used by http tools")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._network.sleep(seconds)
+
+
+def checked_transport(ssl_context: ssl.SSLContext) -> httpx.AsyncBaseTransport:
+    """An httpx transport whose connections go only where ``resolve_checked`` allowed."""
+    transport = httpx.AsyncHTTPTransport(verify=ssl_context, trust_env=False)
+    # httpx has no public seam for the network backend; its pool is the one documented place.
+    transport._pool = httpcore.AsyncConnectionPool(ssl_context=ssl_context, network_backend=CheckedNetwork())
+    return transport

@@ -17,7 +17,7 @@ from toolrun.catalog.similarity import is_cjk
 from toolrun.catalog.tokens import estimate_definition_tokens
 from toolrun.secrets import ENV_REFERENCE
 from toolrun.tool import Tool
-from toolrun.url_template import path_parameters
+from toolrun.url_template import PATH_PARAMETER, path_parameters
 
 Severity = Literal["error", "warning", "info"]
 
@@ -332,7 +332,7 @@ def _texts_for_injection(tool: Tool) -> Iterator[tuple[str, str, str]]:
 
 
 def injection_findings(tool: Tool) -> Iterator[RawFinding]:
-    """prompt-injection: hidden Unicode (error) and instruction-like text (warning)."""
+    """prompt-injection: hidden Unicode and instruction-like text, both errors."""
     for what, key_path, text in _texts_for_injection(tool):
         hidden = hidden_characters(text)
         if hidden:
@@ -349,7 +349,7 @@ def injection_findings(tool: Tool) -> Iterator[RawFinding]:
             if match:
                 yield RawFinding(
                     "prompt-injection",
-                    "warning",
+                    "error",  # DESIGN §5: a poisoned tool must not load silently
                     key_path,
                     f"{what} {meaning} ({match.group(0)!r}): describe what the tool does instead of "
                     "instructing the model; text like this is how tool poisoning works",
@@ -492,6 +492,32 @@ def argv_findings(tool: Tool) -> Iterator[RawFinding]:
         yield RawFinding("argv-option-injection", "warning", key_path, message)
 
 
+_URL_ORIGIN = re.compile(r"^\s*([^/]*//)?[^/?#]*")  # scheme and host, up to the path
+
+
+def model_host_findings(tool: Tool) -> Iterator[RawFinding]:
+    """model-chosen-host: a template in an http url's scheme or host lets the model pick the server."""
+    if tool.backend.kind != "http":
+        return
+    for key in ("url", "base_url"):
+        url = tool.backend.config.get(key)
+        if not isinstance(url, str):
+            continue
+        origin = _URL_ORIGIN.match(url)
+        text = origin.group(0) if origin else ""
+        if key == "url" and "//" not in text:
+            continue  # a path under base_url: the host is base_url's
+        if "{{" in text or "{%" in text or PATH_PARAMETER.search(text):
+            yield RawFinding(
+                "model-chosen-host",
+                "warning",
+                f"backend.http.{key}",
+                f"the {key}'s host comes from a model value ({text.strip()!r}): the model picks where the "
+                "request — with its headers and credentials — goes; write the host yourself (or "
+                "${env:NAME}) and pass the value in the path or query, or limit it with allow_hosts",
+            )
+
+
 def annotation_findings(tool: Tool) -> Iterator[RawFinding]:
     """state-changing-without-annotations: POST/PUT/PATCH/DELETE http or shell tools with no hints."""
     if tool.annotations is not None:
@@ -599,6 +625,7 @@ TOOL_RULES = (
     backend_findings,
     optional_path_parameter_findings,
     argv_findings,
+    model_host_findings,
     annotation_findings,
     schema_compat_findings,
     token_findings,
