@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -481,7 +480,9 @@ def test_an_auth_file_with_a_literal_token_is_refused(tmp_path: Path) -> None:
 def test_the_command_line_does_not_import_the_sdk() -> None:
     code = "import sys, toolrun, toolrun.cli; assert 'mcp' not in sys.modules and 'mcp_types' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=server_env(), check=True, timeout=30)
-    started = time.perf_counter()
-    version = subprocess.run([sys.executable, "-m", "toolrun.cli", "--version"], cwd=ROOT, env=server_env(),
-                             capture_output=True, text=True, check=True, timeout=30)
-    assert "toolrun" in version.stdout and time.perf_counter() - started < 10
+    version = ("import sys\nfrom toolrun.cli import main\ntry:\n    main(['--version'])\nexcept SystemExit:\n    pass\n"
+               "assert 'mcp' not in sys.modules, 'toolrun --version imported the MCP SDK'")
+    completed = subprocess.run([sys.executable, "-c", version], cwd=ROOT, env=server_env(),
+                               capture_output=True, text=True, timeout=30)
+    assert completed.returncode == 0, completed.stderr
+    assert "toolrun" in completed.stdout
