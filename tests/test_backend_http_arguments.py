@@ -79,6 +79,8 @@ def test_arguments_count_as_used_and_bad_entries_are_load_problems(tmp_path: Pat
     assert HttpBackend().placeholders(tool) >= {"ids", "items", "name"}
     assert [p.message for p in HttpBackend().check(tool)] == [
         "arguments.items: an argument that is the whole body (in: json) excludes body and form members"]
+    unplaced = tool_for(tmp_path, "https://api.example.com/x", {"arguments": {"ids": "path"}})
+    assert [p.message for p in HttpBackend().check(unplaced)] == ["arguments.ids: in: path, but the url has no {ids}"]
     (tmp_path / "t.yaml").write_text(textwrap.dedent("""\
         name: t
         description: A tool with a misplaced argument, to check that the loader names the line.

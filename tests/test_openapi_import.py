@@ -195,6 +195,8 @@ def test_every_location_from_a_document_served_over_http(tmp_path: Path, loopbac
     api = loopback(lambda request: Reply(200, {"ok": True}))
     served = loopback(lambda request: Reply(200, documents[request.path]) if request.path in documents
                       else Reply(404, "no"))
+    missing = cli("import", "openapi", served.url + "/specs/nothing.yaml")
+    assert missing.exit_code == 2 and f"cannot fetch {served.url}/specs/nothing.yaml: HTTP 404" in missing.stderr
     folder, outcome = imported(tmp_path, served.url + "/specs/inventory.yaml")
     assert outcome.exit_code == 0, outcome.output
     text = (folder / "api.yaml").read_text(encoding="utf-8")
@@ -384,3 +386,20 @@ def test_a_selection_that_matches_nothing_is_an_error_not_an_empty_file(tmp_path
     outcome = cli("import", "openapi", str(FIXTURES / "uber.yaml"), "--tag", "Nope", "-o", str(tmp_path / "x.yaml"))
     assert outcome.exit_code == 2
     assert "none of the 5 operations of" in outcome.stderr and not (tmp_path / "x.yaml").exists()
+
+
+def test_two_thousand_operations_without_operation_ids_get_unique_names_quickly(tmp_path: Path) -> None:
+    paths = {f"/svc{i}/items/{{item-id}}": {
+        method: {"parameters": [{"name": "item-id", "in": "path", "required": True, "schema": {"type": "string"}}]}
+        for method in ("get", "delete")} for i in range(1000)}
+    paths["/svc0/items/{item-id}"]["get"]["operationId"] = "delete_svc1_items_item_id"  # steals a derived name
+    spec = tmp_path / "many.json"
+    spec.write_text(json.dumps({"openapi": "3.0.0", "info": {"title": "Many", "version": "1"}, "paths": paths}))
+    started = time.perf_counter()
+    result = import_openapi(spec)
+    assert time.perf_counter() - started < 10  # about 1 s here
+    names = [tool.name for tool in result.tools]
+    assert len(names) == len(set(names)) == 2000
+    assert names[:4] == ["delete_svc1_items_item_id", "delete_svc0_items_item_id", "get_svc1_items_item_id",
+                         "delete_svc1_items_item_id_2"]
+    assert result.tools[0].url == "/svc0/items/{item_id}"

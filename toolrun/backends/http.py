@@ -252,6 +252,12 @@ class HttpBackend(Backend):
         for argument, what, fix in placement_problems(config.get("arguments")):
             add(f"arguments.{argument}" if argument else "arguments",
                 f"arguments.{argument}: {what}" if argument else what, fix)
+        if isinstance(url, str) and not placement_problems(config.get("arguments")):
+            in_url = set(path_parameters(url))
+            for argument, placement in placements(config.get("arguments")).items():
+                if placement.location == "path" and argument not in in_url:
+                    add(f"arguments.{argument}", f"arguments.{argument}: in: path, but the url has no {{{argument}}}",
+                        f"write {{{argument}}} in the url where the value goes")
         retries = config.get("retries")
         if retries is not None and (isinstance(retries, bool) or not isinstance(retries, int) or retries < 0):
             add("retries", f"retries must be a whole number ≥ 0, got {retries!r}", "e.g. retries: 2 (0 for none)")
