@@ -11,21 +11,24 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import time
 from typing import Any
 
 import pytest
 
 from tests.backend_helpers import call, make_tool
 from tests.loopback import Reply
-from tests.provider_helpers import STOCK_TOOL_PY, STOCK_TOOL_YAML, load_tools, run_through_runner, user
+from tests.provider_helpers import STOCK_TOOL_PY, STOCK_TOOL_YAML, complete, load_tools, run_through_runner, user
 from toolrun.backends import get_backend
 from toolrun.backends.http import ERROR_EXCERPT_CHARS
 from toolrun.catalog.lint import lint_catalog
+from toolrun.errors import ProviderError
 from toolrun.json_limits import MAX_ARGUMENT_DEPTH
+from toolrun.messages import ModelRequest
 from toolrun.providers import get_provider_class
 from toolrun.providers.base import ProviderConfig
 from toolrun.providers.openai_family import parse_arguments
-from toolrun.providers.transport import HttpxTransport
+from toolrun.providers.transport import HttpxTransport, capped_lines
 from toolrun.secrets import Redactor, redacting
 from toolrun.text import excerpt
 
@@ -260,3 +263,57 @@ def test_a_host_the_model_chooses_is_a_lint_finding(tmp_path, key: str, url: str
 def test_a_host_the_author_writes_is_no_finding(tmp_path, config: dict[str, Any]):
     tool = make_tool("http", config, folder=tmp_path, properties={"host": {"type": "string"}})
     assert "model-chosen-host" not in [f.rule for f in lint_catalog([tool])]
+
+
+# 6. request_timeout bounds the whole answer; size caps ------------------------------------
+
+
+def _timed_complete(url: str, *, stream: bool, timeout: float) -> tuple[float, str]:
+    provider = get_provider_class("openai")("m", ProviderConfig(url, SECRET),
+                                            HttpxTransport(max_retries=0, timeout=timeout))
+    request = ModelRequest("m", None, user("北京?"), [])
+    started = time.monotonic()
+    with pytest.raises(ProviderError) as caught:
+        complete(provider, request, stream=stream)
+    return time.monotonic() - started, str(caught.value)
+
+
+def test_a_stream_of_keep_alive_comments_ends_within_request_timeout(loopback):
+    server = loopback(lambda r: Reply(200, headers={"Content-Type": "text/event-stream"},
+                                      chunks=[": keep-alive\n\n"] * 400, chunk_delay=0.02))
+    elapsed, message = _timed_complete(server.url, stream=True, timeout=0.5)
+    assert elapsed < 2.5 and "within 0.5 s" in message
+
+
+def test_a_stream_of_endless_text_ends_within_request_timeout(loopback):
+    delta = 'data: {"choices": [{"index": 0, "delta": {"content": "花"}}]}\n\n'
+    server = loopback(lambda r: Reply(200, headers={"Content-Type": "text/event-stream"},
+                                      chunks=[delta] * 400, chunk_delay=0.02))
+    elapsed, message = _timed_complete(server.url, stream=True, timeout=0.5)
+    assert elapsed < 2.5 and "within 0.5 s" in message
+
+
+def test_a_drip_fed_whole_answer_ends_within_request_timeout(loopback):
+    server = loopback(lambda r: Reply(200, headers={"Content-Type": "application/json"},
+                                      chunks=[" "] * 400, chunk_delay=0.02))
+    elapsed, message = _timed_complete(server.url, stream=False, timeout=0.5)
+    assert elapsed < 2.5 and "within 0.5 s" in message
+
+
+async def _texts(pieces: list[str]):
+    for piece in pieces:
+        yield piece
+
+
+async def _all_lines(pieces: list[str], max_line: int = 1_000, max_total: int = 10_000) -> list[str]:
+    return [line async for line in capped_lines(_texts(pieces), max_line, max_total)]
+
+
+def test_a_line_without_end_is_cut_off_at_its_limit():
+    with pytest.raises(ProviderError, match="a line of the stream is longer"):
+        asyncio.run(_all_lines(["x" * 600, "y" * 600]))
+
+
+def test_a_stream_without_end_is_cut_off_at_its_limit():
+    with pytest.raises(ProviderError, match="the stream is larger"):
+        asyncio.run(_all_lines(["data: x\n\n"] * 2_000))

@@ -21,6 +21,8 @@ from toolrun.json_limits import MAX_BODY_DEPTH, loads_bounded
 from toolrun.retry_after import retry_delay
 from toolrun.secrets import redact
 
+MAX_ANSWER_BYTES = 64 * 1024 * 1024  # a whole answer or stream; a real one is far smaller
+MAX_LINE_CHARS = 16 * 1024 * 1024  # one line of a stream (an SSE event, an NDJSON object)
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 _HTML_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
 
@@ -98,6 +100,7 @@ class HttpxTransport(Transport):
         client: httpx.AsyncClient | None = None,
     ):
         self.max_retries = max_retries
+        self.timeout = timeout  # from request to last byte; httpx's read timeout is the idle bound
         self.max_retry_wait = max_retry_wait  # a longer wait (a daily quota) is reported, not slept
         self._client = client or httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=15.0))
 
@@ -123,43 +126,58 @@ class HttpxTransport(Transport):
         attempt = 0
         while True:
             try:
-                response = await self._client.request(
-                    request.method, request.url, headers=request.headers, json=request.body
-                )
-            except httpx.TransportError as exc:
+                async with asyncio.timeout(self.timeout):  # the whole answer, however slowly it drips
+                    response = await self._client.send(self._client.build_request(
+                        request.method, request.url, headers=request.headers, json=request.body), stream=True)
+                    try:
+                        content = await _read_capped(response, MAX_ANSWER_BYTES)
+                    finally:
+                        await response.aclose()
+            except (httpx.TransportError, TimeoutError) as exc:
                 if attempt < self.max_retries:
                     await asyncio.sleep(retry_delay({}, attempt))
                     attempt += 1
                     continue
                 raise ProviderError(self._failure(request.url, exc), retryable=True) from None
+            text = content.decode(response.encoding or "utf-8", "replace")
             if response.status_code >= 400:
-                await asyncio.sleep(self._retry_wait(response, response.text, attempt))
+                await asyncio.sleep(self._retry_wait(response, text, attempt))
                 attempt += 1
                 continue
             try:
-                body = loads_bounded(response.content, MAX_BODY_DEPTH)
+                body = loads_bounded(content, MAX_BODY_DEPTH)
             except ValueError:
                 raise ProviderError(redact(f"HTTP {response.status_code}: the answer is not JSON: "
-                                           f"{body_excerpt(response.text)}")) from None
+                                           f"{body_excerpt(text)}")) from None
             return WireResponse(response.status_code, dict(response.headers), body=body)
 
     async def stream(self, request: WireRequest) -> AsyncIterator[str]:
         attempt = 0
         delivered = 0
         while True:
+            deadline = asyncio.get_running_loop().time() + self.timeout  # the whole answer, keep-alives or not
             try:
-                async with self._client.stream(
-                    request.method, request.url, headers=request.headers, json=request.body
-                ) as response:
+                async with asyncio.timeout_at(deadline):
+                    response = await self._client.send(self._client.build_request(
+                        request.method, request.url, headers=request.headers, json=request.body), stream=True)
+                try:
                     if response.status_code >= 400:
-                        text = (await response.aread()).decode("utf-8", "replace")
-                        delay = self._retry_wait(response, text, attempt)
+                        async with asyncio.timeout_at(deadline):
+                            content = await _read_capped(response, MAX_ANSWER_BYTES)
+                        delay = self._retry_wait(response, content.decode("utf-8", "replace"), attempt)
                     else:
-                        async for line in response.aiter_lines():
+                        lines = capped_lines(response.aiter_text(), MAX_LINE_CHARS, MAX_ANSWER_BYTES)
+                        while True:
+                            try:
+                                async with asyncio.timeout_at(deadline):
+                                    line = await anext(lines)
+                            except StopAsyncIteration:
+                                return
                             delivered += 1
                             yield line
-                        return
-            except httpx.TransportError as exc:
+                finally:
+                    await response.aclose()
+            except (httpx.TransportError, TimeoutError) as exc:
                 if delivered:  # the lines already handed on cannot be taken back: no retry
                     raise ProviderError(
                         f"the stream broke off after {delivered} line{'s' if delivered != 1 else ''}: "
@@ -170,10 +188,13 @@ class HttpxTransport(Transport):
             await asyncio.sleep(delay)
             attempt += 1
 
-    def _failure(self, url: str, exc: httpx.TransportError) -> str:
+    def _failure(self, url: str, exc: httpx.TransportError | TimeoutError) -> str:
         """What went wrong on the way to ``url``, in words (httpx's timeouts have empty messages)."""
         timeout = self._client.timeout
-        if isinstance(exc, httpx.ConnectTimeout):
+        if isinstance(exc, TimeoutError):
+            message = (f"no answer from {url} within {self.timeout:g} s (request_timeout bounds the whole "
+                       "answer: the provider or a proxy is stuck, slow or sending without end)")
+        elif isinstance(exc, httpx.ConnectTimeout):
             message = f"cannot connect to {url}: no connection within {timeout.connect:g} s"
         elif isinstance(exc, httpx.TimeoutException):
             message = f"no answer from {url} within {timeout.read:g} s (the provider or a proxy is stuck or slow)"
@@ -220,3 +241,40 @@ async def iter_ndjson(lines: AsyncIterator[str]) -> AsyncIterator[str]:
     async for raw in lines:
         if raw.strip():
             yield raw
+
+
+async def _read_capped(response: httpx.Response, limit: int) -> bytes:
+    """The body of a streamed response; ``ProviderError`` past ``limit`` bytes."""
+    content = bytearray()
+    async for chunk in response.aiter_bytes():
+        content += chunk
+        if len(content) > limit:
+            raise ProviderError(f"the answer is larger than {limit // (1024 * 1024)} MB: toolrun stopped reading it")
+    return bytes(content)
+
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+async def capped_lines(texts: AsyncIterator[str], max_line: int, max_total: int) -> AsyncIterator[str]:
+    """Lines of streamed text (\\n, \\r\\n or \\r ends one); ``ProviderError`` for a line or a whole
+    stream past its limit, so a server sending without end cannot grow memory without end."""
+    pending = ""
+    total = 0
+    async for text in texts:
+        total += len(text)
+        if total > max_total:
+            raise ProviderError(f"the stream is larger than {max_total // (1024 * 1024)} MB: toolrun stopped reading it")
+        pending += text
+        held = pending.endswith("\r")  # maybe the first half of \r\n: wait for the next piece
+        parts = _LINE_BREAK.split(pending[:-1] if held else pending)
+        pending = parts.pop() + ("\r" if held else "")
+        for line in parts:
+            yield line
+        if len(pending) > max_line:
+            raise ProviderError(f"a line of the stream is longer than {max_line // (1024 * 1024)} MB: "
+                                "toolrun stopped reading it")
+    if pending.endswith("\r"):
+        pending = pending[:-1]
+    if pending:
+        yield pending
