@@ -96,6 +96,11 @@ def convert_operation(operation: Operation, resolver: Resolver, *, swagger2: boo
     except FileUpload as exc:
         raise Unsupported(f"{exc}: a file upload cannot be sent by the http backend") from None
     url, properties, required, arguments = _merge(path, found)
+    in_url = set(re.findall(r"\{([A-Za-z_][A-Za-z0-9_]*)\}", url))
+    for name in [n for n, where in arguments.items() if _location(where) == "path" and n not in in_url]:
+        notes.append(f"path parameter {name!r} is not in the path {path!r}: left out")
+        del properties[name], arguments[name]
+        required = [r for r in required if r != name]
     parameters: dict[str, Any] = {"type": "object", "properties": properties}
     if required:
         parameters["required"] = required
@@ -294,6 +299,10 @@ def _merge(path: str, found: list[_Argument]) -> tuple[str, dict[str, Any], list
             required.append(missing)
     order = {name: index for index, name in enumerate(properties)}
     return url, properties, sorted(required, key=order.__getitem__), arguments
+
+
+def _location(placement: Any) -> Any:
+    return placement.get("in") if isinstance(placement, dict) else placement
 
 
 def _placement(argument: _Argument, name: str) -> Any:
