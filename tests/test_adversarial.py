@@ -20,15 +20,19 @@ from tests.backend_helpers import call, make_tool
 from tests.loopback import Reply
 from tests.provider_helpers import STOCK_TOOL_PY, STOCK_TOOL_YAML, complete, load_tools, run_through_runner, user
 from toolrun.backends import get_backend
+from toolrun.backends.base import CallContext
 from toolrun.backends.http import ERROR_EXCERPT_CHARS
 from toolrun.catalog.lint import lint_catalog
 from toolrun.errors import ProviderError
+from toolrun.execution import execute_call
 from toolrun.json_limits import MAX_ARGUMENT_DEPTH
-from toolrun.messages import ModelRequest
+from toolrun.messages import Message, ModelRequest, ModelResponse, TextPart, Usage
 from toolrun.providers import get_provider_class
 from toolrun.providers.base import ProviderConfig
 from toolrun.providers.openai_family import parse_arguments
+from toolrun.providers.scripted import ScriptedModel, tool_call
 from toolrun.providers.transport import HttpxTransport, capped_lines
+from toolrun.runner import RunSettings, run_conversation
 from toolrun.secrets import Redactor, redacting
 from toolrun.text import excerpt
 
@@ -317,3 +321,71 @@ def test_a_line_without_end_is_cut_off_at_its_limit():
 def test_a_stream_without_end_is_cut_off_at_its_limit():
     with pytest.raises(ProviderError, match="the stream is larger"):
         asyncio.run(_all_lines(["data: x\n\n"] * 2_000))
+
+
+# 7. Unbounded fan-out ---------------------------------------------------------------------
+
+COUNTING_PY = '''
+import threading, time
+LOCK = threading.Lock()
+NOW = {"tool": 0}
+PEAK = {"tool": 0}
+
+def work():
+    with LOCK:
+        NOW["tool"] += 1
+        PEAK["tool"] = max(PEAK["tool"], NOW["tool"])
+    time.sleep(0.01)
+    with LOCK:
+        NOW["tool"] -= 1
+    return "ok"
+
+def peak():
+    return str(PEAK["tool"])
+'''
+
+
+def _fan_out(tmp_path, count: int, tools_yaml: str, settings: RunSettings):
+    tools = load_tools(tmp_path, COUNTING_PY, tools_yaml)
+    calls = [tool_call("work", {}, f"c{n}") for n in range(count)]
+    model = ScriptedModel([ModelResponse(Message("assistant", calls), "tool_calls", Usage()),
+                           ModelResponse(Message("assistant", [TextPart("done")]), "stop", Usage())])
+    result = asyncio.run(run_conversation(model, tools, system=None, messages=user("go"), settings=settings,
+                                          context=CallContext(environ={})))
+    peak = int(asyncio.run(execute_call(next(t for t in tools if t.name == "peak"), {}, CallContext(environ={}))).result)
+    return result, peak
+
+
+TWO_TOOLS = ("tools:\n"
+             "  - name: work\n    description: Does one unit of work. Use it for work; not for anything else.\n"
+             "    backend: {python: 'tools.py:work'}\n{extra}"
+             "  - name: peak\n    description: Says how many work calls ran at once. Use it after work, never before.\n"
+             "    backend: {python: 'tools.py:peak'}\n")
+
+
+def test_many_calls_in_one_turn_run_at_most_max_concurrency_at_once_and_none_is_dropped(tmp_path):
+    result, peak = _fan_out(tmp_path, 300, TWO_TOOLS.replace("{extra}", ""), RunSettings(max_concurrency=5))
+    records = result.turns[0].tool_calls
+    assert len(records) == 300 and all(r.result == "ok" for r in records)
+    assert 1 <= peak <= 5
+
+
+def test_a_tools_own_max_concurrency_is_lower_still(tmp_path):
+    result, peak = _fan_out(tmp_path, 60, TWO_TOOLS.replace("{extra}", "    max_concurrency: 2\n"), RunSettings())
+    assert all(r.result == "ok" for r in result.turns[0].tool_calls)
+    assert 1 <= peak <= 2
+
+
+def test_hundreds_of_shell_calls_in_one_turn_complete_without_running_out_of_files(tmp_path):
+    # 600 unbounded subprocesses hold ~1,800 pipe ends: past a common 1,024 open-file limit.
+    yaml_text = ("name: work\ndescription: Prints ok once. Use it to test fan-out; not for anything else.\n"
+                 "backend: {shell: {argv: [echo, ok]}}\nannotations: {read_only: true}\n")
+    tools = load_tools(tmp_path, "", yaml_text)
+    calls = [tool_call("work", {}, f"c{n}") for n in range(600)]
+    model = ScriptedModel([ModelResponse(Message("assistant", calls), "tool_calls", Usage()),
+                           ModelResponse(Message("assistant", [TextPart("done")]), "stop", Usage())])
+    result = asyncio.run(run_conversation(model, tools, system=None, messages=user("go"),
+                                          settings=RunSettings(), context=CallContext(environ={})))
+    records = result.turns[0].tool_calls
+    assert len(records) == 600
+    assert [r.result for r in records if r.result != "ok"] == []

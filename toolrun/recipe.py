@@ -291,6 +291,7 @@ def _build(document: LineDict, path: Path) -> Recipe:
         max_tokens=settings_map.get("max_tokens", defaults.max_tokens),
         stream=settings_map.get("stream", defaults.stream),
         max_consecutive_failures=settings_map.get("max_consecutive_failures", defaults.max_consecutive_failures),
+        max_concurrency=settings_map.get("max_concurrency", defaults.max_concurrency),
     )
     provider_map = document.get("provider") or {}
     provider = ProviderOverrides(

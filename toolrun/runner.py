@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -70,6 +71,7 @@ class RunSettings:
     max_tokens: int | None = None
     stream: bool = True
     max_consecutive_failures: int = 5
+    max_concurrency: int = 16  # tool calls running at once; the others of a turn wait (DESIGN §6)
     # A forced choice ("required" or a tool's name) applies to the first request only;
     # forcing it on every turn would make the model call tools forever.
     reset_tool_choice: bool = True
@@ -237,6 +239,9 @@ class _ConversationLoop:
         self.usage = Usage()
         self.consecutive_failures = 0
         self.last_failure: ToolCallRecord | None = None
+        self.running = asyncio.Semaphore(settings.max_concurrency)
+        self.running_per_tool = {tool.name: asyncio.Semaphore(tool.max_concurrency) for tool in tools
+                                 if tool.max_concurrency is not None}
         self.final: str | None = None  # the model's last text; a recipe's own assistant lines never count
 
     async def run(self) -> RunResult:
@@ -311,6 +316,14 @@ class _ConversationLoop:
         return bool(tool and tool.sequential)
 
     async def _run_call(self, call: ToolCall, stop_reason: str, turn: list[ToolCall]) -> ToolCallRecord:
+        # The tool's own slot first, then the run's: a call waiting for its tool holds no run slot.
+        async with AsyncExitStack() as slots:
+            if (per_tool := self.running_per_tool.get(call.name)) is not None:
+                await slots.enter_async_context(per_tool)
+            await slots.enter_async_context(self.running)
+            return await self._run_call_now(call, stop_reason, turn)
+
+    async def _run_call_now(self, call: ToolCall, stop_reason: str, turn: list[ToolCall]) -> ToolCallRecord:
         self.observer.on_tool_call_start(call)
         shown_arguments = call.arguments if call.arguments is not None else call.raw_arguments
         refusal = self._refusal(call, stop_reason)
@@ -381,6 +394,9 @@ class _ConversationLoop:
 def _check_settings(settings: RunSettings, tools: list[Tool]) -> None:
     if settings.max_turns < 1:
         raise UserError(Problem(None, None, f"max_turns is {settings.max_turns}", "set max_turns to 1 or more"))
+    if settings.max_concurrency < 1:
+        raise UserError(Problem(None, None, f"max_concurrency is {settings.max_concurrency}",
+                                "set max_concurrency to 1 or more"))
     if settings.max_consecutive_failures < 1:
         raise UserError(Problem(None, None, f"max_consecutive_failures is {settings.max_consecutive_failures}",
                                 "set max_consecutive_failures to 1 or more"))

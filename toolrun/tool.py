@@ -71,6 +71,7 @@ class Tool:
     backend: BackendSpec
     source: SourceLocation
     sequential: bool = False
+    max_concurrency: int | None = None  # calls of this tool at once; None: only the run's limit
     timeout: float = DEFAULT_TIMEOUT_SECONDS
     max_output: int = DEFAULT_MAX_OUTPUT
     confirm: bool = False

@@ -72,6 +72,7 @@ def build_tool(
         backend=backend,
         source=SourceLocation(file, raw.key_lines.get("name", raw.line), _key_lines(raw)),
         sequential=bool(_own_or_default(raw, defaults, "sequential", False)),
+        max_concurrency=_own_or_default(raw, defaults, "max_concurrency", None),
         timeout=timeout,
         max_output=int(_own_or_default(raw, defaults, "max_output", DEFAULT_MAX_OUTPUT)),
         confirm=bool(_own_or_default(raw, defaults, "confirm", False)),
