@@ -19,7 +19,7 @@ How the model is reached:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -33,7 +33,7 @@ from toolrun.providers import get_provider_class, split_model
 from toolrun.providers.base import Provider
 from toolrun.providers.scripted import ScriptedModel
 from toolrun.providers.scripted_file import SCRIPTED_PROVIDER, load_scripted_model
-from toolrun.providers.transport import HttpxTransport, Transport
+from toolrun.providers.transport import HttpxTransport, Transport, WireRequest, WireResponse
 from toolrun.recipe import Recipe, load_recipe
 from toolrun.replay.divergence import Divergence
 from toolrun.replay.playback import ModeChoice, check_cassette_provider, choose_mode, offline_config
@@ -71,6 +71,7 @@ async def arun(
     strict: bool = False,
     replay_tools: bool = False,
     environ: Mapping[str, str] | None = None,
+    transport: Transport | None = None,
 ) -> RunResult:
     """Play a recipe (a path or a loaded ``Recipe``) until the model answers.
 
@@ -84,7 +85,10 @@ async def arun(
       recording fails (``stop_reason == "error"``), as CI wants; ``replay_tools``: a replay
       also plays back the tools' recorded results, so no tool runs and no service is needed;
     - ``observer``: a ``RunObserver`` that sees the run as it happens (streamed text, tool
-      calls, notices, divergences); ``approver``: says yes or no to tools that need approval.
+      calls, notices, divergences); ``approver``: says yes or no to tools that need approval;
+    - ``transport``: a live run sends its model requests through this transport instead of a
+      new one — many runs sharing one connection pool and rate limiter (``toolrun batch``);
+      it stays open, the caller's to close.
 
     Returns the ``RunResult``: ``final``, ``stop_reason``, ``usage``, ``turns``,
     ``expect_failures``, ``divergences``; ``to_json()`` is ``toolrun recipe --json``.
@@ -97,7 +101,7 @@ async def arun(
     redactor = run_redactor()
     with redacting(redactor):  # every secret this run reads stays in this run
         play = _Play(recipe if isinstance(recipe, Recipe) else load_recipe(Path(recipe)), observer or RunObserver(),
-                     dict(vars or {}), environ, strict=strict, replay_tools=replay_tools)
+                     dict(vars or {}), environ, strict=strict, replay_tools=replay_tools, transport=transport)
         result = await play.run(model=model, mode=mode, prompt=prompt, tools_dir=tools_dir, catalog=catalog,
                                 approver=approver, stream=stream, max_turns=max_turns, record=record, replay=replay)
     result.redactor = redactor
@@ -131,8 +135,10 @@ class _Play:
     """One recipe run: its recipe, observer, vars and the divergences found so far."""
 
     def __init__(self, recipe: Recipe, observer: RunObserver, vars: dict[str, Any],
-                 environ: Mapping[str, str] | None, *, strict: bool = False, replay_tools: bool = False) -> None:
+                 environ: Mapping[str, str] | None, *, strict: bool = False, replay_tools: bool = False,
+                 transport: Transport | None = None) -> None:
         self.recipe = recipe
+        self.shared_transport = transport
         self.strict = strict
         self.replay_tools = replay_tools
         self.observer = observer
@@ -236,7 +242,10 @@ class _Play:
             config = offline_config(provider_class, recipe.provider, self.environ)
         else:
             config = provider_class.resolve_config(recipe.provider_overrides(self.environ), self.environ)
-            transport = HttpxTransport(max_retries=recipe.max_retries, timeout=recipe.request_timeout)
+            if self.shared_transport is not None:
+                transport = _Borrowed(self.shared_transport)
+            else:
+                transport = HttpxTransport(max_retries=recipe.max_retries, timeout=recipe.request_timeout)
             if record is not None:
                 destination = record
                 recorder = RecordingTransport(transport, recipe=recipe.name, model=plan.spec,
@@ -275,6 +284,19 @@ class _Play:
             served + 1, "request", "$", None, None,
             f"the run finished after {served} model request{'s' if served != 1 else ''}; "
             f"the recording holds {recorded}"))
+
+
+class _Borrowed(Transport):
+    """A caller's shared transport: used by this run, left open when the run closes its provider."""
+
+    def __init__(self, inner: Transport) -> None:
+        self.inner = inner
+
+    async def send(self, request: WireRequest) -> WireResponse:
+        return await self.inner.send(request)
+
+    def stream(self, request: WireRequest) -> AsyncIterator[str]:
+        return self.inner.stream(request)
 
 
 def _writable(path: Path, option: str, create: Callable[[], object]) -> None:

@@ -76,6 +76,7 @@ class Recipe:
     allow_hosts: list[str] | None = None
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT  # seconds per model request
     max_retries: int = DEFAULT_MAX_RETRIES  # of one model request
+    rate_limit: float | None = None  # most model requests per minute across a batch's runs
     document: Any = field(default=None, repr=False, compare=False)  # the YAML, for lines
 
     def line_of(self, *path: Any) -> int | None:
@@ -308,6 +309,7 @@ def _build(document: LineDict, path: Path) -> Recipe:
     return Recipe(
         request_timeout=_request_timeout(settings_map, path),
         max_retries=settings_map.get("max_retries", DEFAULT_MAX_RETRIES),
+        rate_limit=settings_map.get("rate_limit"),
         name=document.get("name") or path.stem,
         model=document.get("model"),
         tools=list(tools) if tools is not None else None,

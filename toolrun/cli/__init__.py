@@ -30,6 +30,7 @@ COMMANDS = {
     "ask": "toolrun.cli.ask:ask_command",
     "view": "toolrun.cli.view:view_command",
     "chat": "toolrun.cli.chat:chat_command",
+    "batch": "toolrun.cli.batch:batch_command",
 }
 TOOLS_COMMANDS = {
     "list": "toolrun.cli.tools_list:list_command",

@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 import re
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -45,6 +45,16 @@ class WireResponse:
     status: int
     headers: dict[str, str] = field(default_factory=dict)
     body: Any = None
+
+
+class RequestGate(Protocol):
+    """Paces the requests of many runs sharing one transport (a batch's rate limiter)."""
+
+    async def wait(self) -> None:
+        """Return when the next request may go out."""
+
+    def observe(self, status: int, headers: Mapping[str, str]) -> None:
+        """See every response's status and headers (``retry-after``, ``x-ratelimit-*``)."""
 
 
 class Transport(ABC):
@@ -98,8 +108,10 @@ class HttpxTransport(Transport):
         timeout: float = 600.0,
         max_retry_wait: float = 60.0,
         client: httpx.AsyncClient | None = None,
+        gate: RequestGate | None = None,
     ):
         self.max_retries = max_retries
+        self.gate = gate  # None: no pacing beyond the retries' own waits
         self.timeout = timeout  # from request to last byte; httpx's read timeout is the idle bound
         self.max_retry_wait = max_retry_wait  # a longer wait (a daily quota) is reported, not slept
         self._client = client or httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=15.0))
@@ -125,10 +137,14 @@ class HttpxTransport(Transport):
     async def send(self, request: WireRequest) -> WireResponse:
         attempt = 0
         while True:
+            if self.gate is not None:  # waiting for a slot is not part of the request's time
+                await self.gate.wait()
             try:
                 async with asyncio.timeout(self.timeout):  # the whole answer, however slowly it drips
                     response = await self._client.send(self._client.build_request(
                         request.method, request.url, headers=request.headers, json=request.body), stream=True)
+                    if self.gate is not None:
+                        self.gate.observe(response.status_code, response.headers)
                     try:
                         content = await _read_capped(response, MAX_ANSWER_BYTES)
                     finally:
@@ -155,11 +171,15 @@ class HttpxTransport(Transport):
         attempt = 0
         delivered = 0
         while True:
+            if self.gate is not None:  # waiting for a slot is not part of the request's time
+                await self.gate.wait()
             deadline = asyncio.get_running_loop().time() + self.timeout  # the whole answer, keep-alives or not
             try:
                 async with asyncio.timeout_at(deadline):
                     response = await self._client.send(self._client.build_request(
                         request.method, request.url, headers=request.headers, json=request.body), stream=True)
+                if self.gate is not None:
+                    self.gate.observe(response.status_code, response.headers)
                 try:
                     if response.status_code >= 400:
                         async with asyncio.timeout_at(deadline):

@@ -1,0 +1,102 @@
+"""The rows of a batch: JSON Lines, CSV or a YAML list, each row's fields a recipe's vars.
+
+A field the recipe does not use is an error naming the row (its line in the file) and the
+field, with a did-you-mean: a typo would otherwise run a thousand rows on the default value.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+from toolrun.errors import LoadError, Problem
+from toolrun.recipe import Recipe
+from toolrun.text import did_you_mean
+from toolrun.yamlsource import LineList, YamlSyntaxError, load_yaml_file, plain
+
+INPUT_FORMATS = ("JSON Lines (.jsonl)", "CSV (.csv)", "YAML list (.yaml)")
+
+
+def read_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """``(line, fields)`` per row of a ``.jsonl``/``.ndjson``, ``.csv`` or ``.yaml``/``.yml`` file."""
+    if not path.is_file():
+        raise LoadError(Problem(path, None, "the inputs file does not exist", "name a JSON Lines, CSV or YAML file"))
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".ndjson", ".json"):
+        return _json_lines(path)
+    if suffix == ".csv":
+        return _csv_rows(path)
+    if suffix in (".yaml", ".yml"):
+        return _yaml_rows(path)
+    raise LoadError(Problem(path, None, f"cannot tell the format of {path.name} by its extension",
+                            f"use one of {', '.join(INPUT_FORMATS)}"))
+
+
+def check_rows(rows: list[tuple[int, dict[str, Any]]], recipe: Recipe, path: Path) -> None:
+    """LoadError listing every field no var of the recipe takes (with a did-you-mean)."""
+    known = set(recipe.vars) | recipe.placeholders()
+    problems: list[Problem] = []
+    for number, (line, fields) in enumerate(rows, start=1):
+        for key in fields:
+            if key in known:
+                continue
+            guess = did_you_mean(key, known)
+            hint = f"did you mean {guess!r}?" if guess else (
+                f"the recipe's vars are: {', '.join(sorted(known))}" if known else "the recipe uses no vars")
+            problems.append(Problem(path, line, f"row {number}: field {key!r} is not a var of recipe {recipe.name!r}", hint))
+    if problems:
+        raise LoadError(problems)
+
+
+def _json_lines(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    rows: list[tuple[int, dict[str, Any]]] = []
+    problems: list[Problem] = []
+    for line_number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not text.strip():
+            continue
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            problems.append(Problem(path, line_number, f"not JSON: {exc.msg}", "write one JSON object per line"))
+            continue
+        if not isinstance(value, dict):
+            problems.append(Problem(path, line_number, "a row is a JSON object of vars", 'write e.g. {"city": "北京"}'))
+            continue
+        rows.append((line_number, value))
+    if problems:
+        raise LoadError(problems)
+    return rows
+
+
+def _csv_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    with path.open(encoding="utf-8", newline="") as handle:
+        reader = csv.DictReader(handle)
+        rows = []
+        for fields in reader:
+            if None in fields:  # more cells than the header names
+                raise LoadError(Problem(path, reader.line_num, "this row has more cells than the header has names",
+                                        "quote a value that holds a comma"))
+            rows.append((reader.line_num, {key: value for key, value in fields.items() if value is not None}))
+    return rows
+
+
+def _yaml_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    try:
+        document = load_yaml_file(path)
+    except YamlSyntaxError as exc:
+        raise LoadError(exc.problem) from None
+    if not isinstance(document, LineList):
+        raise LoadError(Problem(path, 1, "the inputs are a YAML list of rows", "write e.g.\n- {city: 北京}\n- {city: 上海}"))
+    rows: list[tuple[int, dict[str, Any]]] = []
+    problems: list[Problem] = []
+    for index, item in enumerate(document):
+        line = document.item_lines[index]
+        if not isinstance(item, dict):
+            problems.append(Problem(path, line, "a row is a mapping of vars", "write e.g. - {city: 北京}"))
+            continue
+        rows.append((line, plain(item)))
+    if problems:
+        raise LoadError(problems)
+    return rows

@@ -1,0 +1,91 @@
+"""One run of a batch: which row, model and repeat (``Job``), and playing it into a result line.
+
+``play_job`` is the one code path of a batch run, locally and on a Ray worker alike: it
+calls ``toolrun.arun`` and turns the ``RunResult`` into the line the results file holds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from toolrun.catalog.model import Catalog
+from toolrun.errors import UserError
+from toolrun.play import Mode, arun
+from toolrun.providers.transport import Transport
+from toolrun.recipe import Recipe
+from toolrun.results import RunResult, usage_totals
+from toolrun.runner import RunObserver
+
+
+@dataclass(frozen=True)
+class Job:
+    """One run to make: row ``row`` (0-based, its fields ``vars``) with ``model``, repeat number ``repeat``."""
+
+    row: int
+    vars: dict[str, Any]
+    model: str
+    repeat: int
+
+    @property
+    def key(self) -> str:
+        """What identifies the run across a resume: the row's content, the model and the repeat."""
+        content = json.dumps(self.vars, sort_keys=True, ensure_ascii=False, default=str)
+        digest = hashlib.sha256(f"{content}\0{self.model}\0{self.repeat}".encode()).hexdigest()
+        return digest[:24]
+
+
+def plan_jobs(rows: list[dict[str, Any]], models: list[str], repeat: int) -> list[Job]:
+    """Every run of the batch: row × model × repeat, rows first so early results cover every model."""
+    return [Job(index, dict(fields), model, number)
+            for index, fields in enumerate(rows) for model in models for number in range(repeat)]
+
+
+@dataclass
+class RunOptions:
+    """What every run of a batch shares besides its row."""
+
+    mode: Mode = "auto"
+    replay: str | None = None
+    max_turns: int | None = None
+    stream: bool | None = None
+
+
+async def play_job(job: Job, recipe: Recipe, catalog: Catalog, options: RunOptions, *, batch_id: str,
+                   transport: Transport | None = None, observer: RunObserver | None = None,
+                   clock: Callable[[], float] = time.perf_counter) -> dict[str, Any]:
+    """Run ``job`` and return its result line. Raises ``UserError`` only for input that fails every run alike."""
+    started = clock()
+    try:
+        result = await arun(recipe, vars=job.vars, model=job.model, mode=options.mode, replay=options.replay,
+                            catalog=catalog, observer=observer, stream=options.stream, max_turns=options.max_turns,
+                            transport=transport)
+    except UserError:
+        raise
+    except Exception as exc:  # a run that crashed is a failed row, not a stopped batch
+        return _line(job, batch_id, None, int((clock() - started) * 1000), error=f"{type(exc).__name__}: {exc}")
+    return _line(job, batch_id, result, int((clock() - started) * 1000))
+
+
+def _line(job: Job, batch_id: str, result: RunResult | None, duration_ms: int, *, error: str | None = None) -> dict[str, Any]:
+    """The results file's line of one run (redacted with the run's own secrets)."""
+    if result is None:
+        return {"key": job.key, "batch": batch_id, "row": job.row, "vars": job.vars, "model": job.model,
+                "repeat": job.repeat, "status": "failed", "final": None, "stop_reason": "error",
+                "usage": {"input_tokens": 0, "output_tokens": 0, "requests": 0}, "tool_calls": [],
+                "expect": {"passed": False, "failures": []}, "error": error, "duration_ms": duration_ms}
+    document = result.to_json()
+    failures = list(document.get("expect_failures", []))
+    status = "failed" if result.failed else ("expect_failed" if failures else "ok")
+    return {
+        "key": job.key, "batch": batch_id, "row": job.row, "vars": result.redact(job.vars), "model": job.model,
+        "repeat": job.repeat, "status": status, "final": document["final"], "stop_reason": document["stop_reason"],
+        "usage": usage_totals(result.usage),
+        "tool_calls": [call for turn in document["turns"] for call in turn["tool_calls"]],
+        "expect": {"passed": status == "ok", "failures": failures},
+        "error": document.get("error"), "duration_ms": duration_ms,
+    }
