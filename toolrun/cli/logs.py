@@ -1,4 +1,4 @@
-"""``toolrun logs [list|show ID|search TEXT]``: the runs in the run log, newest first."""
+"""``toolrun logs [list|show ID|search TEXT|batches]``: the runs in the run log, newest first."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ def _list_options(function: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--recipe", help="only runs of this recipe (ask and chat runs are named ask and chat)"),
         click.option("--tool", help="only runs that called this tool"),
         click.option("--errors", is_flag=True, help="only runs that failed or had a failing tool call"),
+        click.option("--batch", "batch", metavar="BATCH_ID", help="only the runs of one batch (see: toolrun logs batches)"),
         click.option("--json", "as_json", is_flag=True, help="print a JSON list"),
         _logs_option,
     ]
@@ -67,9 +68,10 @@ def list_command(**options: Any) -> None:
     _list(**options)
 
 
-def _list(*, limit: int, recipe: str | None, tool: str | None, errors: bool, as_json: bool, logs: Path | None) -> None:
+def _list(*, limit: int, recipe: str | None, tool: str | None, errors: bool, as_json: bool, logs: Path | None,
+          batch: str | None = None) -> None:
     log = read_log(logs)
-    runs = log.list_runs(limit=limit, recipe=recipe, tool=tool, errors=errors)
+    runs = log.list_runs(limit=limit, recipe=recipe, tool=tool, errors=errors, session=batch)
     if as_json:
         click.echo(json.dumps(runs, ensure_ascii=False, indent=2))
         return
@@ -81,6 +83,24 @@ def _list(*, limit: int, recipe: str | None, tool: str | None, errors: bool, as_
              f"{run['usage']['input_tokens']}/{run['usage']['output_tokens']}") for run in runs]
     click.echo(format_table(("ID", "STARTED", "COMMAND", "RECIPE", "MODEL", "MODE", "TURNS", "CALLS", "STATUS",
                              "TOKENS IN/OUT"), rows))
+
+
+@logs_group.command("batches")
+@click.option("-n", "limit", type=click.IntRange(min=1), default=20, show_default=True, help="how many batches")
+@click.option("--json", "as_json", is_flag=True, help="print a JSON list")
+@_logs_option
+def batches_command(limit: int, as_json: bool, logs: Path | None) -> None:
+    """Batches newest first: id, recipe, runs by outcome, tokens (their runs: logs list --batch ID)."""
+    batches = read_log(logs).list_batches(limit=limit)
+    if as_json:
+        click.echo(json.dumps(batches, ensure_ascii=False, indent=2))
+        return
+    if not batches:
+        click.echo("no batches in the log", err=True)
+        return
+    rows = [(b["batch"], _time(b["started_at"]), b["recipe"] or "", str(b["runs"]), str(b["ok"]), str(b["expect_failed"]),
+             str(b["failed_or_unfinished"]), f"{b['usage']['input_tokens']}/{b['usage']['output_tokens']}") for b in batches]
+    click.echo(format_table(("BATCH", "STARTED", "RECIPE", "RUNS", "OK", "EXPECT FAILED", "FAILED", "TOKENS IN/OUT"), rows))
 
 
 @logs_group.command("show")

@@ -10,11 +10,14 @@ import click
 
 from toolrun.cli.logs import read_log
 from toolrun.errors import Problem, UserError
-from toolrun.view import render_page, timeline_from_log, timeline_from_transcript
+from toolrun.view import render_batch_page, render_page, timeline_from_log, timeline_from_transcript
+
+BATCH_PREFIX = "batch-"  # toolrun batch's ids: batch-YYYYMMDD-HHMMSS-xxxx
+MAX_BATCH_RUNS = 1_000_000
 
 
 @click.command("view")
-@click.argument("source", metavar="[ID | TRANSCRIPT]", required=False)
+@click.argument("source", metavar="[ID | BATCH_ID | TRANSCRIPT]", required=False)
 @click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False),
               help="where to write the page (default: run-ID.html or TRANSCRIPT.html here; - for stdout)")
 @click.option("--open", "open_page", is_flag=True, help="open the page in the web browser")
@@ -23,15 +26,26 @@ from toolrun.view import render_page, timeline_from_log, timeline_from_transcrip
 def view_command(source: str | None, output: Path | None, open_page: bool, logs: Path | None) -> None:
     """Draw a run as a timeline: turns, tool calls as bars in time, arguments and results on click.
 
-    SOURCE is a run id of the log (default: the newest run) or a file written by --transcript.
+    SOURCE is a run id of the log (default: the newest run), a batch id (a table of its
+    runs' outcomes) or a file written by --transcript.
     """
-    if source is not None and not source.isdigit():
+    if source is not None and source.startswith(BATCH_PREFIX) and not Path(source).is_file():
+        log = read_log(logs)
+        try:
+            runs = log.list_runs(session=source, limit=MAX_BATCH_RUNS)
+        finally:
+            log.close()
+        if not runs:
+            raise UserError(Problem(None, None, f"no runs of batch {source} in the log", "see the batches with: toolrun logs batches"))
+        page, default = render_batch_page(source, runs), Path(f"{source}.html")
+    elif source is not None and not source.isdigit():
         path = Path(source)
         if not path.is_file():
             raise UserError(Problem(path, None, "no such transcript file, and not a run id",
                                     "name a run id from `toolrun logs` or a file written with --transcript"))
         run = timeline_from_transcript(path)
         default = Path(f"{path.stem}.html")
+        page = render_page(run)
     else:
         log = read_log(logs)
         try:
@@ -39,7 +53,7 @@ def view_command(source: str | None, output: Path | None, open_page: bool, logs:
         finally:
             log.close()
         default = Path(f"run-{run['id']}.html")
-    page = render_page(run)
+        page = render_page(run)
     if output is not None and str(output) == "-":
         sys.stdout.write(page)
         return

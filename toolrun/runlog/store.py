@@ -113,9 +113,15 @@ class RunLog:
     # -- reading ------------------------------------------------------------------------
 
     def list_runs(self, *, limit: int = 20, recipe: str | None = None, tool: str | None = None,
-                  errors: bool = False) -> list[dict[str, Any]]:
-        """Runs newest first, each with its counts of turns, calls and failing calls."""
+                  errors: bool = False, session: str | None = None) -> list[dict[str, Any]]:
+        """Runs newest first, each with its counts of turns, calls and failing calls.
+
+        ``session``: only the runs of one chat session or one batch (its batch id).
+        """
         where, params = [], []
+        if session is not None:
+            where.append("r.session = ?")
+            params.append(session)
         if recipe is not None:
             where.append("r.recipe = ?")
             params.append(recipe)
@@ -133,6 +139,20 @@ class RunLog:
                " ORDER BY r.started_at DESC, r.id DESC LIMIT ?")
         rows = self.connection.execute(sql, [*params, limit]).fetchall()
         return [_summary(row) for row in rows]
+
+    def list_batches(self, *, limit: int = 20) -> list[dict[str, Any]]:
+        """Batches newest first: id, recipe, runs by status, tokens, first start and last end."""
+        rows = self.connection.execute(
+            "SELECT session, MIN(recipe) AS recipe, COUNT(*) AS runs, MIN(started_at) AS started_at, "
+            "MAX(ended_at) AS ended_at, SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS output_tokens, "
+            "SUM(status = 'ok') AS ok, SUM(status = 'expect_failed') AS expect_failed, "
+            "SUM(status NOT IN ('ok', 'expect_failed')) AS other "
+            "FROM runs WHERE command = 'batch' AND session IS NOT NULL GROUP BY session "
+            "ORDER BY MIN(started_at) DESC LIMIT ?", (limit,)).fetchall()
+        return [{"batch": row["session"], "recipe": row["recipe"], "runs": row["runs"], "ok": row["ok"],
+                 "expect_failed": row["expect_failed"], "failed_or_unfinished": row["other"],
+                 "started_at": row["started_at"], "ended_at": row["ended_at"],
+                 "usage": {"input_tokens": row["input_tokens"], "output_tokens": row["output_tokens"]}} for row in rows]
 
     def get_run(self, run_id: int) -> dict[str, Any] | None:
         """One run in full: turns with their calls, messages, notices; None when there is no such run."""
