@@ -53,6 +53,7 @@ class RunOptions:
     replay: str | None = None
     max_turns: int | None = None
     stream: bool | None = None
+    environ: dict[str, str] | None = None  # None: this process's environment
 
 
 async def play_job(job: Job, recipe: Recipe, catalog: Catalog, options: RunOptions, *, batch_id: str,
@@ -63,7 +64,7 @@ async def play_job(job: Job, recipe: Recipe, catalog: Catalog, options: RunOptio
     try:
         result = await arun(recipe, vars=job.vars, model=job.model, mode=options.mode, replay=options.replay,
                             catalog=catalog, observer=observer, stream=options.stream, max_turns=options.max_turns,
-                            transport=transport)
+                            transport=transport, environ=options.environ)
     except UserError:
         raise
     except Exception as exc:  # a run that crashed is a failed row, not a stopped batch

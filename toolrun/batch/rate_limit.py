@@ -48,10 +48,13 @@ class RateLimiter:
 
     def observe(self, status: int, headers: Mapping[str, str]) -> None:
         """Pause every run when a response says the provider's limit is reached."""
-        pause = provider_pause(status, headers)
-        if pause > 0:
+        self.pause(provider_pause(status, headers))
+
+    def pause(self, seconds: float) -> None:
+        """No slot before ``seconds`` from now (0: nothing changes)."""
+        if seconds > 0:
             self.pauses += 1
-            self._paused_until = max(self._paused_until, self.clock() + min(pause, MAX_PAUSE_S))
+            self._paused_until = max(self._paused_until, self.clock() + min(seconds, MAX_PAUSE_S))
 
 
 def provider_pause(status: int, headers: Mapping[str, str]) -> float:

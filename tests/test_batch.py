@@ -1,0 +1,323 @@
+"""``toolrun batch`` end to end: real tools, scripted models, a loopback provider that answers 429,
+and a real subprocess killed with SIGKILL then resumed."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tests.batch_world import CITIES, make_world, read_lines, write_rows
+from tests.loopback import Recorded, Reply
+from toolrun.batch.rate_limit import RateLimiter, provider_pause
+from toolrun.batch.results_file import ResultsFile, read_results
+from toolrun.batch.summary import wilson_interval
+from toolrun.cli import main
+from toolrun.runlog import RunLog
+
+ROOT = Path(__file__).resolve().parent.parent
+FAKE_KEY = "sk-test-NEVER-IN-A-FILE-0123456789"
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_BASE_URL")) and k != "OLLAMA_HOST"}
+    env.update(extra)
+    return env
+
+
+def invoke(*args: str, env: dict[str, str] | None = None):
+    wanted = env or clean_env()
+    environment: dict[str, str | None] = {name: None for name in os.environ if name not in wanted}
+    return CliRunner().invoke(main, list(args), env={**environment, **wanted}, catch_exceptions=False)
+
+
+def batch(folder: Path, *args: str, env: dict[str, str] | None = None):
+    """``toolrun batch shop.yaml --inputs rows.jsonl --out out.jsonl --no-log ARGS`` in ``folder``."""
+    return invoke("batch", str(folder / "shop.yaml"), "--inputs", str(folder / "rows.jsonl"),
+                  "--out", str(folder / "out.jsonl"), *args, env=env)
+
+
+# ----------------------------------------------------------------- a whole batch, offline
+
+
+def test_thirty_rows_give_thirty_lines_and_a_summary_that_counts_them(tmp_path: Path):
+    make_world(tmp_path)
+    rows = write_rows(tmp_path / "rows.jsonl", 30)
+    result = batch(tmp_path, "--model", f"scripted:{tmp_path / 'script.yaml'}", "--json", "--no-log")
+    assert result.exit_code == 0, result.stderr
+    lines = read_lines(tmp_path / "out.jsonl")
+    assert len(lines) == 30
+    assert sorted(line["row"] for line in lines) == list(range(30))
+    for line in lines:
+        assert line["vars"] == rows[line["row"]]
+        assert line["status"] == "ok" and line["final"] == "北京有玫瑰" and line["stop_reason"] == "stop"
+        assert [call["name"] for call in line["tool_calls"]] == ["get_flower_inventory"]
+        assert line["tool_calls"][0]["result"] == "玫瑰: 100"
+        assert line["expect"] == {"passed": True, "failures": []}
+        assert line["usage"]["requests"] == 2 and line["error"] is None
+    summary = json.loads(result.stdout)
+    assert summary["runs"] == summary["total"] == 30 and summary["failed"] == 0
+    (model,) = summary["models"]
+    assert model["runs"] == 30 and model["passed"] == 30 and model["tool_calls"] == 30 and model["tool_errors"] == 0
+    assert model["pass_rate"] == 1.0 and model["pass_rate_ci"][0] < 1.0 == model["pass_rate_ci"][1]
+    assert "30/30 passed" in result.stderr
+
+
+def test_each_model_and_repeat_is_a_run_and_the_pass_rate_is_per_model(tmp_path: Path):
+    make_world(tmp_path, must_contain="百合")  # the scripted answer names 玫瑰 only: expect fails
+    write_rows(tmp_path / "rows.jsonl", 3)
+    other = tmp_path / "other.yaml"
+    other.write_text("- tool_calls: [{name: get_flower_inventory, arguments: {city: 上海}}]\n- text: 上海有百合\n",
+                     encoding="utf-8")
+    result = batch(tmp_path, "--model", f"scripted:{tmp_path / 'script.yaml'}", "--model", f"scripted:{other}",
+                   "--repeat", "2", "--json", "--no-log", "--min-pass-rate", "0.4")
+    assert result.exit_code == 0, result.stderr  # 6 of 12 pass: above 0.4
+    summary = json.loads(result.stdout)
+    assert summary["runs"] == 12
+    by_model = {model["model"].rsplit("/", 1)[-1]: model for model in summary["models"]}
+    assert by_model["script.yaml"]["passed"] == 0 and by_model["script.yaml"]["runs"] == 6
+    assert by_model["other.yaml"]["passed"] == 6
+    lines = read_lines(tmp_path / "out.jsonl")
+    assert sorted({(line["row"], line["model"], line["repeat"]) for line in lines}) == sorted(
+        (row, model, repeat) for row in range(3) for model in (f"scripted:{tmp_path / 'script.yaml'}", f"scripted:{other}")
+        for repeat in range(2))
+    failing = next(line for line in lines if line["model"].endswith("script.yaml"))
+    assert failing["status"] == "expect_failed" and failing["expect"]["failures"]
+    again = batch(tmp_path, "--model", f"scripted:{tmp_path / 'script.yaml'}", "--model", f"scripted:{other}",
+                  "--repeat", "2", "--no-log", "--min-pass-rate", "0.9", "--resume")
+    assert again.exit_code == 3, again.stderr  # nothing left to run; the rate is what it was
+
+
+def test_rows_come_from_csv_and_yaml_too(tmp_path: Path):
+    make_world(tmp_path)
+    (tmp_path / "rows.csv").write_text("city,tag\n北京,a\n上海,b\n", encoding="utf-8")
+    (tmp_path / "rows.yaml").write_text("- {city: 深圳, tag: c}\n", encoding="utf-8")
+    script = f"scripted:{tmp_path / 'script.yaml'}"
+    for name, count in (("rows.csv", 2), ("rows.yaml", 1)):
+        out = tmp_path / f"{name}.out.jsonl"
+        result = invoke("batch", str(tmp_path / "shop.yaml"), "--inputs", str(tmp_path / name), "--out", str(out),
+                        "--model", script, "--no-log")
+        assert result.exit_code == 0, result.stderr
+        assert len(read_lines(out)) == count
+    assert {line["vars"]["city"] for line in read_lines(tmp_path / "rows.csv.out.jsonl")} == {"北京", "上海"}
+
+
+def test_an_unknown_field_names_the_row_and_the_field_with_a_guess(tmp_path: Path):
+    make_world(tmp_path)
+    (tmp_path / "rows.jsonl").write_text('{"city": "北京", "tag": "a"}\n{"citty": "上海"}\n', encoding="utf-8")
+    result = batch(tmp_path, "--model", f"scripted:{tmp_path / 'script.yaml'}", "--no-log")
+    assert result.exit_code == 2
+    assert "rows.jsonl:2" in result.stderr and "row 2: field 'citty'" in result.stderr
+    assert "did you mean 'city'?" in result.stderr
+    assert not (tmp_path / "out.jsonl").exists()  # nothing ran
+
+
+def test_an_existing_results_file_is_not_overwritten_without_resume(tmp_path: Path):
+    make_world(tmp_path)
+    write_rows(tmp_path / "rows.jsonl", 2)
+    (tmp_path / "out.jsonl").write_text('{"key": "x"}\n', encoding="utf-8")
+    result = batch(tmp_path, "--model", f"scripted:{tmp_path / 'script.yaml'}", "--no-log")
+    assert result.exit_code == 2 and "--resume" in result.stderr
+    assert (tmp_path / "out.jsonl").read_text(encoding="utf-8") == '{"key": "x"}\n'
+
+
+def test_concurrency_8_is_several_times_faster_than_1_with_a_tool_that_sleeps(tmp_path: Path):
+    make_world(tmp_path, delay=0.15)
+    write_rows(tmp_path / "rows.jsonl", 8)
+    script = f"scripted:{tmp_path / 'script.yaml'}"
+    timings = {}
+    for concurrency in (1, 8):
+        (tmp_path / "out.jsonl").unlink(missing_ok=True)
+        started = time.perf_counter()
+        result = batch(tmp_path, "--model", script, "--concurrency", str(concurrency), "--no-log")
+        timings[concurrency] = time.perf_counter() - started
+        assert result.exit_code == 0, result.stderr
+        assert len(read_lines(tmp_path / "out.jsonl")) == 8
+    assert timings[1] >= 8 * 0.15
+    assert timings[1] > 3 * timings[8], timings
+
+
+# ----------------------------------------------------------------- failures and resume
+
+
+def test_failed_runs_are_run_again_on_resume_unless_told_not_to(tmp_path: Path):
+    make_world(tmp_path)
+    write_rows(tmp_path / "rows.jsonl", 4)
+    script = tmp_path / "script.yaml"
+    good = script.read_text(encoding="utf-8")
+    script.write_text("- tool_calls: [{name: get_flower_inventory, arguments: {city: 北京}}]\n", encoding="utf-8")
+    first = batch(tmp_path, "--model", f"scripted:{script}", "--no-log")
+    assert first.exit_code == 1, first.stderr  # the script runs out: every run fails
+    lines = read_lines(tmp_path / "out.jsonl")
+    assert [line["status"] for line in lines] == ["failed"] * 4 and all(line["error"] for line in lines)
+
+    script.write_text(good, encoding="utf-8")
+    kept = batch(tmp_path, "--model", f"scripted:{script}", "--no-log", "--resume", "--no-retry-failed")
+    assert kept.exit_code == 1
+    assert [line["status"] for line in read_lines(tmp_path / "out.jsonl")] == ["failed"] * 4
+
+    retried = batch(tmp_path, "--model", f"scripted:{script}", "--no-log", "--resume", "--json")
+    assert retried.exit_code == 0, retried.stderr
+    lines = read_lines(tmp_path / "out.jsonl")
+    assert sorted(line["row"] for line in lines) == [0, 1, 2, 3]  # each exactly once: the failed lines are gone
+    assert {line["status"] for line in lines} == {"ok"}
+    assert json.loads(retried.stdout)["runs"] == 4
+
+
+def test_sigkill_half_way_then_resume_runs_every_row_exactly_once(tmp_path: Path):
+    make_world(tmp_path, delay=0.1)
+    rows = write_rows(tmp_path / "rows.jsonl", 16)
+    log = tmp_path / "logs.db"
+    command = [sys.executable, "-m", "toolrun", "batch", str(tmp_path / "shop.yaml"), "--inputs",
+               str(tmp_path / "rows.jsonl"), "--out", str(tmp_path / "out.jsonl"), "--model",
+               f"scripted:{tmp_path / 'script.yaml'}", "--concurrency", "2", "--logs", str(log)]
+    env = clean_env(PYTHONPATH=str(ROOT))
+    process = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out = tmp_path / "out.jsonl"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and (not out.exists() or out.read_bytes().count(b"\n") < 5):
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.communicate(timeout=10)
+    before = read_results(out)
+    assert 5 <= len(before) < 16, "the batch was not killed half-way"
+    done_before = {line["row"] for line in before}
+    last_run_before = max(run["id"] for run in RunLog.open(log).list_runs(limit=100))
+
+    resumed = subprocess.run(command + ["--resume", "--json"], env=env, cwd=tmp_path, capture_output=True, text=True,
+                             timeout=60)
+    assert resumed.returncode == 0, resumed.stderr
+    lines = read_lines(out)
+    assert sorted(line["row"] for line in lines) == list(range(16))  # every row exactly once
+    assert len({line["key"] for line in lines}) == 16
+    assert {line["batch"] for line in lines} == {before[0]["batch"]}  # the resumed batch keeps its id
+    run_log = RunLog.open(log)
+    rerun = [run for run in run_log.list_runs(limit=100, session=before[0]["batch"]) if run["id"] > last_run_before]
+    rerun_rows = {rows.index(run["vars"]) for run in rerun}  # a row's vars are all the recipe's vars
+    assert rerun_rows.isdisjoint(done_before)  # rows already done are not run again
+    assert len(rerun) == 16 - len(done_before)
+    assert json.loads(resumed.stdout)["runs"] == 16
+
+
+def test_the_results_file_drops_a_half_line_and_rewrites_whole_ones(tmp_path: Path):
+    path = tmp_path / "out.jsonl"
+    path.write_bytes(b'{"key": "a", "row": 0}\n{"key": "b", "ro')
+    assert [line["key"] for line in read_results(path)] == ["a"]
+    results = ResultsFile(path, keep=read_results(path))
+    results.append({"key": "c", "row": 2, "text": "玫瑰"})
+    results.close()
+    assert [line["key"] for line in read_lines(path)] == ["a", "c"]
+    assert path.read_text(encoding="utf-8").endswith('"玫瑰"}\n')
+
+
+# ----------------------------------------------------------------- a provider's rate limit
+
+
+def openai_answer(body: dict) -> dict:
+    has_result = any(message.get("role") == "tool" for message in body["messages"])
+    if has_result:
+        message = {"role": "assistant", "content": "北京有玫瑰"}
+        finish = "stop"
+    else:
+        message = {"role": "assistant", "content": None, "tool_calls": [{
+            "id": "call_1", "type": "function",
+            "function": {"name": "get_flower_inventory", "arguments": json.dumps({"city": "北京"}, ensure_ascii=False)}}]}
+        finish = "tool_calls"
+    return {"id": "chatcmpl-x", "object": "chat.completion", "model": "gpt-4o-mini",
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
+
+
+def test_a_provider_that_answers_429_to_every_fifth_request_slows_the_batch_and_fails_no_row(tmp_path, loopback):
+    make_world(tmp_path)
+    write_rows(tmp_path / "rows.jsonl", 12)
+    lock = threading.Lock()
+    counter = {"requests": 0, "refused": 0}
+
+    def provider(request: Recorded) -> Reply:
+        with lock:
+            counter["requests"] += 1
+            refuse = counter["requests"] % 5 == 0
+            counter["refused"] += refuse
+        if refuse:
+            return Reply(status=429, headers={"retry-after": "0.2"},
+                         body={"error": {"message": "Rate limit reached", "type": "requests"}})
+        return Reply(body=openai_answer(request.json()))
+
+    server = loopback(provider)
+    env = clean_env(OPENAI_API_KEY=FAKE_KEY, OPENAI_BASE_URL=f"{server.url}/v1")
+    result = batch(tmp_path, "--concurrency", "4", "--live", "--json", "--no-log", env=env)
+    assert result.exit_code == 0, result.stderr
+    lines = read_lines(tmp_path / "out.jsonl")
+    assert len(lines) == 12 and {line["status"] for line in lines} == {"ok"}
+    assert counter["refused"] >= 4 and counter["requests"] == 24 + counter["refused"]
+    assert json.loads(result.stdout)["models"][0]["input_tokens"] == 12 * 2 * 10
+
+
+def test_the_rate_limiter_spaces_requests_and_pauses_everyone_when_the_provider_says_so():
+    now = [100.0]
+    limiter = RateLimiter(120, clock=lambda: now[0])  # 2 requests a second
+    assert [limiter.reserve() for _ in range(3)] == [0.0, 0.5, 1.0]
+    now[0] = 110.0
+    limiter.observe(429, {"Retry-After": "3"})
+    assert limiter.reserve() == pytest.approx(3.0) and limiter.pauses == 1
+    assert limiter.reserve() == pytest.approx(3.5)
+    assert provider_pause(200, {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1m30s"}) == 90
+    assert provider_pause(200, {"x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": "250ms"}) == 0.25
+    assert provider_pause(200, {"x-ratelimit-remaining-requests": "7", "x-ratelimit-reset-requests": "1s"}) == 0
+    unlimited = RateLimiter(None, clock=lambda: now[0])
+    assert [unlimited.reserve() for _ in range(3)] == [0.0, 0.0, 0.0]
+
+
+def test_the_recipe_rate_limit_spaces_a_batch(tmp_path: Path, loopback):
+    recipe = make_world(tmp_path)
+    recipe.write_text(recipe.read_text(encoding="utf-8").replace("stream: false}", "stream: false, rate_limit: 600}"),
+                      encoding="utf-8")
+    write_rows(tmp_path / "rows.jsonl", 4)
+    arrivals: list[float] = []
+    server = loopback(lambda request: (arrivals.append(time.monotonic()), Reply(body=openai_answer(request.json())))[1])
+    env = clean_env(OPENAI_API_KEY=FAKE_KEY, OPENAI_BASE_URL=f"{server.url}/v1")
+    result = batch(tmp_path, "--concurrency", "4", "--live", "--no-log", env=env)
+    assert result.exit_code == 0, result.stderr
+    gaps = [later - earlier for earlier, later in itertools.pairwise(sorted(arrivals))]
+    assert len(arrivals) == 8 and min(gaps) >= 0.08  # 600 a minute: one every 0.1 s
+
+
+def test_the_wilson_interval_is_narrow_for_many_runs_and_wide_for_few():
+    low, high = wilson_interval(3, 3)
+    assert high == 1.0 and low < 0.5
+    low, high = wilson_interval(900, 1000)
+    assert 0.87 < low < 0.9 < high < 0.93
+
+
+# ----------------------------------------------------------------- the run log and view
+
+
+def test_batch_runs_are_grouped_in_the_run_log_and_view_draws_the_batch(tmp_path: Path):
+    make_world(tmp_path)
+    write_rows(tmp_path / "rows.jsonl", 3)
+    log = tmp_path / "logs.db"
+    result = batch(tmp_path, "--model", f"scripted:{tmp_path / 'script.yaml'}", "--logs", str(log), "--json")
+    assert result.exit_code == 0, result.stderr
+    batch_id = json.loads(result.stdout)["batch"]
+    listed = invoke("logs", "batches", "--logs", str(log), "--json")
+    (entry,) = json.loads(listed.stdout)
+    assert entry["batch"] == batch_id and entry["runs"] == 3 and entry["ok"] == 3
+    runs = json.loads(invoke("logs", "list", "--batch", batch_id, "--logs", str(log), "--json").stdout)
+    assert len(runs) == 3 and {run["command"] for run in runs} == {"batch"}
+    assert sorted(run["vars"]["tag"] for run in runs) == ["row0", "row1", "row2"]
+    page = tmp_path / "batch.html"
+    viewed = invoke("view", batch_id, "--logs", str(log), "-o", str(page))
+    assert viewed.exit_code == 0, viewed.stderr
+    html = page.read_text(encoding="utf-8")
+    assert html.count('<tr class="run" data-status="ok">') == 3 and "row1" in html and "北京有玫瑰" in html
+    assert all(city in CITIES for city in (run["vars"]["city"] for run in runs))
