@@ -56,7 +56,8 @@ class ProviderTransports:
                 timeout=httpx.Timeout(self.recipe.request_timeout, connect=15.0),
                 limits=httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency))
             self._transports[provider] = HttpxTransport(
-                max_retries=max(self.recipe.max_retries, BATCH_MIN_RETRIES), client=client, gate=self.make_gate(provider))
+                max_retries=max(self.recipe.max_retries, BATCH_MIN_RETRIES), timeout=self.recipe.request_timeout,
+                client=client, gate=self.make_gate(provider))
         return self._transports[provider]
 
     async def aclose(self) -> None:
