@@ -35,6 +35,7 @@ from toolrun.providers.transport import HttpxTransport, capped_lines
 from toolrun.runner import RunSettings, run_conversation
 from toolrun.secrets import Redactor, redacting
 from toolrun.text import excerpt
+from toolrun.yamlsource import YamlSyntaxError, load_yaml_file
 
 SECRET = "sk-adversarial-0123456789abcdef"
 
@@ -389,3 +390,27 @@ def test_hundreds_of_shell_calls_in_one_turn_complete_without_running_out_of_fil
     records = result.turns[0].tool_calls
     assert len(records) == 600
     assert [r.result for r in records if r.result != "ok"] == []
+
+
+# 8. A string-alias YAML bomb --------------------------------------------------------------
+
+
+def test_a_long_string_aliased_thousands_of_times_is_refused_quickly(tmp_path):
+    text = "x" * 100_000
+    aliases = ", ".join(["*s"] * 5_000)
+    document = (f"name: bomb\ndescription: &s {text}\nbackend: {{python: 'tools.py:f'}}\n"
+                f"parameters: {{type: object, properties: {{p: {{type: string, enum: [{aliases}]}}}}}}\n")
+    path = tmp_path / "bomb.yaml"
+    path.write_text(document, encoding="utf-8")
+    assert len(document) < 130_000
+    started = time.monotonic()
+    with pytest.raises(YamlSyntaxError) as caught:
+        load_yaml_file(path)
+    assert "aliases expand to more than" in caught.value.problem.message
+    assert time.monotonic() - started < 5
+
+
+def test_a_few_aliases_of_ordinary_text_still_load(tmp_path):
+    path = tmp_path / "ok.yaml"
+    path.write_text("a: &d Returns the stock of one city.\nb: [*d, *d, *d]\n", encoding="utf-8")
+    assert load_yaml_file(path)["b"] == ["Returns the stock of one city."] * 3

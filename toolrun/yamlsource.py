@@ -25,11 +25,14 @@ class LineList(list):
     item_lines: list[int]
 
 
-MAX_EXPANDED_VALUES = 1_000_000  # far above any real tool file; an alias bomb reaches billions
+# Values plus characters once every alias is copied in: far above any real tool file; an alias
+# bomb reaches billions of values, a string bomb (a long text aliased thousands of times) gigabytes.
+MAX_EXPANDED_SIZE = 10_000_000
 
 
 def _expanded_size(node: yaml.Node, sizes: dict[int, int]) -> int:
-    """How many values ``node`` becomes once every alias is copied in (shared nodes counted once each)."""
+    """How big ``node`` becomes once every alias is copied in: one per value plus the characters of
+    each text (a shared node is measured once, and counted at every place it is used)."""
     known = sizes.get(id(node))
     if known is not None:
         return known
@@ -39,13 +42,13 @@ def _expanded_size(node: yaml.Node, sizes: dict[int, int]) -> int:
     elif isinstance(node, yaml.MappingNode):
         size = 1 + sum(_expanded_size(k, sizes) + _expanded_size(v, sizes) for k, v in node.value)
     else:
-        size = 1
+        size = 1 + len(str(node.value))
     sizes[id(node)] = size
     return size
 
 
 class _AliasLimit:
-    """Refuses a document whose aliases would expand past MAX_EXPANDED_VALUES ("billion laughs")."""
+    """Refuses a document whose aliases would expand past MAX_EXPANDED_SIZE ("billion laughs")."""
 
     def __init__(self, stream: Any) -> None:
         super().__init__(stream)  # type: ignore[call-arg]
@@ -53,9 +56,9 @@ class _AliasLimit:
         self._may_alias = not isinstance(stream, str) or "&" in stream
 
     def construct_document(self, node: yaml.Node) -> Any:
-        if self._may_alias and _expanded_size(node, {}) > MAX_EXPANDED_VALUES:
+        if self._may_alias and _expanded_size(node, {}) > MAX_EXPANDED_SIZE:
             raise yaml.constructor.ConstructorError(
-                None, None, f"aliases expand to more than {MAX_EXPANDED_VALUES:,} values", node.start_mark
+                None, None, f"aliases expand to more than {MAX_EXPANDED_SIZE:,} values and characters", node.start_mark
             )
         return super().construct_document(node)  # type: ignore[misc]
 
