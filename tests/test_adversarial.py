@@ -9,12 +9,17 @@ error, nothing executed or requested that should not be, no secret in any output
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import socket
 import time
+import unicodedata
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.backend_helpers import call, make_tool
 from tests.loopback import Reply
@@ -23,6 +28,8 @@ from toolrun.backends import get_backend
 from toolrun.backends.base import CallContext
 from toolrun.backends.http import ERROR_EXCERPT_CHARS
 from toolrun.catalog.lint import lint_catalog
+from toolrun.cli import main
+from toolrun.cli.display import TerminalDisplay
 from toolrun.errors import ProviderError
 from toolrun.execution import execute_call
 from toolrun.json_limits import MAX_ARGUMENT_DEPTH
@@ -32,9 +39,10 @@ from toolrun.providers.base import ProviderConfig
 from toolrun.providers.openai_family import parse_arguments
 from toolrun.providers.scripted import ScriptedModel, tool_call
 from toolrun.providers.transport import HttpxTransport, capped_lines
+from toolrun.results import ToolCallRecord
 from toolrun.runner import RunSettings, run_conversation
 from toolrun.secrets import Redactor, redacting
-from toolrun.text import excerpt
+from toolrun.text import excerpt, terminal_safe
 from toolrun.yamlsource import YamlSyntaxError, load_yaml_file
 
 SECRET = "sk-adversarial-0123456789abcdef"
@@ -414,3 +422,52 @@ def test_a_few_aliases_of_ordinary_text_still_load(tmp_path):
     path = tmp_path / "ok.yaml"
     path.write_text("a: &d Returns the stock of one city.\nb: [*d, *d, *d]\n", encoding="utf-8")
     assert load_yaml_file(path)["b"] == ["Returns the stock of one city."] * 3
+
+
+# 10. Terminal escapes ---------------------------------------------------------------------
+
+FORGERY = "fine\x1b]0;owned\x07\r\x1b[2K← restart_service 3 ms: approved\x9b31m\u202egnp.exe"
+
+
+def _no_terminal_controls(text: str) -> None:
+    for character in ("\x1b", "\x07", "\x9b", "\u202e"):
+        assert character not in text, repr(text)
+    assert "\r" not in text.replace("\r\n", ""), repr(text)
+
+
+def test_a_tool_result_with_escapes_is_shown_escaped_on_one_line():
+    info = io.StringIO()
+    display = TerminalDisplay(info, io.StringIO())
+    display.on_tool_call_end(ToolCallRecord("c1", "get_status", {}, FORGERY, False, 3))
+    line = info.getvalue()
+    _no_terminal_controls(line)
+    assert line.count("\n") == 1 and "\\x1b]0;owned" in line
+
+
+def test_bad_json_arguments_and_streamed_text_with_escapes_are_shown_escaped():
+    info, text = io.StringIO(), io.StringIO()
+    display = TerminalDisplay(info, text)
+    display.on_tool_call_start(tool_call("get_status", '{"x": "' + FORGERY))
+    display.on_text_delta("北京 " + FORGERY + "\n")
+    _no_terminal_controls(info.getvalue())
+    _no_terminal_controls(text.getvalue())
+    assert text.getvalue().startswith("北京 fine\\x1b]0;owned")
+
+
+def test_an_error_result_from_toolrun_call_is_escaped(tmp_path):
+    (tmp_path / "tools.py").write_text(f"def status():\n    raise RuntimeError({FORGERY!r})\n", encoding="utf-8")
+    (tmp_path / "tools.yaml").write_text(
+        "name: status\ndescription: Returns the status of the service. Use it for health checks only.\n"
+        "backend: {python: 'tools.py:status'}\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["call", "status", "--tools-dir", str(tmp_path)])
+    assert result.exit_code == 1
+    _no_terminal_controls(result.stderr)
+    assert "\\x1b]0;owned" in result.stderr
+
+
+@given(st.text())
+@settings(max_examples=300, deadline=None)
+def test_terminal_safe_leaves_no_control_a_terminal_acts_on(text: str):
+    shown = terminal_safe(text)
+    _no_terminal_controls(shown)
+    assert all(ch in "\n\t\r" or not unicodedata.category(ch) == "Cc" for ch in shown)

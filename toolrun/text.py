@@ -6,6 +6,7 @@ Each was written several times with different limits; one place keeps messages a
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable
 
 from toolrun.secrets import redact
@@ -43,3 +44,22 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
 def counted(number: int, noun: str) -> str:
     """``1 turn``, ``3 turns``: a number with its noun in the right form."""
     return f"{number} {noun}" + ("" if number == 1 else "s")
+
+
+# What a terminal acts on instead of showing: C0 and C1 controls (ESC starts ANSI and OSC
+# sequences, a lone CR overwrites a line), DEL, and the line separators and bidirectional
+# controls that move or reorder text. Newlines, tabs and a CR before a newline stay.
+_TERMINAL_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f"
+                               "\u2028\u2029\u202a-\u202e\u2066-\u2069]|\r(?!\n)")
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with every character a terminal would act on shown as an escape (``\\x1b``):
+    untrusted text (a tool's result, a model's arguments) cannot colour, retitle or forge a line."""
+    return _TERMINAL_CONTROL.sub(_escaped, text)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+

@@ -19,6 +19,7 @@ import click
 
 from toolrun import __version__
 from toolrun.errors import TOOL_LOGGER, ToolrunError
+from toolrun.text import terminal_safe
 
 # command name -> "module:function"; imported on first use
 COMMANDS = {
@@ -74,11 +75,11 @@ def report_error(exc: ToolrunError) -> None:
     problems = getattr(exc, "problems", None)
     if problems:
         for problem in problems:
-            click.echo(f"error: {problem}", err=True)
+            click.echo(terminal_safe(f"error: {problem}"), err=True)
         if len(problems) > 1:
             click.echo(f"{len(problems)} problems.", err=True)
     else:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(terminal_safe(f"error: {exc}"), err=True)
 
 
 @click.group(cls=ToolrunGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 import click
 
 from toolrun.daemon_threads import in_daemon_thread
+from toolrun.secrets import redact
+from toolrun.text import terminal_safe
 
 if TYPE_CHECKING:
     from toolrun.tool import Tool
@@ -40,7 +42,7 @@ class TerminalApprover:
             self._lock = asyncio.Lock()
         async with self._lock:
             shown = json.dumps(arguments, ensure_ascii=False, indent=2)
-            click.echo(f"\n{self.asking} {tool.name} with:\n{shown}", err=True)
+            click.echo(terminal_safe(redact(f"\n{self.asking} {tool.name} with:\n{shown}")), err=True)
             return await _ask_in_background(f"Allow this call to {tool.name}? [y/N]: ", stdin)
 
 

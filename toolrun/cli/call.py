@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from toolrun.cli.approval_prompt import TerminalApprover
 from toolrun.cli.common import load_catalog_for_cli, tools_dir_option
 from toolrun.errors import EXIT_RUN_FAILED, Problem, UserError
 from toolrun.execution import validate_arguments
+from toolrun.text import terminal_safe
 from toolrun.tool import Tool
 
 
@@ -52,9 +54,9 @@ def call_command(name: str, arg_pairs: tuple[str, ...], args_json: str | None, t
     if as_json:
         click.echo(json.dumps(outcome.to_json(), ensure_ascii=False))
     elif outcome.is_error:
-        click.echo(f"error result: {outcome.result}", err=True)
-    else:
-        click.echo(outcome.result)
+        click.echo(terminal_safe(f"error result: {outcome.result}"), err=True)
+    else:  # a terminal shows the result escaped; a pipe or a file gets it as the tool wrote it
+        click.echo(terminal_safe(outcome.result) if sys.stdout.isatty() else outcome.result)
     if outcome.is_error:
         click.get_current_context().exit(EXIT_RUN_FAILED)
 

@@ -17,7 +17,7 @@ from toolrun.replay.divergence import Divergence
 from toolrun.results import RunResult, ToolCallRecord, TurnRecord
 from toolrun.runner import RunObserver
 from toolrun.secrets import redact
-from toolrun.text import counted
+from toolrun.text import counted, terminal_safe
 
 _RESULT_EXCERPT = 100  # characters of a tool result shown on its line
 
@@ -52,14 +52,14 @@ class TerminalDisplay(RunObserver):
     def on_text_delta(self, text: str) -> None:
         self._streamed_this_turn = True
         if self.text_out is not None and text:
-            self.text_out.write(redact(text))
+            self.text_out.write(terminal_safe(redact(text)))
             self.text_out.flush()
             self._text_open = not text.endswith("\n")
 
     def on_model_response(self, turn_index: int, response: ModelResponse) -> None:
         text = response.message.text
         if text and not self._streamed_this_turn and self.text_out is not None:
-            self.text_out.write(redact(text))
+            self.text_out.write(terminal_safe(redact(text)))
             self.text_out.flush()
             self._text_open = not text.endswith("\n")
         self._close_text()
@@ -86,7 +86,7 @@ class TerminalDisplay(RunObserver):
         self._text_open = False
 
     def _info(self, line: str) -> None:
-        self.info_out.write(redact(line) + "\n")
+        self.info_out.write(terminal_safe(redact(line)) + "\n")
         self.info_out.flush()
 
 
@@ -114,5 +114,5 @@ def _compact(value: Any) -> str:
 
 def _one_line(text: str) -> str:
     """A result on one short line: newlines shown as ⏎, long text cut with …."""
-    flat = text.replace("\r", "").replace("\n", " ⏎ ")
+    flat = terminal_safe(redact(text).replace("\r", "").replace("\n", " ⏎ "))  # redact before the cut
     return flat if len(flat) <= _RESULT_EXCERPT else flat[: _RESULT_EXCERPT - 1] + "…"
