@@ -196,3 +196,70 @@ def test_values_after_double_dash_or_inside_an_element_or_enumerated_may_start_w
     flags = shell_tool(tmp_path, {"argv": ["printf", "%s|", "{{ value }}"]},
                        properties={"value": {"type": "string", "enum": ["-l", "-a"]}})
     assert call(flags, {"value": "-l"}).result == "-l|"
+
+
+# --- ok_exit_codes and the result template -------------------------------------------------------
+
+
+def test_grep_finding_nothing_is_a_result_when_exit_code_one_is_ok(tmp_path: Path) -> None:
+    (tmp_path / "stock.txt").write_text("北京 玫瑰\n上海 百合\n", encoding="utf-8")
+    argv = ["grep", "--", "{{ value }}", "stock.txt"]
+    strict = call(shell_tool(tmp_path, {"argv": argv}), {"value": "深圳"})
+    assert strict.is_error and "exited with code 1" in strict.result
+    tolerant = shell_tool(tmp_path, {"argv": argv, "ok_exit_codes": [0, 1]})
+    assert call(tolerant, {"value": "北京"}).result == "北京 玫瑰"
+    nothing = call(tolerant, {"value": "深圳"})
+    assert (nothing.result, nothing.is_error) == ("(the command printed nothing; exit code 1)", False)
+    missing_file = call(shell_tool(tmp_path, {"argv": ["grep", "x", "nofile.txt"], "ok_exit_codes": [0, 1]}), {})
+    assert missing_file.is_error and "exited with code 2" in missing_file.result  # grep's real failure stays one
+
+
+def test_the_result_template_sees_stdout_stderr_exit_code_and_the_arguments(tmp_path: Path) -> None:
+    (tmp_path / "stock.txt").write_text("北京 玫瑰\n", encoding="utf-8")
+    template = ("{% if exit_code == 0 %}{{ value }}: {{ stdout | trim }}"
+                "{% else %}no stock line mentions {{ value }}{% endif %}")
+    tool = shell_tool(tmp_path, {"argv": ["grep", "--", "{{ value }}", "stock.txt"], "ok_exit_codes": [0, 1],
+                                 "result": template})
+    assert call(tool, {"value": "北京"}).result == "北京: 北京 玫瑰"
+    assert call(tool, {"value": "深圳"}).result == "no stock line mentions 深圳"
+    both = shell_tool(tmp_path, {"shell": True, "command": "echo out; echo err >&2",
+                                 "result": "[{{ stdout | trim }}|{{ stderr | trim }}|{{ exit_code }}]"})
+    assert call(both, {}).result == "[out|err|0]"
+
+
+def test_a_failing_result_template_is_an_error_that_shows_the_output(tmp_path: Path) -> None:
+    tool = shell_tool(tmp_path, {"argv": ["echo", "not json"], "result": "{{ (stdout | int) // 0 }}"})
+    outcome = call(tool, {})
+    assert outcome.is_error
+    assert outcome.result.startswith("the tool's result template failed (") and outcome.result.endswith("not json")
+
+
+def test_the_result_template_is_sandboxed(tmp_path: Path) -> None:
+    tool = shell_tool(tmp_path, {"argv": ["echo", "x"], "result": "{{ stdout.__class__.__mro__ }}"})
+    outcome = call(tool, {})
+    assert outcome.is_error and "result template failed" in outcome.result
+
+
+def test_result_and_ok_exit_codes_are_checked_at_load(tmp_path: Path) -> None:
+    backend = ShellBackend()
+    tool = shell_tool(tmp_path, {"argv": ["true"], "result": "{{ stdout | upper }}"})
+    assert backend.placeholders(tool) == set()  # stdout, stderr and exit_code are not arguments
+    assert backend.check(tool) == []
+    with_arg = shell_tool(tmp_path, {"argv": ["true"], "result": "{{ value }}: {{ stdout }}"})
+    assert backend.placeholders(with_arg) == {"value"}
+    [syntax] = backend.check(shell_tool(tmp_path, {"argv": ["true"], "result": "{{ stdout "}))
+    assert "template syntax error" in syntax.message
+    for codes in ([], ["1"], [256], [-1], [True]):
+        [problem] = backend.check(shell_tool(tmp_path, {"argv": ["true"], "ok_exit_codes": codes}))
+        assert "ok_exit_codes must be a non-empty list of exit codes 0-255" in problem.message
+        assert problem.fix == "e.g. ok_exit_codes: [0, 1] (grep: 1 means nothing found)"
+
+
+def test_grep_without_ok_exit_codes_is_a_lint_warning(tmp_path: Path) -> None:
+    backend = ShellBackend()
+    [warning] = backend.warnings(shell_tool(tmp_path, {"argv": ["/usr/bin/grep", "-c", "x", "f"]}))
+    assert warning.rule == "shell-exit-code" and warning.key_path == "backend.shell.argv"
+    assert "grep exits with code 1 when it finds nothing" in warning.message
+    assert "add ok_exit_codes: [0, 1]" in warning.message
+    assert backend.warnings(shell_tool(tmp_path, {"argv": ["grep", "x", "f"], "ok_exit_codes": [0]})) == []
+    assert backend.warnings(shell_tool(tmp_path, {"argv": ["df", "-h"]})) == []

@@ -878,3 +878,22 @@ def test_the_shipped_tools_and_documented_examples_have_no_null_valued_keyword()
                 problems = parameter_schema_problems(schema, doc, "example", lambda *steps: None)
                 assert not [p for p in problems if "has no value" in p.message], (doc.name, problems)
     assert checked >= 5
+
+
+def test_a_shell_tool_may_accept_more_exit_codes_and_shape_its_result(tmp_path: Path) -> None:
+    shaped = GOOD_SHELL.replace(
+        "    argv: [grep, -c, \"{{ city }}\", stock.txt]\n",
+        "    argv: [grep, -c, --, \"{{ city }}\", stock.txt]\n    ok_exit_codes: [0, 1]\n"
+        "    result: \"{{ city }}: {{ stdout | trim }} lines\"\n")
+    write(tmp_path, "t.yaml", shaped)
+    (tmp_path / "stock.txt").write_text("北京 玫瑰\n", encoding="utf-8")
+    catalog = load_catalog_or_raise(tmp_path)
+    import toolrun
+
+    assert toolrun.call(catalog, "count_stock", {"city": "深圳"}).result == "深圳: 0 lines"
+    write(tmp_path, "t.yaml", shaped.replace("[0, 1]", "[0, one]"))
+    [problem] = load_catalog(tmp_path).problems
+    assert problem.line == 11 and 'backend.shell.ok_exit_codes[1] must be an integer, not a string "one"' in problem.message
+    write(tmp_path, "t.yaml", shaped.replace("{{ stdout | trim }}", "{{ stdotu }}"))
+    [typo] = load_catalog(tmp_path).problems
+    assert typo.line == 12 and "the template uses 'stdotu'" in typo.message

@@ -10,6 +10,10 @@ An element that uses ``{% ... %}`` and renders to nothing is dropped (optional f
 environment variables ``TOOLRUN_ARG_<NAME>`` (non-strings as JSON), never spliced into the
 command text. The child gets an empty environment plus ``PATH`` plus the tool's ``env``.
 It runs in its own session; on timeout or cancel the whole process group is killed.
+
+An exit code outside ``ok_exit_codes`` (default ``[0]``; ``[0, 1]`` for grep) is an error
+result with the code and the stderr tail. Otherwise the result is stdout, or the ``result``
+template rendered over ``stdout``, ``stderr``, ``exit_code`` and the arguments.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import signal
 from collections.abc import Mapping
 from typing import Any
 
-from toolrun.backends.base import Backend, BackendOutput, CallContext
+from toolrun.backends.base import Backend, BackendOutput, BackendWarning, CallContext
 from toolrun.durations import parse_duration
 from toolrun.errors import Problem
 from toolrun.templates import check_template, placeholders, render, template_fix
@@ -34,6 +38,11 @@ NO_OUTPUT = "(the command succeeded and printed nothing)"  # an empty result con
 MAX_CAPTURE_BYTES = 16 * 1024 * 1024  # memory guard; the tool's max_output cuts far earlier
 KILL_GRACE_SECONDS = 1.0
 _ARG_REFERENCE = re.compile(r"TOOLRUN_ARG_([A-Za-z0-9_]+)")
+DEFAULT_OK_EXIT_CODES = (0,)
+RESULT_VARIABLES = frozenset({"stdout", "stderr", "exit_code"})  # what a result template sees besides the arguments
+# Commands whose exit code 1 is an answer, not a failure: grep found nothing, diff found differences.
+EXIT_ONE_IS_AN_ANSWER = {"grep": "finds nothing", "egrep": "finds nothing", "fgrep": "finds nothing",
+                         "rg": "finds nothing", "diff": "finds differences", "cmp": "finds differences"}
 
 
 def argument_env_name(name: str) -> str:
@@ -51,7 +60,7 @@ def _templates_of(config: Mapping[str, Any]) -> list[tuple[str, str]]:
     for index, element in enumerate(config.get("argv") or []):
         if isinstance(element, str):
             found.append((f"argv.{index}", element))
-    for key in ("cwd", "stdin"):
+    for key in ("cwd", "stdin", "result"):
         if isinstance(config.get(key), str):
             found.append((key, config[key]))
     for name, value in (config.get("env") or {}).items():
@@ -67,8 +76,8 @@ class ShellBackend(Backend):
         """Arguments used by argv/cwd/env/stdin templates, or by ``$TOOLRUN_ARG_X`` in a shell command."""
         config = tool.backend.config
         names: set[str] = set()
-        for _, template in _templates_of(config):
-            names |= placeholders(template)
+        for key, template in _templates_of(config):
+            names |= placeholders(template) - (RESULT_VARIABLES if key == "result" else set())
         command = config.get("command")
         if config.get("shell") and isinstance(command, str):
             by_env_name = {argument_env_name(p): p for p in (tool.parameters.get("properties") or {})}
@@ -124,7 +133,27 @@ class ShellBackend(Backend):
                 parse_duration(config["timeout"])
             except ValueError as exc:
                 add("timeout", str(exc), "write it like 30s, 500ms or 2m")
+        codes = config.get("ok_exit_codes")
+        if codes is not None and (not isinstance(codes, list) or not codes or not all(_is_exit_code(c) for c in codes)):
+            add("ok_exit_codes", f"ok_exit_codes must be a non-empty list of exit codes 0-255, got {codes!r}",
+                "e.g. ok_exit_codes: [0, 1] (grep: 1 means nothing found)")
         return problems
+
+    def warnings(self, tool: Tool) -> list[BackendWarning]:
+        """shell-exit-code: grep, diff and the like answer with exit code 1, which is an error result by default."""
+        config = tool.backend.config
+        argv = config.get("argv")
+        if config.get("shell") or "ok_exit_codes" in config or not isinstance(argv, list) or not argv:
+            return []
+        program = os.path.basename(str(argv[0]))
+        meaning = EXIT_ONE_IS_AN_ANSWER.get(program)
+        if meaning is None:
+            return []
+        return [BackendWarning(
+            "shell-exit-code", "backend.shell.argv",
+            f"{program} exits with code 1 when it {meaning}, which is an error result unless ok_exit_codes "
+            "allows it: add ok_exit_codes: [0, 1] (and a result template that says what an empty output means)",
+        )]
 
     async def run(self, tool: Tool, arguments: dict[str, Any], context: CallContext) -> BackendOutput:
         config = tool.backend.config
@@ -162,10 +191,15 @@ class ShellBackend(Backend):
         except BaseException:
             await _kill_group(process)
             raise
-        if process.returncode != 0:
+        ok_codes = config.get("ok_exit_codes") or DEFAULT_OK_EXIT_CODES
+        if process.returncode not in ok_codes:
             return BackendOutput(_failure_text(process.returncode, stdout, stderr), is_error=True)
+        if config.get("result") is not None:
+            return _rendered_result(str(config["result"]), arguments, context, stdout, stderr, process.returncode)
         text = stdout.rstrip("\n")  # the final newline is noise to a model
-        return BackendOutput(text if text else NO_OUTPUT)
+        if text:
+            return BackendOutput(text)
+        return BackendOutput(NO_OUTPUT if process.returncode == 0 else f"(the command printed nothing; exit code {process.returncode})")
 
     def _argv(self, config: Mapping[str, Any], arguments: dict[str, Any], context: CallContext,
               properties: Mapping[str, Any]) -> list[str]:
@@ -194,6 +228,23 @@ class ShellBackend(Backend):
                 if name in declared:  # an undeclared extra is unvalidated and could shadow a declared NAME
                     env[argument_env_name(name)] = _env_value(value)
         return env
+
+
+def _is_exit_code(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 255
+
+
+def _rendered_result(template: str, arguments: dict[str, Any], context: CallContext, stdout: str, stderr: str,
+                     exit_code: int | None) -> BackendOutput:
+    """The ``result`` template over the output; an error result showing the output when the template fails."""
+    variables = {**arguments, "stdout": stdout, "stderr": stderr, "exit_code": exit_code}
+    try:
+        text = render(template, variables, context.environ)
+    except Exception as exc:  # e.g. a template that expects output the command did not print
+        shown = _tail(stdout) or _tail(stderr) or "(nothing)"
+        return BackendOutput(f"the tool's result template failed ({exc}); the command printed:\n{shown}", is_error=True)
+    text = text.rstrip("\n")  # "{{ stdout }}" ends with the command's final newline: noise to a model
+    return BackendOutput(text if text.strip() else "(the result template gave nothing)")
 
 
 class OptionInjection(ValueError):
