@@ -88,7 +88,7 @@ def test_warnings_exit_zero_and_fail_with_strict(tmp_path: Path) -> None:
     code, out, err = run("tools", "lint", "--tools-dir", str(directory))
     assert code == 0
     assert "tool_1.yaml:2: warning: get_prices: description has 2 words" in out
-    assert "[description-too-short]" in out and "1 warnings" in err
+    assert "[description-too-short]" in out and "1 warning," in err
     strict_code, _, _ = run("tools", "lint", "--tools-dir", str(directory), "--strict")
     assert strict_code == 1
 
@@ -107,7 +107,40 @@ def test_load_errors_exit_two_without_traceback(tmp_path: Path) -> None:
     directory = tools_dir(tmp_path, GOOD_TOOL.replace("annotations:", "anotations:"))
     code, out, err = run("tools", "lint", "--tools-dir", str(directory), "--json")
     assert code == 2
-    assert out == "" and "tool_0.yaml" in err and "Traceback" not in err
+    assert "tool_0.yaml" in err and "Traceback" not in err
+    document = json.loads(out)  # --json prints JSON whatever happens
+    assert (document["tools"], document["findings"]) == (0, [])
+    [problem] = document["problems"]
+    assert set(problem) == {"file", "line", "message", "fix"}
+    assert problem["file"] == str(directory / "tool_0.yaml") and problem["line"] == 16
+    assert "anotations" in problem["message"] and "annotations" in problem["fix"]
+
+
+def test_json_documents_when_the_tools_directory_is_missing_or_stopped_by_lint_errors(tmp_path: Path) -> None:
+    for command in ("lint", "list"):
+        code, out, err = run("tools", command, "--tools-dir", str(tmp_path / "nowhere"), "--json")
+        assert code == 2 and "tools directory not found" in err
+        document = json.loads(out)
+        assert document["tools"] == 0 and document["findings"] == []
+        assert document["problems"][0]["message"] == "tools directory not found"
+    hidden = tools_dir(tmp_path, GOOD_TOOL.replace("Returns the current", "Returns\u200b the current"))
+    code, out, _ = run("tools", "list", "--tools-dir", str(hidden), "--json")
+    document = json.loads(out)
+    assert code == 2 and document["tools"] == 0
+    assert "[prompt-injection]" in document["problems"][0]["message"]
+    assert "prompt-injection" in {finding["rule"] for finding in document["findings"]}
+
+
+def test_an_empty_catalog_is_a_warning_for_list_and_lint(tmp_path: Path) -> None:
+    empty = tmp_path / "tools.d"
+    empty.mkdir()
+    code, out, err = run("tools", "lint", "--tools-dir", str(empty), "--json")
+    assert code == 0
+    [warning] = [f for f in json.loads(out)["findings"] if f["severity"] == "warning"]
+    assert warning["rule"] == "empty-catalog" and f"no tools in {empty}" in warning["message"]
+    assert run("tools", "lint", "--tools-dir", str(empty), "--strict")[0] == 1
+    code, out, err = run("tools", "list", "--tools-dir", str(empty))
+    assert code == 0 and "0 tools from" in err and "1 warning (" in err and f"no tools in {empty}" in err
 
 
 def test_show_readable_and_as_json(tmp_path: Path) -> None:

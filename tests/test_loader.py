@@ -897,3 +897,35 @@ def test_a_shell_tool_may_accept_more_exit_codes_and_shape_its_result(tmp_path: 
     write(tmp_path, "t.yaml", shaped.replace("{{ stdout | trim }}", "{{ stdotu }}"))
     [typo] = load_catalog(tmp_path).problems
     assert typo.line == 12 and "the template uses 'stdotu'" in typo.message
+
+
+def test_subfolders_are_read_in_a_stable_order_hidden_ones_skipped(tmp_path: Path) -> None:
+    for name in ["z.yaml", "ops/b.yaml", "ops/a.yml", "ops/deep/c.yaml", "a_dir/x.yaml",
+                 ".git/hooks.yaml", "ops/.hidden/h.yaml", "__pycache__/p.yaml"]:
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x: 1\n", encoding="utf-8")
+    relative = [p.relative_to(tmp_path).as_posix() for p in tool_files(tmp_path)]
+    assert relative == ["z.yaml", "a_dir/x.yaml", "ops/a.yml", "ops/b.yaml", "ops/deep/c.yaml"]
+
+
+def test_a_tool_in_a_subfolder_loads_with_paths_relative_to_its_own_file(tmp_path: Path) -> None:
+    write(tmp_path, "nested/flowers.py", "def get_inventory(city):\n    return f'{city}: 100'\n")
+    write(tmp_path, "nested/flowers.yaml", """
+        name: get_inventory
+        description: Flower stock of one city. Use it for stock questions; not for prices.
+        parameters: {type: object, properties: {city: {type: string}}, required: [city], additionalProperties: false}
+        backend: {python: "flowers.py:get_inventory"}
+        """)
+    write(tmp_path, "other/dup.yaml", """
+        name: get_inventory
+        description: The same name again.
+        backend: {python: "json:dumps"}
+        """)
+    result = load_catalog(tmp_path)
+    [problem] = result.problems
+    assert problem.file == tmp_path / "other" / "dup.yaml"
+    assert f"also defined at {tmp_path / 'nested' / 'flowers.yaml'}:1" in problem.message
+    import toolrun
+
+    assert toolrun.call(result.catalog, "get_inventory", {"city": "北京"}).result == "北京: 100"

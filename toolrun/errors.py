@@ -24,6 +24,11 @@ class Problem:
     message: str
     fix: str | None = None
 
+    def to_json(self) -> dict[str, Any]:
+        """``{"file", "line", "message", "fix"}``, as the ``problems`` of a ``--json`` document."""
+        return {"file": None if self.file is None else str(self.file), "line": self.line,
+                "message": self.message, "fix": self.fix}
+
     def __str__(self) -> str:
         where = ""
         if self.file is not None:

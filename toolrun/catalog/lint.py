@@ -137,8 +137,21 @@ def near_duplicate_findings(tools: list[Tool], threshold: float = NEAR_DUPLICATE
 
 
 def catalog_findings(tools: list[Tool], directory: str | None) -> list[LintFinding]:
-    """Findings about the catalog as a whole: tool count and total token cost."""
+    """Findings about the catalog as a whole: no tools, too many tools, total token cost."""
     findings: list[LintFinding] = []
+    if not tools:
+        where = directory or "the catalog"
+        findings.append(
+            LintFinding(
+                None,
+                directory,
+                None,
+                "empty-catalog",
+                "warning",
+                f"no tools in {where}: a model gets nothing to call — add one YAML file per tool "
+                "(subfolders are read too), or point --tools-dir at the folder that holds them",
+            )
+        )
     if len(tools) > TOO_MANY_TOOLS:
         findings.append(
             LintFinding(

@@ -7,6 +7,7 @@ toolset's broken tool never hides its good neighbours.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from toolrun.tool import Tool
 from toolrun.yamlsource import LineDict, YamlSyntaxError, load_yaml_file
 
 TOOL_FILE_SUFFIXES = (".yaml", ".yml")
+_SKIPPED_FOLDERS = frozenset({"__pycache__", "node_modules"})
 
 
 @dataclass
@@ -33,16 +35,34 @@ class LoadResult:
 
 
 def tool_files(directory: Path) -> list[Path]:
-    """The tool files of ``directory`` in load order: *.yaml and *.yml, sorted, hidden files skipped."""
+    """The tool files of ``directory`` and its subfolders in load order: *.yaml and *.yml.
+
+    Sorted by their path inside ``directory`` (a folder's files before its subfolders'), so
+    the order is the same on every machine. Hidden files and folders (``.git``) and
+    ``__pycache__`` are skipped; symlinked folders are not followed (no loops).
+    """
     if not directory.exists():
         fix = f"pass --tools-dir DIR, or create {directory}/ with one YAML file per tool"
         raise UserError(Problem(directory, None, "tools directory not found", fix))
     if not directory.is_dir():
         fix = "pass --tools-dir with the folder that holds the tool files"
         raise UserError(Problem(directory, None, "is not a directory", fix))
-    found = [p for p in directory.iterdir() if p.suffix in TOOL_FILE_SUFFIXES and not p.name.startswith(".")]
-    # A broken symlink is kept so that reading it reports it; a folder named x.yaml is not a tool file.
-    return sorted((p for p in found if p.is_file() or (p.is_symlink() and not p.exists())), key=lambda p: p.name)
+    found: list[Path] = []
+    for folder, subfolders, names in os.walk(directory):
+        subfolders[:] = [name for name in subfolders if not name.startswith(".") and name not in _SKIPPED_FOLDERS]
+        for name in names:
+            path = Path(folder, name)
+            # A broken symlink is kept so that reading it reports it; a folder named x.yaml is not a tool file.
+            if path.suffix in TOOL_FILE_SUFFIXES and not name.startswith(".") and (
+                    path.is_file() or (path.is_symlink() and not path.exists())):
+                found.append(path)
+    return sorted(found, key=lambda path: _load_order(path.relative_to(directory)))
+
+
+def _load_order(relative: Path) -> tuple[tuple[int, str], ...]:
+    # At each level a folder's own files (0) come before its subfolders (1), each by name.
+    *folders, name = relative.parts
+    return (*((1, folder) for folder in folders), (0, name))
 
 
 def load_catalog(directory: Path) -> LoadResult:

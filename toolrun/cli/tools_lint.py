@@ -9,13 +9,15 @@ import click
 
 from toolrun.api import DEFAULT_TOOLS_DIR, load_catalog
 from toolrun.catalog.lint import count_by_severity, lint_catalog
-from toolrun.cli.common import tools_dir_option
-from toolrun.errors import EXIT_RUN_FAILED
+from toolrun.cli.common import exit_with_load_failure_json, tools_dir_option
+from toolrun.errors import EXIT_RUN_FAILED, LoadError
+from toolrun.text import counted
 
 
 @click.command("lint")
 @tools_dir_option
-@click.option("--json", "as_json", is_flag=True, help='Print {"tools": N, "findings": [...]} on stdout.')
+@click.option("--json", "as_json", is_flag=True,
+              help='Print {"tools": N, "problems": [...], "findings": [...]} on stdout, also when the files do not load.')
 @click.option("--strict", is_flag=True, help="Fail (exit 1) on warnings too, not only on errors.")
 @click.pass_context
 def lint_command(ctx: click.Context, tools_dir: Path | None, as_json: bool, strict: bool) -> None:
@@ -25,18 +27,23 @@ def lint_command(ctx: click.Context, tools_dir: Path | None, as_json: bool, stri
     --strict), 2 when the tool files do not load.
     """
     directory = tools_dir if tools_dir is not None else DEFAULT_TOOLS_DIR
-    catalog = load_catalog(directory, lint=False)  # lint errors are listed here, not a reason to stop
+    try:
+        catalog = load_catalog(directory, lint=False)  # lint errors are listed here, not a reason to stop
+    except LoadError as error:
+        if not as_json:
+            raise
+        exit_with_load_failure_json(ctx, error)
     findings = lint_catalog(catalog)
     counts = count_by_severity(findings)
     if as_json:
-        document = {"tools": len(catalog), "findings": [finding.to_json() for finding in findings]}
+        document = {"tools": len(catalog), "problems": [], "findings": [finding.to_json() for finding in findings]}
         click.echo(json.dumps(document, ensure_ascii=False, indent=2))
     else:
         for finding in findings:
             click.echo(str(finding))
         click.echo(
-            f"{len(catalog)} tools: {counts['error']} errors, {counts['warning']} warnings, "
-            f"{counts['info']} info",
+            f"{counted(len(catalog), 'tool')}: {counted(counts['error'], 'error')}, "
+            f"{counted(counts['warning'], 'warning')}, {counts['info']} info",
             err=True,
         )
     if counts["error"] or (strict and counts["warning"]):

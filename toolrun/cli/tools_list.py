@@ -12,7 +12,8 @@ from typing import Any
 
 import click
 
-from toolrun.cli.common import load_catalog_for_cli, tools_dir_option
+from toolrun.cli.common import exit_with_load_failure_json, load_catalog_for_cli, tools_dir_option
+from toolrun.errors import LoadError
 from toolrun.tool import Tool
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s|(?<=[。！？])")
@@ -21,10 +22,18 @@ _SUMMARY_WIDTH = 80
 
 @click.command("list")
 @tools_dir_option
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of the tools on stdout.")
-def list_command(tools_dir: Path | None, as_json: bool) -> None:
+@click.option("--json", "as_json", is_flag=True,
+              help='Print a JSON list of the tools on stdout; {"tools": 0, "problems": [...], "findings": [...]} '
+                   "when the files do not load.")
+@click.pass_context
+def list_command(ctx: click.Context, tools_dir: Path | None, as_json: bool) -> None:
     """List the tools: name, backend, first sentence of the description, file."""
-    catalog = load_catalog_for_cli(tools_dir)
+    try:
+        catalog = load_catalog_for_cli(tools_dir)
+    except LoadError as error:
+        if not as_json:
+            raise
+        exit_with_load_failure_json(ctx, error)
     if as_json:
         click.echo(json.dumps([tool_listing(tool) for tool in catalog], ensure_ascii=False, indent=2))
         return
