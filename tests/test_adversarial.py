@@ -471,3 +471,28 @@ def test_terminal_safe_leaves_no_control_a_terminal_acts_on(text: str):
     shown = terminal_safe(text)
     _no_terminal_controls(shown)
     assert all(ch in "\n\t\r" or not unicodedata.category(ch) == "Cc" for ch in shown)
+
+
+# The smaller ones -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["Beijing\r\nX-Injected: 1", "北京", "a\x00b"])
+def test_an_illegal_header_value_is_refused_once_not_retried_as_unreachable(tmp_path, loopback, value: str):
+    server = loopback(lambda r: Reply(200, "ok"))
+    tool = make_tool("http", {"url": server.url, "headers": {"X-City": "{{ city }}"}, "retries": 2},
+                     folder=tmp_path, properties={"city": {"type": "string"}})
+    started = time.monotonic()
+    outcome = call(tool, {"city": value})
+    assert outcome.is_error and "not sent" in outcome.result and "cannot reach" not in outcome.result
+    assert server.requests == [] and time.monotonic() - started < 1
+
+
+def test_a_file_url_is_refused_by_its_scheme(tmp_path):
+    outcome = call(make_tool("http", {"url": "file:///etc/passwd"}, folder=tmp_path), {})
+    assert outcome.result == "refused: only http and https URLs are allowed, not file:"
+
+
+def test_an_exception_without_text_still_says_something(tmp_path):
+    (tmp_path / "t.py").write_text("def f():\n    raise RuntimeError()\n", encoding="utf-8")
+    outcome = call(make_tool("python", {"function": "t.py:f"}, folder=tmp_path), {})
+    assert outcome.is_error and outcome.result == "RuntimeError (no message)"

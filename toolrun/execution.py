@@ -22,6 +22,7 @@ from toolrun.backends import get_backend
 from toolrun.backends.base import CallContext
 from toolrun.errors import TOOL_LOGGER
 from toolrun.secrets import MissingSecret, Redactor, active_redactor, redacting
+from toolrun.text import exception_text
 from toolrun.tool import Tool
 
 DENIED_MESSAGE = "the user denied this call"
@@ -167,7 +168,7 @@ async def _execute(tool: Tool, arguments: Any, context: CallContext, approver: A
     try:
         refusal = await _approved(tool, arguments, approver)
     except Exception as exc:  # an approver that breaks must not break the run
-        refusal = f"approval failed: {type(exc).__name__}: {exc}"
+        refusal = f"approval failed: {exception_text(exc)}"
     if refusal:
         return ToolOutcome(refusal, True, 0)
     started = time.perf_counter()  # after approval: a human's thinking time is not the tool's
@@ -190,6 +191,6 @@ async def _run_backend(tool: Tool, arguments: dict[str, Any], context: CallConte
         return f"the tool is not configured: {exc}", True
     except Exception as exc:  # the model gets the type and message, never a traceback
         logging.getLogger(TOOL_LOGGER).debug("tool %s failed in its backend", tool.name, exc_info=True)
-        return f"{type(exc).__name__}: {exc}", True
+        return exception_text(exc), True
     text = output.text if isinstance(output.text, str) else str(output.text)
     return text, bool(output.is_error)

@@ -63,3 +63,9 @@ def _escaped(match: re.Match[str]) -> str:
     code = ord(match.group())
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
+
+def exception_text(exc: BaseException) -> str:
+    """``RuntimeError: the disk is full``; ``RuntimeError (no message)`` for one raised without text."""
+    message = str(exc).strip()
+    return f"{type(exc).__name__}: {message}" if message else f"{type(exc).__name__} (no message)"
+

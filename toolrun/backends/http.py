@@ -297,12 +297,21 @@ class HttpBackend(Backend):
             url = build_url(config, arguments, context.environ)
         except ValueError as exc:  # a missing path value or base_url: say it plainly
             return BackendOutput(redact(str(exc)), is_error=True)
+        scheme = httpx.URL(url).scheme  # before build_request, which drops a file: URL's scheme
+        if scheme not in ("http", "https"):
+            return BackendOutput(redact(f"refused: only http and https URLs are allowed, not "
+                                        f"{scheme + ':' if scheme else 'a relative URL'}"), is_error=True)
         timeout = parse_duration(config["timeout"]) if config.get("timeout") is not None else tool.timeout
         retries = int(config.get("retries", DEFAULT_RETRIES))
         attempts = 1 + retries if (method in IDEMPOTENT_METHODS or config.get("idempotent")) else 1
         allow_lists = [list(h) for h in (config.get("allow_hosts"), context.allow_hosts) if h is not None]
         async with _client(timeout) as client:
-            request = client.build_request(method, url, **request_parts(config, arguments, context.environ))
+            try:
+                request = client.build_request(method, url, **request_parts(config, arguments, context.environ))
+            except UnicodeEncodeError:
+                return BackendOutput("the request was not sent: a header value is not ASCII text "
+                                     "(HTTP headers carry ASCII only; put the value in the query or body)",
+                                     is_error=True)
             try:
                 response = await _send_with_retries(client, request, attempts, timeout, allow_lists,
                                                     follow=config.get("follow_redirects", True) is not False)
@@ -363,6 +372,9 @@ async def _send_with_retries(client: httpx.AsyncClient, request: httpx.Request, 
         last = attempt + 1 == attempts
         try:
             response = await _send(client, request, allow_lists, follow)
+        except httpx.LocalProtocolError as exc:  # ours, not the network's: an illegal header value
+            raise RefusedRequest(f"the request was not sent: it is malformed ({exc}); "
+                                 "header values cannot hold line breaks or control characters") from None
         except httpx.TransportError as exc:  # connect/read failures and timeouts
             if last:
                 raise Unreachable(f"cannot reach {request.url.host}: {str(exc) or type(exc).__name__}") from None

@@ -34,6 +34,7 @@ from toolrun.backends.base import Backend, BackendOutput, BackendWarning, CallCo
 from toolrun.backends.python_signature import FunctionSignature, module_outline, signature_mismatches
 from toolrun.daemon_threads import in_daemon_thread
 from toolrun.errors import TOOL_LOGGER, Problem, ToolError
+from toolrun.text import exception_text
 from toolrun.tool import Tool
 
 _import_lock = threading.RLock()  # sys.path is process-wide: one import with a tool's folder on it at a time
@@ -177,7 +178,7 @@ class PythonBackend(Backend):
             return BackendOutput(str(exc), is_error=True)
         except Exception as exc:  # the model gets the type and message, never a traceback
             log.debug("python tool %s failed", tool.name, exc_info=True)
-            return BackendOutput(f"{type(exc).__name__}: {exc}", is_error=True)
+            return BackendOutput(exception_text(exc), is_error=True)
         return BackendOutput(result_text(value))
 
 
