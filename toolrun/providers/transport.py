@@ -294,7 +294,7 @@ async def capped_lines(texts: AsyncIterator[str], max_line: int, max_total: int)
         if len(pending) > max_line:
             raise ProviderError(f"a line of the stream is longer than {max_line // (1024 * 1024)} MB: "
                                 "toolrun stopped reading it")
-    if pending.endswith("\r"):
-        pending = pending[:-1]
-    if pending:
+    if pending.endswith("\r"):  # a final \r ends its line, an empty one too
+        yield pending[:-1]
+    elif pending:
         yield pending

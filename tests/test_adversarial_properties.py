@@ -1,0 +1,187 @@
+"""Property-based tests of the parts untrusted input reaches first: argument parsing, redaction,
+excerpts, URL building, the shell option guard, stream line splitting and the stream
+assemblers. No input makes them raise anything but the project's own errors (issue 9).
+
+Example counts stay modest so the suite stays fast; EXAMPLES says how many each runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from toolrun.backends.base import CallContext
+from toolrun.backends.http import build_url
+from toolrun.backends.shell import OptionInjection, ShellBackend
+from toolrun.errors import ProviderError
+from toolrun.json_limits import MAX_ARGUMENT_DEPTH, nesting_depth
+from toolrun.providers.anthropic import AnthropicStreamAssembler
+from toolrun.providers.gemini import GeminiStreamAssembler
+from toolrun.providers.ollama import OllamaStreamAssembler
+from toolrun.providers.openai_chat import ChatStreamAssembler
+from toolrun.providers.openai_family import parse_arguments
+from toolrun.providers.openai_responses import ResponsesStreamAssembler
+from toolrun.providers.transport import capped_lines
+from toolrun.runner import UNREADABLE_ANSWER, invalid_json_message
+from toolrun.secrets import Redactor, redacting
+from toolrun.text import excerpt
+
+EXAMPLES = 200
+FAST = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=30,
+)
+
+
+def _deep_text(depth: int, opener: str) -> str:
+    closer = {"[": "]", "{": "}"}[opener]
+    inner = '"x"' if opener == "[" else ""
+    if opener == "{":
+        return '{"a": ' * depth + "1" + "}" * depth
+    return "[" * depth + inner + closer * depth
+
+
+argument_texts = st.one_of(
+    st.text(max_size=200),
+    json_values.map(lambda value: json.dumps(value, ensure_ascii=False)),
+    st.builds(_deep_text, st.integers(1, 5_000), st.sampled_from(["[", "{"])),
+    st.builds(lambda depth: '{"a": ' + "[" * depth, st.integers(1, 5_000)),  # cut off deep
+)
+
+
+@given(argument_texts)
+@FAST
+def test_argument_parsing_never_raises_and_keeps_what_it_was_given(raw: str):
+    parsed, kept = parse_arguments(raw)
+    if parsed is not None:
+        assert isinstance(parsed, dict) and nesting_depth(parsed) <= MAX_ARGUMENT_DEPTH
+        assert not raw.strip() or parsed == json.loads(raw)
+    else:
+        assert kept == raw
+        message = invalid_json_message(raw, cut_off=False)
+        assert message.startswith("the arguments are not valid JSON") or "nested deeper" in message
+
+
+SECRET_ALPHABET = st.characters(whitelist_categories=["Lu", "Nd"], max_codepoint=0x7F)
+secrets_ = st.text(SECRET_ALPHABET, min_size=8, max_size=30)
+surrounding = st.text(st.characters(whitelist_categories=["Ll", "Zs"], max_codepoint=0x7F), max_size=40)
+
+
+def _plant(value: Any, secret: str, prefix: str) -> Any:
+    """``value`` with every text made to hold the secret."""
+    if isinstance(value, str):
+        return prefix + secret + value
+    if isinstance(value, list):
+        return [_plant(item, secret, prefix) for item in value]
+    if isinstance(value, dict):
+        return {key + secret: _plant(item, secret, prefix) for key, item in value.items()}
+    return value
+
+
+@given(json_values, secrets_, surrounding)
+@FAST
+def test_redaction_leaves_no_secret_anywhere(value: Any, secret: str, prefix: str):
+    planted = _plant(value, secret, prefix)
+    redacted = Redactor([secret]).redact(planted)
+    assert secret not in json.dumps(redacted, ensure_ascii=False)
+
+
+@given(surrounding, secrets_, surrounding, st.integers(1, 120), st.booleans())
+@FAST
+def test_no_excerpt_shows_a_secrets_first_characters(before: str, secret: str, after: str, limit: int, flatten: bool):
+    with redacting(Redactor([secret])):
+        shown = excerpt(before + secret + after, limit, flatten=flatten)
+    assert secret[:4] not in shown
+
+
+path_values = st.one_of(st.text(max_size=30), st.sampled_from([".", "..", "...", "./", "../..", "%2e%2e", "/", "?#"]))
+
+
+@given(path_values)
+@FAST
+def test_a_path_parameter_never_leaves_its_segment(value: str):
+    url = build_url({"url": "http://api.example/items/{id}/detail"}, {"id": value}, {})
+    path = url.split("://", 1)[1].split("/", 1)[1]
+    assert path.startswith("items/") and path.endswith("/detail") and path.count("/") == 2, url
+    segment = path[len("items/"):-len("/detail")]
+    assert segment not in (".", "..") and not re.search(r"[/?#]", segment)
+
+
+option_values = st.one_of(
+    st.text(max_size=20),
+    st.text(st.sampled_from([" ", "\t", "\n", "-", "x", "V"]), max_size=8),
+    st.integers(-1_000, 1_000),
+    st.floats(-100, 100, allow_nan=False),
+    st.lists(st.text(max_size=5), max_size=3),
+)
+templates = st.sampled_from(["{{ p }}", "{{ p | trim }}", "{{ p | lower }}", "{{ p | string | trim }}",
+                             "{{ p[0] if p is sequence and p is not string and p else p }}", "{{ p }}x"])
+
+
+@given(templates, option_values)
+@FAST
+def test_the_option_guard_lets_no_model_dash_through(template: str, value: Any):
+    config = {"argv": ["echo", template]}
+    try:
+        argv = ShellBackend()._argv(config, {"p": value}, CallContext(environ={}), {"p": {}})
+    except OptionInjection:
+        return
+    assert not argv[1].startswith("-"), (template, value, argv)
+
+
+chunks = st.lists(st.text(st.sampled_from(["a", "b", "\r", "\n", " ", "é"]), max_size=12), max_size=12)
+
+
+async def _collect(pieces: list[str]) -> list[str]:
+    async def texts():
+        for piece in pieces:
+            yield piece
+
+    return [line async for line in capped_lines(texts(), 10_000, 100_000)]
+
+
+@given(chunks)
+@FAST
+def test_stream_lines_are_split_as_the_whole_text_splits(pieces: list[str]):
+    expected = re.split(r"\r\n|\r|\n", "".join(pieces))
+    if expected and expected[-1] == "":
+        expected.pop()
+    assert asyncio.run(_collect(pieces)) == expected
+
+
+ASSEMBLERS = [ChatStreamAssembler, ResponsesStreamAssembler, AnthropicStreamAssembler, GeminiStreamAssembler,
+              OllamaStreamAssembler]
+EVENT_KEYS = ["type", "choices", "delta", "index", "content", "tool_calls", "function", "arguments", "name", "id",
+              "finish_reason", "message", "content_block", "partial_json", "text", "candidates", "parts",
+              "functionCall", "args", "done", "item", "output_index", "response", "usage", "error", "stop_reason"]
+events = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from(["", "text", "tool_use", "function_call",
+                                                                      "message_start", "content_block_delta",
+                                                                      "response.output_text.delta", "{\"a\":"]),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.sampled_from(EVENT_KEYS), children,
+                                                                         max_size=4),
+    max_leaves=20,
+)
+
+
+@pytest.mark.parametrize("assembler_class", ASSEMBLERS, ids=lambda c: c.__name__)
+@given(st.lists(st.dictionaries(st.sampled_from(EVENT_KEYS), events, max_size=5), max_size=6),
+       st.sampled_from([None, "message_start", "content_block_start", "content_block_delta", "message_delta"]))
+@settings(max_examples=EXAMPLES // 4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_a_stream_assembler_fed_anything_raises_only_what_the_runner_reports(assembler_class, stream, name):
+    assembler = assembler_class()
+    try:
+        for event in stream:
+            assembler.feed(event, name)
+        assembler.finish()
+    except (ProviderError, *UNREADABLE_ANSWER):
+        pass
