@@ -382,7 +382,7 @@ def test_near_duplicate_gives_one_finding_per_tool_naming_the_closest() -> None:
     tools = [make_tool(name=f"list_directory_{i}", description=f"{base}, variant {i}.") for i in range(6)]
     findings = [f for f in lint_catalog(tools) if f.rule == "near-duplicate"]
     assert sorted(f.tool for f in findings) == sorted(t.name for t in tools)  # 6 findings, not 30
-    assert all("and 4 more tool(s)" in f.message for f in findings)
+    assert all("and 4 more tools" in f.message for f in findings)
 
 
 def test_openapi_operations_lint_quickly_and_deterministically() -> None:
@@ -450,3 +450,20 @@ def test_an_optional_url_path_parameter_is_a_warning() -> None:
     [finding] = [f for f in lint_catalog([tool]) if f.rule == "optional-path-parameter"]
     assert finding.severity == "warning" and finding.message == (
         "the url needs {id}, but 'id' is not in parameters.required: calls without it fail; add it to required")
+
+
+def test_counts_of_one_are_said_in_the_singular(tmp_path: Path) -> None:
+    # "1 words", "1 tool definitions", "1 more tool(s)", "at least 1 characters" read as broken English.
+    from toolrun.backends.extract import ExtractError, extract
+    from toolrun.catalog.lint import catalog_findings, lint_tool
+    from toolrun.execution import validate_arguments
+
+    short = make_tool("get_x", "Gets.")
+    [finding] = [f for f in lint_tool(short) if f.rule == "description-too-short"]
+    assert "description has 1 word (fewer than 10)" in finding.message
+    [cost] = [f for f in catalog_findings([short], None) if f.rule == "token-cost"]
+    assert cost.message.startswith("the 1 tool definition costs about")
+    named = make_tool("get_x", "Gets.", {"type": "object", "properties": {"name": {"type": "string", "minLength": 1}}})
+    assert validate_arguments(named, {"name": ""}) == ['at $.name: expected at least 1 character, got 0: ""']
+    with pytest.raises(ExtractError, match="the response is a list of 1 item$"):
+        extract([1], "a.b")

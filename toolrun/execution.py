@@ -22,7 +22,7 @@ from toolrun.backends import get_backend
 from toolrun.backends.base import CallContext
 from toolrun.errors import TOOL_LOGGER
 from toolrun.secrets import MissingSecret, Redactor, active_redactor, redacting
-from toolrun.text import exception_text
+from toolrun.text import counted, exception_text
 from toolrun.tool import Tool
 
 DENIED_MESSAGE = "the user denied this call"
@@ -105,10 +105,10 @@ def _describe(error: ValidationError) -> str:
         return f"at {where}: expected a number {bounds[kind]} {expected}, got {_shown(given)}"
     if kind in ("minLength", "maxLength"):
         limit = "at least" if kind == "minLength" else "at most"
-        return f"at {where}: expected {limit} {expected} characters, got {len(given)}: {_shown(given)}"
+        return f"at {where}: expected {limit} {counted(expected, 'character')}, got {len(given)}: {_shown(given)}"
     if kind in ("minItems", "maxItems"):
         limit = "at least" if kind == "minItems" else "at most"
-        return f"at {where}: expected {limit} {expected} items, got {len(given)}"
+        return f"at {where}: expected {limit} {counted(expected, 'item')}, got {len(given)}"
     if kind == "pattern":
         return f"at {where}: expected a string matching {expected!r}, got {_shown(given)}"
     return f"at {where}: {error.message}"

@@ -7,7 +7,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from toolrun.runner import RunResult
-from toolrun.text import excerpt
+from toolrun.text import counted, excerpt
 
 _EXCERPT_CHARS = 120
 
@@ -64,12 +64,12 @@ def check_expectations(expect: Expectations | None, result: RunResult) -> list[s
             failures.append(f"expect.tools_called: {pattern} was not called "
                             f"(called: {', '.join(called) if called else 'no tool'})")
         elif all(c.is_error for c in matching):
-            failures.append(f"expect.tools_called: {pattern} was called {len(matching)} time(s) "
+            failures.append(f"expect.tools_called: {pattern} was called {counted(len(matching), 'time')} "
                             f"but every call failed; last result: {excerpt(matching[-1].result, _EXCERPT_CHARS)}")
     for pattern in expect.tools_not_called:
         matching = [c for c in calls if fnmatchcase(c.name, pattern)]
         if matching:
-            failures.append(f"expect.tools_not_called: {pattern} was called {len(matching)} time(s)")
+            failures.append(f"expect.tools_not_called: {pattern} was called {counted(len(matching), 'time')}")
     final = result.final or ""
     for text in expect.final_contains:
         if text not in final:
@@ -78,7 +78,7 @@ def check_expectations(expect: Expectations | None, result: RunResult) -> list[s
         if text in final:
             failures.append(f"expect.final_not_contains: {text!r} is in the final answer: {_shown(result.final)}")
     if expect.max_turns is not None and len(result.turns) > expect.max_turns:
-        failures.append(f"expect.max_turns: the run took {len(result.turns)} model requests, "
+        failures.append(f"expect.max_turns: the run took {counted(len(result.turns), 'model request')}, "
                         f"more than {expect.max_turns}")
     if expect.stop_reason is not None and result.stop_reason != expect.stop_reason:
         failures.append(f"expect.stop_reason: the run stopped with {result.stop_reason!r}, "

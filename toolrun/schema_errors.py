@@ -16,7 +16,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
 
 from toolrun.errors import Problem
-from toolrun.text import did_you_mean, excerpt
+from toolrun.text import counted, did_you_mean, excerpt
 from toolrun.yamlsource import LineDict, line_of, plain
 
 _JSON_TYPE_NAMES = {
@@ -139,10 +139,10 @@ def _bound(error: ValidationError) -> str:
     return {
         "minimum": f"at least {value}", "maximum": f"at most {value}",
         "exclusiveMinimum": f"more than {value}", "exclusiveMaximum": f"less than {value}",
-        "minItems": f"a list of at least {value} item(s)", "maxItems": f"a list of at most {value} item(s)",
-        "minLength": f"at least {value} character(s)", "maxLength": f"at most {value} character(s)",
-        "minProperties": f"a mapping with at least {value} key(s)",
-        "maxProperties": f"a mapping with at most {value} key(s)",
+        "minItems": f"a list of at least {counted(value, 'item')}", "maxItems": f"a list of at most {counted(value, 'item')}",
+        "minLength": f"at least {counted(value, 'character')}", "maxLength": f"at most {counted(value, 'character')}",
+        "minProperties": f"a mapping with at least {counted(value, 'key')}",
+        "maxProperties": f"a mapping with at most {counted(value, 'key')}",
     }[error.validator]
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from toolrun.text import counted
+
 _TOKEN = re.compile(r'\s*(?:"((?:[^"\\]|\\.)*)"|([A-Za-z_$@][\w$@-]*)|\[\s*(-?\d+|\*)\s*\]|(\.))')
 _MISSING = object()
 
@@ -74,7 +76,7 @@ def extract(value: Any, path: str) -> Any:
         if isinstance(value, dict):
             what = "an object with keys " + ", ".join(list(value)[:20])
         elif isinstance(value, list):
-            what = f"a list of {len(value)} items"
+            what = f"a list of {counted(len(value), 'item')}"
         else:
             what = f"a {type(value).__name__}"
         raise ExtractError(f"extract path {path!r} found nothing; the response is {what}")

@@ -16,6 +16,7 @@ from toolrun.catalog import lint_rules
 from toolrun.catalog.lint_rules import Severity
 from toolrun.catalog.model import Catalog
 from toolrun.catalog.similarity import similar_pairs, tokenize
+from toolrun.text import counted
 from toolrun.tool import Tool
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
@@ -118,7 +119,7 @@ def near_duplicate_findings(tools: list[Tool], threshold: float = NEAR_DUPLICATE
         matches.sort(key=lambda match: (-match[0], tools[match[1]].name))
         score, closest = matches[0]
         other = tools[closest]
-        more = f" and {len(matches) - 1} more tool(s)" if len(matches) > 1 else ""
+        more = f" and {counted(len(matches) - 1, 'more tool')}" if len(matches) > 1 else ""
         findings.append(
             LintFinding(
                 tool=tool.name,
@@ -173,11 +174,15 @@ def catalog_findings(tools: list[Tool], directory: str | None) -> list[LintFindi
             None,
             "token-cost",
             "info",
-            f"the {len(tools)} tool definitions cost about {total} tokens in every request "
+            f"{_the_definitions(len(tools))} about {total} tokens in every request "
             "(estimate: ~4 characters per token of the exported JSON)",
         )
     )
     return findings
+
+
+def _the_definitions(count: int) -> str:
+    return "the 1 tool definition costs" if count == 1 else f"the {count} tool definitions cost"
 
 
 def _sort_key(finding: LintFinding) -> tuple:

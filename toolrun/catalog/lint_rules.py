@@ -16,6 +16,7 @@ from toolrun.catalog.schema_convert import SchemaChange, allows_null, to_gemini,
 from toolrun.catalog.similarity import is_cjk
 from toolrun.catalog.tokens import estimate_definition_tokens
 from toolrun.secrets import ENV_REFERENCE
+from toolrun.text import counted
 from toolrun.tool import Tool
 from toolrun.url_template import PATH_PARAMETER, path_parameters
 
@@ -77,7 +78,7 @@ def description_findings(tool: Tool) -> Iterator[RawFinding]:
             "description-too-short",
             "warning",
             "description",
-            f"description has {words} words (fewer than {MIN_DESCRIPTION_WORDS}): add what the tool "
+            f"description has {counted(words, 'word')} (fewer than {MIN_DESCRIPTION_WORDS}): add what the tool "
             "returns, when to use it and when not to",
         )
         return  # one fix covers both: a longer description with guidance

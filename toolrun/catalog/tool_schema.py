@@ -20,7 +20,7 @@ from jsonschema.exceptions import ValidationError
 from toolrun.errors import Problem
 from toolrun.packaged_schemas import packaged_schema_text
 from toolrun.schema_errors import describe_path, describe_value, error_problems
-from toolrun.text import did_you_mean
+from toolrun.text import counted, did_you_mean
 from toolrun.yamlsource import line_of
 
 
@@ -136,7 +136,7 @@ def _translate(error: ValidationError, document: Any, file: Path) -> list[tuple[
         return [(path, Problem(file, line, message, f"did you mean '{guess}'?" if guess else fix))]
     if keyword in ("minProperties", "maxProperties", "minItems") and isinstance(value, (dict, list)):
         keys = ", ".join(str(k) for k in value) if isinstance(value, dict) else ""
-        what = f"has {len(value)} keys ({keys})" if keys else "is empty"
+        what = f"has {counted(len(value), 'key')} ({keys})" if keys else "is empty"
         return [(path, Problem(file, line, f"{where} {what}", fix))]
     if keyword == "pattern" and path[-1:] == ("name",) and isinstance(value, str):
         # "ChaDri.change_drink" (BFCL's module.function style) -> a name the providers accept

@@ -12,6 +12,7 @@ from toolrun.catalog.lint_rules import token_estimate
 from toolrun.cli.common import load_catalog_for_cli, tools_dir_option
 from toolrun.errors import Problem, UserError
 from toolrun.export import FORMATS, ExportedTool, export_catalog, export_tool, tools_payload
+from toolrun.text import counted
 from toolrun.tool import Tool
 
 format_option = click.option(
@@ -43,7 +44,7 @@ def _print_changes(exported: list[ExportedTool], show_options: str, limit: int |
         hidden = len(item.changes) - len(shown)
         if hidden:
             click.echo(
-                f"note: {item.name}: and {hidden} more changes: "
+                f"note: {item.name}: and {counted(hidden, 'more change')}: "
                 f"toolrun tools show {item.name} {show_options} lists them all",
                 err=True,
             )

@@ -7,6 +7,7 @@ import json
 from html import escape
 from typing import Any
 
+from toolrun.text import counted
 from toolrun.view.page import _CSS
 
 _TABLE_CSS = """
@@ -32,7 +33,7 @@ def render_batch_page(batch_id: str, runs: list[dict[str, Any]]) -> str:
 <html lang="en"><head><meta charset="utf-8"><title>{escape(batch_id)} · toolrun batch</title>
 <style>{_CSS}{_TABLE_CSS}</style></head>
 <body><h1>batch {escape(batch_id)}</h1>
-<div class="meta"><span>recipe {escape(recipe or "?")}</span><span>{len(runs)} runs</span></div>
+<div class="meta"><span>recipe {escape(recipe or "?")}</span><span>{counted(len(runs), "run")}</span></div>
 <div class="meta">{summary}</div>
 <table data-runs="{len(runs)}"><thead><tr><th>run</th><th>vars</th><th>model</th><th>outcome</th><th>calls</th>
 <th>tokens in/out</th><th>time</th><th>answer or error</th></tr></thead>
