@@ -207,7 +207,7 @@ def test_a_tool_thread_finishing_after_its_loop_closed_prints_nothing(tmp_path: 
     # The stuck call timed out and the run ended; when the thread finally returns, no traceback.
     script = tmp_path / "late.py"
     script.write_text(textwrap.dedent("""
-        import asyncio, threading
+        import asyncio, threading, time
         from toolrun.daemon_threads import in_daemon_thread
 
         loop_closed = threading.Event()
@@ -217,11 +217,14 @@ def test_a_tool_thread_finishing_after_its_loop_closed_prints_nothing(tmp_path: 
                 await asyncio.wait_for(in_daemon_thread(lambda: loop_closed.wait(10), name="late"), 0.05)
             except asyncio.TimeoutError:
                 print("timed out")
+            return next(t for t in threading.enumerate() if t.name == "late")
 
-        asyncio.run(main())
+        worker = asyncio.run(main())
         loop_closed.set()  # only now does the tool return: its loop is closed
-        next(t for t in threading.enumerate() if t.name == "late").join(10)
-        print("done")
+        deadline = time.monotonic() + 10
+        while worker.name == "late" and worker.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.01)  # the pool's worker outlives the job: wait until it has handed the outcome over
+        print("done" if worker.name != "late" else "still running")
     """), encoding="utf-8")
     import subprocess
 

@@ -380,3 +380,48 @@ def test_the_credential_headers_dropped_are_every_adapters_own():
         assert declared, f"{name} declares no credential header"
         assert declared <= credential_headers()
         assert redact_headers({header: "secret" for header in declared}) == {}
+
+
+def test_a_cassette_file_saved_by_its_tail_reads_as_a_whole_save_after_every_exchange(tmp_path: Path):
+    # A stream left open while the next exchange is kept changes an earlier exchange: rewritten too.
+    from toolrun.replay.recording import CassetteFile
+
+    tail_saved, whole_saved = tmp_path / "tail.cassette.json", tmp_path / "whole.cassette.json"
+    cassette_file = CassetteFile(tail_saved)
+    snapshots: list[tuple[bytes, bytes]] = []
+
+    def both(cassette) -> None:
+        cassette_file.save(cassette)
+        save_cassette(cassette, whole_saved)
+        snapshots.append((tail_saved.read_bytes(), whole_saved.read_bytes()))
+
+    inner = CannedTransport(bodies=[{"n": 2}, {"n": "三"}], lines=["data: {\"n\": 1}", "", "data: [DONE]", "", ": more"])
+    recorder = RecordingTransport(inner, recipe="inventory", model="openai:gpt-4o-mini", on_exchange=both)
+    both(recorder.cassette)  # no exchange yet
+
+    async def go() -> None:
+        async for line in recorder.stream(chat_request([USER], stream=True)):
+            if line == "data: [DONE]":
+                break
+        await recorder.send(chat_request([USER]))
+        await recorder.send(chat_request([USER]))
+        await recorder.aclose()
+
+    run(go())
+    assert len(snapshots) >= 5
+    for tail_bytes, whole_bytes in snapshots:
+        assert tail_bytes == whole_bytes
+        json.loads(tail_bytes)  # valid JSON after every save
+    assert [len(e.response.get("lines", [])) for e in load_cassette(tail_saved).exchanges] == [3, 0, 0]
+
+
+def test_a_cassette_file_replaced_behind_its_back_is_saved_whole(tmp_path: Path):
+    from toolrun.replay.recording import CassetteFile
+
+    path = tmp_path / "c.cassette.json"
+    cassette_file = CassetteFile(path)
+    recorder = RecordingTransport(CannedTransport(bodies=[{"n": 1}, {"n": 2}]), on_exchange=cassette_file.save)
+    run(recorder.send(chat_request([USER])))
+    path.write_text("not json, and longer than the cassette was: " + "x" * 5000, encoding="utf-8")
+    run(recorder.send(chat_request([USER])))
+    assert [e.response["body"] for e in load_cassette(path).exchanges] == [{"n": 1}, {"n": 2}]

@@ -37,7 +37,14 @@ from toolrun.providers.transport import HttpxTransport, Transport, WireRequest, 
 from toolrun.recipe import Recipe, load_recipe
 from toolrun.replay.divergence import Divergence
 from toolrun.replay.playback import ModeChoice, check_cassette_provider, choose_mode, offline_config
-from toolrun.replay.recording import Cassette, RecordingTransport, ReplayTransport, cassette_beside, load_cassette, save_cassette
+from toolrun.replay.recording import (
+    Cassette,
+    CassetteFile,
+    RecordingTransport,
+    ReplayTransport,
+    cassette_beside,
+    load_cassette,
+)
 from toolrun.replay.tool_results import RecordedToolResults
 from toolrun.results import RunResult
 from toolrun.runner import RunObserver, run_conversation
@@ -247,10 +254,10 @@ class _Play:
             else:
                 transport = HttpxTransport(max_retries=recipe.max_retries, timeout=recipe.request_timeout)
             if record is not None:
-                destination = record
+                cassette_file = CassetteFile(record)  # saved after every exchange, by its tail
                 recorder = RecordingTransport(transport, recipe=recipe.name, model=plan.spec,
-                                              on_exchange=lambda cassette: save_cassette(cassette, destination))
-                _writable(record, "--record", lambda: save_cassette(recorder.cassette, destination))
+                                              on_exchange=cassette_file.save)
+                _writable(record, "--record", lambda: cassette_file.save(recorder.cassette))
                 transport = recorder
         provider = provider_class(plan.model_name, config, transport=transport)
         return _Connection(provider, plan.spec, choice.mode, stream, notices, replay, recorder)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
-from importlib.metadata import entry_points
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
@@ -40,18 +39,27 @@ class PluginRegistry(Generic[T]):
     def targets(self) -> dict[str, str]:
         """Name -> ``"module:attribute"``, built-ins first; a plugin cannot replace a built-in."""
         if self._targets is None:
+            from importlib.metadata import entry_points  # ~10 ms of imports, and a scan of every installed package
+
             targets = dict(self._built_in)
             for entry in entry_points(group=self.group):
                 targets.setdefault(entry.name, entry.value)
             self._targets = targets
         return dict(self._targets)
 
+    def __contains__(self, name: object) -> bool:
+        """Whether ``name`` is registered; a built-in is known without reading any package metadata."""
+        return name in self._built_in or name in self.targets()
+
     def load(self, name: str) -> T:
         """The object registered as ``name``, its module imported now; ``UnknownPlugin`` otherwise."""
-        targets = self.targets()
-        if name not in targets:
-            raise UnknownPlugin(self.kind, name, sorted(targets))
-        module_name, _, attribute = targets[name].partition(":")
+        target = self._built_in.get(name)
+        if target is None:  # only a third party's name needs the installed packages' metadata
+            targets = self.targets()
+            if name not in targets:
+                raise UnknownPlugin(self.kind, name, sorted(targets))
+            target = targets[name]
+        module_name, _, attribute = target.partition(":")
         loaded: Any = importlib.import_module(module_name)
         for part in attribute.split(".") if attribute else ():
             loaded = getattr(loaded, part)

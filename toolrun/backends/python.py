@@ -39,6 +39,8 @@ from toolrun.tool import Tool
 
 _import_lock = threading.RLock()  # sys.path is process-wide: one import with a tool's folder on it at a time
 _functions: dict[tuple[str, str], Callable[..., Any]] = {}
+# The per-call fast path: no Path.resolve() (a dozen system calls) on every call.
+_by_tool_target: dict[tuple[Path, str], tuple[Callable[..., Any], bool]] = {}
 log = logging.getLogger(TOOL_LOGGER)
 
 
@@ -110,6 +112,20 @@ def _find_module(module_ref: str, folder: Path) -> importlib.machinery.ModuleSpe
 
 def resolve_function(tool: Tool) -> Callable[..., Any]:
     """The function a python tool names, imported once and cached."""
+    return _resolved(tool)[0]
+
+
+def _resolved(tool: Tool) -> tuple[Callable[..., Any], bool]:
+    """The tool's function and whether it is a coroutine function, worked out once per folder and target."""
+    key = (tool.base_dir, str(tool.backend.config["function"]))
+    found = _by_tool_target.get(key)
+    if found is None:
+        function = _resolve_function(tool)
+        found = _by_tool_target[key] = (function, inspect.iscoroutinefunction(function))
+    return found
+
+
+def _resolve_function(tool: Tool) -> Callable[..., Any]:
     module_ref, function_name = split_target(str(tool.backend.config["function"]))
     if _is_file_target(module_ref):
         path = _file_path(tool, module_ref).resolve()
@@ -166,11 +182,11 @@ class PythonBackend(Backend):
 
     async def run(self, tool: Tool, arguments: dict[str, Any], context: CallContext) -> BackendOutput:
         try:
-            function = resolve_function(tool)
-            if inspect.iscoroutinefunction(function):
+            function, is_coroutine = _resolved(tool)
+            if is_coroutine:
                 value = await function(**arguments)
             else:
-                # A daemon thread per call: a tool stuck past its timeout must not keep toolrun alive at exit.
+                # A daemon worker thread: a tool stuck past its timeout must not keep toolrun alive at exit.
                 value = await in_daemon_thread(functools.partial(function, **arguments), name="toolrun-python")
                 if inspect.isawaitable(value):  # a sync wrapper around a coroutine function
                     value = await value

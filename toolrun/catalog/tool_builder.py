@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from toolrun import templates
-from toolrun.backends import backend_targets, get_backend
+from toolrun.backends import BACKENDS, backend_targets, get_backend
 from toolrun.catalog.parameter_checks import LineAt, parameter_schema_problems
 from toolrun.durations import parse_duration
 from toolrun.errors import Problem
@@ -106,8 +106,8 @@ def _backend_spec(
 ) -> tuple[BackendSpec | None, list[Problem]]:
     backend = raw["backend"]
     kind = next(iter(backend))
-    targets = backend_targets()
-    if kind not in targets:
+    if kind not in BACKENDS:
+        targets = backend_targets()
         guess = did_you_mean(str(kind), targets)
         fix = f"did you mean '{guess}'?" if guess else f"use one of {', '.join(targets)}"
         return None, [Problem(file, at("backend", kind), f"{label}: unknown backend '{kind}'", fix)]

@@ -29,6 +29,7 @@ can also be one function: ``ScriptedModel.from_function(fn)``.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import re
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
@@ -121,7 +122,10 @@ class ScriptedModel(Provider):
 
     async def complete(self, request: ModelRequest, *, stream: bool, on_event: EventSink | None = None) -> ModelResponse:
         """Answer ``request`` from the script; streams its text word by word when asked to."""
-        self.requests.append(copy.deepcopy(request))  # the runner keeps appending to its history
+        # A snapshot, not a deep copy: the runner keeps appending to its history but never changes
+        # a message once sent, so copying the list keeps each request as it was (a deep copy of the
+        # whole history per request made a long conversation quadratic).
+        self.requests.append(dataclasses.replace(request, messages=list(request.messages), tools=list(request.tools)))
         response = self._next_answer(request)
         if stream and on_event is not None:
             _emit_events(response, on_event)

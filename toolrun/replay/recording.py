@@ -91,13 +91,11 @@ class Cassette:
         return modes.pop() if len(modes) == 1 else None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "version": self.version,
-            "recipe": self.recipe,
-            "model": self.model,
-            "recorded_at": self.recorded_at,
-            "exchanges": [exchange.to_json() for exchange in self.exchanges],
-        }
+        return {**self.to_json_without_exchanges(), "exchanges": [exchange.to_json() for exchange in self.exchanges]}
+
+    def to_json_without_exchanges(self) -> dict[str, Any]:
+        """The cassette's metadata, in the order the file has it."""
+        return {"version": self.version, "recipe": self.recipe, "model": self.model, "recorded_at": self.recorded_at}
 
 
 def save_cassette(cassette: Cassette, path: Path) -> None:
@@ -113,6 +111,95 @@ def save_cassette(cassette: Cassette, path: Path) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+class CassetteFile:
+    """A cassette file saved after every exchange by rewriting only what changed: its tail.
+
+    The bytes are exactly ``save_cassette``'s, and the file is valid JSON after every save:
+    exchanges that did not change since the last save keep their bytes on disk, the first one
+    that changed (a stream still filling in, a new exchange) and everything after it is
+    written over, then the closing brackets. Recording a long conversation therefore costs
+    one exchange per exchange instead of the whole cassette. Another process replacing the
+    file, or new metadata, means one whole atomic save.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._head = b""
+        self._written: list[tuple[tuple[Any, ...], int]] = []  # per exchange: fingerprint, offset of its separator
+        self._end = 0  # offset just past the last exchange
+        self._stat: tuple[int, int] | None = None  # (size, mtime_ns) after our last write
+
+    def save(self, cassette: Cassette) -> None:
+        """Bring the file up to date with ``cassette``."""
+        head = _cassette_head(cassette)
+        fingerprints = [_fingerprint(exchange) for exchange in cassette.exchanges]
+        if head != self._head or not self._unchanged_on_disk():
+            save_cassette(cassette, self.path)
+            self._remember(head, cassette, fingerprints)
+            return
+        first = next((index for index, (old, new) in enumerate(zip(self._written, fingerprints, strict=False))
+                      if old[0] != new), min(len(self._written), len(fingerprints)))
+        offset = self._written[first][1] if first < len(self._written) else self._end
+        del self._written[first:]
+        pieces: list[bytes] = []
+        position = offset
+        for index in range(first, len(cassette.exchanges)):
+            piece = _exchange_bytes(cassette.exchanges[index], first=index == 0)
+            self._written.append((fingerprints[index], position))
+            pieces.append(piece)
+            position += len(piece)
+        self._end = position
+        tail = b"".join(pieces) + (_CLOSE if cassette.exchanges else _CLOSE_EMPTY)
+        with open(self.path, "r+b") as stream:
+            stream.seek(offset)
+            stream.write(tail)
+            stream.truncate()
+        self._stat = self._disk_stat()
+
+    def _remember(self, head: bytes, cassette: Cassette, fingerprints: list[tuple[Any, ...]]) -> None:
+        self._head, self._written = head, []
+        position = len(head) + 1  # past the "[" that opens the list
+        for index, exchange in enumerate(cassette.exchanges):
+            self._written.append((fingerprints[index], position))
+            position += len(_exchange_bytes(exchange, first=index == 0))
+        self._end = position
+        self._stat = self._disk_stat()
+
+    def _disk_stat(self) -> tuple[int, int] | None:
+        try:
+            status = self.path.stat()
+        except OSError:
+            return None
+        return status.st_size, status.st_mtime_ns
+
+    def _unchanged_on_disk(self) -> bool:
+        return self._stat is not None and self._disk_stat() == self._stat
+
+
+_CLOSE = b"\n  ]\n}\n"
+_CLOSE_EMPTY = b"]\n}\n"
+
+
+def _cassette_head(cassette: Cassette) -> bytes:
+    """The file's bytes up to the exchanges' opening bracket (``"exchanges": `` is the last key)."""
+    document = redact({**cassette.to_json_without_exchanges(), "exchanges": []})
+    text = json.dumps(document, ensure_ascii=False, indent=2)
+    return text.removesuffix("[]\n}").encode("utf-8")
+
+
+def _exchange_bytes(exchange: Exchange, *, first: bool) -> bytes:
+    """One exchange as it reads inside the cassette's list, with the separator before it."""
+    text = json.dumps(redact(exchange.to_json()), ensure_ascii=False, indent=2)
+    indented = "\n".join("    " + line for line in text.split("\n"))  # JSON strings never hold a raw newline
+    return (("\n" if first else ",\n") + indented).encode("utf-8")
+
+
+def _fingerprint(exchange: Exchange) -> tuple[Any, ...]:
+    # A request never changes once kept; a streamed answer grows line by line, or ends in an error.
+    response = exchange.response
+    return (id(exchange), id(response), len(response.get("lines", ())), response.get("status"), response.get("error"))
 
 
 def load_cassette(path: Path) -> Cassette:
