@@ -467,3 +467,42 @@ def test_counts_of_one_are_said_in_the_singular(tmp_path: Path) -> None:
     assert validate_arguments(named, {"name": ""}) == ['at $.name: expected at least 1 character, got 0: ""']
     with pytest.raises(ExtractError, match="the response is a list of 1 item$"):
         extract([1], "a.b")
+
+
+def _near_duplicates_from_all_pairs(tools: list[Tool]) -> list[tuple[str, str]]:
+    """The rule spelled out on every pair: (tool, message) per tool that has look-alikes."""
+    from toolrun.catalog.lint import NEAR_DUPLICATE_THRESHOLD, _action_meaning
+    from toolrun.text import counted
+
+    documents = [f"{tool.name} {tool.description}" for tool in tools]
+    actions = [_action_meaning(tool.name) for tool in tools]
+    matches: dict[int, list[tuple[float, str, int]]] = {}
+    for pair in all_pairs_similar(documents, NEAR_DUPLICATE_THRESHOLD):
+        if actions[pair.first] and actions[pair.second] and actions[pair.first] != actions[pair.second]:
+            continue
+        matches.setdefault(pair.first, []).append((-pair.score, tools[pair.second].name, pair.second))
+        matches.setdefault(pair.second, []).append((-pair.score, tools[pair.first].name, pair.first))
+    expected = []
+    for index in sorted(matches):
+        found = sorted(matches[index])
+        other = tools[found[0][2]]
+        more = f" and {counted(len(found) - 1, 'more tool')}" if len(found) > 1 else ""
+        expected.append((tools[index].name, f"description is {-found[0][0]:.2f} similar to {other.name!r} "
+                         f"({other.source.file}:{other.source.line}){more}; say what sets them apart "
+                         "(when to use this one instead of the other), or merge them"))
+    return expected
+
+
+def test_near_duplicates_of_template_made_tools_are_the_same_as_scoring_every_pair() -> None:
+    # Numbered copies of a few templates (same terms: one group each), a variant word, other verbs.
+    tools = []
+    for index in range(60):
+        noun = ["order", "invoice", "ticket"][index % 3]
+        verb = ["get", "delete", "list"][index % 4 % 3]
+        extra = " Owned by the billing team." if index % 5 == 0 else ""
+        tools.append(make_tool(name=f"{verb}_{noun}_{index}",
+                               description=f"{verb.capitalize()}s the {noun} records of one city ({index}).{extra}"))
+    tools.append(make_tool(name="get_weather", description="Returns today's weather forecast for a city."))
+    expected = _near_duplicates_from_all_pairs(tools)
+    assert [(f.tool, f.message) for f in near_duplicate_findings(tools)] == expected
+    assert len(expected) == 60 and any("more tools" in message for _, message in expected)

@@ -15,7 +15,7 @@ from typing import Any
 from toolrun.catalog import lint_rules
 from toolrun.catalog.lint_rules import Severity
 from toolrun.catalog.model import Catalog
-from toolrun.catalog.similarity import similar_pairs, tokenize
+from toolrun.catalog.similarity import similar_groups, tokenize
 from toolrun.text import counted
 from toolrun.tool import Tool
 
@@ -102,39 +102,61 @@ def near_duplicate_findings(tools: list[Tool], threshold: float = NEAR_DUPLICATE
     """One warning per tool that has look-alikes (cosine >= threshold), naming the closest.
 
     One finding per tool, not per pair: a catalog of many similar tools would otherwise
-    bury every other finding under n² near-duplicate lines.
+    bury every other finding under n² near-duplicate lines. Tools whose texts have the same
+    terms are scored as one group (``similar_groups``), so a catalog of thousands of tools
+    made from one template costs about as much as its templates.
     """
     documents = [f"{tool.name} {tool.description}" for tool in tools]
     actions = [_action_meaning(tool.name) for tool in tools]
-    look_alikes: dict[int, list[tuple[float, int]]] = {}
-    for pair in similar_pairs(documents, threshold):
-        first_action, second_action = actions[pair.first], actions[pair.second]
+    groups = similar_groups(documents, threshold, labels=actions)
+    action_of = [actions[members[0]] for members in groups.members]
+    neighbours: dict[int, list[tuple[float, int]]] = {}
+    for pair in groups.pairs:
+        first_action, second_action = action_of[pair.first], action_of[pair.second]
         if first_action and second_action and first_action != second_action:
             continue  # get_x vs delete_x: the verb tells them apart
-        look_alikes.setdefault(pair.first, []).append((pair.score, pair.second))
-        look_alikes.setdefault(pair.second, []).append((pair.score, pair.first))
-    findings: list[LintFinding] = []
-    for index, matches in look_alikes.items():
-        tool = tools[index]
-        matches.sort(key=lambda match: (-match[0], tools[match[1]].name))
-        score, closest = matches[0]
-        other = tools[closest]
-        more = f" and {counted(len(matches) - 1, 'more tool')}" if len(matches) > 1 else ""
-        findings.append(
-            LintFinding(
-                tool=tool.name,
-                file=str(tool.source.file),
-                line=tool.source.line_of("description"),
-                rule="near-duplicate",
-                severity="warning",
-                message=(
-                    f"description is {score:.2f} similar to {other.name!r} "
-                    f"({other.source.file}:{other.source.line}){more}; say what sets them apart "
-                    "(when to use this one instead of the other), or merge them"
-                ),
-            )
-        )
-    return findings
+        neighbours.setdefault(pair.first, []).append((pair.score, pair.second))
+        neighbours.setdefault(pair.second, []).append((pair.score, pair.first))
+
+    def by_name(index: int) -> tuple[str, int]:
+        return tools[index].name, index
+
+    # Per group, its two first tools by name: the closest in a group is its first other than oneself.
+    firsts = [sorted(members, key=by_name)[:2] for members in groups.members]
+    findings: list[tuple[int, LintFinding]] = []
+    for group, members in enumerate(groups.members):
+        outside = neighbours.get(group, [])
+        # The closest outside the group: highest score, then first name; and how many tools that is.
+        best_outside = min(((-score, by_name(firsts[other][0])) for score, other in outside), default=None)
+        count_outside = sum(len(groups.members[other]) for _, other in outside)
+        inside = len(members) > 1 and groups.self_score[group] >= threshold
+        for index in members:
+            candidates = [] if best_outside is None else [best_outside]
+            if inside:
+                closest_inside = next(i for i in firsts[group] if i != index)
+                candidates.append((-groups.self_score[group], by_name(closest_inside)))
+            if not candidates:
+                continue
+            negative_score, (_, closest) = min(candidates)
+            count = count_outside + (len(members) - 1 if inside else 0)
+            findings.append((index, _near_duplicate(tools[index], tools[closest], -negative_score, count)))
+    return [finding for _, finding in sorted(findings, key=lambda item: item[0])]
+
+
+def _near_duplicate(tool: Tool, other: Tool, score: float, look_alikes: int) -> LintFinding:
+    more = f" and {counted(look_alikes - 1, 'more tool')}" if look_alikes > 1 else ""
+    return LintFinding(
+        tool=tool.name,
+        file=str(tool.source.file),
+        line=tool.source.line_of("description"),
+        rule="near-duplicate",
+        severity="warning",
+        message=(
+            f"description is {score:.2f} similar to {other.name!r} "
+            f"({other.source.file}:{other.source.line}){more}; say what sets them apart "
+            "(when to use this one instead of the other), or merge them"
+        ),
+    )
 
 
 def catalog_findings(tools: list[Tool], directory: str | None) -> list[LintFinding]:

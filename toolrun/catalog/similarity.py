@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter, defaultdict
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -69,17 +70,22 @@ def tokenize(text: str) -> list[str]:
 def tfidf_vectors(documents: list[str]) -> list[dict[str, float]]:
     """L2-normalised TF-IDF vectors (sublinear tf, smoothed idf), one per document."""
     counts = [Counter(tokenize(document)) for document in documents]
+    idf = _idf(counts)
+    return [_vector(count, idf) for count in counts]
+
+
+def _idf(counts: list[Counter[str]]) -> dict[str, float]:
     document_frequency: Counter[str] = Counter()
     for count in counts:
         document_frequency.update(count.keys())
-    total = len(documents)
-    idf = {term: math.log((1 + total) / (1 + df)) + 1.0 for term, df in document_frequency.items()}
-    vectors: list[dict[str, float]] = []
-    for count in counts:
-        vector = {term: (1.0 + math.log(n)) * idf[term] for term, n in count.items()}
-        norm = math.sqrt(sum(weight * weight for weight in vector.values()))
-        vectors.append({term: weight / norm for term, weight in vector.items()} if norm else {})
-    return vectors
+    total = len(counts)
+    return {term: math.log((1 + total) / (1 + df)) + 1.0 for term, df in document_frequency.items()}
+
+
+def _vector(count: Counter[str], idf: dict[str, float]) -> dict[str, float]:
+    vector = {term: (1.0 + math.log(n)) * idf[term] for term, n in count.items()}
+    norm = math.sqrt(sum(weight * weight for weight in vector.values()))
+    return {term: weight / norm for term, weight in vector.items()} if norm else {}
 
 
 @dataclass(frozen=True)
@@ -96,6 +102,46 @@ def _dot(first: dict[str, float], second: dict[str, float]) -> float:
     return sum(weight * second.get(term, 0.0) for term, weight in first.items())
 
 
+@dataclass(frozen=True)
+class SimilarGroups:
+    """Documents with the same terms (and label) grouped, and the groups that are similar.
+
+    ``members[g]`` lists group ``g``'s documents in order; ``self_score[g]`` is the score of
+    two documents of group ``g`` (their vectors are the same); ``pairs`` holds the groups
+    whose score is at or above the threshold, by group index.
+    """
+
+    members: list[list[int]]
+    self_score: list[float]
+    pairs: list[SimilarPair]
+
+
+def similar_groups(documents: Sequence[str], threshold: float,
+                   labels: Sequence[Hashable] | None = None) -> SimilarGroups:
+    """Like ``similar_pairs``, for a catalog of look-alikes: same-term documents are scored once.
+
+    Thousands of tools generated from one template differ only in numbers, which carry no
+    terms: as groups, they cost one vector and one score instead of n² dot products. The
+    weights are those of ``tfidf_vectors`` over all documents (repeats count in the IDF).
+    Documents with different ``labels`` are never put in one group.
+    """
+    counts = [Counter(tokenize(document)) for document in documents]
+    idf = _idf(counts)
+    group_by_key: dict[tuple[Hashable, frozenset[tuple[str, int]]], int] = {}
+    members: list[list[int]] = []
+    representatives: list[Counter[str]] = []
+    for index, count in enumerate(counts):
+        key = (labels[index] if labels is not None else None, frozenset(count.items()))
+        group = group_by_key.setdefault(key, len(members))
+        if group == len(members):
+            members.append([])
+            representatives.append(count)
+        members[group].append(index)
+    vectors = [_vector(count, idf) for count in representatives]
+    self_score = [round(_dot(vector, vector), 6) for vector in vectors]
+    return SimilarGroups(members, self_score, _similar_vector_pairs(vectors, threshold))
+
+
 def similar_pairs(documents: list[str], threshold: float) -> list[SimilarPair]:
     """Every pair of documents with cosine >= ``threshold``, ordered by (first, second).
 
@@ -108,7 +154,14 @@ def similar_pairs(documents: list[str], threshold: float) -> list[SimilarPair]:
     """
     if threshold <= 0:
         return all_pairs_similar(documents, threshold)
-    vectors = tfidf_vectors(documents)
+    return _similar_vector_pairs(tfidf_vectors(documents), threshold)
+
+
+def _similar_vector_pairs(vectors: list[dict[str, float]], threshold: float) -> list[SimilarPair]:
+    """``similar_pairs`` on vectors: every pair at or above ``threshold`` (> 0), by prefix filtering."""
+    if threshold <= 0:
+        return [pair for first, vector in enumerate(vectors) for second in range(first + 1, len(vectors))
+                if (pair := SimilarPair(first, second, round(_dot(vector, vectors[second]), 6))).score >= threshold]
     document_frequency: Counter[str] = Counter(term for vector in vectors for term in vector)
     max_weight: dict[str, float] = {}
     for vector in vectors:
