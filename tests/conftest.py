@@ -22,6 +22,7 @@ def pytest_configure(config: pytest.Config) -> None:
     _SESSION_DATA.append(folder)
     os.environ["TOOLRUN_LOGS"] = str(Path(folder) / "logs.db")
     os.environ["XDG_DATA_HOME"] = str(Path(folder) / "data")  # a test that unsets TOOLRUN_LOGS lands here
+    os.environ["TOOLRUN_CACHE_DIR"] = str(Path(folder) / "cache")  # the catalog cache, likewise
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

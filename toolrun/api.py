@@ -16,7 +16,7 @@ from typing import Any
 from toolrun.approval import Approver
 from toolrun.backends.base import CallContext
 from toolrun.catalog.gate import load_checked_catalog
-from toolrun.catalog.model import Catalog
+from toolrun.catalog.model import DEFAULT_TOOLS_DIR, Catalog
 from toolrun.errors import Problem, UserError
 from toolrun.execution import execute_call
 from toolrun.play import Mode, arun
@@ -28,8 +28,6 @@ from toolrun.runner import RunObserver
 from toolrun.secrets import redacting, run_redactor
 from toolrun.text import close_matches
 from toolrun.tool import Tool
-
-DEFAULT_TOOLS_DIR = Path("tools.d")
 
 
 def load_catalog(tools_dir: str | Path = DEFAULT_TOOLS_DIR, *, lint: bool = True) -> Catalog:

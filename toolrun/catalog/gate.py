@@ -2,29 +2,50 @@
 
 Load problems always stop loading; lint findings of severity error (a poisoned or broken
 description) stop it too, so no model is offered such a tool. Warnings do not stop it.
+The per-tool rules run on every tool loaded (kept in the catalog cache with the file);
+the rules about tools side by side (near-duplicates, tool count, token cost) run on the
+tools ``lint_together`` picks: all of them by default, the recipe's own for a recipe, none
+for a command that offers no tool to a model (``tools list``, ``call``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 
-from toolrun.catalog.lint import LintFinding, lint_catalog
+from toolrun.catalog.cache import CatalogCache
+from toolrun.catalog.lint import LintFinding, catalog_findings, lint_tool, near_duplicate_findings, sort_findings
 from toolrun.catalog.loader import load_catalog
 from toolrun.catalog.model import Catalog
 from toolrun.errors import LoadError, Problem, UserError
+from toolrun.tool import Tool
+
+ToolPicker = Callable[[Catalog], Iterable[Tool]]
+
+
+def every_tool(catalog: Catalog) -> Iterable[Tool]:
+    """All the catalog's tools: the whole catalog is linted together."""
+    return catalog
 
 
 def load_checked_catalog(directory: Path, *, lint: bool = True,
-                         on_loaded: Callable[[Catalog], None] | None = None) -> Catalog:
+                         on_loaded: Callable[[Catalog], None] | None = None,
+                         names: Collection[str] | None = None,
+                         lint_together: ToolPicker | None = every_tool) -> Catalog:
     """The catalog of ``directory``, with ``findings`` when ``lint``.
 
     Raises ``LoadError`` listing every load problem of every file, or every lint error
     (then ``error.catalog`` is the catalog, findings included). ``on_loaded`` sees the
     catalog once it is linted, before lint errors are raised (to print a summary first).
+    With ``names``, only the files that mention them are loaded (``toolrun call``), not
+    cached. ``lint_together`` picks the tools the side-by-side rules look at (None: no
+    such rule runs); a picker that raises ``UserError`` leaves them out, for its caller
+    to raise the same error once the catalog is shown.
     """
+    directory = Path(directory)
+    cache = None if names is not None else CatalogCache.for_directory(directory)
     try:
-        result = load_catalog(Path(directory))
+        result = load_catalog(directory, names=names, cache=cache)
     except LoadError:
         raise
     except UserError as exc:  # a directory that is missing or unreadable: a load problem too
@@ -33,12 +54,45 @@ def load_checked_catalog(directory: Path, *, lint: bool = True,
         raise LoadError(result.problems)
     catalog = result.catalog
     if lint:
-        catalog.findings = lint_catalog(catalog)
+        findings = per_tool_findings(catalog, cache)
+        together = _picked(lint_together, catalog)
+        if together is not None:
+            findings += near_duplicate_findings(together)
+            if together or not len(catalog):  # a recipe that picks no tool is not an empty catalog
+                findings += catalog_findings(together, str(directory))
+        catalog.findings = sort_findings(findings)
+    if cache is not None:
+        cache.save()
     if on_loaded is not None:
         on_loaded(catalog)
     if catalog.lint_errors:
         raise LoadError([lint_problem(finding) for finding in catalog.lint_errors], catalog=catalog)
     return catalog
+
+
+def per_tool_findings(catalog: Catalog, cache: CatalogCache | None = None) -> list[LintFinding]:
+    """The findings of the rules that look at one tool alone, file by file (kept in ``cache``)."""
+    by_file: dict[Path, list[Tool]] = {}
+    for tool in catalog:
+        by_file.setdefault(tool.source.file, []).append(tool)
+    findings: list[LintFinding] = []
+    for file, tools in by_file.items():
+        kept = cache.findings(file) if cache is not None else None
+        if kept is None:
+            kept = [finding for tool in tools for finding in lint_tool(tool)]
+            if cache is not None:
+                cache.put_findings(file, kept)
+        findings += kept
+    return findings
+
+
+def _picked(picker: ToolPicker | None, catalog: Catalog) -> list[Tool] | None:
+    if picker is None:
+        return None
+    try:
+        return list(picker(catalog))
+    except UserError:
+        return None
 
 
 def lint_problem(finding: LintFinding) -> Problem:

@@ -220,6 +220,11 @@ def _sort_key(finding: LintFinding) -> tuple:
     )
 
 
+def sort_findings(findings: Iterable[LintFinding]) -> list[LintFinding]:
+    """Findings in the lint's order: file, line, tool, severity, rule; catalog-wide ones last."""
+    return sorted(findings, key=_sort_key)
+
+
 def lint_catalog(
     catalog: Catalog | Iterable[Tool], *, near_duplicate_threshold: float = NEAR_DUPLICATE_THRESHOLD
 ) -> list[LintFinding]:

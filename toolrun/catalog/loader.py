@@ -7,11 +7,15 @@ toolset's broken tool never hides its good neighbours.
 
 from __future__ import annotations
 
+import functools
 import os
+import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from toolrun.catalog.cache import CatalogCache
 from toolrun.catalog.mcp_toolset import load_mcp_toolset
 from toolrun.catalog.model import Catalog
 from toolrun.catalog.parameter_checks import parameter_problems
@@ -65,14 +69,25 @@ def _load_order(relative: Path) -> tuple[tuple[int, str], ...]:
     return (*((1, folder) for folder in folders), (0, name))
 
 
-def load_catalog(directory: Path) -> LoadResult:
-    """Load every tool file of ``directory``; problems are collected, never raised (except a missing directory)."""
+def load_catalog(directory: Path, *, names: Collection[str] | None = None, cache: CatalogCache | None = None) -> LoadResult:
+    """Load every tool file of ``directory``; problems are collected, never raised (except a missing directory).
+
+    With ``names``, only the files whose text mentions one of them are loaded (a name scan:
+    a file that defines a tool spells its name; an ``mcp_server`` file, whose names come
+    from the server, is always loaded), so one tool of a large catalog costs one
+    file's parsing; two files defining the name are both loaded, and the duplicate reported.
+    With ``cache``, files unchanged since they were last loaded cleanly are not parsed again.
+    """
     files = tool_files(directory)
+    if names is not None:
+        files = [file for file in files if _mentions(file, names)]
+    elif cache is not None:
+        cache.forget_missing({cache.key(file) for file in files})
     catalog = Catalog(directory=directory)
     problems: list[Problem] = []
     first_seen: dict[str, tuple[Path, int | None]] = {}
     for file in files:
-        tools, file_problems = load_tool_file(file)
+        tools, file_problems = _load_tool_file_cached(file, cache)
         for name, line, tool in tools:
             if name in first_seen:
                 other_file, other_line = first_seen[name]
@@ -84,6 +99,43 @@ def load_catalog(directory: Path) -> LoadResult:
                 catalog.tools[name] = tool
         problems += sorted(_unique(file_problems), key=lambda p: p.line or 0)
     return LoadResult(catalog, problems)
+
+
+def _mentions(file: Path, names: Collection[str]) -> bool:
+    try:
+        text = file.read_bytes()
+    except OSError:
+        return True  # loading it reports why it cannot be read
+    if _SERVER_TOOLSET.search(text):  # its tools are named by the server, not in the file
+        return True
+    return any(_name_pattern(name).search(text) is not None for name in names)
+
+
+_SERVER_TOOLSET = re.compile(rb"^mcp_server\s*:", re.MULTILINE)
+
+
+@functools.lru_cache(maxsize=64)
+def _name_pattern(name: str) -> re.Pattern[bytes]:
+    # The name as a whole word of a tool name's characters: get_order does not match get_order_items.
+    return re.compile(rb"(?<![\w-])" + re.escape(name.encode("utf-8")) + rb"(?![\w-])")
+
+
+def _load_tool_file_cached(
+    file: Path, cache: CatalogCache | None
+) -> tuple[list[tuple[str, int | None, Tool | None]], list[Problem]]:
+    if cache is None:
+        return load_tool_file(file)
+    try:
+        status = file.stat()
+    except OSError:
+        return load_tool_file(file)  # reports the broken symlink or the unreadable file
+    cached = cache.get(file, status)
+    if cached is not None:
+        return cached, []
+    tools, problems = load_tool_file(file)
+    if not problems:
+        cache.put(file, status, tools)
+    return tools, problems
 
 
 def load_catalog_or_raise(directory: Path) -> Catalog:

@@ -12,6 +12,8 @@ from toolrun.tool import Tool
 if TYPE_CHECKING:
     from toolrun.catalog.lint import LintFinding
 
+DEFAULT_TOOLS_DIR = Path("tools.d")  # where commands look for tool files unless told otherwise
+
 
 @dataclass
 class Catalog:

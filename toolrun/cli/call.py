@@ -39,7 +39,7 @@ def call_command(name: str, arg_pairs: tuple[str, ...], args_json: str | None, t
     Exit code 0 for a result, 1 for an error result (with --json: invalid arguments too), 2 for an
     unknown tool, unparsable arguments, or (without --json) arguments the schema refuses.
     """
-    catalog = load_catalog_for_cli(tools_dir)
+    catalog = load_catalog_for_cli(tools_dir, names=[name])  # only the files that mention it
     tool = find_tool(catalog, name)
     arguments = parse_arguments(tool, arg_pairs, args_json)
     if not as_json:  # invalid arguments are the command line's mistake; --json reports them in its document

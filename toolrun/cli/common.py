@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any, NoReturn
 
 import click
 
-from toolrun.api import DEFAULT_TOOLS_DIR
-from toolrun.catalog.gate import load_checked_catalog
-from toolrun.catalog.model import Catalog
+from toolrun.catalog.gate import ToolPicker, load_checked_catalog
+from toolrun.catalog.model import DEFAULT_TOOLS_DIR, Catalog
 from toolrun.cli.display import load_summary
 from toolrun.errors import EXIT_BAD_INPUT, LoadError
 
@@ -32,14 +31,26 @@ def print_load_summary(catalog: Catalog) -> None:
     click.echo(load_summary(catalog), err=True)
 
 
-def load_catalog_for_cli(tools_dir: Path | None) -> Catalog:
-    """Load and lint the catalog a command works on, print the one-line summary to stderr.
+def load_catalog_for_cli(tools_dir: Path | None, *, names: Collection[str] | None = None,
+                         lint_together: ToolPicker | None = None) -> Catalog:
+    """Load the catalog a command works on and print the one-line lint summary to stderr.
 
-    Raises ``LoadError`` with every load problem of every file, or with the lint's errors
-    (lint errors stop loading; warnings do not).
+    The per-tool lint runs on the tools loaded; the side-by-side rules only on the tools
+    ``lint_together`` picks (a command that hands tools to a model). With ``names`` only the
+    files that mention them are loaded; when one is not found there, the whole catalog is
+    loaded (to say which names are close). Raises ``LoadError`` with every load problem of
+    every file loaded, or with the lint's errors (lint errors stop loading; warnings do not).
     """
     directory = tools_dir if tools_dir is not None else DEFAULT_TOOLS_DIR
-    return load_checked_catalog(directory, on_loaded=print_load_summary)
+    if names is not None:
+        def summary_when_found(catalog: Catalog) -> None:
+            if all(name in catalog for name in names):
+                print_load_summary(catalog)
+
+        catalog = load_checked_catalog(directory, names=names, lint_together=None, on_loaded=summary_when_found)
+        if all(name in catalog for name in names):
+            return catalog
+    return load_checked_catalog(directory, on_loaded=print_load_summary, lint_together=lint_together)
 
 
 def exit_with_load_failure_json(ctx: click.Context, error: LoadError) -> NoReturn:

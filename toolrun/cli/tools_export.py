@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from toolrun.catalog.gate import every_tool
 from toolrun.catalog.lint_rules import token_estimate
 from toolrun.cli.common import load_catalog_for_cli, tools_dir_option
 from toolrun.errors import Problem, UserError
@@ -57,7 +58,7 @@ def _print_changes(exported: list[ExportedTool], show_options: str, limit: int |
 @tools_dir_option
 def show_command(name: str, format_: str | None, strict: bool, tools_dir: Path | None) -> None:
     """Show one tool: a readable summary, or with --format its definition as JSON."""
-    catalog = load_catalog_for_cli(tools_dir)
+    catalog = load_catalog_for_cli(tools_dir, names=[name])  # only the files that mention it
     tool = catalog.get(name)
     if tool is None:
         known = ", ".join(sorted(catalog.tools)[:20]) or "none"
@@ -78,7 +79,7 @@ def export_command(format_: str | None, strict: bool, tools_dir: Path | None) ->
     """Print the whole catalog as the provider's `tools` value (default openai; gemini:
     functionDeclarations, mcp: ListToolsResult)."""
     format_ = format_ or "openai"  # the shape most servers speak
-    catalog = load_catalog_for_cli(tools_dir)
+    catalog = load_catalog_for_cli(tools_dir, lint_together=every_tool)  # exported for a model: linted together
     exported = export_catalog(catalog, format_, strict=strict)
     show_options = f"--format {format_}" + (" --strict-schema" if strict else "")
     _print_changes(exported, show_options, limit=NOTES_PER_TOOL_IN_EXPORT)

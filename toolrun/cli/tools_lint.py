@@ -7,8 +7,9 @@ from pathlib import Path
 
 import click
 
-from toolrun.api import DEFAULT_TOOLS_DIR, load_catalog
-from toolrun.catalog.lint import count_by_severity, lint_catalog
+from toolrun.catalog.gate import load_checked_catalog
+from toolrun.catalog.lint import count_by_severity
+from toolrun.catalog.model import DEFAULT_TOOLS_DIR
 from toolrun.cli.common import exit_with_load_failure_json, tools_dir_option
 from toolrun.errors import EXIT_RUN_FAILED, LoadError
 from toolrun.text import counted
@@ -28,12 +29,15 @@ def lint_command(ctx: click.Context, tools_dir: Path | None, as_json: bool, stri
     """
     directory = tools_dir if tools_dir is not None else DEFAULT_TOOLS_DIR
     try:
-        catalog = load_catalog(directory, lint=False)  # lint errors are listed here, not a reason to stop
+        catalog = load_checked_catalog(directory)  # the per-tool findings of unchanged files come from the cache
     except LoadError as error:
-        if not as_json:
+        if error.catalog is not None:
+            catalog = error.catalog  # lint errors are listed here, not a reason to stop
+        elif not as_json:
             raise
-        exit_with_load_failure_json(ctx, error)
-    findings = lint_catalog(catalog)
+        else:
+            exit_with_load_failure_json(ctx, error)
+    findings = catalog.findings
     counts = count_by_severity(findings)
     if as_json:
         document = {"tools": len(catalog), "problems": [], "findings": [finding.to_json() for finding in findings]}

@@ -1,0 +1,141 @@
+"""A catalog that scales: call loads only the files that mention its tool, an unchanged file is
+not parsed twice (and a changed one always is), and the side-by-side lint runs where tools
+are offered together."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from toolrun.catalog import loader
+from toolrun.catalog.gate import load_checked_catalog
+from toolrun.cli import main
+
+HOUR_AGO_NS = (int(time.time()) - 3600) * 1_000_000_000
+
+
+def shell_tool(name: str, description: str, word: str = "hi") -> str:
+    return textwrap.dedent(f"""\
+        name: {name}
+        description: {description}
+        backend:
+          shell: {{argv: [echo, {word}]}}
+        """)
+
+
+def write(folder: Path, file: str, text: str, *, settled: bool = True) -> Path:
+    """Write a tool file; ``settled`` dates it an hour back (a file changed just now is never cached)."""
+    path = folder / file
+    path.write_text(text, encoding="utf-8")
+    if settled:
+        stamp = HOUR_AGO_NS + len(list(folder.iterdir())) * 1_000_000
+        os.utime(path, ns=(stamp, stamp))
+    return path
+
+
+@pytest.fixture
+def parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the files the loader parses, in order."""
+    parsed: list[str] = []
+    real = loader.load_tool_file
+
+    def counting(file: Path):
+        parsed.append(file.name)
+        return real(file)
+
+    monkeypatch.setattr(loader, "load_tool_file", counting)
+    return parsed
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("TOOLRUN_CACHE_DIR", str(folder))
+    return folder
+
+
+def test_call_reads_only_the_files_that_mention_the_tool(tmp_path: Path, parses: list[str]) -> None:
+    write(tmp_path, "a_greet.yaml", shell_tool("greet", "Says hello on stdout. Use it to check the wiring; not for real work."))
+    write(tmp_path, "b_other.yaml", shell_tool("greet_all", "Says hello to all. Use it to check the wiring; not for real work."))
+    write(tmp_path, "c_broken.yaml", "name: broken\ndescription: [unclosed\n")
+    result = CliRunner().invoke(main, ["call", "greet", "--tools-dir", str(tmp_path)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == "hi"
+    assert parses == ["a_greet.yaml"]  # greet_all is another word; the broken file is never parsed
+
+
+def test_call_reports_a_broken_file_that_mentions_the_tool_and_a_name_defined_twice(tmp_path: Path) -> None:
+    write(tmp_path, "a_greet.yaml", shell_tool("greet", "Says hello on stdout. Use it to check the wiring; not for real work."))
+    write(tmp_path, "b_broken.yaml", "name: greet\ndescription: [unclosed\n")
+    broken = CliRunner().invoke(main, ["call", "greet", "--tools-dir", str(tmp_path)])
+    assert broken.exit_code == 2 and f"{tmp_path / 'b_broken.yaml'}:" in broken.stderr
+    write(tmp_path, "b_broken.yaml", shell_tool("greet", "Says hello again. Use it to check the wiring; not for real work."))
+    twice = CliRunner().invoke(main, ["call", "greet", "--tools-dir", str(tmp_path)])
+    assert twice.exit_code == 2
+    assert f"duplicate tool name 'greet' (also defined at {tmp_path / 'a_greet.yaml'}:1)" in twice.stderr
+
+
+def test_an_unchanged_file_is_parsed_once_and_a_changed_one_again(tmp_path: Path, cache_dir: Path,
+                                                                 parses: list[str]) -> None:
+    tools = tmp_path / "tools.d"
+    tools.mkdir()
+    write(tools, "a.yaml", shell_tool("first_tool", "Prints the first greeting. Use it for the first check; not for others."))
+    write(tools, "b.yaml", shell_tool("second_tool", "Prints the second greeting. Use it for the second check; not for others."))
+    first = load_checked_catalog(tools)
+    assert parses == ["a.yaml", "b.yaml"] and list(cache_dir.iterdir())
+    again = load_checked_catalog(tools)
+    assert parses == ["a.yaml", "b.yaml"]  # nothing parsed the second time
+    assert [(t.name, t.description, t.backend, t.source) for t in again] == \
+        [(t.name, t.description, t.backend, t.source) for t in first]
+    assert again.findings == first.findings and [t.source.key_lines for t in again] == [t.source.key_lines for t in first]
+
+    # Same size, new text and time: read again, never served stale.
+    write(tools, "b.yaml", shell_tool("second_tool", "Prints the second greeting. Use it for the second check; not for OTHERS."))
+    changed = load_checked_catalog(tools)
+    assert parses == ["a.yaml", "b.yaml", "b.yaml"]
+    assert changed.get("second_tool").description.endswith("not for OTHERS.")
+
+    (tools / "a.yaml").unlink()
+    assert list(load_checked_catalog(tools).tools) == ["second_tool"]
+
+
+def test_a_file_changed_just_now_and_a_python_tool_are_parsed_every_time(tmp_path: Path, cache_dir: Path,
+                                                                        parses: list[str]) -> None:
+    (tmp_path / "hello.py").write_text("def hello():\n    return 'hi'\n", encoding="utf-8")
+    write(tmp_path, "fresh.yaml", shell_tool("fresh_tool", "Prints a greeting. Use it to check the wiring; not for real work."),
+          settled=False)
+    write(tmp_path, "py.yaml", "name: py_tool\ndescription: Returns a greeting. Use it to check the wiring; not for real work.\n"
+                               "backend: {python: 'hello.py:hello'}\n")
+    load_checked_catalog(tmp_path)
+    load_checked_catalog(tmp_path)
+    assert sorted(parses) == ["fresh.yaml", "fresh.yaml", "py.yaml", "py.yaml"]
+
+
+def test_no_cache_is_written_when_it_is_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parses: list[str]) -> None:
+    monkeypatch.setenv("TOOLRUN_CACHE_DIR", "off")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    write(tmp_path, "a.yaml", shell_tool("first_tool", "Prints the first greeting. Use it for the first check; not for others."))
+    load_checked_catalog(tmp_path)
+    load_checked_catalog(tmp_path)
+    assert parses == ["a.yaml", "a.yaml"] and not (tmp_path / "xdg").exists()
+
+
+def test_near_duplicates_are_linted_among_the_tools_offered_together(tmp_path: Path) -> None:
+    same = "Lists the files of a folder with their sizes. Use it to look around; not to read files."
+    write(tmp_path, "a.yaml", shell_tool("list_files", same))
+    write(tmp_path, "b.yaml", shell_tool("list_files_again", same))
+    write(tmp_path, "c.yaml", shell_tool("get_weather", "Returns the weather forecast of one city. Use it for trips; not for history."))
+
+    def rules(catalog) -> set[str]:
+        return {finding.rule for finding in catalog.findings}
+
+    assert "near-duplicate" in rules(load_checked_catalog(tmp_path))  # the library: the whole catalog
+    assert "near-duplicate" not in rules(load_checked_catalog(tmp_path, lint_together=None))
+    pair = load_checked_catalog(tmp_path, lint_together=lambda c: [c.get("list_files"), c.get("list_files_again")])
+    apart = load_checked_catalog(tmp_path, lint_together=lambda c: [c.get("list_files"), c.get("get_weather")])
+    assert "near-duplicate" in rules(pair) and "near-duplicate" not in rules(apart)

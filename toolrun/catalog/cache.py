@@ -1,0 +1,197 @@
+"""What loading a tool file gave, kept on disk per file so an unchanged catalog is parsed once.
+
+A file's entry is keyed by its name, size, modification and change times (nanoseconds) and inode, inside a
+cache for its tools directory that also names the loader's own code (the size and mtime of
+its source files): a changed file, or another toolrun, is read again, never served stale.
+Only files whose result depends on nothing but their own text are kept: every tool loaded
+and of the shell or http backend (a python tool's checks read its module's source, and a
+plugin's checks may read anything). Each entry also keeps the per-tool lint findings once
+the lint has looked at the file.
+
+The cache lives in ``$TOOLRUN_CACHE_DIR``, else ``$XDG_CACHE_HOME/toolrun``, else
+``~/.cache/toolrun``; ``TOOLRUN_CACHE_DIR=off`` turns it off. Entries are plain values
+written with ``marshal`` (no code runs when reading one), one file per tools directory,
+replaced atomically; one that cannot be read is ignored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import marshal
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from toolrun.tool import Annotations, BackendSpec, SourceLocation, Tool
+
+if TYPE_CHECKING:
+    from toolrun.catalog.lint import LintFinding
+
+CACHE_FORMAT = 1
+CACHEABLE_BACKENDS = frozenset({"http", "shell"})  # their load-time checks read only the tool file
+_PACKAGE = Path(__file__).resolve().parent.parent
+# The code whose output is cached: a change to any of it makes a new cache.
+_CODE = ("catalog", "backends", "schemas", "tool.py", "yamlsource.py", "templates.py", "url_template.py",
+         "schema_errors.py", "durations.py", "text.py")
+
+RECENT_NS = 2_000_000_000  # a file changed this recently may change again within its mtime's tick: not kept
+Entry = tuple[tuple[int, ...], Any, Any]  # the file's status key, its tools, their findings (None until linted)
+
+
+def cache_directory() -> Path | None:
+    """Where catalog caches live; None when ``TOOLRUN_CACHE_DIR=off``."""
+    configured = os.environ.get("TOOLRUN_CACHE_DIR")
+    if configured:
+        return None if configured.lower() == "off" else Path(configured)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "toolrun"
+
+
+def _code_stamp() -> str:
+    parts: list[str] = [str(CACHE_FORMAT)]
+    for name in _CODE:
+        path = _PACKAGE / name
+        files = sorted(path.iterdir()) if path.is_dir() else [path]
+        for file in files:
+            try:
+                status = file.stat()
+            except OSError:
+                continue
+            parts.append(f"{file.name}:{status.st_size}:{status.st_mtime_ns}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+class CatalogCache:
+    """The cached files of one tools directory; ``save`` writes it back when anything changed."""
+
+    def __init__(self, directory: Path, folder: Path | None) -> None:
+        self.directory = directory
+        self._path: Path | None = None
+        self._entries: dict[str, Entry] = {}
+        self._changed = False
+        self._current: set[str] = set()  # files whose entry was checked against the disk in this process
+        if folder is None:
+            return
+        stamp = _code_stamp()
+        key = hashlib.sha256(f"{directory.resolve()}\n{stamp}".encode()).hexdigest()[:24]
+        self._path = folder / f"catalog-{key}.marshal"
+        try:
+            loaded = marshal.loads(self._path.read_bytes())
+        except (OSError, EOFError, ValueError, TypeError):
+            return
+        if isinstance(loaded, dict):
+            self._entries = loaded
+
+    @classmethod
+    def for_directory(cls, directory: Path) -> CatalogCache:
+        """The cache of ``directory`` in the user's cache folder (empty and never saved when off)."""
+        return cls(directory, cache_directory())
+
+    def get(self, file: Path, status: os.stat_result) -> list[tuple[str, int | None, Tool | None]] | None:
+        """The tools of ``file`` as last loaded, when it has not changed since."""
+        entry = self._entries.get(self.key(file))
+        if entry is None or entry[0] != _status_key(status):
+            return None
+        try:
+            tools: list[tuple[str, int | None, Tool | None]] = [
+                (name, line, _tool(file, name, fields)) for name, line, fields in entry[1]]
+        except (TypeError, ValueError):  # written by a toolrun whose entries read otherwise
+            return None
+        self._current.add(self.key(file))
+        return tools
+
+    def put(self, file: Path, before: os.stat_result, tools: list[tuple[str, int | None, Tool | None]]) -> None:
+        """Keep the tools of ``file`` (loaded without a problem) when they depend on the file alone.
+
+        ``before`` is the file's status from before it was read: a file changed while it was
+        read, or so recently that a change within the same clock tick could go unseen, is not kept.
+        """
+        if self._path is None or not all(tool is not None and tool.backend.kind in CACHEABLE_BACKENDS
+                                          for _, _, tool in tools):
+            return
+        try:
+            after = file.stat()
+        except OSError:
+            return
+        if _status_key(after) != _status_key(before) or after.st_mtime_ns > time.time_ns() - RECENT_NS:
+            return
+        fields = tuple((name, line, _tool_fields(tool)) for name, line, tool in tools if tool is not None)
+        self._entries[self.key(file)] = (_status_key(before), fields, None)
+        self._current.add(self.key(file))
+        self._changed = True
+
+    def findings(self, file: Path) -> list[LintFinding] | None:
+        """The per-tool lint findings of ``file``, when kept and the file is unchanged."""
+        entry = self._entries.get(self.key(file))
+        if self.key(file) not in self._current or entry is None or entry[2] is None:
+            return None
+        return [_finding(file, fields) for fields in entry[2]]
+
+    def put_findings(self, file: Path, findings: list[LintFinding]) -> None:
+        """Keep the per-tool lint findings of a file whose tools are kept."""
+        entry = self._entries.get(self.key(file))
+        if self.key(file) in self._current and entry is not None:
+            self._entries[self.key(file)] = (entry[0], entry[1], tuple(_finding_fields(finding) for finding in findings))
+            self._changed = True
+
+    def key(self, file: Path) -> str:
+        """``file``'s entry: its path inside the directory (tool files may be in subfolders)."""
+        try:
+            return file.relative_to(self.directory).as_posix()
+        except ValueError:
+            return str(file)
+
+    def forget_missing(self, present: set[str]) -> None:
+        """Drop the entries of files no longer in the directory (``present``: their keys)."""
+        gone = set(self._entries) - present
+        for name in gone:
+            del self._entries[name]
+        self._changed = self._changed or bool(gone)
+
+    def save(self) -> None:
+        """Write the cache back atomically if it changed; a cache that cannot be written is skipped."""
+        if self._path is None or not self._changed:
+            return
+        try:
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            handle, temporary = tempfile.mkstemp(dir=self._path.parent, prefix=".catalog-", suffix=".tmp")
+            with os.fdopen(handle, "wb") as stream:
+                marshal.dump(self._entries, stream)
+            os.replace(temporary, self._path)
+        except OSError:
+            return
+        self._changed = False
+
+
+def _status_key(status: os.stat_result) -> tuple[int, ...]:
+    # ctime too: any write sets it, and unlike mtime no tool can set it back.
+    return (status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino)
+
+
+def _tool_fields(tool: Tool) -> tuple[Any, ...]:
+    annotations = tool.annotations
+    return (tool.description, tool.parameters, tool.backend.kind, tool.backend.config, tool.source.line,
+            tool.source.key_lines, tool.sequential, tool.timeout, tool.max_output, tool.confirm,
+            None if annotations is None else (annotations.read_only, annotations.destructive,
+                                              annotations.idempotent, annotations.open_world, annotations.title))
+
+
+def _tool(file: Path, name: str, fields: tuple[Any, ...]) -> Tool:
+    description, parameters, kind, config, line, key_lines, sequential, timeout, max_output, confirm, annotations = fields
+    return Tool(name=name, description=description, parameters=parameters, backend=BackendSpec(kind, config),
+                source=SourceLocation(file, line, key_lines), sequential=sequential, timeout=timeout,
+                max_output=max_output, confirm=confirm,
+                annotations=None if annotations is None else Annotations(*annotations))
+
+
+def _finding_fields(finding: LintFinding) -> tuple[Any, ...]:
+    return (finding.tool, finding.line, finding.rule, finding.severity, finding.message)
+
+
+def _finding(file: Path, fields: tuple[Any, ...]) -> LintFinding:
+    from toolrun.catalog.lint import LintFinding
+
+    tool, line, rule, severity, message = fields
+    return LintFinding(tool, str(file), line, rule, severity, message)
