@@ -425,3 +425,19 @@ def test_a_cassette_file_replaced_behind_its_back_is_saved_whole(tmp_path: Path)
     path.write_text("not json, and longer than the cassette was: " + "x" * 5000, encoding="utf-8")
     run(recorder.send(chat_request([USER])))
     assert [e.response["body"] for e in load_cassette(path).exchanges] == [{"n": 1}, {"n": 2}]
+
+
+def test_a_secret_learned_after_an_exchange_was_written_is_redacted_from_it_too(tmp_path: Path):
+    from toolrun.replay.recording import CassetteFile
+    from toolrun.secrets import Redactor, redacting
+
+    path = tmp_path / "c.cassette.json"
+    recorder = RecordingTransport(CannedTransport(bodies=[{"n": 1}, {"n": 2}]), on_exchange=CassetteFile(path).save)
+    leaked = {"role": "user", "content": "the token is tok-8c1f5e2a9b"}
+    with redacting(Redactor()) as redactor:
+        run(recorder.send(chat_request([leaked])))
+        assert "tok-8c1f5e2a9b" in path.read_text(encoding="utf-8")
+        redactor.add("tok-8c1f5e2a9b")  # a tool read it as a secret only now
+        run(recorder.send(chat_request([USER])))
+    text = path.read_text(encoding="utf-8")
+    assert "tok-8c1f5e2a9b" not in text and len(json.loads(text)["exchanges"]) == 2

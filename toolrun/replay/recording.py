@@ -1,6 +1,7 @@
 """Record a run's model exchanges to a cassette, and play them back offline.
 
-A *cassette* is one JSON file (``ensure_ascii=False``, indent 2)::
+A *cassette* is one JSON file (``ensure_ascii=False``, indented by two down to each message of
+a request body, which is one line)::
 
     {"version": 1, "recipe": "inventory", "model": "openai:gpt-4o-mini",
      "recorded_at": "2026-11-29T20:30:00Z",
@@ -20,6 +21,7 @@ different tool result becomes a ``Divergence`` finding in plain words.
 from __future__ import annotations
 
 import json
+import json.encoder
 import os
 import tempfile
 from collections.abc import AsyncIterator, Callable
@@ -34,7 +36,7 @@ from toolrun.errors import Problem, ProviderError, UserError
 from toolrun.providers.transport import Transport, WireRequest, WireResponse
 from toolrun.replay.adapters import every_provider, providers_for
 from toolrun.replay.divergence import Divergence, compare_requests
-from toolrun.secrets import REDACTED, redact
+from toolrun.secrets import REDACTED, active_redactor, redact
 
 CASSETTE_VERSION = 1
 
@@ -102,7 +104,7 @@ def save_cassette(cassette: Cassette, path: Path) -> None:
     """Write the cassette atomically (a crash never leaves half a file), secrets redacted."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(redact(cassette.to_json()), ensure_ascii=False, indent=2) + "\n"
+    text = cassette_text(redact(cassette.to_json())) + "\n"
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
@@ -118,8 +120,8 @@ class CassetteFile:
 
     The bytes are exactly ``save_cassette``'s, and the file is valid JSON after every save:
     exchanges that did not change since the last save keep their bytes on disk, the first one
-    that changed (a stream still filling in, a new exchange) and everything after it is
-    written over, then the closing brackets. Recording a long conversation therefore costs
+    that changed (a stream still filling in, a new exchange, any exchange once the run has
+    learned a new secret) and everything after it is written over, then the closing brackets. Recording a long conversation therefore costs
     one exchange per exchange instead of the whole cassette. Another process replacing the
     file, or new metadata, means one whole atomic save.
     """
@@ -134,7 +136,9 @@ class CassetteFile:
     def save(self, cassette: Cassette) -> None:
         """Bring the file up to date with ``cassette``."""
         head = _cassette_head(cassette)
-        fingerprints = [_fingerprint(exchange) for exchange in cassette.exchanges]
+        # A secret learned since an exchange was written is redacted from it too: written again.
+        secrets = _secrets_known()
+        fingerprints = [_fingerprint(exchange, secrets) for exchange in cassette.exchanges]
         if head != self._head or not self._unchanged_on_disk():
             save_cassette(cassette, self.path)
             self._remember(head, cassette, fingerprints)
@@ -182,24 +186,66 @@ _CLOSE = b"\n  ]\n}\n"
 _CLOSE_EMPTY = b"]\n}\n"
 
 
+# Levels below this are written on one line each: a message of a request body, an item of a
+# response. Indenting every level with json's pure-Python encoder made a long conversation's
+# request body cost ~20 ms per exchange; this way each message is one C-encoded line.
+_ONE_LINE_FROM_LEVEL = 6  # document, exchanges, exchange, request, body, messages -> a message
+
+
+def cassette_text(document: Any) -> str:
+    """A cassette's JSON text: indented by two down to each message, one message or item a line."""
+    return _layout(document, 0)
+
+
+def _not_json(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def _one_line_encoder() -> Callable[[Any], str]:
+    """``json.dumps(value, ensure_ascii=False)``, with the C encoder made once instead of per call."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # no C accelerator (another Python): the plain way
+        return lambda value: json.dumps(value, ensure_ascii=False)
+    encode = make(None, _not_json, json.encoder.encode_basestring, None, ": ", ", ", False, False, True)
+    return lambda value: "".join(encode(value, 0))
+
+
+_one_line = _one_line_encoder()
+
+
+def _layout(value: Any, level: int) -> str:
+    if level >= _ONE_LINE_FROM_LEVEL or not isinstance(value, dict | list) or not value:
+        return _one_line(value)
+    inner = "  " * (level + 1)
+    if isinstance(value, dict):
+        items = [f"{inner}{_one_line(str(key))}: {_layout(item, level + 1)}" for key, item in value.items()]
+        return "{\n" + ",\n".join(items) + "\n" + "  " * level + "}"
+    if level + 1 >= _ONE_LINE_FROM_LEVEL:  # the long lists: one C-encoded line per item
+        return "[\n" + ",\n".join([inner + _one_line(item) for item in value]) + "\n" + "  " * level + "]"
+    return "[\n" + ",\n".join([inner + _layout(item, level + 1) for item in value]) + "\n" + "  " * level + "]"
+
+
 def _cassette_head(cassette: Cassette) -> bytes:
     """The file's bytes up to the exchanges' opening bracket (``"exchanges": `` is the last key)."""
     document = redact({**cassette.to_json_without_exchanges(), "exchanges": []})
-    text = json.dumps(document, ensure_ascii=False, indent=2)
-    return text.removesuffix("[]\n}").encode("utf-8")
+    return cassette_text(document).removesuffix("[]\n}").encode("utf-8")
 
 
 def _exchange_bytes(exchange: Exchange, *, first: bool) -> bytes:
     """One exchange as it reads inside the cassette's list, with the separator before it."""
-    text = json.dumps(redact(exchange.to_json()), ensure_ascii=False, indent=2)
-    indented = "\n".join("    " + line for line in text.split("\n"))  # JSON strings never hold a raw newline
-    return (("\n" if first else ",\n") + indented).encode("utf-8")
+    return (("\n    " if first else ",\n    ") + _layout(redact(exchange.to_json()), 2)).encode("utf-8")
 
 
-def _fingerprint(exchange: Exchange) -> tuple[Any, ...]:
+def _secrets_known() -> int:
+    redactor = active_redactor()
+    return 0 if redactor is None else len(redactor.secrets)
+
+
+def _fingerprint(exchange: Exchange, secrets: int) -> tuple[Any, ...]:
     # A request never changes once kept; a streamed answer grows line by line, or ends in an error.
     response = exchange.response
-    return (id(exchange), id(response), len(response.get("lines", ())), response.get("status"), response.get("error"))
+    lines = response.get("lines")
+    return (id(exchange), secrets, None if lines is None else len(lines), response.get("status"), response.get("error"))
 
 
 def load_cassette(path: Path) -> Cassette:
