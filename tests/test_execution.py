@@ -212,3 +212,40 @@ def test_shell_and_http_calls_run_concurrently(tmp_path: Path, loopback) -> None
     for tool in (waiter, fetcher):
         outcomes = asyncio.run(four_of(tool))
         assert [(o.result.strip(), o.is_error) for o in outcomes] == [("met", False)] * 4, outcomes
+
+
+def test_the_quick_accept_never_accepts_what_jsonschema_refuses() -> None:
+    import itertools
+
+    from jsonschema import Draft202012Validator
+
+    from toolrun.quick_accept import acceptor
+
+    schemas = [
+        {"type": "object", "properties": {"city": {"type": "string", "enum": ["北京", "上海"], "description": "City"},
+                                          "limit": {"type": "integer", "minimum": 1, "maximum": 100},
+                                          "ratio": {"type": ["number", "null"], "exclusiveMinimum": 0},
+                                          "tags": {"type": "array", "items": {"type": "string", "maxLength": 3}},
+                                          "code": {"type": "string", "pattern": "^[A-Z]{2}$", "minLength": 2}},
+         "required": ["city"], "additionalProperties": False},
+        {"type": "object", "properties": {"flag": {"type": "boolean"}, "nested": {"type": "object",
+                                          "properties": {"n": {"type": "number"}}, "required": ["n"]}}},
+        {"type": "object"},
+    ]
+    values = ["北京", "广州", 0, 1, 3.0, 100, 101, -1.5, True, False, None, [], ["ab"], ["abcd"], [1], {}, {"n": 1},
+              {"n": "1"}, "AB", "ABC", "a"]
+    keys = ["city", "limit", "ratio", "tags", "code", "flag", "nested", "other"]
+    checked = 0
+    for schema in schemas:
+        accepts, validator = acceptor(schema), Draft202012Validator(schema)
+        assert accepts is not None
+        for key_a, key_b in itertools.combinations(keys, 2):
+            for value_a, value_b in itertools.product(values, repeat=2):
+                arguments = {key_a: value_a, key_b: value_b}
+                if accepts(arguments):
+                    assert validator.is_valid(arguments), (schema, arguments)
+                    checked += 1
+        assert accepts({"city": "北京"}) == validator.is_valid({"city": "北京"})
+    assert checked > 100  # it does say yes, often
+    assert acceptor({"type": "object", "properties": {"a": {"anyOf": [{"type": "string"}]}}}) is None
+    assert acceptor({"type": "object", "properties": {"a": {"enum": [1, True]}}}) is None

@@ -3,8 +3,8 @@
 Used for sync tool functions and for the approval prompt. Not a ThreadPoolExecutor:
 Python's exit joins executor threads, so a tool stuck past its timeout (or a prompt nobody
 answers) would keep toolrun alive; a daemon thread is abandoned at exit instead. Threads
-are kept for the next job (starting one costs more than a small tool's whole call), and a
-job never waits for a busy one: with no idle thread, a new one starts.
+are kept for the next job (starting one costs more than a small tool's whole call), up to
+32 at once; a job that finds them all busy for 50 ms gets one more of its own.
 """
 
 from __future__ import annotations
@@ -17,37 +17,80 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+Job = Callable[[], Callable[[], None] | None]  # runs on a worker; returns what to do once the worker is free
 
 IDLE_SECONDS = 30.0  # an idle worker ends after this long: a burst of calls leaves no threads behind
+POOL_SIZE = 32  # workers started at once; more only for jobs left waiting (every worker busy, or stuck)
+WAIT_SECONDS = 0.05  # how long a job may wait for a busy worker before one more starts for it
 
 
 class DaemonPool:
-    """Daemon worker threads that take jobs from one queue; one more starts when none is idle."""
+    """Daemon worker threads taking jobs from one queue.
 
-    def __init__(self, idle_seconds: float = IDLE_SECONDS) -> None:
-        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+    Up to ``size`` workers start as jobs come; past that a job waits for the first free one.
+    A job still waiting after ``WAIT_SECONDS`` gets a worker of its own (``relieve``), so
+    workers stuck in tools past their timeout never hold the others up for long.
+    """
+
+    def __init__(self, size: int = POOL_SIZE, idle_seconds: float = IDLE_SECONDS) -> None:
+        self._jobs: queue.SimpleQueue[Job] = queue.SimpleQueue()
         self._lock = threading.Lock()
+        self._size = size
+        self._workers = 0
         self._idle = 0  # workers waiting for a job and not yet promised one
+        self._backlog = 0  # jobs queued that no worker is promised to
         self._idle_seconds = idle_seconds
 
-    def submit(self, job: Callable[[], None], *, name: str) -> None:
-        """Run ``job`` on an idle worker, or on a new one; never queued behind a busy worker."""
+    def submit(self, job: Job, *, name: str) -> bool:
+        """Queue ``job`` for an idle or a new worker; False when it waits for a busy one.
+
+        What the job returns, if anything, is called once the worker is free again: handing
+        the outcome over then lets the next job, submitted on seeing it, find this worker idle.
+        """
         with self._lock:
-            start = self._idle == 0
-            if not start:
+            if self._idle > 0:
                 self._idle -= 1  # that worker is promised this job
+                start, waits = False, False
+            elif self._workers < self._size:
+                self._workers += 1
+                start, waits = True, False
+            else:
+                self._backlog += 1
+                start, waits = False, True
         self._jobs.put(job)
         if start:
-            threading.Thread(target=self._work, name=name, daemon=True).start()
+            self._start(name)
+        return not waits
+
+    def relieve(self, name: str) -> None:
+        """Start one more worker if a job still waits for one."""
+        with self._lock:
+            if self._backlog == 0:
+                return
+            self._backlog -= 1
+            self._workers += 1
+        self._start(name)
+
+    def _start(self, name: str) -> None:
+        threading.Thread(target=self._work, name=name, daemon=True).start()
 
     def _work(self) -> None:
         thread = threading.current_thread()
         job = self._jobs.get()
         while True:
-            job()
-            thread.name = "toolrun-idle"
+            then = job()
             with self._lock:
-                self._idle += 1
+                waiting = self._backlog > 0
+                if waiting:
+                    self._backlog -= 1
+                else:
+                    self._idle += 1
+            if then is not None:
+                then()
+            thread.name = "toolrun-idle"
+            if waiting:
+                job = self._jobs.get()
+                continue
             while True:
                 try:
                     job = self._jobs.get(timeout=self._idle_seconds)
@@ -56,6 +99,7 @@ class DaemonPool:
                     with self._lock:
                         if self._idle > 0:  # nobody was promised this worker: end it
                             self._idle -= 1
+                            self._workers -= 1
                             return
                     # a job was promised to an idle worker just now: wait for it
 
@@ -77,7 +121,7 @@ def in_daemon_thread(function: Callable[[], T], *, name: str) -> asyncio.Future[
         if not future.done():  # cancelled (a timeout, Ctrl-C): nobody waits for the outcome
             outcome()
 
-    def work() -> None:
+    def work() -> Callable[[], None]:
         threading.current_thread().name = name
         try:
             value = function()
@@ -85,12 +129,17 @@ def in_daemon_thread(function: Callable[[], T], *, name: str) -> asyncio.Future[
         except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task
             failure = exc if isinstance(exc, Exception) else RuntimeError(f"raised {type(exc).__name__}")
             outcome = lambda: future.set_exception(failure)  # noqa: E731
-        try:
-            loop.call_soon_threadsafe(settle, outcome)
-        except RuntimeError:
-            pass  # the loop is closed: the run is over
+
+        def hand_over() -> None:
+            try:
+                loop.call_soon_threadsafe(settle, outcome)
+            except RuntimeError:
+                pass  # the loop is closed: the run is over
+
+        return hand_over
 
     # The job runs in a copy of the caller's context: the run's redactor goes with it.
     context = contextvars.copy_context()
-    _pool.submit(lambda: context.run(work), name=name)
+    if not _pool.submit(lambda: context.run(work), name=name):
+        loop.call_later(WAIT_SECONDS, _pool.relieve, name)
     return future

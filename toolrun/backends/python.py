@@ -41,6 +41,7 @@ _import_lock = threading.RLock()  # sys.path is process-wide: one import with a 
 _functions: dict[tuple[str, str], Callable[..., Any]] = {}
 # The per-call fast path: no Path.resolve() (a dozen system calls) on every call.
 _by_tool_target: dict[tuple[Path, str], tuple[Callable[..., Any], bool]] = {}
+_by_tool: dict[int, tuple[Tool, tuple[Callable[..., Any], bool]]] = {}
 log = logging.getLogger(TOOL_LOGGER)
 
 
@@ -116,12 +117,17 @@ def resolve_function(tool: Tool) -> Callable[..., Any]:
 
 
 def _resolved(tool: Tool) -> tuple[Callable[..., Any], bool]:
-    """The tool's function and whether it is a coroutine function, worked out once per folder and target."""
+    """The tool's function and whether it is a coroutine function, worked out once per tool."""
+    entry = _by_tool.get(id(tool))
+    if entry is not None and entry[0] is tool:  # the entry keeps the tool alive: its id stays its own
+        return entry[1]
     key = (tool.base_dir, str(tool.backend.config["function"]))
     found = _by_tool_target.get(key)
     if found is None:
         function = _resolve_function(tool)
         found = _by_tool_target[key] = (function, inspect.iscoroutinefunction(function))
+    if len(_by_tool) < 4096:
+        _by_tool[id(tool)] = (tool, found)
     return found
 
 

@@ -150,7 +150,10 @@ class ScriptedModel(Provider):
             return ScriptedModel.text(item)
         if not isinstance(item, ModelResponse):
             raise TypeError(f"a script item must give a ModelResponse or a str, not {type(item).__name__}")
-        return copy.deepcopy(item)  # the runner rewrites call ids; a reused item must stay pristine
+        # The runner rewrites call ids in place; a reused item must stay pristine. Copying the
+        # parts is enough (a deep copy of a 1,000-call answer cost 37 µs a call).
+        return dataclasses.replace(item, message=dataclasses.replace(
+            item.message, parts=[copy.copy(part) for part in item.message.parts]))
 
 
 def tool_call(name: str, arguments: Any, provider_id: str | None = None) -> ToolCall:

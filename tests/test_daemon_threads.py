@@ -1,0 +1,53 @@
+"""The pool of daemon worker threads behind sync tools: reused, never a cap a stuck tool can hold."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import textwrap
+import threading
+
+from toolrun import daemon_threads
+from toolrun.daemon_threads import DaemonPool, in_daemon_thread
+
+
+def test_sequential_jobs_reuse_one_worker_thread() -> None:
+    async def go() -> set[int]:
+        return {await in_daemon_thread(threading.get_ident, name="reuse") for _ in range(20)}
+
+    assert len(asyncio.run(go())) == 1
+
+
+def test_jobs_beyond_the_pool_size_all_run_together_when_they_must(monkeypatch) -> None:
+    # 12 jobs that only finish together, on a pool of 2: waiting jobs get workers of their own.
+    monkeypatch.setattr(daemon_threads, "_pool", DaemonPool(size=2))
+    barrier = threading.Barrier(12, timeout=10)
+
+    async def go() -> list[int]:
+        return await asyncio.gather(*(in_daemon_thread(barrier.wait, name="together") for _ in range(12)))
+
+    assert sorted(asyncio.run(go())) == list(range(12))
+
+
+def test_an_idle_worker_ends_and_a_stuck_one_does_not_keep_python_alive() -> None:
+    script = textwrap.dedent("""
+        import asyncio, threading, time
+        from toolrun import daemon_threads
+
+        daemon_threads._pool = daemon_threads.DaemonPool(size=4, idle_seconds=0.05)
+
+        async def main():
+            await daemon_threads.in_daemon_thread(lambda: None, name="quick")
+            try:
+                await asyncio.wait_for(daemon_threads.in_daemon_thread(lambda: time.sleep(60), name="stuck"), 0.05)
+            except asyncio.TimeoutError:
+                pass
+
+        asyncio.run(main())
+        time.sleep(0.5)
+        print(sorted(t.name for t in threading.enumerate() if t is not threading.main_thread()))
+    """)
+    finished = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
+    assert finished.returncode == 0 and finished.stderr == ""
+    assert finished.stdout.strip() == "['stuck']"  # the idle worker ended; the stuck one is abandoned at exit
