@@ -12,7 +12,9 @@ from toolrun import daemon_threads
 from toolrun.daemon_threads import DaemonPool, in_daemon_thread
 
 
-def test_sequential_jobs_reuse_one_worker_thread() -> None:
+def test_sequential_jobs_reuse_one_worker_thread(monkeypatch) -> None:
+    monkeypatch.setattr(daemon_threads, "_pool", DaemonPool())  # no idle workers left by other tests
+
     async def go() -> set[int]:
         return {await in_daemon_thread(threading.get_ident, name="reuse") for _ in range(20)}
 

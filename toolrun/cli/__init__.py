@@ -1,130 +1,50 @@
 """The command line: parse options, call the library, print. Nothing else lives here.
 
-Each command is in its own module, imported only when that command runs (``toolrun
---version`` imports none of them); this module builds the groups and turns toolrun's
-errors into one clear message and the contract's exit code, never a traceback.
+``main`` is the ``toolrun`` script's entry point. ``toolrun --version`` is answered here
+without importing click (that import alone is two to three times Python's own start-up);
+everything else goes to the click group in ``toolrun.cli.group``, which ``main`` stands for
+(``CliRunner().invoke(main, ...)`` works as with the group itself).
 
 A new command: a module with a ``@click.command`` function, and one line in ``COMMANDS``
-(or ``TOOLS_COMMANDS``) naming it.
+(or ``TOOLS_COMMANDS``) of ``toolrun.cli.group`` naming it.
 """
 
 from __future__ import annotations
 
-import importlib
-import logging
 import sys
-from typing import Any
 
-import click
-
-from toolrun import __version__
-from toolrun.errors import TOOL_LOGGER, ToolrunError
-from toolrun.text import terminal_safe
-
-# command name -> "module:function"; imported on first use
-COMMANDS = {
-    "recipe": "toolrun.cli.recipe:recipe_command",
-    "call": "toolrun.cli.call:call_command",
-    "schema": "toolrun.cli.schema:schema_command",
-    "mcp": "toolrun.cli.mcp:mcp_command",
-    "logs": "toolrun.cli.logs:logs_group",
-    "ask": "toolrun.cli.ask:ask_command",
-    "view": "toolrun.cli.view:view_command",
-    "chat": "toolrun.cli.chat:chat_command",
-    "batch": "toolrun.cli.batch:batch_command",
-}
-TOOLS_COMMANDS = {
-    "list": "toolrun.cli.tools_list:list_command",
-    "show": "toolrun.cli.tools_export:show_command",
-    "lint": "toolrun.cli.tools_lint:lint_command",
-    "export": "toolrun.cli.tools_export:export_command",
-}
-IMPORT_COMMANDS = {
-    "openapi": "toolrun.cli.import_openapi:openapi_command",
-}
+TYPE_CHECKING = False  # typing itself is not imported for the version either
+if TYPE_CHECKING:
+    import click
 
 
-class ToolrunGroup(click.Group):
-    """A group that reports ``ToolrunError`` as a message and an exit code, and imports a
-    command's module only when the command is asked for (``lazy``: name -> "module:attr")."""
+class _Main:
+    """The ``toolrun`` command: the click group, imported when more than the version is asked."""
 
-    def __init__(self, *args: Any, lazy: dict[str, str] | None = None, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.lazy = dict(lazy or {})
+    name = "main"
 
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*super().list_commands(ctx), *self.lazy})
+    def __call__(self, *args: object, **kwargs: object) -> object:
+        if not args and not kwargs and sys.argv[1:] == ["--version"]:
+            from toolrun import __version__
 
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        command = super().get_command(ctx, cmd_name)
-        if command is None and cmd_name in self.lazy:
-            module_name, _, attribute = self.lazy[cmd_name].partition(":")
-            command = getattr(importlib.import_module(module_name), attribute)
-            self.add_command(command, cmd_name)
-        return command
+            print(f"toolrun, version {__version__}")  # what click's version option prints
+            sys.exit(0)
+        return self._group()(*args, **kwargs)
 
-    def invoke(self, ctx: click.Context):
-        try:
-            return super().invoke(ctx)
-        except ToolrunError as exc:
-            report_error(exc)
-            ctx.exit(exc.exit_code)
+    def __getattr__(self, name: str) -> object:  # .main(), .name, .commands ...: the group's own
+        return getattr(self._group(), name)
+
+    @staticmethod
+    def _group() -> click.Group:
+        from toolrun.cli.group import main as group
+
+        return group
 
 
-def report_error(exc: ToolrunError) -> None:
-    problems = getattr(exc, "problems", None)
-    if problems:
-        for problem in problems:
-            click.echo(terminal_safe(f"error: {problem}"), err=True)
-        if len(problems) > 1:
-            click.echo(f"{len(problems)} problems.", err=True)
-    else:
-        click.echo(terminal_safe(f"error: {exc}"), err=True)
+main = _Main()
 
 
-@click.group(cls=ToolrunGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="toolrun")
-@click.option("--debug", is_flag=True, envvar="TOOLRUN_DEBUG",
-              help="Print the traceback of a failing tool on stderr (the model still gets one line). "
-                   "Also TOOLRUN_DEBUG=1.")
-@click.pass_context
-def main(ctx: click.Context, debug: bool) -> None:
-    """toolrun: give a model your HTTP APIs and scripts, configured in YAML."""
-    if debug:
-        show_tool_tracebacks(ctx)
+def __getattr__(name: str) -> object:  # ToolrunGroup, COMMANDS ...: from the click module
+    from toolrun.cli import group
 
-
-class _EchoToStderr(logging.Handler):
-    # click.echo finds the current stderr at each record (a test runner swaps it per command).
-    def emit(self, record: logging.LogRecord) -> None:
-        click.echo(self.format(record), err=True)
-
-
-def show_tool_tracebacks(ctx: click.Context) -> None:
-    """Print the ``toolrun.tools`` logger (tool failures with their tracebacks) on stderr until ``ctx`` closes."""
-    logger = logging.getLogger(TOOL_LOGGER)
-    handler = _EchoToStderr()
-    handler.setFormatter(logging.Formatter("debug: %(message)s"))
-    previous_level = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG)
-
-    def restore() -> None:
-        logger.removeHandler(handler)
-        logger.setLevel(previous_level)
-
-    ctx.call_on_close(restore)
-
-
-@main.group(cls=ToolrunGroup, lazy=TOOLS_COMMANDS)
-def tools() -> None:
-    """List, show, lint and export the tool catalog."""
-
-
-@main.group("import", cls=ToolrunGroup, lazy=IMPORT_COMMANDS)
-def import_group() -> None:
-    """Turn an API description into a toolset file."""
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    return getattr(group, name)

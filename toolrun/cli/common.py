@@ -59,7 +59,7 @@ def exit_with_load_failure_json(ctx: click.Context, error: LoadError) -> NoRetur
     ``findings`` are the lint's when lint errors stopped loading, else empty. The problems
     go to stderr too, as without ``--json``.
     """
-    from toolrun.cli import report_error
+    from toolrun.cli.group import report_error
 
     findings = getattr(error.catalog, "findings", None) or []
     document = {"tools": 0, "problems": [problem.to_json() for problem in error.problems],

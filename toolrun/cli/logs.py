@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from toolrun.cli import ToolrunGroup
+from toolrun.cli.group import ToolrunGroup
 from toolrun.cli.tools_list import format_table
 from toolrun.errors import Problem, UserError
 from toolrun.runlog import RunLog, default_log_path

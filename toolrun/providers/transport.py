@@ -12,14 +12,15 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
-
-import httpx
+from typing import TYPE_CHECKING, Any, Protocol
 
 from toolrun.errors import ProviderError
 from toolrun.json_limits import MAX_BODY_DEPTH, loads_bounded
 from toolrun.retry_after import retry_delay
 from toolrun.secrets import redact
+
+if TYPE_CHECKING:
+    import httpx  # imported by HttpxTransport when made: a replay or a scripted run never needs it
 
 MAX_ANSWER_BYTES = 64 * 1024 * 1024  # a whole answer or stream; a real one is far smaller
 MAX_LINE_CHARS = 16 * 1024 * 1024  # one line of a stream (an SSE event, an NDJSON object)
@@ -110,10 +111,13 @@ class HttpxTransport(Transport):
         client: httpx.AsyncClient | None = None,
         gate: RequestGate | None = None,
     ):
+        import httpx
+
         self.max_retries = max_retries
         self.gate = gate  # None: no pacing beyond the retries' own waits
         self.timeout = timeout  # from request to last byte; httpx's read timeout is the idle bound
         self.max_retry_wait = max_retry_wait  # a longer wait (a daily quota) is reported, not slept
+        self._transport_error = httpx.TransportError
         self._client = client or httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=15.0))
 
     def _should_retry(self, response: httpx.Response, attempt: int) -> bool:
@@ -149,7 +153,7 @@ class HttpxTransport(Transport):
                         content = await _read_capped(response, MAX_ANSWER_BYTES)
                     finally:
                         await response.aclose()
-            except (httpx.TransportError, TimeoutError) as exc:
+            except (self._transport_error, TimeoutError) as exc:
                 if attempt < self.max_retries:
                     await asyncio.sleep(retry_delay({}, attempt))
                     attempt += 1
@@ -197,7 +201,7 @@ class HttpxTransport(Transport):
                             yield line
                 finally:
                     await response.aclose()
-            except (httpx.TransportError, TimeoutError) as exc:
+            except (self._transport_error, TimeoutError) as exc:
                 if delivered:  # the lines already handed on cannot be taken back: no retry
                     raise ProviderError(
                         f"the stream broke off after {delivered} line{'s' if delivered != 1 else ''}: "
@@ -210,6 +214,8 @@ class HttpxTransport(Transport):
 
     def _failure(self, url: str, exc: httpx.TransportError | TimeoutError) -> str:
         """What went wrong on the way to ``url``, in words (httpx's timeouts have empty messages)."""
+        import httpx
+
         timeout = self._client.timeout
         if isinstance(exc, TimeoutError):
             message = (f"no answer from {url} within {self.timeout:g} s (request_timeout bounds the whole "
