@@ -3,7 +3,8 @@
 ``main`` is the ``toolrun`` script's entry point. ``toolrun --version`` is answered here
 without importing click (that import alone is two to three times Python's own start-up);
 everything else goes to the click group in ``toolrun.cli.group``, which ``main`` stands for
-(``CliRunner().invoke(main, ...)`` works as with the group itself).
+(``CliRunner().invoke(main, ...)`` works as with the group itself; ``toolrun.cli.group.main``
+is the group, for anything else).
 
 A new command: a module with a ``@click.command`` function, and one line in ``COMMANDS``
 (or ``TOOLS_COMMANDS``) of ``toolrun.cli.group`` naming it.
@@ -15,6 +16,8 @@ import sys
 
 TYPE_CHECKING = False  # typing itself is not imported for the version either
 if TYPE_CHECKING:
+    from typing import Any
+
     import click
 
 
@@ -23,7 +26,7 @@ class _Main:
 
     name = "main"
 
-    def __call__(self, *args: object, **kwargs: object) -> object:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not args and not kwargs and sys.argv[1:] == ["--version"]:
             from toolrun import __version__
 
@@ -31,8 +34,9 @@ class _Main:
             sys.exit(0)
         return self._group()(*args, **kwargs)
 
-    def __getattr__(self, name: str) -> object:  # .main(), .name, .commands ...: the group's own
-        return getattr(self._group(), name)
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        """The click group's ``main`` (what ``CliRunner().invoke(main, ...)`` calls)."""
+        return self._group().main(*args, **kwargs)
 
     @staticmethod
     def _group() -> click.Group:
