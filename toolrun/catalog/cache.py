@@ -1,8 +1,9 @@
 """What loading a tool file gave, kept on disk per file so an unchanged catalog is parsed once.
 
-A file's entry is keyed by its name, size, modification and change times (nanoseconds) and inode, inside a
-cache for its tools directory that also names the loader's own code (the size and mtime of
-its source files): a changed file, or another toolrun, is read again, never served stale.
+A file's entry is keyed by its name, size, modification and change times (nanoseconds) and
+inode, inside one cache file per tools directory that also names the loader's own code (the
+size and mtime of its source files): a changed file, or another toolrun, is read again,
+never served stale.
 Only files whose result depends on nothing but their own text are kept: every tool loaded
 and of the shell or http backend (a python tool's checks read its module's source, and a
 plugin's checks may read anything). Each entry also keeps the per-tool lint findings once
@@ -53,8 +54,8 @@ def _code_stamp() -> str:
     parts: list[str] = [str(CACHE_FORMAT)]
     for name in _CODE:
         path = _PACKAGE / name
-        files = sorted(path.iterdir()) if path.is_dir() else [path]
-        for file in files:
+        files = sorted(p for p in path.iterdir() if p.suffix in (".py", ".json")) if path.is_dir() else [path]
+        for file in files:  # sources only: __pycache__ changes when Python compiles them
             try:
                 status = file.stat()
             except OSError:
@@ -72,17 +73,18 @@ class CatalogCache:
         self._entries: dict[str, Entry] = {}
         self._changed = False
         self._current: set[str] = set()  # files whose entry was checked against the disk in this process
+        self._stamp = ""
         if folder is None:
             return
-        stamp = _code_stamp()
-        key = hashlib.sha256(f"{directory.resolve()}\n{stamp}".encode()).hexdigest()[:24]
-        self._path = folder / f"catalog-{key}.marshal"
+        self._stamp = _code_stamp()
+        key = hashlib.sha256(str(directory.resolve()).encode()).hexdigest()[:24]
+        self._path = folder / f"catalog-{key}.marshal"  # one file per directory: another toolrun replaces it
         try:
             loaded = marshal.loads(self._path.read_bytes())
         except (OSError, EOFError, ValueError, TypeError):
             return
-        if isinstance(loaded, dict):
-            self._entries = loaded
+        if isinstance(loaded, dict) and loaded.get("code") == self._stamp and isinstance(loaded.get("files"), dict):
+            self._entries = loaded["files"]
 
     @classmethod
     def for_directory(cls, directory: Path) -> CatalogCache:
@@ -158,7 +160,7 @@ class CatalogCache:
             self._path.parent.mkdir(parents=True, exist_ok=True)
             handle, temporary = tempfile.mkstemp(dir=self._path.parent, prefix=".catalog-", suffix=".tmp")
             with os.fdopen(handle, "wb") as stream:
-                marshal.dump(self._entries, stream)
+                marshal.dump({"code": self._stamp, "files": self._entries}, stream)
             os.replace(temporary, self._path)
         except OSError:
             return
