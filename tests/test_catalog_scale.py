@@ -139,3 +139,16 @@ def test_near_duplicates_are_linted_among_the_tools_offered_together(tmp_path: P
     pair = load_checked_catalog(tmp_path, lint_together=lambda c: [c.get("list_files"), c.get("list_files_again")])
     apart = load_checked_catalog(tmp_path, lint_together=lambda c: [c.get("list_files"), c.get("get_weather")])
     assert "near-duplicate" in rules(pair) and "near-duplicate" not in rules(apart)
+
+
+def test_files_of_the_same_name_in_subfolders_are_kept_apart(tmp_path: Path, cache_dir: Path,
+                                                              parses: list[str]) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    write(tmp_path / "a", "tools.yaml", shell_tool("first_tool", "Prints the first greeting. Use it first; not for others."))
+    write(tmp_path / "b", "tools.yaml", shell_tool("second_tool", "Prints the second greeting. Use it second; not for others."))
+    first = load_checked_catalog(tmp_path)
+    again = load_checked_catalog(tmp_path)
+    assert parses == ["tools.yaml", "tools.yaml"]  # each parsed once
+    assert [(t.name, t.source.file) for t in again] == [(t.name, t.source.file) for t in first]
+    assert [t.source.file.parent.name for t in again] == ["a", "b"]

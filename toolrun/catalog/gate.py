@@ -60,6 +60,8 @@ def load_checked_catalog(directory: Path, *, lint: bool = True,
             findings += near_duplicate_findings(together)
             if together or not len(catalog):  # a recipe that picks no tool is not an empty catalog
                 findings += catalog_findings(together, str(directory))
+        elif not len(catalog):  # an empty catalog is said by every command
+            findings += catalog_findings([], str(directory))
         catalog.findings = sort_findings(findings)
     if cache is not None:
         cache.save()
