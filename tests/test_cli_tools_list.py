@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -183,3 +184,31 @@ def test_schema_unknown_name_is_exit_2() -> None:
     completed = run("schema", "toolz")
     assert completed.returncode == 2
     assert "Traceback" not in completed.stderr
+
+
+def _complete(words: str, cwd: Path, shell: str = "bash") -> subprocess.CompletedProcess:
+    toolrun = Path(sys.executable).parent / "toolrun"
+    env = {**os.environ, "_TOOLRUN_COMPLETE": f"{shell}_complete", "COMP_WORDS": words,
+           "COMP_CWORD": str(len(words.split(" ")) - 1)}
+    return subprocess.run([str(toolrun)], cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_tool_names_complete_for_call_and_tools_show(tmp_path: Path) -> None:
+    # The console script, as a shell runs it: ./tools.d by default, or the --tools-dir given.
+    repository = Path(__file__).resolve().parent.parent
+    called = _complete("toolrun call get_", repository)
+    assert called.returncode == 0 and called.stderr == ""
+    assert called.stdout.splitlines() == ["plain,get_disk_usage", "plain,get_flower_inventory", "plain,get_service_status"]
+    shown = _complete(f"toolrun tools show --tools-dir {repository / 'tools.d'} list_", tmp_path, shell="zsh")
+    lines = shown.stdout.splitlines()
+    assert lines[:3] == ["plain", "list_largest_directories",
+                         "Lists the biggest direct subdirectories of a directory with their total sizes,…"]
+    assert "list_recent_deployments" in lines
+
+
+def test_completion_stays_quiet_without_a_catalog(tmp_path: Path) -> None:
+    (tmp_path / "tools.d").mkdir()
+    (tmp_path / "tools.d" / "broken.yaml").write_text("name: [unclosed\n", encoding="utf-8")
+    for cwd in (tmp_path, tmp_path / "tools.d"):  # a broken file; no tools.d at all
+        completed = _complete("toolrun call ", cwd)
+        assert (completed.returncode, completed.stdout.strip(), completed.stderr) == (0, "", "")

@@ -16,7 +16,7 @@ import click
 
 from toolrun.api import acall, find_tool
 from toolrun.cli.approval_prompt import TerminalApprover
-from toolrun.cli.common import load_catalog_for_cli, tools_dir_option
+from toolrun.cli.common import complete_tool_names, load_catalog_for_cli, tools_dir_option
 from toolrun.errors import EXIT_RUN_FAILED, Problem, UserError
 from toolrun.execution import validate_arguments
 from toolrun.text import terminal_safe
@@ -24,7 +24,7 @@ from toolrun.tool import Tool
 
 
 @click.command("call")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_tool_names)
 @click.option("--arg", "arg_pairs", multiple=True, metavar="K=V",
               help="One argument; V is read as JSON when the schema says it is not a string. Repeatable.")
 @click.option("--args", "args_json", metavar="JSON", help="All arguments as one JSON object (--arg values win).")

@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import click
+from click.shell_completion import CompletionItem
 
 from toolrun.catalog.gate import ToolPicker, load_checked_catalog
+from toolrun.catalog.loader import load_catalog as load_catalog_quietly
 from toolrun.catalog.model import DEFAULT_TOOLS_DIR, Catalog
 from toolrun.cli.display import load_summary
 from toolrun.errors import EXIT_BAD_INPUT, LoadError
@@ -24,6 +26,22 @@ def tools_dir_option(function: Callable[..., Any]) -> Callable[..., Any]:
         default=None,
         help="Folder of tool files (*.yaml, *.yml). Default: ./tools.d",
     )(function)
+
+
+def complete_tool_names(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """Shell completion of a tool NAME: the catalog of --tools-dir (or ./tools.d), loaded quietly.
+
+    Completion must never print or fail: a broken or missing directory completes nothing.
+    """
+    from toolrun.cli.tools_list import first_sentence  # the same summary as `tools list`
+
+    directory = ctx.params.get("tools_dir") or DEFAULT_TOOLS_DIR
+    try:
+        tools = load_catalog_quietly(Path(directory)).catalog.tools
+    except Exception:
+        return []
+    return [CompletionItem(name, help=first_sentence(tool.description)) for name, tool in sorted(tools.items())
+            if name.startswith(incomplete)]
 
 
 def print_load_summary(catalog: Catalog) -> None:

@@ -10,7 +10,7 @@ import click
 
 from toolrun.catalog.gate import every_tool
 from toolrun.catalog.lint_rules import token_estimate
-from toolrun.cli.common import load_catalog_for_cli, tools_dir_option
+from toolrun.cli.common import complete_tool_names, load_catalog_for_cli, tools_dir_option
 from toolrun.errors import Problem, UserError
 from toolrun.export import FORMATS, ExportedTool, export_catalog, export_tool, tools_payload
 from toolrun.text import counted
@@ -52,7 +52,7 @@ def _print_changes(exported: list[ExportedTool], show_options: str, limit: int |
 
 
 @click.command("show")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_tool_names)
 @format_option
 @strict_option
 @tools_dir_option
