@@ -12,6 +12,7 @@ import asyncio
 import io
 import json
 import socket
+import subprocess
 import time
 import unicodedata
 from typing import Any
@@ -24,6 +25,7 @@ from hypothesis import strategies as st
 from tests.backend_helpers import call, make_tool
 from tests.loopback import Reply
 from tests.provider_helpers import STOCK_TOOL_PY, STOCK_TOOL_YAML, complete, load_tools, run_through_runner, user
+from tests.test_cli_recipe import FAKE_KEY, TOOLRUN, live_env, make_world
 from toolrun.backends import get_backend
 from toolrun.backends.base import CallContext
 from toolrun.backends.http import ERROR_EXCERPT_CHARS
@@ -496,3 +498,36 @@ def test_an_exception_without_text_still_says_something(tmp_path):
     (tmp_path / "t.py").write_text("def f():\n    raise RuntimeError()\n", encoding="utf-8")
     outcome = call(make_tool("python", {"function": "t.py:f"}, folder=tmp_path), {})
     assert outcome.is_error and outcome.result == "RuntimeError (no message)"
+
+
+# Whole runs from the command line, as a user (or an attacker's server) meets them ---------
+
+
+def _cli_recipe(tmp_path, server, *extra: str) -> subprocess.CompletedProcess[str]:
+    recipe = make_world(tmp_path)
+    return subprocess.run([str(TOOLRUN), "recipe", str(recipe), "--no-stream", "--no-log", *extra],
+                          env=live_env(server), capture_output=True, text=True, timeout=60)
+
+
+def test_a_recipe_run_given_arguments_a_thousand_deep_goes_on_with_an_error_result(tmp_path, loopback):
+    answers = iter([_chat_answer(_nested_text(1_000)),
+                    {"choices": [{"index": 0, "finish_reason": "stop",
+                                  "message": {"role": "assistant", "content": "玫瑰: 100"}}]}])
+    server = loopback(lambda r: Reply(200, next(answers)))
+    transcript = tmp_path / "run.jsonl"
+    completed = _cli_recipe(tmp_path, server, "--transcript", str(transcript), "--yes")
+    assert "Traceback" not in completed.stderr
+    assert "nested deeper than 64 levels" in transcript.read_text(encoding="utf-8")
+    assert len(server.requests) == 2  # the model saw the error result and answered
+
+
+def test_an_api_key_echoed_in_a_401_body_shows_no_part_of_it_anywhere(tmp_path, loopback):
+    server = loopback(lambda r: Reply(401, "y" * 279 + r.headers["authorization"].split()[-1] + " is not valid"))
+    transcript, cassette = tmp_path / "run.jsonl", tmp_path / "run.cassette.json"
+    completed = _cli_recipe(tmp_path, server, "--transcript", str(transcript), "--record", str(cassette))
+    assert completed.returncode == 1 and "Traceback" not in completed.stderr
+    outputs = [completed.stdout, completed.stderr, transcript.read_text(encoding="utf-8")]
+    if cassette.exists():
+        outputs.append(cassette.read_text(encoding="utf-8"))
+    for output in outputs:
+        assert FAKE_KEY[:8] not in output
