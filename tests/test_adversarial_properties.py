@@ -71,7 +71,7 @@ def test_argument_parsing_never_raises_and_keeps_what_it_was_given(raw: str):
         assert message.startswith("the arguments are not valid JSON") or "nested deeper" in message
 
 
-SECRET_ALPHABET = st.characters(whitelist_categories=["Lu", "Nd"], max_codepoint=0x7F)
+SECRET_ALPHABET = st.characters(whitelist_categories=["Lu"], max_codepoint=0x7F)  # no digits: a number is no secret
 secrets_ = st.text(SECRET_ALPHABET, min_size=8, max_size=30)
 surrounding = st.text(st.characters(whitelist_categories=["Ll", "Zs"], max_codepoint=0x7F), max_size=40)
 
@@ -185,3 +185,9 @@ def test_a_stream_assembler_fed_anything_raises_only_what_the_runner_reports(ass
         assembler.finish()
     except (ProviderError, *UNREADABLE_ANSWER):
         pass
+
+
+@pytest.mark.parametrize("value", ["\x1f-x", "\u3000--x", "\x85-x", "\xa0-x"])
+def test_the_option_guard_knows_every_whitespace_trim_removes(value: str):
+    with pytest.raises(OptionInjection):
+        ShellBackend()._argv({"argv": ["echo", "{{ p | trim }}"]}, {"p": value}, CallContext(environ={}), {"p": {}})

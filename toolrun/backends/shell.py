@@ -290,7 +290,10 @@ def _enumerated(schema: Any) -> bool:
 def _harmless(value: Any) -> Any:
     """``value`` with nothing that could start an option: no leading whitespace or dashes, no minus sign."""
     if isinstance(value, str):
-        return value.lstrip(" \t\r\n\f\v-") or "x"
+        start = 0  # past every leading dash and whitespace character a filter such as trim would remove
+        while start < len(value) and (value[start] == "-" or value[start].isspace()):
+            start += 1
+        return value[start:] or "x"
     if isinstance(value, bool):
         return value
     if isinstance(value, (int, float)):
