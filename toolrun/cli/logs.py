@@ -14,7 +14,7 @@ from toolrun.cli.group import ToolrunGroup
 from toolrun.cli.tools_list import format_table
 from toolrun.errors import Problem, UserError
 from toolrun.runlog import RunLog, default_log_path
-from toolrun.text import counted
+from toolrun.text import counted, terminal_safe
 
 _GROUP_LOGS = "toolrun.logs.path"  # click's meta is shared by a command and its subcommands
 _PREVIEW = 100  # characters of an argument or result shown on one line
@@ -81,8 +81,8 @@ def _list(*, limit: int, recipe: str | None, tool: str | None, errors: bool, as_
     rows = [(str(run["id"]), _time(run["started_at"]), run["command"], run["recipe"] or "", run["model"] or "",
              run["mode"] or "", str(run["turns"]), _calls(run), run["status"],
              f"{run['usage']['input_tokens']}/{run['usage']['output_tokens']}") for run in runs]
-    click.echo(format_table(("ID", "STARTED", "COMMAND", "RECIPE", "MODEL", "MODE", "TURNS", "CALLS", "STATUS",
-                             "TOKENS IN/OUT"), rows))
+    click.echo(terminal_safe(format_table(("ID", "STARTED", "COMMAND", "RECIPE", "MODEL", "MODE", "TURNS", "CALLS",
+                                           "STATUS", "TOKENS IN/OUT"), rows)))
 
 
 @logs_group.command("batches")
@@ -115,7 +115,7 @@ def show_command(run_id: int, as_json: bool, logs: Path | None) -> None:
     if as_json:
         click.echo(json.dumps(run, ensure_ascii=False, indent=2))
         return
-    click.echo("\n".join(format_run(run)))
+    click.echo(terminal_safe("\n".join(format_run(run))))  # results and answers came from untrusted hands
 
 
 @logs_group.command("search")
@@ -140,8 +140,8 @@ def search_command(words: tuple[str, ...], limit: int, as_json: bool, logs: Path
         return
     for hit in hits:
         run = runs[hit.run_id] or {}
-        click.echo(f"{hit.run_id}  {_time(run.get('started_at'))}  {run.get('recipe') or run.get('command')}  "
-                   f"[{hit.field}] {hit.excerpt}")
+        click.echo(terminal_safe(f"{hit.run_id}  {_time(run.get('started_at'))}  "
+                                 f"{run.get('recipe') or run.get('command')}  [{hit.field}] {hit.excerpt}"))
 
 
 def format_run(run: dict[str, Any]) -> list[str]:
