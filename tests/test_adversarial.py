@@ -35,6 +35,7 @@ from toolrun.cli.display import TerminalDisplay
 from toolrun.errors import ProviderError
 from toolrun.execution import execute_call
 from toolrun.json_limits import MAX_ARGUMENT_DEPTH
+from toolrun.mcp.mapping import json_object
 from toolrun.messages import Message, ModelRequest, ModelResponse, TextPart, Usage
 from toolrun.providers import get_provider_class
 from toolrun.providers.base import ProviderConfig
@@ -531,3 +532,8 @@ def test_an_api_key_echoed_in_a_401_body_shows_no_part_of_it_anywhere(tmp_path, 
         outputs.append(cassette.read_text(encoding="utf-8"))
     for output in outputs:
         assert FAKE_KEY[:8] not in output
+
+
+def test_a_tool_output_nested_thousands_deep_is_no_structured_content_and_no_crash():
+    assert json_object('{"a": ' + "[" * 100_000) is None
+    assert json_object('{"a": ' + "[" * 5_000 + "]" * 5_000 + "}") is None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from toolrun.json_limits import MAX_BODY_DEPTH, loads_bounded
 from toolrun.tool import Tool
 
 
@@ -28,7 +29,7 @@ def json_object(text: str) -> dict[str, Any] | None:
     if not stripped.startswith("{"):
         return None
     try:
-        value = json.loads(stripped)
+        value = loads_bounded(stripped, MAX_BODY_DEPTH)  # a tool's output may nest thousands deep
     except ValueError:
         return None
     return value if isinstance(value, dict) else None
