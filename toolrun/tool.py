@@ -76,6 +76,7 @@ class Tool:
     max_output: int = DEFAULT_MAX_OUTPUT
     confirm: bool = False
     annotations: Annotations | None = None
+    lint_ignore: tuple[str, ...] = ()  # lint rules the author accepts for this tool (listed as ignored)
 
     @property
     def base_dir(self) -> Path:

@@ -17,6 +17,7 @@ replaced atomically; one that cannot be read is ignored.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import marshal
 import os
@@ -172,20 +173,26 @@ def _status_key(status: os.stat_result) -> tuple[int, ...]:
     return (status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino)
 
 
+# Tool fields kept as they are (plain values); name, source, backend and annotations are rebuilt.
+_PLAIN_FIELDS = tuple(f.name for f in dataclasses.fields(Tool)
+                      if f.name not in ("name", "source", "backend", "annotations"))
+
+
 def _tool_fields(tool: Tool) -> tuple[Any, ...]:
     annotations = tool.annotations
-    return (tool.description, tool.parameters, tool.backend.kind, tool.backend.config, tool.source.line,
-            tool.source.key_lines, tool.sequential, tool.timeout, tool.max_output, tool.confirm,
-            None if annotations is None else (annotations.read_only, annotations.destructive,
-                                              annotations.idempotent, annotations.open_world, annotations.title))
+    # Every field of the model: a field added to Tool later is kept too (the code stamp drops old caches).
+    return (tool.backend.kind, tool.backend.config, tool.source.line, tool.source.key_lines,
+            None if annotations is None else dataclasses.astuple(annotations),
+            tuple(getattr(tool, name) for name in _PLAIN_FIELDS))
 
 
 def _tool(file: Path, name: str, fields: tuple[Any, ...]) -> Tool:
-    description, parameters, kind, config, line, key_lines, sequential, timeout, max_output, confirm, annotations = fields
-    return Tool(name=name, description=description, parameters=parameters, backend=BackendSpec(kind, config),
-                source=SourceLocation(file, line, key_lines), sequential=sequential, timeout=timeout,
-                max_output=max_output, confirm=confirm,
-                annotations=None if annotations is None else Annotations(*annotations))
+    kind, config, line, key_lines, annotations, plain_values = fields
+    values = dict(zip(_PLAIN_FIELDS, plain_values, strict=True))
+    if isinstance(values.get("lint_ignore"), list):
+        values["lint_ignore"] = tuple(values["lint_ignore"])
+    return Tool(name=name, backend=BackendSpec(kind, config), source=SourceLocation(file, line, key_lines),
+                annotations=None if annotations is None else Annotations(*annotations), **values)
 
 
 def _finding_fields(finding: LintFinding) -> tuple[Any, ...]:

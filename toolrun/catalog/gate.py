@@ -14,7 +14,14 @@ from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 
 from toolrun.catalog.cache import CatalogCache
-from toolrun.catalog.lint import LintFinding, catalog_findings, lint_tool, near_duplicate_findings, sort_findings
+from toolrun.catalog.lint import (
+    LintFinding,
+    apply_ignores,
+    catalog_findings,
+    lint_tool,
+    near_duplicate_findings,
+    sort_findings,
+)
 from toolrun.catalog.loader import load_catalog
 from toolrun.catalog.model import Catalog
 from toolrun.errors import LoadError, Problem, UserError
@@ -62,7 +69,7 @@ def load_checked_catalog(directory: Path, *, lint: bool = True,
                 findings += catalog_findings(together, str(directory))
         elif not len(catalog):  # an empty catalog is said by every command
             findings += catalog_findings([], str(directory))
-        catalog.findings = sort_findings(findings)
+        catalog.findings = sort_findings(apply_ignores(findings, list(catalog)))
     if cache is not None:
         cache.save()
     if on_loaded is not None:

@@ -7,6 +7,7 @@ docs/lint.md; the per-tool rules live in ``lint_rules``.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from toolrun.catalog import lint_rules
 from toolrun.catalog.lint_rules import Severity
 from toolrun.catalog.model import Catalog
 from toolrun.catalog.similarity import similar_groups, tokenize
-from toolrun.text import counted
+from toolrun.text import counted, did_you_mean
 from toolrun.tool import Tool
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
@@ -38,10 +39,11 @@ class LintFinding:
     rule: str
     severity: Severity
     message: str
+    ignored: bool = False  # the tool's ``lint: {ignore: [rule]}`` accepts it: listed, never counted
 
     def to_json(self) -> dict[str, Any]:
-        """The finding as in ``toolrun tools lint --json``."""
-        return {
+        """The finding as in ``toolrun tools lint --json`` (``"ignored": true`` only when it is)."""
+        document: dict[str, Any] = {
             "tool": self.tool,
             "file": self.file,
             "line": self.line,
@@ -49,11 +51,15 @@ class LintFinding:
             "severity": self.severity,
             "message": self.message,
         }
+        if self.ignored:
+            document["ignored"] = True
+        return document
 
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}: " if self.file and self.line else (f"{self.file}: " if self.file else "")
         subject = f"{self.tool}: " if self.tool else ""
-        return f"{where}{self.severity}: {subject}{self.message} [{self.rule}]"
+        accepted = " (ignored: lint.ignore)" if self.ignored else ""
+        return f"{where}{self.severity}: {subject}{self.message} [{self.rule}]{accepted}"
 
 
 def _finding(tool: Tool, raw: lint_rules.RawFinding) -> LintFinding:
@@ -236,9 +242,45 @@ def lint_catalog(
         findings.extend(lint_tool(tool))
     findings.extend(near_duplicate_findings(tools, near_duplicate_threshold))
     findings.extend(catalog_findings(tools, directory))
+    findings = apply_ignores(findings, tools)
     return sorted(findings, key=_sort_key)
 
 
+# Every rule the lint reports; ``lint: {ignore: [...]}`` may name these.
+RULES = frozenset({
+    "description-too-short", "no-usage-guidance", "parameter-missing-description", "missing-parameter-type",
+    "parameter-name", "openapi-nullable", "enum-in-prose", "near-duplicate", "strict-mode-incompatible",
+    "gemini-schema-incompatible", "token-cost", "too-many-tools", "empty-catalog",
+    "state-changing-without-annotations", "prompt-injection", "unused-parameter", "secret-in-argv",
+    "optional-path-parameter", "argv-option-injection", "model-chosen-host", "shell-exit-code",
+    "python-signature", "unknown-lint-rule",
+})
+# A poisoned description must never reach a model, however its file is annotated.
+NEVER_IGNORED = frozenset({"prompt-injection"})
+
+
+def apply_ignores(findings: list[LintFinding], tools: list[Tool]) -> list[LintFinding]:
+    """Mark the findings a tool's ``lint.ignore`` accepts; report names that are not rules."""
+    ignores = {tool.name: set(tool.lint_ignore) for tool in tools if tool.lint_ignore}
+    if not ignores:
+        return findings
+    marked = [dataclasses.replace(finding, ignored=True)
+              if finding.tool in ignores and finding.rule in ignores[finding.tool] and finding.rule not in NEVER_IGNORED
+              else finding for finding in findings]
+    for tool in tools:
+        for name in tool.lint_ignore:
+            if name in NEVER_IGNORED:
+                message = f"lint.ignore names {name}, which cannot be ignored: a poisoned description must not load"
+            elif name not in RULES:
+                guess = did_you_mean(name, RULES)
+                message = f"lint.ignore names {name!r}, which is not a lint rule" + (f"; did you mean {guess!r}?" if guess else "")
+            else:
+                continue
+            marked.append(LintFinding(tool.name, str(tool.source.file), tool.source.line_of("lint.ignore"),
+                                      "unknown-lint-rule", "warning", message))
+    return marked
+
+
 def count_by_severity(findings: Iterable[LintFinding]) -> Counter[str]:
-    """How many findings of each severity."""
-    return Counter(finding.severity for finding in findings)
+    """How many findings of each severity; ignored ones count apart, under ``"ignored"``."""
+    return Counter("ignored" if finding.ignored else finding.severity for finding in findings)

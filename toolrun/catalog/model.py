@@ -26,7 +26,7 @@ class Catalog:
     @property
     def lint_errors(self) -> list[LintFinding]:
         """Findings of severity error: a poisoned or broken tool that must not be offered to a model."""
-        return [finding for finding in self.findings if finding.severity == "error"]
+        return [finding for finding in self.findings if finding.severity == "error" and not finding.ignored]
 
     def __iter__(self) -> Iterator[Tool]:
         return iter(self.tools.values())

@@ -77,6 +77,7 @@ def build_tool(
         max_output=int(_own_or_default(raw, defaults, "max_output", DEFAULT_MAX_OUTPUT)),
         confirm=bool(_own_or_default(raw, defaults, "confirm", False)),
         annotations=_annotations(raw, defaults),
+        lint_ignore=_lint_ignore(raw, defaults),
     )
     problems += _backend_problems(tool, raw, defaults, file, label, at)
     return (None if problems else tool), problems
@@ -94,6 +95,15 @@ def _own_or_default(raw: Mapping[str, Any], defaults: Mapping[str, Any] | None, 
     if defaults and key in defaults:
         return defaults[key]
     return fallback
+
+
+def _lint_ignore(raw: Mapping[str, Any], defaults: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """The rules of ``lint: {ignore: [...]}``, the toolset's and the tool's own together."""
+    names: list[str] = []
+    for source in ((defaults or {}).get("lint"), raw.get("lint")):
+        if isinstance(source, Mapping):
+            names.extend(str(name) for name in source.get("ignore") or [])
+    return tuple(dict.fromkeys(names))
 
 
 def _annotations(raw: Mapping[str, Any], defaults: Mapping[str, Any] | None) -> Annotations | None:

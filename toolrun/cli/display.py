@@ -92,8 +92,8 @@ class TerminalDisplay(RunObserver):
 
 def load_summary(catalog: Catalog) -> str:
     """``toolrun: 7 tools from tools.d — 0 errors, 2 warnings (toolrun tools lint shows them)``."""
-    errors = sum(1 for finding in catalog.findings if finding.severity == "error")
-    warnings = sum(1 for finding in catalog.findings if finding.severity == "warning")
+    errors = sum(1 for finding in catalog.findings if finding.severity == "error" and not finding.ignored)
+    warnings = sum(1 for finding in catalog.findings if finding.severity == "warning" and not finding.ignored)
     line = (f"toolrun: {counted(len(catalog), 'tool')} from {catalog.directory} — "
             f"{counted(errors, 'error')}, {counted(warnings, 'warning')}")
     if errors or warnings:

@@ -47,7 +47,8 @@ def lint_command(ctx: click.Context, tools_dir: Path | None, as_json: bool, stri
             click.echo(str(finding))
         click.echo(
             f"{counted(len(catalog), 'tool')}: {counted(counts['error'], 'error')}, "
-            f"{counted(counts['warning'], 'warning')}, {counts['info']} info",
+            f"{counted(counts['warning'], 'warning')}, {counts['info']} info"
+            + (f", {counts['ignored']} ignored" if counts["ignored"] else ""),
             err=True,
         )
     if counts["error"] or (strict and counts["warning"]):

@@ -45,15 +45,15 @@ class LiveCatalog:
         self.snapshot = Snapshot(Catalog(directory=directory))
 
     def signature(self) -> Signature:
-        """Name, size and mtime of every tool file: any edit, addition or removal changes it."""
+        """Path, size and mtime of every tool file (subfolders too): any edit, addition, move or removal changes it."""
         found = []
         for path in tool_files(self.directory):
             try:
                 stat = path.stat()
             except OSError:  # a broken symlink or a file removed meanwhile: the load reports it
-                found.append((path.name, -1, -1))
+                found.append((str(path), -1, -1))
                 continue
-            found.append((path.name, stat.st_size, stat.st_mtime_ns))
+            found.append((str(path), stat.st_size, stat.st_mtime_ns))
         return tuple(found)
 
     def refresh(self) -> bool:
