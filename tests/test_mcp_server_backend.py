@@ -237,3 +237,46 @@ def test_a_server_reached_over_http_with_a_secret_header(tmp_path: Path, team_mc
     local = toolrun.call(toolrun.load_catalog(ROOT / "tools.d"), "get_flower_inventory", {"city": "上海"})
     assert (out.result, out.is_error) == (local.result, False)
     assert [e["tool"] for e in team_mcp_server.audit_entries() if e["client"] == "upstream"] == ["get_flower_inventory"]
+
+
+WHO_SERVER = '''
+import os
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("who")
+
+@server.tool(description="Returns the token this MCP server was started with, as text. Use it when asked which "
+                         "token the server holds; do not use it for anything else. It changes nothing.")
+def who() -> str:
+    return "token=" + os.environ.get("TOK", "<none>")
+
+@server.tool(description="Stops this MCP server at once, for tests. Use it only when asked to stop the server; "
+                         "do not use it otherwise. It changes nothing else.")
+def die() -> str:
+    os._exit(3)
+
+server.run()
+'''
+
+
+def test_a_shared_server_holds_the_process_secret_and_every_run_redacts_it(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server outlives runs: it is started from the process environment, never from one run's
+    ``environ`` (which another run would then see), and each run redacts what it was given."""
+    monkeypatch.setenv("TOK", "process-SECRET-0000")
+    write(tmp_path, "who_server.py", WHO_SERVER)
+    write(tmp_path, "who.yaml", """
+        mcp_server:
+          command: [python, who_server.py]
+          env: {TOK: "${env:TOK}"}
+          timeout: 30s
+    """)
+    catalog = toolrun.load_catalog(tmp_path, lint=False)
+    run_a = dict(os.environ, TOK="alpha-SECRET-1111")
+    run_b = dict(os.environ, TOK="bravo-SECRET-2222")
+    assert toolrun.call(catalog, "who", {}, environ=run_a).result == "token=***"
+    assert toolrun.call(catalog, "die", {}, environ=run_b).is_error  # run B's call restarts it next time
+    for environ in (run_b, run_a):
+        out = toolrun.call(catalog, "who", {}, environ=environ)
+        assert out.result == "token=***", out.result
+        assert "SECRET" not in out.result

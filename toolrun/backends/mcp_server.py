@@ -7,9 +7,11 @@ thread that owns every client session — so one connection serves every call of
 of every run of the process), whatever event loop the caller runs in. A server that dies
 mid-run turns the calls in flight into error results; the next call starts it again, once.
 
-``${env:NAME}`` in ``env`` and ``headers`` is read when the connection opens and is
-redacted from every result. ``python`` as the command is the interpreter running toolrun,
-so a server written with the SDK toolrun depends on runs wherever toolrun runs.
+``${env:NAME}`` in ``env`` and ``headers`` is read from the process environment when the
+connection opens — a server is shared by every run of the process, so no run's own
+``environ`` ever reaches it — and every run that calls the server redacts those values.
+``python`` as the command is the interpreter running toolrun, so a server written with the
+SDK toolrun depends on runs wherever toolrun runs.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any
 
 from toolrun.backends.base import Backend, BackendOutput, CallContext
 from toolrun.errors import Problem
-from toolrun.secrets import ENV_REFERENCE, read_secret
+from toolrun.secrets import ENV_REFERENCE, read_secret, register_secret
 from toolrun.tool import Tool
 
 DEFAULT_CONNECT_TIMEOUT_SECONDS = 30.0
@@ -94,8 +96,9 @@ class RemoteTool:
     annotations: dict[str, Any] = field(default_factory=dict)  # the protocol's hint names
 
 
-def _expand(text: str, environ: Mapping[str, str] | None) -> str:
-    return ENV_REFERENCE.sub(lambda match: read_secret(match.group(1), environ), text)
+def _kept(value: str, resolved: list[str]) -> str:
+    resolved.append(value)
+    return value
 
 
 def _tail(path: Path) -> str:
@@ -128,34 +131,47 @@ class _Connection:
         descriptor, name = tempfile.mkstemp(prefix="toolrun-mcp-", suffix=".stderr")
         self.stderr_file = os.fdopen(descriptor, "w+", encoding="utf-8")  # the server's stderr, for its tail
         self.stderr_path = Path(name)
+        self.secrets: tuple[str, ...] = ()  # the ${env:...} values the server was given: every caller redacts them
 
     @property
     def alive(self) -> bool:
         return self.client is not None and not self.finished
 
-    def transport(self, environ: Mapping[str, str] | None) -> Any:
+    def transport(self) -> Any:
+        """The SDK transport, its secrets read from the process environment (the server outlives any run)."""
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
         spec = self.spec
+        resolved: list[str] = []
+
+        def expand(text: str) -> str:
+            return ENV_REFERENCE.sub(lambda match: _kept(read_secret(match.group(1)), resolved), text)
+
+        try:
+            return self._transport(spec, expand, stdio_client, StdioServerParameters)
+        finally:
+            self.secrets = tuple(resolved)
+
+    def _transport(self, spec: ServerSpec, expand: Any, stdio_client: Any, parameters_class: Any) -> Any:
         if spec.url:
             import httpx2
             from mcp.client.streamable_http import streamable_http_client
 
-            headers = {name: _expand(value, environ) for name, value in spec.headers}
+            headers = {name: expand(value) for name, value in spec.headers}
             return streamable_http_client(spec.url, http_client=httpx2.AsyncClient(headers=headers, timeout=spec.timeout))
         command = [sys.executable if spec.command[0] in ("python", "python3") else spec.command[0], *spec.command[1:]]
-        env = {name: _expand(value, environ) for name, value in spec.env}
-        parameters = StdioServerParameters(command=command[0], args=command[1:], env=env, cwd=spec.cwd)
+        env = {name: expand(value) for name, value in spec.env}
+        parameters = parameters_class(command=command[0], args=command[1:], env=env, cwd=spec.cwd)
         return stdio_client(parameters, errlog=self.stderr_file)
 
-    async def hold(self, environ: Mapping[str, str] | None) -> None:
+    async def hold(self) -> None:
         """Open the session, serve calls until ``closing`` is set or the server goes away."""
         from mcp import Client
 
         self.starts += 1
         self.finished = False
         try:
-            async with Client(self.transport(environ), mode="auto", read_timeout_seconds=None) as client:
+            async with Client(self.transport(), mode="auto", read_timeout_seconds=None) as client:
                 self.client = client
                 self.ready.set()
                 await self.closing.wait()
@@ -200,7 +216,7 @@ class ServerHub:
     def submit(self, coroutine: Any) -> Future[Any]:
         return asyncio.run_coroutine_threadsafe(coroutine, self._running_loop())
 
-    async def _connected(self, spec: ServerSpec, environ: Mapping[str, str] | None) -> _Connection:
+    async def _connected(self, spec: ServerSpec) -> _Connection:
         """The live connection for ``spec``: started if new, restarted once if it died."""
         connection = self._connections.get(spec)
         if connection is not None and connection.alive:
@@ -216,7 +232,7 @@ class ServerHub:
             raise connection.unavailable("did not start")
         connection.ready.clear()
         connection.failure = None
-        task = asyncio.get_running_loop().create_task(connection.hold(environ))
+        task = asyncio.get_running_loop().create_task(connection.hold())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         try:
@@ -230,8 +246,8 @@ class ServerHub:
             raise connection.unavailable("did not start")
         return connection
 
-    async def _list(self, spec: ServerSpec, environ: Mapping[str, str] | None) -> list[RemoteTool]:
-        connection = await self._connected(spec, environ)
+    async def _list(self, spec: ServerSpec) -> list[RemoteTool]:
+        connection = await self._connected(spec)
         try:
             async with asyncio.timeout(spec.timeout):
                 listed = await connection.client.list_tools()
@@ -243,12 +259,11 @@ class ServerHub:
             raise connection.unavailable("failed to list its tools") from None
         return [_remote_tool(tool) for tool in listed.tools]
 
-    async def _call(self, spec: ServerSpec, name: str, arguments: dict[str, Any],
-                    environ: Mapping[str, str] | None) -> BackendOutput:
+    async def _call(self, spec: ServerSpec, name: str, arguments: dict[str, Any]) -> BackendOutput:
         from mcp_types import CONNECTION_CLOSED  # the SDK's code for a session whose transport went away
 
         try:
-            connection = await self._connected(spec, environ)
+            connection = await self._connected(spec)
         except McpServerUnavailable as exc:
             return BackendOutput(str(exc), True)
         try:
@@ -265,14 +280,18 @@ class ServerHub:
             return BackendOutput(f"the MCP server {spec.label} refused the call: {_describe(exc)}", True)
         return BackendOutput(result_text(result), bool(result.is_error))
 
-    def list_tools(self, spec: ServerSpec, environ: Mapping[str, str] | None = None) -> list[RemoteTool]:
+    def list_tools(self, spec: ServerSpec) -> list[RemoteTool]:
         """The server's tools (blocking; any thread, any loop). ``McpServerUnavailable`` when it cannot answer."""
-        return self.submit(self._list(spec, environ)).result()
+        return self.submit(self._list(spec)).result()
 
-    async def call(self, spec: ServerSpec, name: str, arguments: dict[str, Any],
-                   environ: Mapping[str, str] | None = None) -> BackendOutput:
+    async def call(self, spec: ServerSpec, name: str, arguments: dict[str, Any]) -> BackendOutput:
         """Call ``name`` on the server from any event loop; cancelling the caller cancels the request."""
-        return await asyncio.wrap_future(self.submit(self._call(spec, name, arguments, environ)))
+        return await asyncio.wrap_future(self.submit(self._call(spec, name, arguments)))
+
+    def secrets_of(self, spec: ServerSpec) -> tuple[str, ...]:
+        """The secret values the server of ``spec`` was started with (none before it starts)."""
+        connection = self._connections.get(spec)
+        return connection.secrets if connection is not None else ()
 
     def close(self, timeout: float = 5.0) -> None:
         """Close every connection (servers started over stdio are stopped)."""
@@ -353,6 +372,11 @@ class McpServerBackend(Backend):
 
     async def run(self, tool: Tool, arguments: dict[str, Any], context: CallContext) -> BackendOutput:
         spec = server_spec(tool.backend.config, tool.base_dir)
-        for _name, value in (*spec.env, *spec.headers):  # this call's redactor learns the server's secrets
-            _expand(value, context.environ)
-        return await server_hub().call(spec, str(tool.backend.config["tool"]), arguments, context.environ)
+        hub = server_hub()
+        try:
+            return await hub.call(spec, str(tool.backend.config["tool"]), arguments)
+        finally:
+            # The server was given these (from the process environment, once): whatever it answers, this
+            # call's run redacts them — and no run's own environ ever reaches a server other runs share.
+            for value in hub.secrets_of(spec):
+                register_secret(value)
