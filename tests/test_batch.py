@@ -320,3 +320,61 @@ def test_batch_runs_are_grouped_in_the_run_log_and_view_draws_the_batch(tmp_path
     html = page.read_text(encoding="utf-8")
     assert html.count('<tr class="run" data-status="ok">') == 3 and "row1" in html and "北京有玫瑰" in html
     assert all(city in CITIES for city in (run["vars"]["city"] for run in runs))
+
+
+# ----------------------------------------------------------------- approval and progress
+
+
+def test_a_tool_that_asks_for_approval_is_refused_in_a_batch_unless_yes(tmp_path: Path):
+    make_world(tmp_path)
+    tool = tmp_path / "tools.d" / "flowers.yaml"
+    tool.write_text(tool.read_text(encoding="utf-8") + "confirm: true\n", encoding="utf-8")
+    write_rows(tmp_path / "rows.jsonl", 2)
+    script = f"scripted:{tmp_path / 'script.yaml'}"
+    refused = batch(tmp_path, "--model", script, "--no-log")
+    assert refused.exit_code == 0, refused.stderr  # every run ran: the refusal is the tool's result
+    assert {call["is_error"] for line in read_lines(tmp_path / "out.jsonl") for call in line["tool_calls"]} == {True}
+    (tmp_path / "out.jsonl").unlink()
+    approved = batch(tmp_path, "--model", script, "--no-log", "--yes")
+    assert approved.exit_code == 0, approved.stderr
+    assert {call["result"] for line in read_lines(tmp_path / "out.jsonl") for call in line["tool_calls"]} == {"玫瑰: 100"}
+
+
+class FakeStream:
+    def __init__(self, tty: bool) -> None:
+        self.tty, self.text = tty, ""
+
+    def isatty(self) -> bool:
+        return self.tty
+
+    def write(self, text: str) -> None:
+        self.text += text
+
+    def flush(self) -> None:
+        pass
+
+
+def test_progress_is_a_bar_on_a_terminal_and_a_line_every_few_seconds_elsewhere():
+    from toolrun.batch.plan import BatchPlan
+    from toolrun.cli.batch import Progress
+
+    plan = BatchPlan.__new__(BatchPlan)
+    plan.batch_id, plan.jobs, plan.todo, plan.kept, plan.concurrency = "batch-x", [None] * 4, [None] * 3, [{}], 2
+    line = {"status": "failed", "usage": {"input_tokens": 10, "output_tokens": 5}}
+    for tty in (True, False):
+        now = [0.0]
+        stream = FakeStream(tty)
+        progress = Progress(stream, clock=lambda now=now: now[0])  # type: ignore[arg-type]
+        progress.on_batch_start(plan)
+        assert "4 runs, 1 already done, 2 at a time" in stream.text
+        now[0] = 2.0
+        progress.on_result(line)
+        now[0] = 6.0
+        progress.on_result({**line, "status": "ok"})
+        progress.finish()
+        if tty:
+            assert stream.text.count("\r") == 2 and "2/4  failures 1  tokens 15  ETA 4s" in stream.text
+            assert stream.text.rstrip().endswith("3/4  failures 1  tokens 30  ETA 3s\x1b[K")
+        else:
+            assert "\r" not in stream.text
+            assert stream.text.splitlines()[1:] == ["[##################......] 3/4  failures 1  tokens 30  ETA 3s"]

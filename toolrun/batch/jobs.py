@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from toolrun.approval import approve_all
 from toolrun.catalog.model import Catalog
 from toolrun.errors import UserError
 from toolrun.play import Mode, arun
@@ -54,6 +55,7 @@ class RunOptions:
     max_turns: int | None = None
     stream: bool | None = None
     environ: dict[str, str] | None = None  # None: this process's environment
+    approve_all: bool = False  # a tool that asks for approval: False refuses it (nobody is there to say yes)
 
 
 async def play_job(job: Job, recipe: Recipe, catalog: Catalog, options: RunOptions, *, batch_id: str,
@@ -64,7 +66,8 @@ async def play_job(job: Job, recipe: Recipe, catalog: Catalog, options: RunOptio
     try:
         result = await arun(recipe, vars=job.vars, model=job.model, mode=options.mode, replay=options.replay,
                             catalog=catalog, observer=observer, stream=options.stream, max_turns=options.max_turns,
-                            transport=transport, environ=options.environ)
+                            transport=transport, environ=options.environ,
+                            approver=approve_all if options.approve_all else None)
     except UserError:
         raise
     except Exception as exc:  # a run that crashed is a failed row, not a stopped batch

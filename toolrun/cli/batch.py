@@ -44,12 +44,14 @@ PLAIN_PROGRESS_EVERY_S = 5.0  # without a terminal: one progress line this often
 @click.option("--replay", type=click.Path(path_type=Path, dir_okay=False), help="play the model side back from this cassette, offline")
 @click.option("--live", is_flag=True, help="never fall back to the recording beside the recipe")
 @click.option("--max-turns", type=click.IntRange(min=1), help="most model requests in each run")
+@click.option("--yes", "assume_yes", is_flag=True,
+              help="approve every call of a tool that asks for confirmation (without it, such calls are refused)")
 @click.option("--json", "as_json", is_flag=True, help="print the summary as one JSON document on stdout")
 @run_log_options
 def batch_command(recipe_path: Path, inputs: Path, out: Path | None, concurrency: int | None, models: tuple[str, ...],
                   repeat: int, resume: bool, no_retry_failed: bool, min_pass_rate: float | None,
                   ray_address: str | None, tools_dir: Path | None, replay: Path | None, live: bool,
-                  max_turns: int | None, as_json: bool, logs: Path | None, no_log: bool) -> None:
+                  max_turns: int | None, assume_yes: bool, as_json: bool, logs: Path | None, no_log: bool) -> None:
     """Run RECIPE once per row of --inputs (× each --model × --repeat), and summarise the pass rate.
 
     \b
@@ -60,7 +62,8 @@ def batch_command(recipe_path: Path, inputs: Path, out: Path | None, concurrency
         recipe=recipe_path, inputs=inputs, out=out or Path(f"{recipe_path.stem}.results.jsonl"), models=list(models),
         repeat=repeat, concurrency=concurrency, resume=resume, retry_failed=not no_retry_failed, tools_dir=tools_dir,
         options=RunOptions(mode="replay" if replay is not None else ("live" if live else "auto"),
-                           replay=str(replay) if replay is not None else None, max_turns=max_turns))
+                           replay=str(replay) if replay is not None else None, max_turns=max_turns,
+                           approve_all=assume_yes))
     progress = Progress(sys.stderr)
     run_log = open_run_log(logs, no_log)
     try:
