@@ -13,6 +13,7 @@ import pytest
 from tests.batch_world import make_world, read_lines, write_rows
 from tests.loopback import Recorded, Reply
 from tests.test_batch import FAKE_KEY, batch, clean_env, openai_answer
+from toolrun.runlog import RunLog
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'toolrun[ray]'); --ray is not tested")
 
@@ -45,8 +46,12 @@ def test_ray_gives_the_lines_of_a_local_batch_and_resumes_the_same_way(tmp_path:
     local_lines = read_lines(tmp_path / "out.jsonl")
     (tmp_path / "out.jsonl").rename(tmp_path / "local.jsonl")
 
-    on_ray = batch(tmp_path, "--model", script, "--repeat", "2", "--no-log", "--ray", "--json")
+    log = tmp_path / "logs.db"
+    on_ray = batch(tmp_path, "--model", script, "--repeat", "2", "--logs", str(log), "--ray", "--json")
     assert on_ray.exit_code == 0, on_ray.stderr
+    batch_id = json.loads(on_ray.stdout)["batch"]
+    (logged,) = RunLog.open(log).list_batches()
+    assert logged["batch"] == batch_id and logged["runs"] == 20 and logged["ok"] == 20
     ray_lines = read_lines(tmp_path / "out.jsonl")
     assert len(ray_lines) == 20 and comparable(ray_lines) == comparable(local_lines)
     assert json.loads(on_ray.stdout)["models"][0]["passed"] == 20

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from toolrun.batch.jobs import Job, play_job
+from toolrun.batch.logged_lines import log_result_line
 from toolrun.batch.plan import BatchPlan, BatchSpec, plan_batch
 from toolrun.batch.rate_limit import RateLimiter
 from toolrun.batch.results_file import ResultsFile
@@ -70,7 +71,8 @@ async def run_batch(spec: BatchSpec, *, observer: BatchObserver | None = None, r
                     ray_address: str | None = None, use_ray: bool = False) -> BatchSummary:
     """Plan and run a batch; returns its summary (every run of the batch, resumed ones included).
 
-    ``run_log``: each run is written there, grouped under the batch id (``session``).
+    ``run_log``: each run is written there, grouped under the batch id (``session``); on Ray
+    the driver writes each finished run from its result line.
     ``use_ray``: run on Ray (``ray_address`` None: a local cluster). Raises ``UserError``
     for bad input, before any run or as soon as a run meets it.
     """
@@ -80,9 +82,15 @@ async def run_batch(spec: BatchSpec, *, observer: BatchObserver | None = None, r
     lines = list(plan.kept)
     results = ResultsFile(spec.out, keep=plan.foreign + plan.kept if spec.resume else None)
 
+    log_problem: list[str] = []
+
     def finished(line: dict[str, Any]) -> None:
         results.append(line)
         lines.append(line)
+        if use_ray and run_log is not None and not log_problem:  # a local run logged itself as it went
+            problem = log_result_line(run_log, line, recipe=plan.recipe.name)
+            if problem:
+                log_problem.append(problem)
         observer.on_result(line)
 
     try:
