@@ -106,7 +106,7 @@ def test_strict_replay_fails_on_a_divergence_and_passes_a_faithful_one() -> None
     assert diverged.exit_code == 1
     document = json.loads(diverged.stdout)
     assert document["stop_reason"] == "error" and document["divergences"]
-    assert "strict replay: the run diverged from its recording" in document["error"]
+    assert document["error"].startswith("the replay stopped: strict: the run diverged from its recording")
     assert document["turns"] == []  # stopped at the first divergence: no tool ran on a changed conversation
     # without --strict the same run reports the divergence but is not failed by it
     lenient = invoke("recipe", str(INVENTORY), "--var", "question=只看北京")
@@ -180,3 +180,37 @@ def test_a_local_server_needs_no_key(loopback, tmp_path: Path) -> None:
                       encoding="utf-8")
     refused = invoke("recipe", str(remote), env=clean_env())
     assert refused.exit_code == 2 and "OPENAI_API_KEY" in refused.stderr
+
+
+def test_replay_tools_alone_replays_the_recording_beside_the_recipe_even_with_a_local_provider(tmp_path: Path) -> None:
+    # a local base_url needs no key, so the run would be live: --replay-tools says it is a replay
+    recipe = tmp_path / "inventory.yaml"
+    recipe.write_text(INVENTORY.read_text(encoding="utf-8").replace(
+        "tools_dir: ../tools.d", f"tools_dir: {INVENTORY.parent.parent / 'tools.d'}\nprovider: {{base_url: 'http://127.0.0.1:9/v1'}}"),
+        encoding="utf-8")
+    (tmp_path / "inventory.cassette.json").write_text(
+        (INVENTORY.parent / "inventory.cassette.json").read_text(encoding="utf-8"), encoding="utf-8")
+    result = invoke("recipe", str(recipe), "--replay-tools", "--strict")
+    assert result.exit_code == 0, result.stderr
+    assert "tool results are played back from the recording" in result.stderr
+    assert result.stdout.rstrip("\n") == ANSWER
+
+
+def test_an_empty_prompt_is_refused_not_ignored() -> None:
+    result = invoke("recipe", str(INVENTORY), "  ")
+    assert result.exit_code == 2 and "the prompt is empty" in result.stderr
+
+
+def test_the_blocking_twins_say_what_to_use_inside_a_running_loop() -> None:
+    import asyncio
+
+    import toolrun
+
+    async def inside() -> str:
+        try:
+            toolrun.run(INVENTORY)
+        except toolrun.UserError as exc:
+            return str(exc)
+        return "no error"
+
+    assert "use await toolrun.arun(...)" in asyncio.run(inside())

@@ -137,6 +137,8 @@ def _check_isolated(result: toolrun.RunResult, own: str, other: str) -> None:
     assert own not in text and "token=***" in text and "the token is ***" in text
     assert result.redactor is not None
     assert own in result.redactor.secrets and other not in result.redactor.secrets
+    # what a library caller keeps is redacted too, not only the JSON document
+    assert result.final == "the token is ***" and result.turns[-1].text == "the token is ***"
 
 
 def test_two_concurrent_runs_as_tasks_keep_their_secrets_apart(tmp_path: Path, run_scope: Redactor) -> None:

@@ -92,7 +92,8 @@ async def acall(catalog: Catalog, name: str, arguments: Any = None, *, approver:
 
 def call(catalog: Catalog, name: str, arguments: Any = None, *, approver: Approver | None = None,
          environ: Mapping[str, str] | None = None, allow_hosts: list[str] | None = None) -> CallResult:
-    """Blocking twin of ``acall``."""
+    """Blocking twin of ``acall`` (in async code, ``await toolrun.acall(...)``)."""
+    _not_in_a_running_loop("call", "acall")
     return asyncio.run(acall(catalog, name, arguments, approver=approver, environ=environ, allow_hosts=allow_hosts))
 
 
@@ -116,7 +117,18 @@ def run(
     environ: Mapping[str, str] | None = None,
 ) -> RunResult:
     """Blocking twin of ``arun`` (see there): play a recipe until the model answers."""
+    _not_in_a_running_loop("run", "arun")
     return asyncio.run(arun(recipe, vars=vars, model=model, mode=mode, prompt=prompt, tools_dir=tools_dir,
                             catalog=catalog, observer=observer, approver=approver, stream=stream,
                             max_turns=max_turns, record=record, replay=replay, strict=strict,
                             replay_tools=replay_tools, environ=environ))
+
+
+def _not_in_a_running_loop(blocking: str, twin: str) -> None:
+    """The blocking twins start an event loop: inside one (an async tool, a notebook) say what to use."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise UserError(Problem(None, None, f"toolrun.{blocking}() cannot run inside a running event loop",
+                            f"use await toolrun.{twin}(...) there"))

@@ -80,6 +80,8 @@ class RunFailed(ToolrunError):
 class ProviderError(RunFailed):
     """A provider answered with an error, or could not be reached."""
 
+    reason = "the provider failed"  # how a run that ends on this error says why
+
     def __init__(self, message: str, *, status: int | None = None, retryable: bool = False):
         super().__init__(message)
         self.status = status

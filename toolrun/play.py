@@ -51,12 +51,14 @@ from toolrun.runner import RunObserver, run_conversation
 from toolrun.secrets import redacting, run_redactor
 
 Mode = Literal["auto", "live", "replay"]
-STRICT_DIVERGENCE = ("strict replay: the run diverged from its recording (record it again with --record "
+STRICT_DIVERGENCE = ("strict: the run diverged from its recording (record it again with --record "
                      "if the change is intended)")
 
 
 class ReplayDiverged(ProviderError):
     """A strict replay met a request its recording does not hold."""
+
+    reason = "the replay stopped"
 MODES: tuple[str, ...] = ("auto", "live", "replay")
 
 
@@ -105,6 +107,11 @@ async def arun(
     if mode not in MODES:
         raise UserError(Problem(None, None, f"mode {mode!r} is not one of {', '.join(MODES)}",
                                 "use auto, live or replay"))
+    if prompt is not None and not prompt.strip():
+        raise UserError(Problem(None, None, "the prompt is empty", "say what to ask, or leave the prompt out to use "
+                                                                   "the recipe's own messages"))
+    if replay_tools and mode == "auto":
+        mode = "replay"  # the tools' results come from a recording: the model's side does too
     redactor = run_redactor()
     with redacting(redactor):  # every secret this run reads stays in this run
         play = _Play(recipe if isinstance(recipe, Recipe) else load_recipe(Path(recipe)), observer or RunObserver(),
@@ -175,6 +182,9 @@ class _Play:
                 raise UserError(Problem(None, None, f"replaying the tools' results needs a replay; this run is {connection.mode}",
                                         "add --replay FILE (or drop --replay-tools)"))
             execute = RecordedToolResults(connection.replay, type(connection.provider))
+            connection.notices.append("tool results are played back from the recording: no tool runs")
+        elif self.strict and connection.replay is None:
+            connection.notices.append(f"--strict applies to replays; this run is {connection.mode}")
 
         self.observer.on_run_start(recipe=recipe.name, model=connection.spec, mode=connection.mode)
         for notice in connection.notices:

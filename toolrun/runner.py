@@ -71,7 +71,7 @@ class RunSettings:
     max_tokens: int | None = None
     stream: bool = True
     max_consecutive_failures: int = 5
-    max_concurrency: int = 16  # tool calls running at once; the others of a turn wait (DESIGN §6)
+    max_concurrency: int = 16  # tool calls running at once; the others of a turn wait, none is dropped
     # A forced choice ("required" or a tool's name) applies to the first request only;
     # forcing it on every turn would make the model call tools forever.
     reset_tool_choice: bool = True
@@ -251,7 +251,7 @@ class _ConversationLoop:
                     self._request(turn_index), stream=self.settings.stream, on_event=self._on_event
                 )
             except ProviderError as exc:
-                return self._finish("error", f"the provider failed: {exc}")
+                return self._finish("error", f"{exc.reason}: {exc}")
             except UNREADABLE_ANSWER as exc:  # valid JSON of the wrong shape: an adapter met a list, not an object
                 return self._finish("error", redact(f"the provider failed: its answer has a shape toolrun cannot read "
                                                     f"({type(exc).__name__}: {exc}); is the server really "
@@ -261,7 +261,9 @@ class _ConversationLoop:
             self.history.append(response.message)
             self.final = response.message.text or self.final
             self.observer.on_model_response(turn_index, response)
-            turn = TurnRecord(response.stop_reason, response.message.text, response.usage)
+            # Records are what callers keep and print: a secret the model repeats is redacted there (the
+            # history sent back to the model stays as the model wrote it).
+            turn = TurnRecord(response.stop_reason, redact(response.message.text), response.usage)
             if not calls:
                 self._end_turn(turn)
                 return self._finish_answer(response)
@@ -325,7 +327,7 @@ class _ConversationLoop:
 
     async def _run_call_now(self, call: ToolCall, stop_reason: str, turn: list[ToolCall]) -> ToolCallRecord:
         self.observer.on_tool_call_start(call)
-        shown_arguments = call.arguments if call.arguments is not None else call.raw_arguments
+        shown_arguments = redact(call.arguments if call.arguments is not None else call.raw_arguments)
         refusal = self._refusal(call, stop_reason)
         if refusal is not None:
             record = ToolCallRecord(call.id, call.name, shown_arguments, refusal, True, 0)
@@ -382,7 +384,7 @@ class _ConversationLoop:
 
     def _finish(self, stop_reason: str, error: str | None) -> RunResult:
         return RunResult(
-            final=self.final,
+            final=redact(self.final),
             stop_reason=stop_reason,
             usage=self.usage,
             turns=self.turns,

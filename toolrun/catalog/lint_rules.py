@@ -350,7 +350,7 @@ def injection_findings(tool: Tool) -> Iterator[RawFinding]:
             if match:
                 yield RawFinding(
                     "prompt-injection",
-                    "error",  # DESIGN §5: a poisoned tool must not load silently
+                    "error",  # a poisoned tool must not load silently
                     key_path,
                     f"{what} {meaning} ({match.group(0)!r}): describe what the tool does instead of "
                     "instructing the model; text like this is how tool poisoning works",
