@@ -152,3 +152,17 @@ def test_files_of_the_same_name_in_subfolders_are_kept_apart(tmp_path: Path, cac
     assert parses == ["tools.yaml", "tools.yaml"]  # each parsed once
     assert [(t.name, t.source.file) for t in again] == [(t.name, t.source.file) for t in first]
     assert [t.source.file.parent.name for t in again] == ["a", "b"]
+
+
+def test_call_finds_its_file_through_the_cache_s_names_and_reads_a_changed_file(tmp_path: Path, cache_dir: Path,
+                                                                               parses: list[str]) -> None:
+    write(tmp_path, "a_greet.yaml", shell_tool("greet", "Says hello on stdout. Use it to check the wiring; not for real work."))
+    write(tmp_path, "b_other.yaml", shell_tool("other", "Says goodbye on stdout. Use it to check the wiring; not for real work."))
+    load_checked_catalog(tmp_path)  # fills the cache and its name index
+    parses.clear()
+    assert CliRunner().invoke(main, ["call", "greet", "--tools-dir", str(tmp_path)]).exit_code == 0
+    assert parses == ["a_greet.yaml"]
+    # b_other.yaml now defines greet too: changed since cached, so it is read, and the duplicate found.
+    write(tmp_path, "b_other.yaml", shell_tool("greet", "Says hello again. Use it to check the wiring; not for real work."))
+    twice = CliRunner().invoke(main, ["call", "greet", "--tools-dir", str(tmp_path)])
+    assert twice.exit_code == 2 and "duplicate tool name 'greet'" in twice.stderr

@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolrun.approval import Approver
 from toolrun.backends.base import CallContext
@@ -19,15 +19,16 @@ from toolrun.catalog.gate import load_checked_catalog
 from toolrun.catalog.model import DEFAULT_TOOLS_DIR, Catalog
 from toolrun.errors import Problem, UserError
 from toolrun.execution import execute_call
-from toolrun.play import Mode, arun
-from toolrun.providers.base import Provider
-from toolrun.recipe import Recipe
-from toolrun.recipe import load_recipe as _load_recipe_file
-from toolrun.results import RunResult
-from toolrun.runner import RunObserver
 from toolrun.secrets import redacting, run_redactor
 from toolrun.text import close_matches
 from toolrun.tool import Tool
+
+if TYPE_CHECKING:  # playing a recipe (providers, replay, the runner) is imported by run/load_recipe only
+    from toolrun.play import Mode
+    from toolrun.providers.base import Provider
+    from toolrun.recipe import Recipe
+    from toolrun.results import RunResult
+    from toolrun.runner import RunObserver
 
 
 def load_catalog(tools_dir: str | Path = DEFAULT_TOOLS_DIR, *, lint: bool = True) -> Catalog:
@@ -42,7 +43,9 @@ def load_catalog(tools_dir: str | Path = DEFAULT_TOOLS_DIR, *, lint: bool = True
 
 def load_recipe(path: str | Path) -> Recipe:
     """Read and check a recipe file; raises ``toolrun.LoadError`` listing every problem."""
-    return _load_recipe_file(Path(path))
+    from toolrun.recipe import load_recipe as load_recipe_file
+
+    return load_recipe_file(Path(path))
 
 
 @dataclass
@@ -118,6 +121,8 @@ def run(
 ) -> RunResult:
     """Blocking twin of ``arun`` (see there): play a recipe until the model answers."""
     _not_in_a_running_loop("run", "arun")
+    from toolrun.play import arun
+
     return asyncio.run(arun(recipe, vars=vars, model=model, mode=mode, prompt=prompt, tools_dir=tools_dir,
                             catalog=catalog, observer=observer, approver=approver, stream=stream,
                             max_turns=max_turns, record=record, replay=replay, strict=strict,

@@ -163,6 +163,11 @@ class CatalogCache:
             with os.fdopen(handle, "wb") as stream:
                 marshal.dump({"code": self._stamp, "files": self._entries}, stream)
             os.replace(temporary, self._path)
+            handle, temporary = tempfile.mkstemp(dir=self._path.parent, prefix=".catalog-", suffix=".tmp")
+            with os.fdopen(handle, "wb") as stream:  # the small index that toolrun call reads
+                marshal.dump({"code": self._stamp, "files": {key: (entry[0], tuple(name for name, _, _ in entry[1]))
+                                                             for key, entry in self._entries.items()}}, stream)
+            os.replace(temporary, self._path.with_suffix(".names"))
         except OSError:
             return
         self._changed = False
@@ -204,3 +209,45 @@ def _finding(file: Path, fields: tuple[Any, ...]) -> LintFinding:
 
     tool, line, rule, severity, message = fields
     return LintFinding(tool, str(file), line, rule, severity, message)
+
+
+class NameIndex:
+    """The names each cached file defines, kept beside the cache: a name scan without reading the files.
+
+    Only the cache's own files are in it (clean shell/http files), each with its status key:
+    a file that changed since, or is not in it, is read and scanned as usual.
+    """
+
+    def __init__(self, directory: Path, folder: Path | None) -> None:
+        self.directory = directory
+        self._prefix = os.path.join(str(directory), "")  # a file's key is its path after this
+        self._names: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = {}
+        if folder is None:
+            return
+        key = hashlib.sha256(str(directory.resolve()).encode()).hexdigest()[:24]
+        try:
+            loaded = marshal.loads((folder / f"catalog-{key}.names").read_bytes())
+        except (OSError, EOFError, ValueError, TypeError):
+            return
+        if isinstance(loaded, dict) and loaded.get("code") == _code_stamp() and isinstance(loaded.get("files"), dict):
+            self._names = loaded["files"]
+
+    @classmethod
+    def for_directory(cls, directory: Path) -> NameIndex:
+        """The index of ``directory`` in the user's cache folder (empty when the cache is off)."""
+        return cls(directory, cache_directory())
+
+    def names(self, file: Path) -> tuple[str, ...] | None:
+        """The names ``file`` defines, when it is in the index and unchanged; else None."""
+        path = str(file)
+        if not path.startswith(self._prefix):
+            return None
+        known = self._names.get(path[len(self._prefix):].replace(os.sep, "/"))
+        if known is None:
+            return None
+        try:
+            status = os.stat(path)
+        except OSError:
+            return None
+        return known[1] if known[0] == _status_key(status) else None
+

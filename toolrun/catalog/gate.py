@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 
-from toolrun.catalog.cache import CatalogCache
+from toolrun.catalog.cache import CatalogCache, NameIndex
 from toolrun.catalog.lint import (
     LintFinding,
     apply_ignores,
@@ -44,15 +44,17 @@ def load_checked_catalog(directory: Path, *, lint: bool = True,
     Raises ``LoadError`` listing every load problem of every file, or every lint error
     (then ``error.catalog`` is the catalog, findings included). ``on_loaded`` sees the
     catalog once it is linted, before lint errors are raised (to print a summary first).
-    With ``names``, only the files that mention them are loaded (``toolrun call``), not
-    cached. ``lint_together`` picks the tools the side-by-side rules look at (None: no
-    such rule runs); a picker that raises ``UserError`` leaves them out, for its caller
-    to raise the same error once the catalog is shown.
+    With ``names``, only the files that mention them are loaded (``toolrun call``), found
+    through the cache's name index where it knows the file unchanged, else by reading it.
+    ``lint_together`` picks the tools the side-by-side rules look at (None: no such rule
+    runs); a picker that raises ``UserError`` leaves them out, for its caller to raise the
+    same error once the catalog is shown.
     """
     directory = Path(directory)
     cache = None if names is not None else CatalogCache.for_directory(directory)
+    index = NameIndex.for_directory(directory) if names is not None else None
     try:
-        result = load_catalog(directory, names=names, cache=cache)
+        result = load_catalog(directory, names=names, cache=cache, index=index)
     except LoadError:
         raise
     except UserError as exc:  # a directory that is missing or unreadable: a load problem too

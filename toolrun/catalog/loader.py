@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolrun.catalog.cache import CatalogCache
+from toolrun.catalog.cache import CatalogCache, NameIndex
 from toolrun.catalog.mcp_toolset import load_mcp_toolset
 from toolrun.catalog.model import Catalog
 from toolrun.catalog.parameter_checks import parameter_problems
@@ -51,25 +51,40 @@ def tool_files(directory: Path) -> list[Path]:
     if not directory.is_dir():
         fix = "pass --tools-dir with the folder that holds the tool files"
         raise UserError(Problem(directory, None, "is not a directory", fix))
-    found: list[Path] = []
-    for folder, subfolders, names in os.walk(directory):
-        subfolders[:] = [name for name in subfolders if not name.startswith(".") and name not in _SKIPPED_FOLDERS]
-        for name in names:
-            path = Path(folder, name)
+    return _tool_files_in(directory)
+
+
+def _tool_files_in(folder: Path) -> list[Path]:
+    # os.scandir's entries know their type without a stat each: ~3x faster than os.walk + is_file.
+    files: list[str] = []
+    subfolders: list[str] = []
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            name = entry.name
+            if name.startswith("."):
+                continue
+            if entry.is_dir(follow_symlinks=False):  # a symlinked folder is not followed (no loops)
+                if name not in _SKIPPED_FOLDERS:
+                    subfolders.append(name)
             # A broken symlink is kept so that reading it reports it; a folder named x.yaml is not a tool file.
-            if path.suffix in TOOL_FILE_SUFFIXES and not name.startswith(".") and (
-                    path.is_file() or (path.is_symlink() and not path.exists())):
-                found.append(path)
-    return sorted(found, key=lambda path: _load_order(path.relative_to(directory)))
+            elif os.path.splitext(name)[1] in TOOL_FILE_SUFFIXES and _file_or_broken_link(entry):
+                files.append(name)
+    # At each level a folder's own files come before its subfolders, each by name.
+    found = [folder / name for name in sorted(files)]
+    for name in sorted(subfolders):
+        found += _tool_files_in(folder / name)
+    return found
 
 
-def _load_order(relative: Path) -> tuple[tuple[int, str], ...]:
-    # At each level a folder's own files (0) come before its subfolders (1), each by name.
-    *folders, name = relative.parts
-    return (*((1, folder) for folder in folders), (0, name))
+def _file_or_broken_link(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_file() or (entry.is_symlink() and not os.path.exists(entry.path))
+    except OSError:  # a symlink loop: kept, reading it says so
+        return True
 
 
-def load_catalog(directory: Path, *, names: Collection[str] | None = None, cache: CatalogCache | None = None) -> LoadResult:
+def load_catalog(directory: Path, *, names: Collection[str] | None = None, cache: CatalogCache | None = None,
+                 index: NameIndex | None = None) -> LoadResult:
     """Load every tool file of ``directory``; problems are collected, never raised (except a missing directory).
 
     With ``names``, only the files whose text mentions one of them are loaded (a name scan:
@@ -77,10 +92,11 @@ def load_catalog(directory: Path, *, names: Collection[str] | None = None, cache
     from the server, is always loaded), so one tool of a large catalog costs one
     file's parsing; two files defining the name are both loaded, and the duplicate reported.
     With ``cache``, files unchanged since they were last loaded cleanly are not parsed again.
+    With ``index`` (the cache's names), an unchanged cached file is not even read for the scan.
     """
     files = tool_files(directory)
     if names is not None:
-        files = [file for file in files if _mentions(file, names)]
+        files = [file for file in files if _mentions(file, names, index)]
     elif cache is not None:
         cache.forget_missing({cache.key(file) for file in files})
     catalog = Catalog(directory=directory)
@@ -101,7 +117,11 @@ def load_catalog(directory: Path, *, names: Collection[str] | None = None, cache
     return LoadResult(catalog, problems)
 
 
-def _mentions(file: Path, names: Collection[str]) -> bool:
+def _mentions(file: Path, names: Collection[str], index: NameIndex | None = None) -> bool:
+    if index is not None:
+        defined = index.names(file)
+        if defined is not None:  # unchanged since cached: the names it defines are known
+            return any(name in defined for name in names)
     try:
         text = file.read_bytes()
     except OSError:
