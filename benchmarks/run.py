@@ -141,7 +141,8 @@ def process_rows(repeat: int, toolrun_root: Path, work: Path, quick: bool) -> li
     if _accepts_no_log(toolrun_root):
         commands.insert(3, (Row("toolrun recipe recipes/inventory.yaml --no-log", "ms", goal="<= 120 ms"),
                             [*recipe, "--no-log"], (0,)))
-    llm = shutil.which("llm")
+    beside = Path(sys.executable).parent / "llm"  # installed with the bench extra, maybe not on PATH
+    llm = str(beside) if beside.exists() else shutil.which("llm")
     if llm:
         commands.append((Row("llm --version (peer)", "ms", note="peer"), [llm, "--version"], (0,)))
     argv_of = {row.name: argv for row, argv, _ in commands}
