@@ -258,3 +258,14 @@ def test_debug_from_the_environment_through_the_console_script(echo_tools: Path)
     assert "error result: RuntimeError: backend is down" in result.stderr
     assert "Traceback (most recent call last)" in result.stderr and "RuntimeError: backend is down" in result.stderr
     assert result.stdout == ""
+
+
+def test_json_reports_a_command_line_mistake_as_a_document_with_exit_2() -> None:
+    unknown = run("get_flowr_inventory", "--json", "--tools-dir", str(TOOLS_D))
+    assert unknown.exit_code == 2
+    document = json.loads(unknown.stdout)
+    assert document["is_error"] is True and document["result"] is None
+    assert "no tool named 'get_flowr_inventory'" in document["problems"][0]["message"]
+    assert "get_flower_inventory" in document["problems"][0]["fix"]
+    broken = run("get_flower_inventory", "--json", "--args", "{bad", "--tools-dir", str(TOOLS_D))
+    assert broken.exit_code == 2 and "--args is not valid JSON" in json.loads(broken.stdout)["problems"][0]["message"]

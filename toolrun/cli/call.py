@@ -39,9 +39,19 @@ def call_command(name: str, arg_pairs: tuple[str, ...], args_json: str | None, t
     Exit code 0 for a result, 1 for an error result (with --json: invalid arguments too), 2 for an
     unknown tool, unparsable arguments, or (without --json) arguments the schema refuses.
     """
-    catalog = load_catalog_for_cli(tools_dir, names=[name])  # only the files that mention it
-    tool = find_tool(catalog, name)
-    arguments = parse_arguments(tool, arg_pairs, args_json)
+    try:
+        catalog = load_catalog_for_cli(tools_dir, names=[name])  # only the files that mention it
+        tool = find_tool(catalog, name)
+        arguments = parse_arguments(tool, arg_pairs, args_json)
+    except UserError as error:
+        if not as_json:
+            raise
+        # --json promises one document on stdout whatever happens: a mistake of the command line
+        # is one too (exit 2), with the same problems the text output would print on stderr.
+        click.echo(json.dumps({"tool": name, "arguments": None, "result": None, "is_error": True,
+                               "duration_ms": 0, "problems": [problem.to_json() for problem in error.problems]},
+                              ensure_ascii=False))
+        click.get_current_context().exit(error.exit_code)
     if not as_json:  # invalid arguments are the command line's mistake; --json reports them in its document
         problems = validate_arguments(tool, arguments)
         if problems:
