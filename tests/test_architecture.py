@@ -198,6 +198,60 @@ def test_never(rule: Never, toolrun_imports: list[Import]) -> None:
     assert not found, f"{len(found)} forbidden import(s):\n" + "\n".join(found)
 
 
+RUN_MODULES = frozenset({"toolrun.runner", "toolrun.execution", "toolrun.scheduling", "toolrun.call_ids",
+                         "toolrun.approval", "toolrun.results", "toolrun.quick_accept", "toolrun.recorded_tools"})
+FEATURES = frozenset({"mcp", "openapi", "batch", "runlog", "view", "ask", "chat"})
+LAYERS: list[tuple[str, Callable[[str], bool]]] = [  # bottom first
+    ("base", lambda m: m in BASE),
+    ("backends", lambda m: m.startswith("toolrun.backends")),
+    ("catalog", lambda m: m.startswith("toolrun.catalog")),
+    ("providers", lambda m: m.startswith("toolrun.providers")),
+    ("replay", lambda m: m.startswith("toolrun.replay")),
+    ("run", lambda m: m in RUN_MODULES),
+    ("output", lambda m: m in {"toolrun.transcript", "toolrun.transcript_log"}),
+    ("recipes", lambda m: m in {"toolrun.recipe", "toolrun.expect", "toolrun.play"}),
+    ("api", lambda m: m in {"toolrun", "toolrun.api", "toolrun.export"}),
+    ("features", lambda m: m.count(".") >= 1 and m.split(".")[1] in FEATURES),
+    ("cli", lambda m: m.startswith("toolrun.cli") or m == "toolrun.__main__"),
+]
+
+
+def layer_of(module: str) -> tuple[int, str] | None:
+    """The layer of ``module`` (its rank, bottom 0, and its name); None for a module no layer claims."""
+    for rank, (name, claims) in enumerate(LAYERS):
+        if claims(module):
+            return rank, name
+    return None
+
+
+def upward_imports(imports: Iterable[Import]) -> list[str]:
+    """Each import of a module from a higher layer, spelled with where it is."""
+    found = []
+    for imp in imports:
+        source, target = layer_of(imp.importer), layer_of(imp.imported)
+        if source is not None and target is not None and target[0] > source[0]:
+            found.append(f"{imp} — {source[1]} imports {target[1]}, which stands above it")
+    return found
+
+
+def test_every_module_belongs_to_a_layer() -> None:
+    unclaimed = [module for module in module_names(PACKAGE_ROOT, "toolrun") if layer_of(module) is None]
+    assert not unclaimed, f"modules no layer claims (add each to LAYERS, where it stands): {unclaimed}"
+
+
+def test_every_import_points_down_the_layers(toolrun_imports: list[Import]) -> None:
+    found = upward_imports(toolrun_imports)
+    assert not found, f"{len(found)} import(s) against the layering:\n" + "\n".join(found)
+
+
+def test_the_layer_check_catches_an_upward_import() -> None:
+    planted = [Import("toolrun.backends.shell", "toolrun.runner", Path("toolrun/backends/shell.py"), 3),
+               Import("toolrun.catalog.loader", "toolrun.replay.playback", Path("toolrun/catalog/loader.py"), 9),
+               Import("toolrun.runner", "toolrun.catalog.model", Path("toolrun/runner.py"), 1)]
+    found = upward_imports(planted)
+    assert len(found) == 2 and "backends imports run" in found[0] and "catalog imports replay" in found[1]
+
+
 def test_no_import_cycles_between_catalog_backends_and_providers(toolrun_imports: list[Import]) -> None:
     cycles = package_cycles(toolrun_imports, ("catalog", "backends", "providers"))
     assert not cycles, "import cycles between packages:\n" + "\n".join(cycles)

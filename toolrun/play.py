@@ -35,6 +35,7 @@ from toolrun.providers.scripted import ScriptedModel
 from toolrun.providers.scripted_file import SCRIPTED_PROVIDER, load_scripted_model
 from toolrun.providers.transport import HttpxTransport, Transport, WireRequest, WireResponse
 from toolrun.recipe import Recipe, load_recipe
+from toolrun.recorded_tools import RecordedToolResults
 from toolrun.replay.divergence import Divergence
 from toolrun.replay.playback import ModeChoice, check_cassette_provider, choose_mode, offline_config
 from toolrun.replay.recording import (
@@ -45,7 +46,6 @@ from toolrun.replay.recording import (
     cassette_beside,
     load_cassette,
 )
-from toolrun.replay.tool_results import RecordedToolResults
 from toolrun.results import RunResult
 from toolrun.runner import RunObserver, run_conversation
 from toolrun.secrets import redacting, run_redactor
