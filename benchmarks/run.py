@@ -85,6 +85,7 @@ TOOLRUN = [sys.executable, "-c", "import sys; sys.argv[0] = 'toolrun'; from tool
 
 
 def wall(argv: list[str], env: dict[str, str], cwd: Path, *, ok: tuple[int, ...] = (0,)) -> float:
+    """Seconds ``argv`` takes; run in the measured checkout (``python -c`` puts the current folder first on sys.path)."""
     started = time.perf_counter()
     done = subprocess.run(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     elapsed = time.perf_counter() - started
@@ -147,13 +148,13 @@ def process_rows(repeat: int, toolrun_root: Path, work: Path, quick: bool) -> li
         commands.append((Row("llm --version (peer)", "ms", note="peer"), [llm, "--version"], (0,)))
     argv_of = {row.name: argv for row, argv, _ in commands}
     # Cold: the first list of each catalog fills the cache.
-    cold_big = Row(f"{list_big}, cold cache (first run)", "s", samples=[wall(argv_of[list_big], env, ROOT)])
-    cold_small = Row(f"{list_small}, cold cache (first run)", "s", samples=[wall(argv_of[list_small], env, ROOT)])
+    cold_big = Row(f"{list_big}, cold cache (first run)", "s", samples=[wall(argv_of[list_big], env, toolrun_root)])
+    cold_small = Row(f"{list_small}, cold cache (first run)", "s", samples=[wall(argv_of[list_small], env, toolrun_root)])
     for _, argv, ok in commands:  # warm-up: files in the OS cache, the recipe's tool module compiled
-        wall(argv, env, ROOT, ok=ok)
+        wall(argv, env, toolrun_root, ok=ok)
     for _ in range(repeat):
         for row, argv, ok in commands:
-            row.samples.append(wall(argv, env, ROOT, ok=ok))
+            row.samples.append(wall(argv, env, toolrun_root, ok=ok))
     rows = [row for row, _, _ in commands]
     by_name = {row.name: row for row in rows}
     growth = big_count / small_count
