@@ -6,21 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-CITIES = ["北京", "上海", "深圳"]
+from tests.flower_shop import STOCK_BACKED_TOOL_YAML
 
-TOOL_YAML = """\
-name: get_flower_inventory
-description: >-
-  Returns the current flower stock of one city's shop. Use it whenever someone asks what
-  flowers a city's shop has; call it once per city. Do not use it for prices or orders.
-parameters:
-  type: object
-  properties:
-    city: {type: string, enum: [北京, 上海, 深圳], description: City of the shop}
-  required: [city]
-backend:
-  python: stock.py:get_flower_inventory
-"""
+CITIES = ["北京", "上海", "深圳"]
 
 STOCK_PY = """\
 import time
@@ -57,7 +45,7 @@ def make_world(folder: Path, *, delay: float = 0.0, must_contain: str = "玫瑰"
     """The recipe, tools and a scripted model (``script.yaml``) in ``folder``; returns the recipe's path."""
     tools = folder / "tools.d"
     tools.mkdir(parents=True, exist_ok=True)
-    (tools / "flowers.yaml").write_text(TOOL_YAML, encoding="utf-8")
+    (tools / "flowers.yaml").write_text(STOCK_BACKED_TOOL_YAML, encoding="utf-8")
     (tools / "stock.py").write_text(STOCK_PY.format(delay=delay), encoding="utf-8")
     (folder / "script.yaml").write_text(SCRIPT_YAML, encoding="utf-8")
     recipe = folder / "shop.yaml"

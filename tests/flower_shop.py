@@ -20,3 +20,21 @@ INVENTORY_TOOL_ITEM = """\
     required: [city]
   backend: {python: "flowers.py:get_flower_inventory"}
 """
+
+# A whole tools file whose backend is ``stock.py:get_flower_inventory`` beside it (each test
+# world writes its own stock.py: with a delay, a barrier, other numbers).
+STOCK_BACKED_TOOL_YAML = """\
+name: get_flower_inventory
+description: >-
+  Returns the current flower stock of one of our shops, as "flower: count" pairs. Use it
+  whenever someone asks what flowers a city's shop has; call it once per city. Do not use
+  it for prices or orders.
+parameters:
+  type: object
+  properties:
+    city: {type: string, enum: [北京, 上海, 深圳], description: City of the shop}
+  required: [city]
+annotations: {read_only: true, destructive: false, idempotent: true}
+backend:
+  python: stock.py:get_flower_inventory
+"""

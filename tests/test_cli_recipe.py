@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from tests.flower_shop import STOCK_BACKED_TOOL_YAML
 from tests.loopback import Recorded, Reply
 from toolrun.cli import main
 
@@ -53,22 +54,6 @@ def invoke(*args: str, env: dict[str, str] | None = None):
 # ----------------------------------------------------------------- a small world of our own
 
 
-TOOL_YAML = """\
-name: get_flower_inventory
-description: >-
-  Returns the current flower stock of one of our shops, as "flower: count" pairs. Use it
-  whenever someone asks what flowers a city's shop has; call it once per city. Do not use
-  it for prices or orders.
-parameters:
-  type: object
-  properties:
-    city: {{type: string, enum: [北京, 上海, 深圳], description: City of the shop}}
-  required: [city]
-annotations: {{read_only: true, destructive: false, idempotent: true}}
-backend:
-  python: stock.py:get_flower_inventory
-"""
-
 STOCK_PY = """\
 import time
 
@@ -100,7 +85,7 @@ def make_world(folder: Path, *, shanghai: int = 80, delay: float = 0.0, must_con
     """A recipe and its tools directory in ``folder``; returns the recipe's path."""
     tools = folder / "tools.d"
     tools.mkdir(parents=True, exist_ok=True)
-    (tools / "flowers.yaml").write_text(TOOL_YAML.format(), encoding="utf-8")
+    (tools / "flowers.yaml").write_text(STOCK_BACKED_TOOL_YAML, encoding="utf-8")
     (tools / "stock.py").write_text(STOCK_PY.format(shanghai=shanghai, delay=delay), encoding="utf-8")
     recipe = folder / "shops.yaml"
     recipe.write_text(RECIPE_YAML.format(must_contain=must_contain), encoding="utf-8")
