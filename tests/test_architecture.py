@@ -208,7 +208,7 @@ LAYERS: list[tuple[str, Callable[[str], bool]]] = [  # bottom first
     ("providers", lambda m: m.startswith("toolrun.providers")),
     ("replay", lambda m: m.startswith("toolrun.replay")),
     ("run", lambda m: m in RUN_MODULES),
-    ("output", lambda m: m in {"toolrun.transcript", "toolrun.transcript_log"}),
+    ("output", lambda m: m in {"toolrun.transcript_log"}),
     ("recipes", lambda m: m in {"toolrun.recipe", "toolrun.expect", "toolrun.play"}),
     ("api", lambda m: m in {"toolrun", "toolrun.api", "toolrun.export"}),
     ("features", lambda m: m.count(".") >= 1 and m.split(".")[1] in FEATURES),

@@ -4,6 +4,7 @@ request is checked against the rules the API enforces (``anthropic_rejections``)
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -38,7 +39,6 @@ from toolrun.providers.anthropic import (
 )
 from toolrun.providers.base import ProviderConfig
 from toolrun.providers.transport import HttpxTransport
-from toolrun.transcript import transcript_document
 
 KEY = "sk-ant-test-key-0123456789"
 WEATHER = ToolDefinition("weather", "Current weather of one city. Use for weather questions only.",
@@ -540,7 +540,7 @@ def test_recorded_turn_through_the_runner(loopback, fixtures_dir, catalog_tools,
     _check_http(server, stream=stream)
     follow_up = server.requests[1].json()["messages"]
     assert follow_up[2]["content"] == [{"type": "tool_result", "tool_use_id": call.id, "content": output}]
-    document = transcript_document(result, recipe="weather", model="anthropic:claude-sonnet-4-5", mode="live")
+    document = dataclasses.replace(result, recipe="weather", model="anthropic:claude-sonnet-4-5", mode="live").to_json()
     assert document["usage"]["requests"] == 2 and document["turns"][0]["stop_reason"] == "tool_calls"
     assert document["usage"]["output_tokens"] == sum(t.usage.output_tokens for t in result.turns)
 

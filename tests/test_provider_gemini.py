@@ -5,6 +5,7 @@ enforces (``gemini_rejections``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,6 @@ from toolrun.providers.gemini import (
 )
 from toolrun.providers.transport import HttpxTransport
 from toolrun.retry_after import retry_delay
-from toolrun.transcript import transcript_document
 
 KEY = "AIzaSy-test-key-0123456789"
 WEATHER = ToolDefinition("weather", "Current weather of one city. Use for weather questions only.",
@@ -597,7 +597,7 @@ def test_recorded_turn_through_the_runner(loopback, fixtures_dir, catalog_tools,
     assert answers["parts"] == [{"functionResponse": {"name": c.name, "response": {"output": c.result}}} for c in calls]
     recording = recorded_stream(fixtures_dir, name) if stream else [recorded_body(fixtures_dir, name)]
     assert [p["thoughtSignature"] for p in model_turn["parts"] if "thoughtSignature" in p] == _recorded_signatures(recording)
-    document = transcript_document(result, recipe="design", model="gemini:gemini-3-pro-preview", mode="live")
+    document = dataclasses.replace(result, recipe="design", model="gemini:gemini-3-pro-preview", mode="live").to_json()
     assert [c["name"] for c in document["turns"][0]["tool_calls"]] == [c.name for c in calls]
     assert document["usage"]["requests"] == 2
 

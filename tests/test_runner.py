@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import textwrap
 from itertools import pairwise
@@ -15,10 +16,10 @@ from toolrun.catalog.loader import load_catalog_or_raise
 from toolrun.errors import ProviderError, UserError
 from toolrun.messages import Message, ModelResponse, TextPart, ToolCall, Usage
 from toolrun.providers.scripted import ScriptedModel
+from toolrun.results import dumps
 from toolrun.runner import RunObserver, RunSettings, ToolCallRecord, TurnRecord, run_conversation
 from toolrun.secrets import register_secret
 from toolrun.tool import Tool
-from toolrun.transcript import dumps, transcript_document
 
 TOOLS_PY = '''
 import json, threading, time
@@ -396,7 +397,7 @@ def test_transcript_document_has_the_contract_shape(tools):
         ScriptedModel.text("北京: 玫瑰 100", usage=usage2),
     ])
     result = run(model, [tools["get_flower_inventory"]])
-    document = transcript_document(result, recipe="inventory", model="openai:gpt-4o-mini", mode="replay")
+    document = dataclasses.replace(result, recipe="inventory", model="openai:gpt-4o-mini", mode="replay").to_json()
 
     assert list(document) == ["recipe", "model", "mode", "final", "stop_reason", "usage", "turns"]
     assert document["mode"] == "replay" and document["final"] == "北京: 玫瑰 100"
@@ -419,5 +420,5 @@ def test_secrets_never_reach_the_model_or_the_transcript(tools):
     result = run(model, [tools["leak"]])
     sent = tool_message(model.requests[1]).tool_results[0].content
     assert "s3cr3t-flower-token" not in sent
-    text = dumps(transcript_document(result, recipe="r", model="m:x", mode="live"))
+    text = dumps(dataclasses.replace(result, recipe="r", model="m:x", mode="live").to_json())
     assert "s3cr3t-flower-token" not in text and "token is" in text

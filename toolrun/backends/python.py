@@ -111,11 +111,6 @@ def _find_module(module_ref: str, folder: Path) -> importlib.machinery.ModuleSpe
         return importlib.util.find_spec(module_ref)
 
 
-def resolve_function(tool: Tool) -> Callable[..., Any]:
-    """The function a python tool names, imported once and cached."""
-    return _resolved(tool)[0]
-
-
 def _resolved(tool: Tool) -> tuple[Callable[..., Any], bool]:
     """The tool's function and whether it is a coroutine function, worked out once per tool."""
     entry = _by_tool.get(id(tool))

@@ -7,7 +7,6 @@ import re
 
 MAX_DESCRIPTION_CHARS = 1200  # a tool's description: what, when and limits fit; a manual page does not
 MAX_PARAMETER_DESCRIPTION_CHARS = 400
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 _LINK = re.compile(r"\[([^\]]+)\]\((?:[^()]|\([^)]*\))*\)")  # [text](url) -> text
 _BREAK = re.compile(r"<\s*(br|/p|p|/li|/div|/h\d)\s*/?\s*>", re.IGNORECASE)

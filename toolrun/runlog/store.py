@@ -23,7 +23,6 @@ from toolrun.runlog.schema import migrate
 
 LOGS_ENV = "TOOLRUN_LOGS"
 BUSY_TIMEOUT_S = 30.0  # a writer waits this long for another's transaction before giving up
-FINISHED = ("ok", "failed", "expect_failed", "interrupted")
 FAILED = ("failed", "expect_failed", "interrupted")
 # Han, kana, hangul: indexed one character a token so a word matches inside a sentence.
 _CJK = re.compile(r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff])")
