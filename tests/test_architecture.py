@@ -2,10 +2,14 @@
 
 Every ``import`` statement of every module counts, wherever it stands: at the top, inside
 a function (a lazy import is still a dependency) and under ``if TYPE_CHECKING:`` (a type
-from above is still knowledge of above). The parts, top to bottom:
+from above is still knowledge of above). The layers, top to bottom (``LAYERS``):
 
-    cli/ > toolrun (public API) > features > recipe, expect > output > run > replay
-         > providers/ > backends/ > catalog/ > Base
+    cli/ > features (mcp, openapi, batch, runlog, view, ask, chat) > api (toolrun, api, export)
+         > recipes (recipe, expect, play) > output (transcript_log) > run (runner, execution, ...)
+         > replay/ > providers/ > catalog/ > backends/ > Base
+
+A module imports only modules of its own layer or below; the NEVER rules also name the
+steps the architecture forbids outright (Backends -> Catalog, Catalog -> Providers, ...).
 
 A failure names the file, the line, the importing module and what it imports.
 """
