@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shlex
 import shutil
 import subprocess
@@ -19,6 +20,7 @@ from toolrun.chat import ChatSession
 
 QUESTION = "北京、上海和深圳的鲜花库存是多少?"
 SLOW_WORDS = "这是一个很长很长的回答，" * 20
+EXITED = "command exited with status"
 
 
 def chat_server(request: Recorded) -> Reply:
@@ -42,8 +44,10 @@ class Terminal:
             pytest.skip("tmux is not installed (apt-get install tmux; .ci/run does it)")
         self.socket = folder / "tmux.sock"
         self.env = env
-        line = f"cd {shlex.quote(str(folder))} && exec env {' '.join(shlex.quote(f'{k}={v}') for k, v in env.items())} " \
-               f"{shlex.join(command)}"
+        # The shell in the pane prints the command's exit status: tmux 3.3 sometimes leaves an exited pane
+        # process unreaped (a zombie, no #{pane_dead_status}), so the status is read from the screen.
+        line = f"cd {shlex.quote(str(folder))} && env {' '.join(shlex.quote(f'{k}={v}') for k, v in env.items())} " \
+               f"{shlex.join(command)}; echo \"{EXITED} $?\""
         self.tmux("-f", "/dev/null", "new-session", "-d", "-s", "t", "-x", "180", "-y", "60", line)
         self.tmux("set-option", "-t", "t", "remain-on-exit", "on")
 
@@ -83,10 +87,9 @@ class Terminal:
     def exit_status(self, timeout: float = 10) -> int:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            dead, _, status = self.tmux("display-message", "-p", "-t", "t",
-                                        "#{pane_dead} #{pane_dead_status}").strip().partition(" ")
-            if dead == "1" and status:  # the status shows a moment after the pane dies
-                return int(status)
+            ended = re.search(rf"^{EXITED} (\d+)$", self.screen(), re.MULTILINE)
+            if ended:
+                return int(ended.group(1))
             time.sleep(0.05)
         raise AssertionError(f"the chat did not end; the screen:\n{self.screen()}")
 
