@@ -129,20 +129,43 @@ def test_an_existing_results_file_is_not_overwritten_without_resume(tmp_path: Pa
     assert (tmp_path / "out.jsonl").read_text(encoding="utf-8") == '{"key": "x"}\n'
 
 
-def test_concurrency_8_is_several_times_faster_than_1_with_a_tool_that_sleeps(tmp_path: Path):
-    make_world(tmp_path, delay=0.15)
-    write_rows(tmp_path / "rows.jsonl", 8)
-    script = f"scripted:{tmp_path / 'script.yaml'}"
-    timings = {}
-    for concurrency in (1, 8):
-        (tmp_path / "out.jsonl").unlink(missing_ok=True)
-        started = time.perf_counter()
-        result = batch(tmp_path, "--model", script, "--concurrency", str(concurrency), "--no-log")
-        timings[concurrency] = time.perf_counter() - started
+PEAK_STOCK_PY = """\
+import threading
+import time
+
+STOCK = {"北京": "玫瑰: 100", "上海": "百合: 80", "深圳": "向日葵: 200"}
+LOCK = threading.Lock()
+RUNNING = [0]
+PEAK = [0]
+
+
+def get_flower_inventory(city):
+    with LOCK:
+        RUNNING[0] += 1
+        PEAK[0] = max(PEAK[0], RUNNING[0])
+    time.sleep(0.05)
+    with LOCK:
+        RUNNING[0] -= 1
+    return STOCK[city] + f" (peak {PEAK[0]})"
+"""
+
+
+def test_concurrency_bounds_how_many_runs_are_in_their_tool_at_once(tmp_path: Path):
+    """Observed, not timed: the tool counts how many of its calls are running at once."""
+    peaks = {}
+    for concurrency in (1, 3):
+        world = tmp_path / f"concurrency-{concurrency}"  # a module of its own: its peak starts at 0
+        make_world(world)
+        (world / "tools.d" / "stock.py").write_text(PEAK_STOCK_PY, encoding="utf-8")
+        write_rows(world / "rows.jsonl", 8)
+        result = batch(world, "--model", f"scripted:{world / 'script.yaml'}", "--concurrency", str(concurrency),
+                       "--no-log")
         assert result.exit_code == 0, result.stderr
-        assert len(read_lines(tmp_path / "out.jsonl")) == 8
-    assert timings[1] >= 8 * 0.15
-    assert timings[1] > 3 * timings[8], timings
+        lines = read_lines(world / "out.jsonl")
+        assert len(lines) == 8
+        peaks[concurrency] = max(int(line["tool_calls"][0]["result"].split("peak ")[1].rstrip(")")) for line in lines)
+    assert peaks[1] == 1
+    assert 2 <= peaks[3] <= 3, peaks
 
 
 # ----------------------------------------------------------------- failures and resume
