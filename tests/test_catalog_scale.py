@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from toolrun.catalog import loader
 from toolrun.catalog.gate import load_checked_catalog
 from toolrun.cli import main
+from toolrun.errors import LoadError
 
 HOUR_AGO_NS = (int(time.time()) - 3600) * 1_000_000_000
 
@@ -104,16 +105,49 @@ def test_an_unchanged_file_is_parsed_once_and_a_changed_one_again(tmp_path: Path
     assert list(load_checked_catalog(tools).tools) == ["second_tool"]
 
 
-def test_a_file_changed_just_now_and_a_python_tool_are_parsed_every_time(tmp_path: Path, cache_dir: Path,
-                                                                        parses: list[str]) -> None:
-    (tmp_path / "hello.py").write_text("def hello():\n    return 'hi'\n", encoding="utf-8")
+def test_a_file_changed_just_now_and_a_python_module_tool_are_parsed_every_time(tmp_path: Path, cache_dir: Path,
+                                                                               parses: list[str]) -> None:
+    package = tmp_path / "greetings"
+    package.mkdir()
+    write(package, "__init__.py", "")
+    write(package, "hello.py", "def hello():\n    return 'hi'\n")
     write(tmp_path, "fresh.yaml", shell_tool("fresh_tool", "Prints a greeting. Use it to check the wiring; not for real work."),
           settled=False)
+    # A pkg.mod target is found through the import system: what the check reads is not known by name.
     write(tmp_path, "py.yaml", "name: py_tool\ndescription: Returns a greeting. Use it to check the wiring; not for real work.\n"
-                               "backend: {python: 'hello.py:hello'}\n")
+                               "backend: {python: 'greetings.hello:hello'}\n")
     load_checked_catalog(tmp_path)
     load_checked_catalog(tmp_path)
     assert sorted(parses) == ["fresh.yaml", "fresh.yaml", "py.yaml", "py.yaml"]
+
+
+def test_a_python_file_tool_is_kept_until_its_py_file_changes(tmp_path: Path, cache_dir: Path,
+                                                              parses: list[str]) -> None:
+    write(tmp_path, "hello.py", "def hello(name):\n    return 'hi ' + name\n")
+    write(tmp_path, "py.yaml", textwrap.dedent("""\
+        name: py_tool
+        description: Returns a greeting. Use it to check the wiring; not for real work.
+        parameters:
+          type: object
+          properties: {name: {type: string, description: Who to greet}}
+          required: [name]
+          additionalProperties: false
+        backend: {python: 'hello.py:hello'}
+        """))
+    first = load_checked_catalog(tmp_path)
+    again = load_checked_catalog(tmp_path)
+    assert parses == ["py.yaml"]  # the second load came from the cache
+    assert again.get("py_tool").parameters == first.get("py_tool").parameters
+    # The function no longer takes the parameter: the check must see it, not a cached verdict.
+    write(tmp_path, "hello.py", "def hello(who):\n    return 'hi ' + who\n")
+    with pytest.raises(LoadError) as caught:
+        load_checked_catalog(tmp_path)
+    assert parses == ["py.yaml", "py.yaml"]
+    assert "name" in str(caught.value) and "hello" in str(caught.value)
+    (tmp_path / "hello.py").unlink()
+    with pytest.raises(LoadError) as gone:
+        load_checked_catalog(tmp_path)
+    assert "python file not found" in str(gone.value)
 
 
 def test_no_cache_is_written_when_it_is_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parses: list[str]) -> None:

@@ -32,6 +32,7 @@ from typing import Any
 
 from toolrun.backends.base import Backend, BackendOutput, BackendWarning, CallContext
 from toolrun.backends.python_signature import FunctionSignature, module_outline, signature_mismatches
+from toolrun.backends.python_target import file_path, is_file_target, split_target
 from toolrun.daemon_threads import in_daemon_thread
 from toolrun.errors import TOOL_LOGGER, Problem, ToolError
 from toolrun.text import exception_text
@@ -43,23 +44,6 @@ _functions: dict[tuple[str, str], Callable[..., Any]] = {}
 _by_tool_target: dict[tuple[Path, str], tuple[Callable[..., Any], bool]] = {}
 _by_tool: dict[int, tuple[Tool, tuple[Callable[..., Any], bool]]] = {}
 log = logging.getLogger(TOOL_LOGGER)
-
-
-def split_target(target: str) -> tuple[str, str]:
-    """``"pkg.mod:func"`` -> ``("pkg.mod", "func")``; ValueError when the form is wrong."""
-    module, sep, function = target.rpartition(":")
-    if not sep or not module.strip() or not function.isidentifier():
-        raise ValueError(f"expected \"module:function\" or \"file.py:function\", got {target!r}")
-    return module.strip(), function
-
-
-def _is_file_target(module: str) -> bool:
-    return module.endswith(".py")
-
-
-def _file_path(tool: Tool, module: str) -> Path:
-    path = Path(module)
-    return path if path.is_absolute() else (tool.base_dir / path)
 
 
 def _module_name_for(path: Path) -> str:
@@ -128,8 +112,8 @@ def _resolved(tool: Tool) -> tuple[Callable[..., Any], bool]:
 
 def _resolve_function(tool: Tool) -> Callable[..., Any]:
     module_ref, function_name = split_target(str(tool.backend.config["function"]))
-    if _is_file_target(module_ref):
-        path = _file_path(tool, module_ref).resolve()
+    if is_file_target(module_ref):
+        path = file_path(tool, module_ref).resolve()
         key = (str(path), function_name)
     else:
         path = None
@@ -219,8 +203,8 @@ def _function_in_source(tool: Tool) -> tuple[Path, FunctionSignature] | Problem 
         module_ref, function_name = split_target(target)
     except ValueError as exc:
         return Problem(where, line, str(exc), "write it as tools.py:get_stock or mypackage.tools:get_stock")
-    if _is_file_target(module_ref):
-        source = _file_path(tool, module_ref)
+    if is_file_target(module_ref):
+        source = file_path(tool, module_ref)
         if not source.is_file():
             return Problem(where, line, f"python file not found: {source}", "the path is relative to this YAML file's folder")
     else:

@@ -4,10 +4,12 @@ A file's entry is keyed by its name, size, modification and change times (nanose
 inode, inside one cache file per tools directory that also names the loader's own code (the
 size and mtime of its source files): a changed file, or another toolrun, is read again,
 never served stale.
-Only files whose result depends on nothing but their own text are kept: every tool loaded
-and of the shell or http backend (a python tool's checks read its module's source, and a
-plugin's checks may read anything). Each entry also keeps the per-tool lint findings once
-the lint has looked at the file.
+Only files whose result depends on their own text, and on files known by name, are kept:
+every tool loaded, and each of the shell or http backend, or a python tool naming a
+``file.py`` (its check reads that file: the entry keeps the file's status key too, and a
+changed ``.py`` file means the tool file is read again). A ``pkg.mod`` python tool (found
+through the import system) or a plugin's tool (whose checks may read anything) is read every
+time. Each entry also keeps the per-tool lint findings once the lint has looked at the file.
 
 The cache lives in ``$TOOLRUN_CACHE_DIR``, else ``$XDG_CACHE_HOME/toolrun``, else
 ``~/.cache/toolrun``; ``TOOLRUN_CACHE_DIR=off`` turns it off. Entries are plain values
@@ -26,20 +28,23 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from toolrun.backends.python_target import source_file
 from toolrun.tool import Annotations, BackendSpec, SourceLocation, Tool
 
 if TYPE_CHECKING:
     from toolrun.catalog.lint import LintFinding
 
-CACHE_FORMAT = 1
-CACHEABLE_BACKENDS = frozenset({"http", "shell"})  # their load-time checks read only the tool file
+CACHE_FORMAT = 2
+SELF_CONTAINED_BACKENDS = frozenset({"http", "shell"})  # their load-time checks read only the tool file
 _PACKAGE = Path(__file__).resolve().parent.parent
 # The code whose output is cached: a change to any of it makes a new cache.
 _CODE = ("catalog", "backends", "schemas", "tool.py", "yamlsource.py", "templates.py", "url_template.py",
          "schema_errors.py", "durations.py", "text.py")
 
 RECENT_NS = 2_000_000_000  # a file changed this recently may change again within its mtime's tick: not kept
-Entry = tuple[tuple[int, ...], Any, Any]  # the file's status key, its tools, their findings (None until linted)
+# The file's status key, its tools, their findings (None until linted), and the other files its
+# tools' checks read, each with its status key.
+Entry = tuple[tuple[int, ...], Any, Any, tuple[tuple[str, tuple[int, ...]], ...]]
 
 
 def cache_directory() -> Path | None:
@@ -95,7 +100,8 @@ class CatalogCache:
     def get(self, file: Path, status: os.stat_result) -> list[tuple[str, int | None, Tool | None]] | None:
         """The tools of ``file`` as last loaded, when it has not changed since."""
         entry = self._entries.get(self.key(file))
-        if entry is None or entry[0] != _status_key(status):
+        if not isinstance(entry, tuple) or len(entry) != 4 or entry[0] != _status_key(status) \
+                or not _unchanged(entry[3]):
             return None
         try:
             tools: list[tuple[str, int | None, Tool | None]] = [
@@ -111,8 +117,10 @@ class CatalogCache:
         ``before`` is the file's status from before it was read: a file changed while it was
         read, or so recently that a change within the same clock tick could go unseen, is not kept.
         """
-        if self._path is None or not all(tool is not None and tool.backend.kind in CACHEABLE_BACKENDS
-                                          for _, _, tool in tools):
+        if self._path is None or any(tool is None for _, _, tool in tools):
+            return
+        read = _files_read([tool for _, _, tool in tools if tool is not None])
+        if read is None:
             return
         try:
             after = file.stat()
@@ -120,8 +128,17 @@ class CatalogCache:
             return
         if _status_key(after) != _status_key(before) or after.st_mtime_ns > time.time_ns() - RECENT_NS:
             return
+        depends: list[tuple[str, tuple[int, ...]]] = []
+        for path in sorted(read):
+            try:
+                status = os.stat(path)
+            except OSError:
+                return
+            if status.st_mtime_ns > time.time_ns() - RECENT_NS:  # it may have changed after the check read it
+                return
+            depends.append((str(path), _status_key(status)))
         fields = tuple((name, line, _tool_fields(tool)) for name, line, tool in tools if tool is not None)
-        self._entries[self.key(file)] = (_status_key(before), fields, None)
+        self._entries[self.key(file)] = (_status_key(before), fields, None, tuple(depends))
         self._current.add(self.key(file))
         self._changed = True
 
@@ -136,7 +153,8 @@ class CatalogCache:
         """Keep the per-tool lint findings of a file whose tools are kept."""
         entry = self._entries.get(self.key(file))
         if self.key(file) in self._current and entry is not None:
-            self._entries[self.key(file)] = (entry[0], entry[1], tuple(_finding_fields(finding) for finding in findings))
+            self._entries[self.key(file)] = (entry[0], entry[1], tuple(_finding_fields(finding) for finding in findings),
+                                             entry[3])
             self._changed = True
 
     def key(self, file: Path) -> str:
@@ -171,6 +189,30 @@ class CatalogCache:
         except OSError:
             return
         self._changed = False
+
+
+def _files_read(tools: list[Tool]) -> set[Path] | None:
+    """The files besides their own that the tools' load-time checks read; None when not known."""
+    read: set[Path] = set()
+    for tool in tools:
+        if tool.backend.kind in SELF_CONTAINED_BACKENDS:
+            continue
+        source = source_file(tool) if tool.backend.kind == "python" else None
+        if source is None:  # a module found through the import system, or a plugin's backend
+            return None
+        read.add(source)
+    return read
+
+
+def _unchanged(depends: tuple[tuple[str, tuple[int, ...]], ...]) -> bool:
+    """Every file in ``depends`` still has the status key it had when the entry was kept."""
+    for path, key in depends:
+        try:
+            if _status_key(os.stat(path)) != key:
+                return False
+        except OSError:
+            return False
+    return True
 
 
 def _status_key(status: os.stat_result) -> tuple[int, ...]:
