@@ -26,6 +26,7 @@ from toolrun.errors import LoadError, Problem, UserError
 from toolrun.expect import Expectations, check_expectations
 from toolrun.messages import Message, TextPart
 from toolrun.providers.base import ProviderOverrides
+from toolrun.recipe_cache import cached_document, keep_document
 from toolrun.runner import RunSettings
 from toolrun.schema_errors import did_you_mean, schema_problems
 from toolrun.secrets import MissingSecret, env_references
@@ -207,6 +208,16 @@ def load_recipe(path: Path) -> Recipe:
     path = Path(path)
     if not path.is_file():
         raise LoadError(Problem(path, None, "recipe file not found", "check the path of the recipe"))
+    status = path.stat()
+    document = cached_document(path, status)
+    if document is None:
+        document = _read_and_check(path)
+        keep_document(path, status, document)
+    return _build(document, path)
+
+
+def _read_and_check(path: Path) -> LineDict:
+    """The recipe's document, held to the recipe schema and the template checks."""
     try:
         document = load_yaml_file(path)
     except YamlSyntaxError as exc:
@@ -219,7 +230,7 @@ def load_recipe(path: Path) -> Recipe:
         problems = _template_problems(document, path)
     if problems:
         raise LoadError(problems)
-    return _build(document, path)
+    return document
 
 
 def select_tools(catalog: Catalog, patterns: list[str] | None, *, file: Path | None = None,

@@ -1,14 +1,20 @@
-"""YAML loading that remembers where every value came from, for file:line error messages."""
+"""YAML loading that remembers where every value came from, for file:line error messages.
+
+PyYAML is imported on the first parse: a command whose files all come from a cache
+(a recipe, a catalog) never pays for it.
+"""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from toolrun.errors import Problem
+
+if TYPE_CHECKING:
+    import yaml
 
 
 class LineDict(dict):
@@ -33,6 +39,8 @@ MAX_EXPANDED_SIZE = 10_000_000
 def _expanded_size(node: yaml.Node, sizes: dict[int, int]) -> int:
     """How big ``node`` becomes once every alias is copied in: one per value plus the characters of
     each text (a shared node is measured once, and counted at every place it is used)."""
+    import yaml
+
     known = sizes.get(id(node))
     if known is not None:
         return known
@@ -56,6 +64,8 @@ class _AliasLimit:
         self._may_alias = not isinstance(stream, str) or "&" in stream
 
     def construct_document(self, node: yaml.Node) -> Any:
+        import yaml
+
         if self._may_alias and _expanded_size(node, {}) > MAX_EXPANDED_SIZE:
             raise yaml.constructor.ConstructorError(
                 None, None, f"aliases expand to more than {MAX_EXPANDED_SIZE:,} values and characters", node.start_mark
@@ -63,11 +73,9 @@ class _AliasLimit:
         return super().construct_document(node)  # type: ignore[misc]
 
 
-class _LineLoader(_AliasLimit, yaml.SafeLoader):
-    pass
+def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> LineDict:
+    import yaml
 
-
-def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> LineDict:
     loader.flatten_mapping(node)
     result = LineDict()
     result.line = node.start_mark.line + 1
@@ -83,7 +91,7 @@ def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> LineDict:
     return result
 
 
-def _construct_sequence(loader: _LineLoader, node: yaml.SequenceNode) -> LineList:
+def _construct_sequence(loader: yaml.SafeLoader, node: yaml.SequenceNode) -> LineList:
     result = LineList(loader.construct_object(child, deep=True) for child in node.value)
     result.line = node.start_mark.line + 1
     result.item_lines = [child.start_mark.line + 1 for child in node.value]
@@ -97,6 +105,8 @@ def _construct_timestamp_as_text(loader: yaml.SafeLoader, node: yaml.ScalarNode)
 
 def _refuse_non_json_value(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
     # bytes, sets and ordered pairs have no JSON form: no schema, template or JSON dump could use them.
+    import yaml
+
     raise yaml.constructor.ConstructorError(
         None, None, f"{node.tag.rsplit(':', 1)[-1]} values (!!{node.tag.rsplit(':', 1)[-1]}) are not allowed here",
         node.start_mark,
@@ -108,6 +118,8 @@ _NON_JSON_TAGS = tuple(f"tag:yaml.org,2002:{name}" for name in ("binary", "set",
 
 
 def _add_constructors(loader: type[yaml.SafeLoader | yaml.CSafeLoader]) -> None:
+    import yaml
+
     loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
     loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
     loader.add_constructor(_TIMESTAMP_TAG, _construct_timestamp_as_text)
@@ -115,22 +127,24 @@ def _add_constructors(loader: type[yaml.SafeLoader | yaml.CSafeLoader]) -> None:
         loader.add_constructor(tag, _refuse_non_json_value)
 
 
-_add_constructors(_LineLoader)
+@functools.cache
+def _line_loaders() -> tuple[type[yaml.CSafeLoader] | None, type[yaml.SafeLoader]]:
+    """The libyaml loader (None without libyaml: it parses several times faster, same marks) and
+    the pure-Python one (it words its errors more precisely), both keeping lines."""
+    import yaml
 
+    class _LineLoader(_AliasLimit, yaml.SafeLoader):
+        pass
 
-def _fast_line_loader() -> type[yaml.CSafeLoader] | None:
-    """The libyaml twin of _LineLoader: it parses several times faster (large catalogs), same marks."""
+    _add_constructors(_LineLoader)
     if not getattr(yaml, "__with_libyaml__", False):
-        return None
+        return None, _LineLoader
 
     class _FastLineLoader(_AliasLimit, yaml.CSafeLoader):
         pass
 
     _add_constructors(_FastLineLoader)
-    return _FastLineLoader
-
-
-_FAST_LINE_LOADER = _fast_line_loader()
+    return _FastLineLoader, _LineLoader
 
 
 def load_yaml_file(path: Path) -> Any:
@@ -154,13 +168,16 @@ def load_yaml_text(text: str, path: Path | str) -> Any:
 
 
 def _load(text: str, path: Path | str) -> Any:
-    if _FAST_LINE_LOADER is not None:
+    import yaml
+
+    fast_loader, line_loader = _line_loaders()
+    if fast_loader is not None:
         try:
-            return yaml.load(text, Loader=_FAST_LINE_LOADER)  # noqa: S506 - a CSafeLoader
+            return yaml.load(text, Loader=fast_loader)  # noqa: S506 - a CSafeLoader
         except yaml.YAMLError:
             pass  # parse again below: the pure-Python loader words its errors more precisely
     try:
-        return yaml.load(text, Loader=_LineLoader)  # noqa: S506 - _LineLoader is a SafeLoader
+        return yaml.load(text, Loader=line_loader)  # noqa: S506 - a SafeLoader
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None

@@ -57,8 +57,14 @@ def cache_directory() -> Path | None:
 
 
 def _code_stamp() -> str:
-    parts: list[str] = [str(CACHE_FORMAT)]
-    for name in _CODE:
+    return code_stamp(str(CACHE_FORMAT), _CODE)
+
+
+def code_stamp(version: str, code: tuple[str, ...]) -> str:
+    """A digest of ``version`` and the size and mtime of the toolrun sources named in ``code``
+    (files or folders, relative to the package): a cache made by other code is not read."""
+    parts: list[str] = [version]
+    for name in code:
         path = _PACKAGE / name
         files = sorted(p for p in path.iterdir() if p.suffix in (".py", ".json")) if path.is_dir() else [path]
         for file in files:  # sources only: __pycache__ changes when Python compiles them
@@ -100,7 +106,7 @@ class CatalogCache:
     def get(self, file: Path, status: os.stat_result) -> list[tuple[str, int | None, Tool | None]] | None:
         """The tools of ``file`` as last loaded, when it has not changed since."""
         entry = self._entries.get(self.key(file))
-        if not isinstance(entry, tuple) or len(entry) != 4 or entry[0] != _status_key(status) \
+        if not isinstance(entry, tuple) or len(entry) != 4 or entry[0] != status_key(status) \
                 or not _unchanged(entry[3]):
             return None
         try:
@@ -126,7 +132,7 @@ class CatalogCache:
             after = file.stat()
         except OSError:
             return
-        if _status_key(after) != _status_key(before) or after.st_mtime_ns > time.time_ns() - RECENT_NS:
+        if status_key(after) != status_key(before) or after.st_mtime_ns > time.time_ns() - RECENT_NS:
             return
         depends: list[tuple[str, tuple[int, ...]]] = []
         for path in sorted(read):
@@ -136,9 +142,9 @@ class CatalogCache:
                 return
             if status.st_mtime_ns > time.time_ns() - RECENT_NS:  # it may have changed after the check read it
                 return
-            depends.append((str(path), _status_key(status)))
+            depends.append((str(path), status_key(status)))
         fields = tuple((name, line, _tool_fields(tool)) for name, line, tool in tools if tool is not None)
-        self._entries[self.key(file)] = (_status_key(before), fields, None, tuple(depends))
+        self._entries[self.key(file)] = (status_key(before), fields, None, tuple(depends))
         self._current.add(self.key(file))
         self._changed = True
 
@@ -208,14 +214,15 @@ def _unchanged(depends: tuple[tuple[str, tuple[int, ...]], ...]) -> bool:
     """Every file in ``depends`` still has the status key it had when the entry was kept."""
     for path, key in depends:
         try:
-            if _status_key(os.stat(path)) != key:
+            if status_key(os.stat(path)) != key:
                 return False
         except OSError:
             return False
     return True
 
 
-def _status_key(status: os.stat_result) -> tuple[int, ...]:
+def status_key(status: os.stat_result) -> tuple[int, ...]:
+    """What says a file is unchanged: size, modification and change times, inode."""
     # ctime too: any write sets it, and unlike mtime no tool can set it back.
     return (status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino)
 
@@ -291,5 +298,5 @@ class NameIndex:
             status = os.stat(path)
         except OSError:
             return None
-        return known[1] if known[0] == _status_key(status) else None
+        return known[1] if known[0] == status_key(status) else None
 

@@ -1,0 +1,107 @@
+"""A recipe file as last read and found valid, kept so an unchanged recipe is not parsed again.
+
+Reading a recipe means parsing its YAML and holding it to the recipe schema and the
+template checks; that work (and PyYAML, jsonschema and jinja2 imported for it) is most of
+what starting an offline replay costs. A recipe that passed is kept beside the catalog cache
+(one file per recipe path), with its lines, keyed by the file's size, times and inode and by
+the code that read it: any change, and the recipe is read and checked again. A file changed
+within the last 2 seconds is not kept (it may change again within its clock tick).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import marshal
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from toolrun.catalog.cache import RECENT_NS, cache_directory, code_stamp, status_key
+from toolrun.yamlsource import LineDict, LineList
+
+FORMAT = "recipe-1"
+# The code whose verdict is kept: the reading and the checks (the recipe is built from the document every time).
+_CODE = ("recipe.py", "yamlsource.py", "schema_errors.py", "templates.py", "schemas", "packaged_schemas.py",
+         "catalog/tool_schema.py")
+
+
+class NotKept(Exception):
+    """A value the cache does not know how to keep."""
+
+
+def cached_document(path: Path, status: os.stat_result) -> LineDict | None:
+    """The document of the recipe at ``path`` when it was read and passed before, unchanged since."""
+    where = _cache_file(path)
+    if where is None:
+        return None
+    try:
+        kept = marshal.loads(where.read_bytes())
+    except (OSError, EOFError, ValueError, TypeError):
+        return None
+    if not isinstance(kept, dict) or kept.get("code") != code_stamp(FORMAT, _CODE) \
+            or kept.get("path") != str(path.resolve()) or kept.get("status") != status_key(status):
+        return None
+    try:
+        document = _decoded(kept["document"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return document if isinstance(document, LineDict) else None
+
+
+def keep_document(path: Path, before: os.stat_result, document: LineDict) -> None:
+    """Keep the document of a recipe that passed every check; ``before``: its status before it was read."""
+    where = _cache_file(path)
+    if where is None or before.st_mtime_ns > time.time_ns() - RECENT_NS:
+        return
+    try:
+        after = path.stat()
+        if status_key(after) != status_key(before):  # changed while it was read
+            return
+        payload = marshal.dumps({"code": code_stamp(FORMAT, _CODE), "path": str(path.resolve()),
+                                 "status": status_key(before), "document": _encoded(document)})
+        where.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=where.parent, prefix=".recipe-", suffix=".tmp")
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(payload)
+        os.replace(temporary, where)
+    except (OSError, NotKept, ValueError):
+        return  # a cache that cannot be written is skipped
+
+
+def _cache_file(path: Path) -> Path | None:
+    folder = cache_directory()
+    if folder is None:
+        return None
+    key = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:24]
+    return folder / f"recipe-{key}.marshal"
+
+
+# A mapping is ("d", line, ((key, key line, value), ...)), a sequence ("l", line, item lines, values);
+# YAML gives no tuples, so a tuple is always one of these.
+def _encoded(value: Any) -> Any:
+    if isinstance(value, LineDict):
+        return ("d", value.line, tuple((key, value.key_lines.get(key, 0), _encoded(item)) for key, item in value.items()))
+    if isinstance(value, LineList):
+        return ("l", value.line, tuple(value.item_lines), tuple(_encoded(item) for item in value))
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    raise NotKept(type(value).__name__)
+
+
+def _decoded(value: Any) -> Any:
+    if not isinstance(value, tuple):
+        return value
+    if value[0] == "d":
+        mapping = LineDict()
+        mapping.line, mapping.key_lines = value[1], {}
+        for key, line, item in value[2]:
+            mapping[key] = _decoded(item)
+            mapping.key_lines[key] = line
+        return mapping
+    if value[0] == "l":
+        sequence = LineList(_decoded(item) for item in value[3])
+        sequence.line, sequence.item_lines = value[1], list(value[2])
+        return sequence
+    raise ValueError(f"not a kept value: {value[0]!r}")
