@@ -127,6 +127,7 @@ def process_rows(repeat: int, toolrun_root: Path, work: Path, quick: bool) -> li
     recipe = [*TOOLRUN, "recipe", str(toolrun_root / "recipes" / "inventory.yaml")]
     list_big, list_small = f"toolrun tools list, {big_n} tools", f"toolrun tools list, {small_n} tools"
     call_big_name, call_small_name = f"toolrun call, one tool of {big_n}", f"toolrun call, one tool of {small_n}"
+    lint_big, lint_small = f"toolrun tools lint, {big_n} tools", f"toolrun tools lint, {small_n} tools"
     commands: list[tuple[Row, list[str], tuple[int, ...]]] = [
         (Row("python -c pass", "ms", note="floor"), [sys.executable, "-c", "pass"], (0,)),
         (Row("toolrun --version", "ms", compare="python -c pass", goal="<= 3x python -c pass"),
@@ -134,10 +135,11 @@ def process_rows(repeat: int, toolrun_root: Path, work: Path, quick: bool) -> li
         (Row("toolrun recipe recipes/inventory.yaml (offline replay)", "ms", goal="<= 120 ms"), recipe, (0,)),
         (Row(call_big_name, "s", goal="<= 0.3 s"), call_big, (0, 1)),
         (Row(list_big, "s", goal="<= 1.5 s"), [*TOOLRUN, "tools", "list", "--tools-dir", str(big)], (0,)),
-        (Row(f"toolrun tools lint, {big_n} tools", "s", goal="<= 4 s, linear"),
+        (Row(lint_big, "s", goal="<= 4 s, linear"),
          [*TOOLRUN, "tools", "lint", "--tools-dir", str(big)], (0, 1)),
         (Row(list_small, "s"), [*TOOLRUN, "tools", "list", "--tools-dir", str(small)], (0,)),
         (Row(call_small_name, "s"), call_small, (0, 1)),
+        (Row(lint_small, "s"), [*TOOLRUN, "tools", "lint", "--tools-dir", str(small)], (0, 1)),
     ]
     if _accepts_no_log(toolrun_root):
         commands.insert(3, (Row("toolrun recipe recipes/inventory.yaml --no-log", "ms", goal="<= 120 ms"),
@@ -160,6 +162,7 @@ def process_rows(repeat: int, toolrun_root: Path, work: Path, quick: bool) -> li
     growth = big_count / small_count
     by_name[list_small].note = f"x{_ratio(by_name[list_big], by_name[list_small]):.1f} to {big_n} (x{growth:.1f} tools)"
     by_name[call_small_name].note = f"x{_ratio(by_name[call_big_name], by_name[call_small_name]):.1f} to {big_n}"
+    by_name[lint_small].note = f"x{_ratio(by_name[lint_big], by_name[lint_small]):.1f} to {big_n} (x{growth:.1f} tools)"
     if llm:
         by_name["toolrun --version"].note = (
             f"llm --version takes x{_ratio(by_name['llm --version (peer)'], by_name['toolrun --version']):.1f} as long")
