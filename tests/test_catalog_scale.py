@@ -192,11 +192,50 @@ def test_call_finds_its_file_through_the_cache_s_names_and_reads_a_changed_file(
                                                                                parses: list[str]) -> None:
     write(tmp_path, "a_greet.yaml", shell_tool("greet", "Says hello on stdout. Use it to check the wiring; not for real work."))
     write(tmp_path, "b_other.yaml", shell_tool("other", "Says goodbye on stdout. Use it to check the wiring; not for real work."))
-    load_checked_catalog(tmp_path)  # fills the cache and its name index
+    load_checked_catalog(tmp_path)  # fills the cache and its index
     parses.clear()
-    assert CliRunner().invoke(main, ["call", "greet", "--tools-dir", str(tmp_path)]).exit_code == 0
-    assert parses == ["a_greet.yaml"]
+    called = CliRunner().invoke(main, ["call", "greet", "--tools-dir", str(tmp_path)])
+    assert called.exit_code == 0 and called.stdout.strip() == "hi"
+    assert parses == []  # found through the index, taken from the cache: no file parsed
     # b_other.yaml now defines greet too: changed since cached, so it is read, and the duplicate found.
     write(tmp_path, "b_other.yaml", shell_tool("greet", "Says hello again. Use it to check the wiring; not for real work."))
     twice = CliRunner().invoke(main, ["call", "greet", "--tools-dir", str(tmp_path)])
     assert twice.exit_code == 2 and "duplicate tool name 'greet'" in twice.stderr
+    assert parses == ["b_other.yaml"]
+
+
+def test_one_tool_of_a_large_toolset_file_comes_from_the_cache_until_the_file_changes(
+        tmp_path: Path, cache_dir: Path, parses: list[str]) -> None:
+    def toolset(last_word: str) -> str:
+        tools = "".join(f"""\
+  - name: greet_{index}
+    description: Prints greeting number {index}. Use it to check the wiring; not for real work.
+    backend: {{shell: {{argv: [echo, {last_word if index == 7 else f'n{index}'}]}}}}
+""" for index in range(60))
+        return "tools:\n" + tools
+    write(tmp_path, "greetings.yaml", toolset("seven"))
+    load_checked_catalog(tmp_path)
+    parses.clear()
+    first = CliRunner().invoke(main, ["call", "greet_7", "--tools-dir", str(tmp_path)])
+    assert first.exit_code == 0 and first.stdout.strip() == "seven"
+    assert parses == []
+    write(tmp_path, "greetings.yaml", toolset("SEVEN"))  # same size, new text: never served stale
+    second = CliRunner().invoke(main, ["call", "greet_7", "--tools-dir", str(tmp_path)])
+    assert second.exit_code == 0 and second.stdout.strip() == "SEVEN"
+    assert parses == ["greetings.yaml"]
+
+
+def test_a_cache_whose_two_files_do_not_match_is_ignored(tmp_path: Path, cache_dir: Path, parses: list[str]) -> None:
+    tools = tmp_path / "tools.d"
+    tools.mkdir()
+    write(tools, "a.yaml", shell_tool("first_tool", "Prints the first greeting. Use it for the first check; not for others."))
+    load_checked_catalog(tools)
+    (entries,) = cache_dir.glob("catalog-*.entries")
+    saved = entries.read_bytes()
+    write(tools, "b.yaml", shell_tool("second_tool", "Prints the second greeting. Use it for the second check; not for others."))
+    load_checked_catalog(tools)  # writes a new pair
+    entries.write_bytes(saved)  # as if another toolrun had replaced the entries in between
+    parses.clear()
+    again = load_checked_catalog(tools)
+    assert list(again.tools) == ["first_tool", "second_tool"]
+    assert parses == ["a.yaml", "b.yaml"]  # the pair does not match: every file read again

@@ -13,12 +13,18 @@ time. Each entry also keeps the per-tool lint findings once the lint has looked 
 
 The cache lives in ``$TOOLRUN_CACHE_DIR``, else ``$XDG_CACHE_HOME/toolrun``, else
 ``~/.cache/toolrun``; ``TOOLRUN_CACHE_DIR=off`` turns it off. Entries are plain values
-written with ``marshal`` (no code runs when reading one), one file per tools directory,
-replaced atomically; one that cannot be read is ignored.
+written with ``marshal`` (no code runs when reading one). Each tools directory has two
+files, each replaced atomically: ``.entries``, every entry one after the other, and
+``.index``, each file's status key, the names it defines and where its entry is. A command
+that needs one tool (``toolrun call``) reads the index and only the entries of the files
+that define the name, so one tool of a 5,000-tool toolset file is not parsed again either.
+A random token opens the entries and is named by the index: a pair written by two
+processes does not match, and is ignored like a file that cannot be read.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import marshal
@@ -34,7 +40,8 @@ from toolrun.tool import Annotations, BackendSpec, SourceLocation, Tool
 if TYPE_CHECKING:
     from toolrun.catalog.lint import LintFinding
 
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
+TOKEN_SIZE = 16
 SELF_CONTAINED_BACKENDS = frozenset({"http", "shell"})  # their load-time checks read only the tool file
 _PACKAGE = Path(__file__).resolve().parent.parent
 # The code whose output is cached: a change to any of it makes a new cache.
@@ -81,8 +88,13 @@ class CatalogCache:
 
     def __init__(self, directory: Path, folder: Path | None) -> None:
         self.directory = directory
-        self._path: Path | None = None
-        self._entries: dict[str, Entry] = {}
+        self._prefix = os.path.join(str(directory), "")  # a file's key is its path after this
+        self._index_path: Path | None = None
+        self._entries_path: Path | None = None
+        self._index: dict[str, tuple[tuple[int, ...], tuple[str, ...], int, int]] = {}  # status, names, offset, size
+        self._token = b""
+        self._stored: bytes | None = None  # the entries file, read on first need
+        self._entries: dict[str, Entry] = {}  # read from the entries file, or put in this process
         self._changed = False
         self._current: set[str] = set()  # files whose entry was checked against the disk in this process
         self._stamp = ""
@@ -90,13 +102,15 @@ class CatalogCache:
             return
         self._stamp = _code_stamp()
         key = hashlib.sha256(str(directory.resolve()).encode()).hexdigest()[:24]
-        self._path = folder / f"catalog-{key}.marshal"  # one file per directory: another toolrun replaces it
+        self._index_path = folder / f"catalog-{key}.index"  # one pair per directory: another toolrun replaces it
+        self._entries_path = folder / f"catalog-{key}.entries"
         try:
-            loaded = marshal.loads(self._path.read_bytes())
+            loaded = marshal.loads(self._index_path.read_bytes())
         except (OSError, EOFError, ValueError, TypeError):
             return
-        if isinstance(loaded, dict) and loaded.get("code") == self._stamp and isinstance(loaded.get("files"), dict):
-            self._entries = loaded["files"]
+        if isinstance(loaded, dict) and loaded.get("code") == self._stamp and isinstance(loaded.get("files"), dict) \
+                and isinstance(loaded.get("token"), bytes):
+            self._index, self._token = loaded["files"], loaded["token"]
 
     @classmethod
     def for_directory(cls, directory: Path) -> CatalogCache:
@@ -105,7 +119,7 @@ class CatalogCache:
 
     def get(self, file: Path, status: os.stat_result) -> list[tuple[str, int | None, Tool | None]] | None:
         """The tools of ``file`` as last loaded, when it has not changed since."""
-        entry = self._entries.get(self.key(file))
+        entry = self._entry(self.key(file))
         if not isinstance(entry, tuple) or len(entry) != 4 or entry[0] != status_key(status) \
                 or not _unchanged(entry[3]):
             return None
@@ -123,7 +137,7 @@ class CatalogCache:
         ``before`` is the file's status from before it was read: a file changed while it was
         read, or so recently that a change within the same clock tick could go unseen, is not kept.
         """
-        if self._path is None or any(tool is None for _, _, tool in tools):
+        if self._index_path is None or any(tool is None for _, _, tool in tools):
             return
         read = _files_read([tool for _, _, tool in tools if tool is not None])
         if read is None:
@@ -150,14 +164,14 @@ class CatalogCache:
 
     def findings(self, file: Path) -> list[LintFinding] | None:
         """The per-tool lint findings of ``file``, when kept and the file is unchanged."""
-        entry = self._entries.get(self.key(file))
+        entry = self._entry(self.key(file))
         if self.key(file) not in self._current or entry is None or entry[2] is None:
             return None
         return [_finding(file, fields) for fields in entry[2]]
 
     def put_findings(self, file: Path, findings: list[LintFinding]) -> None:
         """Keep the per-tool lint findings of a file whose tools are kept."""
-        entry = self._entries.get(self.key(file))
+        entry = self._entry(self.key(file))
         if self.key(file) in self._current and entry is not None:
             self._entries[self.key(file)] = (entry[0], entry[1], tuple(_finding_fields(finding) for finding in findings),
                                              entry[3])
@@ -170,31 +184,116 @@ class CatalogCache:
         except ValueError:
             return str(file)
 
+    def names(self, file: Path) -> tuple[str, ...] | None:
+        """The names ``file`` defines, when the cache knows it unchanged; else None (read it).
+
+        A name scan without reading the file: only the index and the file's status are used.
+        """
+        path = str(file)
+        if not path.startswith(self._prefix):
+            return None
+        key = path[len(self._prefix):].replace(os.sep, "/")
+        known = self._index.get(key)
+        if known is None or not isinstance(known, tuple) or len(known) != 4:
+            return None
+        try:
+            status = os.stat(path)
+        except OSError:
+            return None
+        return known[1] if known[0] == status_key(status) else None
+
     def forget_missing(self, present: set[str]) -> None:
         """Drop the entries of files no longer in the directory (``present``: their keys)."""
-        gone = set(self._entries) - present
+        gone = (set(self._index) | set(self._entries)) - present
         for name in gone:
-            del self._entries[name]
+            self._index.pop(name, None)
+            self._entries.pop(name, None)
         self._changed = self._changed or bool(gone)
 
     def save(self) -> None:
-        """Write the cache back atomically if it changed; a cache that cannot be written is skipped."""
-        if self._path is None or not self._changed:
+        """Write the cache back if it changed: the entries, then the index naming them (each atomically).
+
+        A cache that cannot be written is skipped.
+        """
+        if self._index_path is None or self._entries_path is None or not self._changed:
             return
+        token = os.urandom(TOKEN_SIZE)
+        pieces: list[bytes] = [token]
+        index: dict[str, tuple[tuple[int, ...], tuple[str, ...], int, int]] = {}
+        offset = 0
+        for key in sorted(set(self._index) | set(self._entries)):
+            entry = self._entries.get(key)
+            if entry is not None:
+                piece, names = marshal.dumps(entry), tuple(name for name, _, _ in entry[1])
+                status = entry[0]
+            else:
+                stored = self._stored_piece(key)
+                if stored is None:
+                    continue
+                piece, (status, names, _, _) = stored, self._index[key]
+            index[key] = (status, names, offset, len(piece))
+            pieces.append(piece)
+            offset += len(piece)
         try:
-            self._path.parent.mkdir(parents=True, exist_ok=True)
-            handle, temporary = tempfile.mkstemp(dir=self._path.parent, prefix=".catalog-", suffix=".tmp")
-            with os.fdopen(handle, "wb") as stream:
-                marshal.dump({"code": self._stamp, "files": self._entries}, stream)
-            os.replace(temporary, self._path)
-            handle, temporary = tempfile.mkstemp(dir=self._path.parent, prefix=".catalog-", suffix=".tmp")
-            with os.fdopen(handle, "wb") as stream:  # the small index that toolrun call reads
-                marshal.dump({"code": self._stamp, "files": {key: (entry[0], tuple(name for name, _, _ in entry[1]))
-                                                             for key, entry in self._entries.items()}}, stream)
-            os.replace(temporary, self._path.with_suffix(".names"))
+            self._index_path.parent.mkdir(parents=True, exist_ok=True)
+            _replace(self._entries_path, b"".join(pieces))
+            _replace(self._index_path, marshal.dumps({"code": self._stamp, "token": token, "files": index}))
         except OSError:
             return
         self._changed = False
+
+    def _entry(self, key: str) -> Entry | None:
+        """The entry of ``key``: put in this process, or read from the entries file."""
+        entry = self._entries.get(key)
+        if entry is not None:
+            return entry
+        piece = self._stored_piece(key)
+        if piece is None:
+            return None
+        try:
+            entry = marshal.loads(piece)
+        except (EOFError, ValueError, TypeError):
+            return None
+        if not isinstance(entry, tuple) or len(entry) != 4:
+            return None
+        self._entries[key] = entry
+        return entry
+
+    def _stored_piece(self, key: str) -> bytes | None:
+        """The bytes of ``key``'s entry in the entries file (read once, the first time one is needed)."""
+        known = self._index.get(key)
+        if known is None or self._entries_path is None:
+            return None
+        if self._stored is None:
+            try:
+                stored = self._entries_path.read_bytes()
+            except OSError:
+                stored = b""
+            if stored[:TOKEN_SIZE] != self._token:  # not the entries this index was written with
+                self._index, stored = {}, b""
+            self._stored = stored
+            if not stored:
+                return None
+        try:
+            _, _, offset, size = known
+            start = TOKEN_SIZE + offset
+        except (TypeError, ValueError):
+            return None
+        piece = self._stored[start:start + size]
+        return piece if len(piece) == size else None
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """Write ``path`` atomically: a temporary file beside it, then a rename."""
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".catalog-", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
 
 
 def _files_read(tools: list[Tool]) -> set[Path] | None:
@@ -258,45 +357,3 @@ def _finding(file: Path, fields: tuple[Any, ...]) -> LintFinding:
 
     tool, line, rule, severity, message = fields
     return LintFinding(tool, str(file), line, rule, severity, message)
-
-
-class NameIndex:
-    """The names each cached file defines, kept beside the cache: a name scan without reading the files.
-
-    Only the cache's own files are in it (clean shell/http files), each with its status key:
-    a file that changed since, or is not in it, is read and scanned as usual.
-    """
-
-    def __init__(self, directory: Path, folder: Path | None) -> None:
-        self.directory = directory
-        self._prefix = os.path.join(str(directory), "")  # a file's key is its path after this
-        self._names: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = {}
-        if folder is None:
-            return
-        key = hashlib.sha256(str(directory.resolve()).encode()).hexdigest()[:24]
-        try:
-            loaded = marshal.loads((folder / f"catalog-{key}.names").read_bytes())
-        except (OSError, EOFError, ValueError, TypeError):
-            return
-        if isinstance(loaded, dict) and loaded.get("code") == _code_stamp() and isinstance(loaded.get("files"), dict):
-            self._names = loaded["files"]
-
-    @classmethod
-    def for_directory(cls, directory: Path) -> NameIndex:
-        """The index of ``directory`` in the user's cache folder (empty when the cache is off)."""
-        return cls(directory, cache_directory())
-
-    def names(self, file: Path) -> tuple[str, ...] | None:
-        """The names ``file`` defines, when it is in the index and unchanged; else None."""
-        path = str(file)
-        if not path.startswith(self._prefix):
-            return None
-        known = self._names.get(path[len(self._prefix):].replace(os.sep, "/"))
-        if known is None:
-            return None
-        try:
-            status = os.stat(path)
-        except OSError:
-            return None
-        return known[1] if known[0] == status_key(status) else None
-

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 
-from toolrun.catalog.cache import CatalogCache, NameIndex
+from toolrun.catalog.cache import CatalogCache
 from toolrun.catalog.lint import (
     LintFinding,
     apply_ignores,
@@ -45,16 +45,16 @@ def load_checked_catalog(directory: Path, *, lint: bool = True,
     (then ``error.catalog`` is the catalog, findings included). ``on_loaded`` sees the
     catalog once it is linted, before lint errors are raised (to print a summary first).
     With ``names``, only the files that mention them are loaded (``toolrun call``), found
-    through the cache's name index where it knows the file unchanged, else by reading it.
+    through the cache's index where it knows the file unchanged, else by reading it, and
+    taken from the cache when kept (a large toolset file is not parsed for one tool).
     ``lint_together`` picks the tools the side-by-side rules look at (None: no such rule
     runs); a picker that raises ``UserError`` leaves them out, for its caller to raise the
     same error once the catalog is shown.
     """
     directory = Path(directory)
-    cache = None if names is not None else CatalogCache.for_directory(directory)
-    index = NameIndex.for_directory(directory) if names is not None else None
+    cache = CatalogCache.for_directory(directory)
     try:
-        result = load_catalog(directory, names=names, cache=cache, index=index)
+        result = load_catalog(directory, names=names, cache=cache)
     except LoadError:
         raise
     except UserError as exc:  # a directory that is missing or unreadable: a load problem too
@@ -72,8 +72,7 @@ def load_checked_catalog(directory: Path, *, lint: bool = True,
         elif not len(catalog):  # an empty catalog is said by every command
             findings += catalog_findings([], str(directory))
         catalog.findings = sort_findings(apply_ignores(findings, list(catalog)))
-    if cache is not None:
-        cache.save()
+    cache.save()
     if on_loaded is not None:
         on_loaded(catalog)
     if catalog.lint_errors:

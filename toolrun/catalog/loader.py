@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolrun.catalog.cache import CatalogCache, NameIndex
+from toolrun.catalog.cache import CatalogCache
 from toolrun.catalog.mcp_toolset import load_mcp_toolset
 from toolrun.catalog.model import Catalog
 from toolrun.catalog.parameter_checks import parameter_problems
@@ -83,20 +83,20 @@ def _file_or_broken_link(entry: os.DirEntry[str]) -> bool:
         return True
 
 
-def load_catalog(directory: Path, *, names: Collection[str] | None = None, cache: CatalogCache | None = None,
-                 index: NameIndex | None = None) -> LoadResult:
+def load_catalog(directory: Path, *, names: Collection[str] | None = None,
+                 cache: CatalogCache | None = None) -> LoadResult:
     """Load every tool file of ``directory``; problems are collected, never raised (except a missing directory).
 
     With ``names``, only the files whose text mentions one of them are loaded (a name scan:
     a file that defines a tool spells its name; an ``mcp_server`` file, whose names come
     from the server, is always loaded), so one tool of a large catalog costs one
     file's parsing; two files defining the name are both loaded, and the duplicate reported.
-    With ``cache``, files unchanged since they were last loaded cleanly are not parsed again.
-    With ``index`` (the cache's names), an unchanged cached file is not even read for the scan.
+    With ``cache``, files unchanged since they were last loaded cleanly are not parsed again,
+    and the name scan does not even read them (the cache knows the names they define).
     """
     files = tool_files(directory)
     if names is not None:
-        files = [file for file in files if _mentions(file, names, index)]
+        files = [file for file in files if _mentions(file, names, cache)]
     elif cache is not None:
         cache.forget_missing({cache.key(file) for file in files})
     catalog = Catalog(directory=directory)
@@ -117,9 +117,9 @@ def load_catalog(directory: Path, *, names: Collection[str] | None = None, cache
     return LoadResult(catalog, problems)
 
 
-def _mentions(file: Path, names: Collection[str], index: NameIndex | None = None) -> bool:
-    if index is not None:
-        defined = index.names(file)
+def _mentions(file: Path, names: Collection[str], cache: CatalogCache | None = None) -> bool:
+    if cache is not None:
+        defined = cache.names(file)
         if defined is not None:  # unchanged since cached: the names it defines are known
             return any(name in defined for name in names)
     try:
