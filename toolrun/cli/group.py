@@ -43,6 +43,28 @@ IMPORT_COMMANDS = {
 }
 
 
+def import_command_module(args: list[str]) -> None:
+    """Import the module of the command ``args`` (``toolrun``'s arguments) name, if they name one.
+
+    Only the start-up uses it (to import with the collector off); the group imports the same
+    module again when it runs the command, and reports any failure to import it then.
+    """
+    lazy, groups = COMMANDS, {"tools": TOOLS_COMMANDS, "import": IMPORT_COMMANDS}
+    for arg in args:
+        if arg.startswith("-"):
+            continue  # the group's own flags (--debug, --help) take no value
+        if arg in groups and lazy is COMMANDS:
+            lazy = groups[arg]
+            continue
+        target = lazy.get(arg)
+        if target is not None:
+            try:
+                importlib.import_module(target.partition(":")[0])
+            except Exception:  # noqa: BLE001 - the group's own import of it reports this
+                pass
+        return
+
+
 class ToolrunGroup(click.Group):
     """A group that reports ``ToolrunError`` as a message and an exit code, and imports a
     command's module only when the command is asked for (``lazy``: name -> "module:attr")."""
