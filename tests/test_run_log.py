@@ -21,7 +21,7 @@ from tests.test_cli_recipe import INVENTORY, TOOLRUN, clean_env, invoke, toolrun
 from toolrun.errors import UserError
 from toolrun.runlog import RunLog, default_log_path
 from toolrun.runlog.schema import SCHEMA_VERSION
-from toolrun.runlog.store import match_query, search_text
+from toolrun.runlog.store import CJK_RANGES, match_query, search_text
 
 SECRET = "s3cr3t-token-NEVER-LOGGED-42"
 
@@ -238,3 +238,15 @@ def test_default_location_and_schema_version(tmp_path: Path) -> None:
 def test_cjk_is_indexed_a_character_a_token() -> None:
     assert search_text("北京的玫瑰: 100").split() == ["北", "京", "的", "玫", "瑰", ":", "100"]
     assert match_query('玫瑰 "rose"') == '"玫 瑰" AND """rose"""'
+
+
+def test_every_character_of_the_cjk_ranges_is_spaced_apart_and_no_other() -> None:
+    """search_text matches UTF-8 bytes: checked against CJK_RANGES for every code point, lone surrogates too."""
+    def is_cjk(code: int) -> bool:
+        return any(low <= code <= high for low, high in CJK_RANGES)
+
+    every = "".join(chr(code) for code in range(0x110000))
+    expected = "".join(f" {chr(code)} " if is_cjk(code) else chr(code) for code in range(0x110000))
+    assert search_text(every) == expected
+    assert search_text("x\ud800北") == "x\ud800 北 "  # a lone surrogate (as JSON may carry) stays as it was
+    assert search_text("plain ascii") == "plain ascii"

@@ -1,13 +1,12 @@
 """How long to wait before retrying an HTTP request: the server's word, else backoff.
 
 Shared by the HTTP backend and the provider transport; it reads headers as any mapping so
-it needs no HTTP client at import.
+it needs no HTTP client at import. ``email.utils`` and ``random`` (a few milliseconds of
+imports) are imported when a retry is actually due: a run that never retries never needs them.
 """
 
 from __future__ import annotations
 
-import email.utils
-import random
 import time
 from collections.abc import Mapping
 
@@ -51,10 +50,14 @@ def retry_delay(headers: Mapping[str, str], attempt: int, body: str | None = Non
         try:
             return max(0.0, float(value))
         except ValueError:
+            import email.utils
+
             parsed = email.utils.parsedate_to_datetime(value) if value else None
             if parsed is not None:
                 return max(0.0, parsed.timestamp() - time.time())
     from_body = body_retry_delay(body)
     if from_body is not None:
         return from_body
+    import random
+
     return min(8.0, 0.5 * (2**attempt)) * (0.75 + random.random() / 2)

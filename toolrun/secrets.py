@@ -13,7 +13,6 @@ the threads toolrun starts inherit it), so code deep below — a template readin
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import re
@@ -135,6 +134,8 @@ def register_secret(value: str | None) -> None:
 
 def _encodings(value: str) -> set[str]:
     # A server may echo a query-string token URL-encoded, or a JSON body with it escaped.
+    import base64  # only a run that reads a secret needs it
+
     return {
         value,
         urllib.parse.quote(value, safe=""),

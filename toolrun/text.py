@@ -5,7 +5,6 @@ Each was written several times with different limits; one place keeps messages a
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterable
 
@@ -32,6 +31,8 @@ def excerpt(text: str, limit: int = 200, *, flatten: bool = False, empty: str = 
 
 def close_matches(word: str, choices: Iterable[str], *, n: int = 1, cutoff: float = 0.6) -> list[str]:
     """The choices closest to ``word`` that are close enough to be a typo of it, best first."""
+    import difflib  # only a mistake needs it: not imported on every command's start
+
     return difflib.get_close_matches(word, list(choices), n=n, cutoff=cutoff)
 
 
