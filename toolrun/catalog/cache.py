@@ -29,7 +29,6 @@ import dataclasses
 import hashlib
 import marshal
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -285,6 +284,8 @@ class CatalogCache:
 
 def _replace(path: Path, data: bytes) -> None:
     """Write ``path`` atomically: a temporary file beside it, then a rename."""
+    import tempfile  # only a changed cache is written: an unchanged catalog does without its imports
+
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".catalog-", suffix=".tmp")
     try:
         with os.fdopen(handle, "wb") as stream:

@@ -11,7 +11,6 @@ import copy
 import json
 from typing import Any
 
-from toolrun.catalog.schema_convert import to_openai_strict
 from toolrun.json_limits import MAX_ARGUMENT_DEPTH, loads_bounded
 from toolrun.messages import StopReason, ToolDefinition, Usage
 from toolrun.providers.base import ProviderConfig, WireItem, WireTool
@@ -91,6 +90,8 @@ def strict_parameters(parameters: dict[str, Any], changes: list[str]) -> tuple[d
 
     What the conversion changed, or why it could not be done, is added to ``changes``.
     """
+    from toolrun.catalog.schema_convert import to_openai_strict  # only strict tool definitions convert
+
     converted = to_openai_strict(parameters)
     if not converted.compatible or converted.schema is None:
         reasons = "; ".join(str(change) for change in converted.incompatible)

@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import json.encoder
 import os
-import tempfile
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -105,6 +104,8 @@ def save_cassette(cassette: Cassette, path: Path) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     text = cassette_text(redact(cassette.to_json())) + "\n"
+    import tempfile  # only recording writes a cassette: a replay does without its imports (shutil, random)
+
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
