@@ -1,0 +1,63 @@
+"""What an offline replay leaves out: modules only a live run, an http tool's check or a
+mistake needs are not imported.
+
+A subprocess plays recipes/inventory.yaml in place, without an API key (so it replays the
+recording beside it), through the console script's own entry (``toolrun.cli.main()``), and
+reports what it imported. Not timed (``benchmarks/run.py`` times it): this keeps a later
+change from pulling httpx and the rest back onto the start of every replay.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.test_cli_recipe import INVENTORY, ROOT, clean_env
+
+# Each is imported only by what this replay never does: a request over the network (httpx,
+# and email through http.client), checking an http tool (the catalog cache holds them), or
+# suggesting a name for a typo (difflib).
+NEVER_IMPORTED = ("httpx", "httpcore", "email", "http.client", "urllib.request", "difflib", "toolrun.backends.http")
+
+REPLAY_IN_PLACE = """
+import gc, json, sys
+recipe, report = sys.argv[1:]
+sys.argv = ["toolrun", "recipe", recipe]
+from toolrun.cli import main
+try:
+    main()
+except SystemExit as exit:
+    status = exit.code
+with open(report, "w", encoding="utf-8") as out:
+    json.dump({"status": status, "modules": sorted(sys.modules), "collecting": gc.isenabled()}, out)
+"""
+
+
+def replay_in_place(tmp_path: Path, name: str) -> tuple[dict[str, Any], subprocess.CompletedProcess[str]]:
+    report = tmp_path / f"{name}.json"
+    done = subprocess.run([sys.executable, "-c", REPLAY_IN_PLACE, str(INVENTORY), str(report)], cwd=ROOT,
+                          env=clean_env(TOOLRUN_CACHE_DIR=str(tmp_path / "cache")),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(report.read_text(encoding="utf-8")), done
+
+
+def test_an_offline_replay_imports_no_http_client_and_nothing_only_a_mistake_needs(tmp_path: Path) -> None:
+    replay_in_place(tmp_path, "cold")  # fills the catalog cache: a cold one checks tools.d's http tools with httpx
+    report, done = replay_in_place(tmp_path, "warm")
+
+    assert report["status"] == 0, done.stderr
+    assert "replaying" in done.stderr and "玫瑰: 100" in done.stdout  # the replay did run, its tool too
+    assert "toolrun.play" in report["modules"] and "toolrun.providers.openai_chat" in report["modules"]
+    assert [name for name in NEVER_IMPORTED if name in report["modules"]] == []
+
+
+def test_the_script_runs_its_command_with_the_garbage_collector_on(tmp_path: Path) -> None:
+    # main() turns the collector off while it imports the command, then freezes and turns it back on.
+    report, done = replay_in_place(tmp_path, "run")
+
+    assert report["status"] == 0, done.stderr
+    assert report["collecting"] is True
