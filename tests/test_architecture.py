@@ -43,6 +43,7 @@ BASE = frozenset(
         "toolrun.retry_after",
         "toolrun.schema_errors",
         "toolrun.secrets",
+        "toolrun.template_sandbox",
         "toolrun.templates",
         "toolrun.text",
         "toolrun.tool",

@@ -4,65 +4,37 @@ Model-supplied values are data: they are passed to templates as variables and ar
 parsed as templates themselves. ``${env:NAME}`` references in a template are turned into
 variable look-ups before parsing, so a secret is inserted as data too, and a model value
 that happens to contain ``${env:...}`` is never resolved.
+
+A template that is only literal text and ``{{ name }}`` of plain values (a recipe's
+``"{{ question }}"``) is filled in without Jinja2, to exactly the text Jinja2 would make;
+Jinja2 (in ``template_sandbox``) is imported at the first template that needs more.
 """
 
 from __future__ import annotations
 
-import json
+import functools
 import re
 from collections.abc import Mapping
-from functools import lru_cache
-from typing import Any
-
-from jinja2 import StrictUndefined, TemplateSyntaxError, UndefinedError, meta
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+from typing import TYPE_CHECKING, Any
 
 from toolrun.secrets import ENV_REFERENCE, read_secret
+
+if TYPE_CHECKING:
+    from jinja2 import Template
+
+    from toolrun.template_sandbox import TemplateEnvironment
 
 _ENV_VARIABLE = "__toolrun_env__"
 MAX_REPEATED_LENGTH = 1_000_000  # what "text" * n may build in a template
 MAX_EXPONENT = 1000
 
 
-def _to_json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
+@functools.cache
+def _environment() -> TemplateEnvironment:
+    # jinja2 is imported here, at the first template that needs more than ``{{ name }}``.
+    from toolrun.template_sandbox import make_environment
 
-
-class _TemplateEnvironment(ImmutableSandboxedEnvironment):
-    """The sandbox, with ``a.b`` on a mapping meaning its key ``b`` before any method.
-
-    Without this, ``response.json.items`` would find ``dict.items`` instead of the
-    ``items`` key of the JSON body.
-    """
-
-    # "x" * n and 10 ** n with a model-chosen n: a gigabyte or minutes of CPU from one call.
-    intercepted_binops = frozenset({"*", "**"})
-
-    def getattr(self, obj: Any, attribute: str) -> Any:
-        if isinstance(obj, dict) and attribute in obj:
-            return obj[attribute]
-        return super().getattr(obj, attribute)
-
-    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
-        if operator == "*":
-            for sequence, count in ((left, right), (right, left)):
-                if isinstance(sequence, (str, list, tuple)) and isinstance(count, int) \
-                        and len(sequence) * count > MAX_REPEATED_LENGTH:
-                    raise TemplateError(f"template value too large: {len(sequence)} × {count} is more than "
-                                        f"{MAX_REPEATED_LENGTH} characters or items")
-        if operator == "**" and isinstance(right, (int, float)) and abs(right) > MAX_EXPONENT \
-                and isinstance(left, (int, float)) and abs(left) > 1:
-            raise TemplateError(f"template value too large: a power with exponent {right} (at most {MAX_EXPONENT})")
-        return super().call_binop(context, operator, left, right)
-
-
-def _make_environment() -> ImmutableSandboxedEnvironment:
-    env = _TemplateEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
-    env.filters["tojson"] = _to_json  # Jinja's own tojson HTML-escapes; we want plain JSON
-    return env
-
-
-_environment = _make_environment()
+    return make_environment()
 
 
 class TemplateError(ValueError):
@@ -87,16 +59,79 @@ def _prepare(source: str) -> str:
     return prepared
 
 
-@lru_cache(maxsize=4096)
-def _compile(source: str):
+@functools.lru_cache(maxsize=4096)
+def _compile(source: str) -> Template:
+    from jinja2 import TemplateSyntaxError
+
     try:
-        return _environment.from_string(_prepare(source))
+        return _environment().from_string(_prepare(source))
     except TemplateSyntaxError as exc:
         raise TemplateError(f"template syntax error: {exc.message} (line {exc.lineno} of the template)") from None
 
 
+# ---------------------------------------------------------------- literal text and {{ name }}, without Jinja2
+
+# What Jinja2 would read as a name in ``{{ name }}``, spelled plainly; other spellings go to Jinja2.
+_PLAIN_VARIABLE = re.compile(r"\{\{[ \t\n]*([A-Za-z_][A-Za-z0-9_]*)[ \t\n]*\}\}")
+_TAG_START = re.compile(r"\{[{%#]")  # where Jinja2's lexer leaves literal text
+# The globals of Jinja2's environment: its placeholders leave them out (a test checks the list).
+JINJA_GLOBALS = frozenset({"range", "dict", "lipsum", "cycler", "joiner", "namespace"})
+# Names Jinja2 reads as something else (constants, operators, the template itself), and toolrun's own.
+_NOT_PLAIN_NAMES = JINJA_GLOBALS | {
+    "true", "false", "none", "True", "False", "None", "not", "and", "or", "in", "is", "if", "else",
+    "self", "loop", "super", "caller", "varargs", "kwargs", _ENV_VARIABLE,
+}
+# Values whose text Jinja2 makes with str() when autoescape and finalize are off, as in template_sandbox.
+_PLAIN_VALUE_TYPES = frozenset({str, int, float, bool, type(None)})
+
+
+@functools.lru_cache(maxsize=4096)
+def _plain_parts(source: str) -> tuple[str, ...] | None:
+    """Literal text and names alternating (text, name, text, ..., text); None when ``source`` is more than that.
+
+    Literal text is what Jinja2 copies as is: no "\\r" (its lexer turns line endings into
+    "\\n"), no ``${env:`` and no other tag. A tag is found where Jinja2's lexer finds it, at
+    the leftmost ``{{``, ``{%`` or ``{#``, so ``{{{ x }}`` is not mistaken for ``{`` + ``{{ x }}``.
+    """
+    if "\r" in source or "${env:" in source:
+        return None
+    parts: list[str] = []
+    position = 0
+    while (tag := _TAG_START.search(source, position)) is not None:
+        variable = _PLAIN_VARIABLE.match(source, tag.start())
+        if variable is None or variable.group(1) in _NOT_PLAIN_NAMES:
+            return None
+        parts += [source[position:tag.start()], variable.group(1)]
+        position = variable.end()
+    parts.append(source[position:])
+    return tuple(parts)
+
+
+def _substituted(source: str, arguments: Mapping[str, Any]) -> str | None:
+    """``source`` rendered as Jinja2 would, when it is only literal text and ``{{ name }}`` of plain values; else None."""
+    parts = _plain_parts(source)
+    if parts is None:
+        return None
+    values = {**arguments}  # as Jinja2's context sees them
+    pieces = list(parts)
+    for index in range(1, len(pieces), 2):
+        name = pieces[index]
+        if name not in values or type(values[name]) not in _PLAIN_VALUE_TYPES:
+            return None  # undefined (Jinja2 words the error) or a value Jinja2 may show otherwise
+        try:
+            pieces[index] = str(values[name])
+        except ValueError:  # an int too long for str(): Jinja2 raises the same
+            return None
+    return "".join(pieces)
+
+
+# ---------------------------------------------------------------- the public functions
+
+
 def check_template(source: str) -> str | None:
     """None when ``source`` parses, else the error message."""
+    if _plain_parts(source) is not None:
+        return None
     try:
         _compile(source)
     except TemplateError as exc:
@@ -109,13 +144,18 @@ def placeholders(source: str) -> set[str]:
     return set(_placeholders(source))
 
 
-@lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=4096)
 def _placeholders(source: str) -> frozenset[str]:
     # Cached: large catalogs repeat the same templates ("{{ city }}") many times.
     if not is_template(source):
         return frozenset()
+    parts = _plain_parts(source)
+    if parts is not None:
+        return frozenset(parts[1::2])
+    from jinja2 import TemplateSyntaxError, meta
+
     try:
-        parsed = _environment.parse(_prepare(source))
+        parsed = _environment().parse(_prepare(source))
     except (TemplateSyntaxError, TemplateError):
         return frozenset()
     return frozenset(meta.find_undeclared_variables(parsed)) - {_ENV_VARIABLE}
@@ -133,6 +173,15 @@ def render(source: str, arguments: Mapping[str, Any], environ: Mapping[str, str]
     """
     if not is_template(source):
         return source
+    substituted = _substituted(source, arguments)
+    if substituted is not None:
+        return substituted
+    return _rendered_in_sandbox(source, arguments, environ)
+
+
+def _rendered_in_sandbox(source: str, arguments: Mapping[str, Any], environ: Mapping[str, str] | None) -> str:
+    from jinja2 import UndefinedError
+
     template = _compile(source)
     env_values = {name: read_secret(name, environ) for name in ENV_REFERENCE.findall(source)}
     try:
