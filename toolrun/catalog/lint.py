@@ -11,14 +11,17 @@ import dataclasses
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from toolrun.catalog import lint_rules
-from toolrun.catalog.lint_rules import Severity
 from toolrun.catalog.model import Catalog
-from toolrun.catalog.similarity import similar_groups, tokenize
+from toolrun.catalog.tokens import token_estimate
 from toolrun.text import counted, did_you_mean
 from toolrun.tool import Tool
+
+if TYPE_CHECKING:
+    from toolrun.catalog.lint_rules import RawFinding
+
+Severity = Literal["error", "warning", "info"]
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
@@ -62,7 +65,7 @@ class LintFinding:
         return f"{where}{self.severity}: {subject}{self.message} [{self.rule}]{accepted}"
 
 
-def _finding(tool: Tool, raw: lint_rules.RawFinding) -> LintFinding:
+def _finding(tool: Tool, raw: RawFinding) -> LintFinding:
     return LintFinding(
         tool=tool.name,
         file=str(tool.source.file),
@@ -75,7 +78,9 @@ def _finding(tool: Tool, raw: lint_rules.RawFinding) -> LintFinding:
 
 def lint_tool(tool: Tool) -> list[LintFinding]:
     """The findings of the rules that look at one tool alone."""
-    return [_finding(tool, raw) for raw in lint_rules.tool_findings(tool)]
+    from toolrun.catalog.lint_rules import tool_findings  # ~10 ms of imports, for a tool whose findings are not cached
+
+    return [_finding(tool, raw) for raw in tool_findings(tool)]
 
 
 # Action verbs by meaning: two tools whose names carry verbs of different meanings
@@ -101,6 +106,8 @@ ACTION_VERBS: dict[str, str] = {
 
 def _action_meaning(name: str) -> str | None:
     # The first verb anywhere in the name: "admin-api-keys-create", "beta_getResponse".
+    from toolrun.catalog.similarity import tokenize
+
     return next((ACTION_VERBS[word] for word in tokenize(name) if word in ACTION_VERBS), None)
 
 
@@ -112,6 +119,10 @@ def near_duplicate_findings(tools: list[Tool], threshold: float = NEAR_DUPLICATE
     terms are scored as one group (``similar_groups``), so a catalog of thousands of tools
     made from one template costs about as much as its templates.
     """
+    if len(tools) < 2:  # one tool has no look-alike: similarity is not even imported
+        return []
+    from toolrun.catalog.similarity import similar_groups
+
     documents = [f"{tool.name} {tool.description}" for tool in tools]
     actions = [_action_meaning(tool.name) for tool in tools]
     groups = similar_groups(documents, threshold, labels=actions)
@@ -194,7 +205,7 @@ def catalog_findings(tools: list[Tool], directory: str | None) -> list[LintFindi
                 "(`tools:` in the recipe) or split the catalog",
             )
         )
-    total = sum(lint_rules.token_estimate(tool) for tool in tools)
+    total = sum(token_estimate(tool) for tool in tools)
     findings.append(
         LintFinding(
             None,

@@ -6,21 +6,23 @@ behind them (measured on the OpenAI API's 288 operations) are in docs/lint.md.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
+from toolrun.catalog.cjk import is_cjk
 from toolrun.catalog.schema_convert import SchemaChange, allows_null, to_gemini, to_openai_strict
-from toolrun.catalog.similarity import is_cjk
-from toolrun.catalog.tokens import estimate_definition_tokens
+from toolrun.catalog.tokens import token_estimate  # also what tools export shows
 from toolrun.secrets import ENV_REFERENCE
 from toolrun.text import counted
 from toolrun.tool import Tool
 from toolrun.url_template import PATH_PARAMETER, path_parameters
 
-Severity = Literal["error", "warning", "info"]
+if TYPE_CHECKING:
+    from toolrun.catalog.lint import Severity
 
 MIN_DESCRIPTION_WORDS = 10  # fewer words cannot say what, when and when not
 CJK_CHARS_PER_WORD = 2  # a Chinese word is about two characters
@@ -28,6 +30,14 @@ LARGE_TOOL_TOKENS = 1000  # a single definition above this is worth trimming
 PROPERTY_NAME = re.compile(r"^[a-zA-Z0-9_.-]{1,64}$")  # what Anthropic accepts as input_schema property keys
 HUGE_TOOL_TOKENS = 100_000  # above this a request cannot fit most models' context windows
 STATE_CHANGING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+def _compiled_at_first_use(source: str, flags: int = 0) -> Callable[[], re.Pattern[str]]:
+    """A getter of ``re.compile(source, flags)`` that compiles it once, at its first call.
+
+    Compiling this module's patterns costs ~5 ms; a command that lints one tool needs few of them.
+    """
+    return functools.cache(lambda: re.compile(source, flags))
 
 
 @dataclass(frozen=True)
@@ -51,7 +61,7 @@ def word_count(text: str) -> int:
 
 
 # Cues that a description says when (or when not) to use the tool.
-USAGE_GUIDANCE = re.compile(
+USAGE_GUIDANCE = _compiled_at_first_use(
     r"\b(use (this|it|when|for|to|only|instead|with)|used (for|to|when)|useful (for|when)|"
     r"when (you|the|a|an|to|asked|looking|needed|there)|if (you|the)|only (for|when|if|use|works)|"
     r"do not|don'?t|never|instead|rather than|not (for|suitable|intended)|avoid|"
@@ -82,7 +92,7 @@ def description_findings(tool: Tool) -> Iterator[RawFinding]:
             "returns, when to use it and when not to",
         )
         return  # one fix covers both: a longer description with guidance
-    if not USAGE_GUIDANCE.search(description):
+    if not USAGE_GUIDANCE().search(description):
         yield RawFinding(
             "no-usage-guidance",
             "warning",
@@ -137,14 +147,14 @@ def _implied_type(schema: dict[str, Any]) -> str | None:
 
 
 # A list of values in prose: a cue, then at least two quoted values, or "one of a, b or c".
-_VALUE_CUE = re.compile(
+_VALUE_CUE = _compiled_at_first_use(
     r"\b(one of|either|possible values|allowed values|valid values|supported values|accepted values|"
     r"available values|values are|options are|must be|can be|should be|choose from|defaults? to)\b"
     r"|可选值|取值|之一|可以是",
     re.IGNORECASE,
 )
-_QUOTED_VALUE = re.compile(r"""[`'"“‘]([^`'"”’\s,]{1,40})[`'"”’]""")
-_BARE_LIST = re.compile(
+_QUOTED_VALUE = _compiled_at_first_use(r"""[`'"“‘]([^`'"”’\s,]{1,40})[`'"”’]""")
+_BARE_LIST = _compiled_at_first_use(
     r"\b(?:one of|either)[:\s]+([A-Za-z0-9_.-]{1,30})(?:\s*,\s*[A-Za-z0-9_.-]{1,30})*,?\s+(?:or|and)\s+[A-Za-z0-9_.-]{1,30}\b",
     re.IGNORECASE,
 )
@@ -152,14 +162,14 @@ _BARE_LIST = re.compile(
 
 def prose_values(description: str) -> list[str]:
     """Values listed in a description ("one of `a`, `b`"), or [] when it lists none."""
-    bare = _BARE_LIST.search(description)
+    bare = _BARE_LIST().search(description)
     if bare:
         listed = re.sub(r"^(one of|either)[:\s]+", "", bare.group(0), flags=re.IGNORECASE)
         return [value for value in re.split(r"[\s,]+", listed) if value.lower() not in ("or", "and")]
-    cue = _VALUE_CUE.search(description)
+    cue = _VALUE_CUE().search(description)
     if not cue:
         return []
-    values = list(dict.fromkeys(_QUOTED_VALUE.findall(description[cue.start() :])))
+    values = list(dict.fromkeys(_QUOTED_VALUE().findall(description[cue.start() :])))
     return values if len(values) >= 2 else []
 
 
@@ -231,9 +241,9 @@ def parameter_findings(tool: Tool) -> Iterator[RawFinding]:
 
 # ---------------------------------------------------------------- prompt injection
 
-INSTRUCTION_PATTERNS: list[tuple[re.Pattern[str], str]] = [
+INSTRUCTION_PATTERNS: list[tuple[Callable[[], re.Pattern[str]], str]] = [
     (
-        re.compile(
+        _compiled_at_first_use(
             r"\b(ignore|disregard|forget|override)\s+(all\s+|any\s+)?(the\s+|your\s+)?"
             r"(previous|prior|above|earlier|preceding|other|system)\s+(instructions|messages|prompts?|rules|directions)",
             re.IGNORECASE,
@@ -241,17 +251,17 @@ INSTRUCTION_PATTERNS: list[tuple[re.Pattern[str], str]] = [
         "tells the model to ignore its instructions",
     ),
     (
-        re.compile(r"\byou\s+(must|should|have\s+to)\s+always\s+(call|use|invoke|run)\b", re.IGNORECASE),
+        _compiled_at_first_use(r"\byou\s+(must|should|have\s+to)\s+always\s+(call|use|invoke|run)\b", re.IGNORECASE),
         "orders the model to always call a tool",
     ),
     (
-        re.compile(
+        _compiled_at_first_use(
             r"\b(always|first)\s+(call|use|invoke|run)\s+this\s+tool\s+(first|before\s+(any|every|all))", re.IGNORECASE
         ),
         "orders the model to call this tool before anything else",
     ),
     (
-        re.compile(
+        _compiled_at_first_use(
             r"\b(do\s+not|don'?t|never|without)\s+(tell|telling|inform|informing|mention|mentioning|reveal|revealing|"
             r"show|showing|notify|notifying)\s+(this\s+to\s+)?the\s+user",
             re.IGNORECASE,
@@ -259,7 +269,7 @@ INSTRUCTION_PATTERNS: list[tuple[re.Pattern[str], str]] = [
         "asks the model to hide something from the user",
     ),
     (
-        re.compile(
+        _compiled_at_first_use(
             r"\b(reveal|print|output|repeat|show|send|leak|ignore|override|forget)\b[^.]{0,20}\b(your|the)\s+"
             r"system\s+(prompt|message|instructions?)\b|\byour\s+system\s+(prompt|message|instructions?)\b",
             re.IGNORECASE,
@@ -267,11 +277,11 @@ INSTRUCTION_PATTERNS: list[tuple[re.Pattern[str], str]] = [
         "talks about the system prompt",
     ),
     (
-        re.compile(r"<\s*/?\s*(important|system|instructions?|admin)\s*>", re.IGNORECASE),
+        _compiled_at_first_use(r"<\s*/?\s*(important|system|instructions?|admin)\s*>", re.IGNORECASE),
         "contains an instruction tag (<IMPORTANT>, <system>)",
     ),
     (
-        re.compile(r"(忽略|无视)(之前|以上|先前|所有)[^。]{0,6}(指令|指示|说明|规则)|不要告诉用户|系统提示"),
+        _compiled_at_first_use(r"(忽略|无视)(之前|以上|先前|所有)[^。]{0,6}(指令|指示|说明|规则)|不要告诉用户|系统提示"),
         "contains instruction-like text (忽略之前的指令 / 不要告诉用户 / 系统提示)",
     ),
 ]
@@ -297,7 +307,7 @@ def _hidden_character_kind(text: str, index: int) -> str | None:
 
 
 # Every character _hidden_character_kind may report: a fast first pass over long texts.
-_MAYBE_HIDDEN = re.compile(
+_MAYBE_HIDDEN = _compiled_at_first_use(
     "[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff"
     "\U000e0000-\U000e007f\U000e0100-\U000e01ef]"
 )
@@ -305,8 +315,10 @@ _MAYBE_HIDDEN = re.compile(
 
 def hidden_characters(text: str) -> list[str]:
     """Descriptions of the invisible characters in ``text`` (``U+200B (a zero-width character)``)."""
+    if text.isascii():  # every character _hidden_character_kind reports is past ASCII
+        return []
     found: list[str] = []
-    for match in _MAYBE_HIDDEN.finditer(text):
+    for match in _MAYBE_HIDDEN().finditer(text):
         index, char = match.start(), match.group(0)
         kind = _hidden_character_kind(text, index)
         if kind:
@@ -346,7 +358,7 @@ def injection_findings(tool: Tool) -> Iterator[RawFinding]:
                 "a reviewer cannot see)",
             )
         for pattern, meaning in INSTRUCTION_PATTERNS:
-            match = pattern.search(text)
+            match = pattern().search(text)
             if match:
                 yield RawFinding(
                     "prompt-injection",
@@ -493,7 +505,7 @@ def argv_findings(tool: Tool) -> Iterator[RawFinding]:
         yield RawFinding("argv-option-injection", "warning", key_path, message)
 
 
-_URL_ORIGIN = re.compile(r"^\s*([^/]*//)?[^/?#]*")  # scheme and host, up to the path
+_URL_ORIGIN = _compiled_at_first_use(r"^\s*([^/]*//)?[^/?#]*")  # scheme and host, up to the path
 
 
 def model_host_findings(tool: Tool) -> Iterator[RawFinding]:
@@ -504,7 +516,7 @@ def model_host_findings(tool: Tool) -> Iterator[RawFinding]:
         url = tool.backend.config.get(key)
         if not isinstance(url, str):
             continue
-        origin = _URL_ORIGIN.match(url)
+        origin = _URL_ORIGIN().match(url)
         text = origin.group(0) if origin else ""
         if key == "url" and "//" not in text:
             continue  # a path under base_url: the host is base_url's
@@ -588,13 +600,6 @@ def schema_compat_findings(tool: Tool) -> Iterator[RawFinding]:
 def _parameters_path(change: SchemaChange) -> str:
     """The tool key path of a schema change, for the finding's line."""
     return f"parameters.{change.path}" if change.path else "parameters"
-
-
-def token_estimate(tool: Tool) -> int:
-    """Estimated tokens of the tool's definition (the OpenAI Chat export) in every request."""
-    # The export's shape, built without its defensive copy: only serialised here.
-    function = {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
-    return estimate_definition_tokens({"type": "function", "function": function})
 
 
 def token_findings(tool: Tool) -> Iterator[RawFinding]:

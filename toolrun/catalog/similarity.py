@@ -20,6 +20,8 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
+from toolrun.catalog.cjk import has_cjk, is_cjk
+
 # Why a stopword list: in a small catalog IDF cannot tell "the" from "inventory" reliably.
 STOPWORDS = frozenset(
     """a an and are as at be been but by can could do does for from has have if in into is it
@@ -31,20 +33,11 @@ _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _LETTER_RUN = re.compile(r"[^\W\d_]+")
 
 
-# Chinese, Japanese and Korean: ideographs (+ extension A, compatibility), kana, hangul.
-CJK_CHARACTER = re.compile("[\u4e00-\u9fff\u3400-\u4dbf\u3040-\u30ff\uac00-\ud7af\uf900-\ufaff]")
-
-
-def is_cjk(char: str) -> bool:
-    """True for Chinese, Japanese and Korean characters (scored per character, not per word)."""
-    return CJK_CHARACTER.match(char) is not None
-
-
 def tokenize(text: str) -> list[str]:
     """The terms of ``text``, in order (CJK runs give unigrams then bigrams)."""
     terms: list[str] = []
     for run in _LETTER_RUN.findall(_CAMEL_BOUNDARY.sub(" ", text)):
-        if not CJK_CHARACTER.search(run):  # the common case: one plain word
+        if not has_cjk(run):  # the common case: one plain word
             terms.append(run.lower())
             continue
         word: list[str] = []
