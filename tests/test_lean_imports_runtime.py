@@ -18,9 +18,11 @@ from typing import Any
 from tests.test_cli_recipe import INVENTORY, ROOT, clean_env
 
 # Each is imported only by what this replay never does: a request over the network (httpx,
-# and email through http.client), checking an http tool (the catalog cache holds them), or
-# suggesting a name for a typo (difflib).
-NEVER_IMPORTED = ("httpx", "httpcore", "email", "http.client", "urllib.request", "difflib", "toolrun.backends.http")
+# and email through http.client), checking a tool (the catalog cache holds them: an http
+# tool's URL is parsed with httpx, a python tool's source read with python_signature and
+# sysconfig), or suggesting a name for a typo (difflib).
+NEVER_IMPORTED = ("httpx", "httpcore", "email", "http.client", "urllib.request", "difflib", "toolrun.backends.http",
+                  "toolrun.backends.python_signature", "sysconfig")
 
 REPLAY_IN_PLACE = """
 import gc, json, sys

@@ -23,20 +23,21 @@ import inspect
 import json
 import logging
 import sys
-import sysconfig
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolrun.backends.base import Backend, BackendOutput, BackendWarning, CallContext
-from toolrun.backends.python_signature import FunctionSignature, module_outline, signature_mismatches
 from toolrun.backends.python_target import file_path, is_file_target, split_target
 from toolrun.daemon_threads import in_daemon_thread
 from toolrun.errors import TOOL_LOGGER, Problem, ToolError
 from toolrun.text import exception_text
 from toolrun.tool import Tool
+
+if TYPE_CHECKING:  # the load-time checks import it: a call never reads the function's source
+    from toolrun.backends.python_signature import FunctionSignature, SignatureMismatch
 
 _import_lock = threading.RLock()  # sys.path is process-wide: one import with a tool's folder on it at a time
 _functions: dict[tuple[str, str], Callable[..., Any]] = {}
@@ -145,25 +146,25 @@ class PythonBackend(Backend):
 
         Reads the source and runs none of it (only finding ``pkg.mod`` imports the package ``pkg``).
         """
-        found = _function_in_source(tool)
+        found = _mismatches_in_source(tool)
         if isinstance(found, Problem):
             return [found]
         if found is None:
             return []
-        source, signature = found
+        source, signature, mismatches = found
         return [Problem(tool.source.file, tool.source.line_of(mismatch.schema_path),
                         f"{mismatch.message} ({source.name} line {signature.line})", mismatch.fix)
-                for mismatch in signature_mismatches(signature, tool.parameters) if mismatch.every_call]
+                for mismatch in mismatches if mismatch.every_call]
 
     def warnings(self, tool: Tool) -> list[BackendWarning]:
         """python-signature: calls the function would refuse when the model leaves out or adds an argument."""
-        found = function_signature(tool)
-        if found is None:
+        found = _mismatches_in_source(tool)
+        if found is None or isinstance(found, Problem):
             return []
-        source, signature = found
+        source, signature, mismatches = found
         return [BackendWarning("python-signature", mismatch.schema_path,
                                f"{mismatch.message} ({source.name} line {signature.line}): {mismatch.fix}")
-                for mismatch in signature_mismatches(signature, tool.parameters) if not mismatch.every_call]
+                for mismatch in mismatches if not mismatch.every_call]
 
     async def run(self, tool: Tool, arguments: dict[str, Any], context: CallContext) -> BackendOutput:
         try:
@@ -183,17 +184,24 @@ class PythonBackend(Backend):
         return BackendOutput(result_text(value))
 
 
-def function_signature(tool: Tool) -> tuple[Path, FunctionSignature] | None:
-    """The source file and signature of a python tool's function; None when the source does not show it plainly.
+def _mismatches_in_source(tool: Tool) -> tuple[Path, FunctionSignature, list[SignatureMismatch]] | Problem | None:
+    """The function's file, signature and disagreements with the tool's schema; the problem; or None when unknown."""
+    from toolrun.backends.python_signature import signature_mismatches
 
-    None too for a function of Python's own library (``json:dumps``): it was not written as a tool.
-    """
     found = _function_in_source(tool)
-    return None if isinstance(found, Problem) else found
+    if found is None or isinstance(found, Problem):
+        return found
+    source, signature = found
+    return source, signature, signature_mismatches(signature, tool.parameters)
 
 
 def _function_in_source(tool: Tool) -> tuple[Path, FunctionSignature] | Problem | None:
-    """The function's file and signature, read without running it; the problem; or None when unknown."""
+    """The function's file and signature, read without running it; the problem; or None when unknown.
+
+    None too for a function of Python's own library (``json:dumps``): it was not written as a tool.
+    """
+    from toolrun.backends.python_signature import module_outline
+
     where = tool.source.file
     line = tool.source.line_of("backend.python")
     target = tool.backend.config.get("function")
@@ -264,5 +272,7 @@ def _in_standard_library(path: Path) -> bool:
 
 @functools.cache
 def _standard_library_folders() -> tuple[Path, ...]:
+    import sysconfig  # only a function found plainly in its source asks, once
+
     paths = sysconfig.get_paths()
     return tuple({Path(paths[key]).resolve() for key in ("stdlib", "platstdlib") if key in paths})
