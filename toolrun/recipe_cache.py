@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import marshal
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -55,6 +54,8 @@ def keep_document(path: Path, before: os.stat_result, document: LineDict) -> Non
     where = _cache_file(path)
     if where is None or before.st_mtime_ns > time.time_ns() - RECENT_NS:
         return
+    import tempfile  # only a recipe not kept yet is written: a cached one does without its imports
+
     try:
         after = path.stat()
         if status_key(after) != status_key(before):  # changed while it was read
