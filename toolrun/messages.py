@@ -17,6 +17,8 @@ Role = Literal["user", "assistant", "tool"]
 
 @dataclass
 class TextPart:
+    """Text of a message: what the user asked, or what the model answered."""
+
     text: str
 
 
@@ -83,6 +85,8 @@ class Message:
 
 @dataclass
 class Usage:
+    """Tokens in and out, and how many model requests they took; usages add up with ``+``."""
+
     input_tokens: int = 0
     output_tokens: int = 0
     requests: int = 0
@@ -109,6 +113,8 @@ ToolChoice = Literal["auto", "none", "required"] | str  # any other string: that
 
 @dataclass
 class ModelSettings:
+    """How the model is asked to answer: sampling, length, which tools it may or must call."""
+
     temperature: float | None = None
     max_tokens: int | None = None
     tool_choice: ToolChoice = "auto"
@@ -118,6 +124,8 @@ class ModelSettings:
 
 @dataclass
 class ModelRequest:
+    """One request to a model: the conversation so far, the tools it may call, the settings."""
+
     model: str
     system: str | None
     messages: list[Message]
@@ -139,6 +147,8 @@ class ModelResponse:
 # Events an adapter emits while it reads a stream, so a terminal can show progress.
 @dataclass
 class TextDelta:
+    """A piece of the answer's text as it streams in."""
+
     text: str
 
 

@@ -65,6 +65,8 @@ class BackendSpec:
 
 @dataclass
 class Tool:
+    """A loaded tool: what the model is told (name, description, parameters) and how it runs."""
+
     name: str
     description: str
     parameters: dict[str, Any]

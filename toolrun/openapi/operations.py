@@ -71,6 +71,8 @@ class ImportedTool:
 
 @dataclass
 class _Argument:
+    """One parameter of an operation: its name on the wire, where it goes, its schema."""
+
     name: str  # on the wire
     location: str
     schema: dict[str, Any]

@@ -120,6 +120,8 @@ class Resolver:
 
 @dataclass
 class _Converter:
+    """Turns an OpenAPI schema into a tool's JSON Schema, following each $ref up to ``max_depth`` deep (a cycle is cut)."""
+
     resolver: Resolver
     max_depth: int  # references followed before a schema is cut
 

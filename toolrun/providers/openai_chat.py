@@ -175,6 +175,8 @@ def _provider_data(reasoning: str | None, has_calls: bool) -> dict[str, Any]:
 
 @dataclass
 class _PartialCall:
+    """A tool call still arriving in pieces: its id, name and argument fragments so far."""
+
     provider_id: str | None
     name: str = ""
     arguments: Any = ""  # text fragments joined; an object when the server sent one whole
