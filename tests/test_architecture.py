@@ -42,6 +42,7 @@ BASE = frozenset(
         "toolrun.plugins",
         "toolrun.retry_after",
         "toolrun.schema_errors",
+        "toolrun.schema_subset",
         "toolrun.secrets",
         "toolrun.template_sandbox",
         "toolrun.templates",
@@ -204,7 +205,7 @@ def test_never(rule: Never, toolrun_imports: list[Import]) -> None:
 
 
 RUN_MODULES = frozenset({"toolrun.runner", "toolrun.execution", "toolrun.scheduling", "toolrun.call_ids",
-                         "toolrun.approval", "toolrun.results", "toolrun.quick_accept", "toolrun.recorded_tools"})
+                         "toolrun.approval", "toolrun.results", "toolrun.recorded_tools"})
 FEATURES = frozenset({"mcp", "openapi", "batch", "runlog", "view", "ask", "chat"})
 LAYERS: list[tuple[str, Callable[[str], bool]]] = [  # bottom first
     ("base", lambda m: m in BASE),

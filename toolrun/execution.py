@@ -12,19 +12,19 @@ import logging
 import time
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
-
-from jsonschema import Draft202012Validator, ValidationError
-from jsonschema.exceptions import SchemaError
+from typing import TYPE_CHECKING, Any
 
 from toolrun.approval import Approver
 from toolrun.backends import get_backend
 from toolrun.backends.base import CallContext
 from toolrun.errors import TOOL_LOGGER
-from toolrun.quick_accept import Check, acceptor
+from toolrun.schema_subset import surely_valid
 from toolrun.secrets import MissingSecret, Redactor, active_redactor, redacting
 from toolrun.text import counted, exception_text
 from toolrun.tool import Tool
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator, ValidationError
 
 DENIED_MESSAGE = "the user denied this call"
 NO_APPROVER_MESSAGE = "this tool needs a human's approval for each call and nobody can approve it here"
@@ -44,6 +44,8 @@ class ToolOutcome:
 
 @lru_cache(maxsize=1024)
 def _validator(schema_json: str) -> Draft202012Validator:
+    from jsonschema import Draft202012Validator  # 50-65 ms to import: only once some arguments need it
+
     return Draft202012Validator(json.loads(schema_json))
 
 
@@ -60,20 +62,6 @@ def _validator_for(tool: Tool) -> Draft202012Validator:
     if len(_by_schema_object) < 4096:
         _by_schema_object[id(tool.parameters)] = (tool.parameters, validator)
     return validator
-
-
-_acceptors: dict[int, tuple[Any, Check | None]] = {}
-
-
-def _acceptor_for(tool: Tool) -> Check | None:
-    # By identity, like _validator_for: the entry keeps the schema alive, so its id stays its own.
-    entry = _acceptors.get(id(tool.parameters))
-    if entry is not None and entry[0] is tool.parameters:
-        return entry[1]
-    accepts = acceptor(tool.parameters)
-    if len(_acceptors) < 4096:
-        _acceptors[id(tool.parameters)] = (tool.parameters, accepts)
-    return accepts
 
 
 def _json_path(parts: Any) -> str:
@@ -133,9 +121,10 @@ def validate_arguments(tool: Tool, arguments: Any) -> list[str]:
     """Every way ``arguments`` breaks the tool's schema, each naming the JSON path, the expected and the given."""
     if not isinstance(arguments, dict):
         return [f"at $: expected an object with the arguments, got {_type_name(arguments)} {_shown(arguments)}"]
-    accepts = _acceptor_for(tool)
-    if accepts is not None and accepts(arguments):  # surely valid: no need for jsonschema's tens of microseconds
+    if surely_valid(tool.parameters, arguments):  # no need for jsonschema, its import or its tens of microseconds
         return []
+    from jsonschema.exceptions import SchemaError
+
     try:
         validator = _validator_for(tool)
         errors = sorted(validator.iter_errors(arguments),

@@ -10,14 +10,15 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
-
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError, best_match
+from typing import TYPE_CHECKING, Any
 
 from toolrun.errors import Problem
+from toolrun.schema_subset import surely_valid
 from toolrun.text import counted, did_you_mean, excerpt
 from toolrun.yamlsource import LineDict, line_of, plain
+
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
 
 _JSON_TYPE_NAMES = {
     dict: "a mapping", list: "a list", str: "a string", bool: "a boolean",
@@ -27,9 +28,14 @@ _JSON_TYPE_NAMES = {
 
 def schema_problems(document: Any, schema: dict[str, Any], file: Path | str | None) -> list[Problem]:
     """Every schema violation of ``document`` (YAML with lines), sorted by line."""
+    instance = plain(document)
+    if surely_valid(schema, instance):  # a valid document needs no jsonschema (50-65 ms to import)
+        return []
+    from jsonschema import Draft202012Validator
+
     validator = Draft202012Validator(schema)
     problems: list[Problem] = []
-    for error in validator.iter_errors(plain(document)):
+    for error in validator.iter_errors(instance):
         problems.extend(error_problems(error, document, file))
     return sorted(_unique(problems), key=lambda p: (p.line or 0, p.message))
 
@@ -60,6 +66,8 @@ def error_problems(error: ValidationError, document: Any, file: Path | str | Non
         return [Problem(file, line, f"{where} must be {expected}, not {describe_value(error.instance)}",
                         fix or f"write {expected} here")]
     if validator in ("oneOf", "anyOf") and error.context:
+        from jsonschema.exceptions import best_match
+
         return error_problems(best_match(error.context), document, file)
     return [Problem(file, line, f"{where}: {error.message}", fix)]
 

@@ -10,16 +10,18 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
+from functools import lru_cache
 from pathlib import Path
-from typing import Any
-
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError
+from typing import TYPE_CHECKING, Any
 
 from toolrun.errors import Problem
 from toolrun.schema_errors import describe_path, describe_value
 from toolrun.text import did_you_mean
 from toolrun.yamlsource import LineDict, line_of, plain
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import ValidationError
 
 LineAt = Callable[..., "int | None"]  # the line of a path of keys inside a tool mapping
 
@@ -41,8 +43,13 @@ _SUBSCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
 _SUBSCHEMA_SINGLE = ("not", "if", "then", "else", "items", "contains", "additionalProperties",
                      "propertyNames", "unevaluatedItems", "unevaluatedProperties", "contentSchema")
 
-# Building the metaschema validator is slow; one instance serves every tool.
-_METASCHEMA_VALIDATOR = Draft202012Validator(Draft202012Validator.META_SCHEMA)
+
+@lru_cache(maxsize=1)
+def _metaschema_validator() -> Draft202012Validator:
+    """Building the metaschema validator is slow; one instance serves every tool, built when first needed."""
+    from jsonschema import Draft202012Validator  # 50-65 ms to import: not for a catalog served from the cache
+
+    return Draft202012Validator(Draft202012Validator.META_SCHEMA)
 
 
 def parameter_problems(raw: LineDict, *, file: Path, document: Any, path: tuple[Any, ...] = ()) -> list[Problem]:
@@ -299,7 +306,7 @@ def _metaschema_errors(schema: Any, steps: tuple[Any, ...] = ()) -> Iterator[tup
     if isinstance(schema, bool):
         return
     if not isinstance(schema, dict) or not _locally_valid(schema):
-        for error in _METASCHEMA_VALIDATOR.iter_errors(_with_stubbed_subschemas(schema)):
+        for error in _metaschema_validator().iter_errors(_with_stubbed_subschemas(schema)):
             yield steps + tuple(error.absolute_path), error
     if isinstance(schema, dict):
         for child_steps, child in _subschemas(schema):
