@@ -45,7 +45,7 @@ SELF_CONTAINED_BACKENDS = frozenset({"http", "shell"})  # their load-time checks
 _PACKAGE = Path(__file__).resolve().parent.parent
 # The code whose output is cached: a change to any of it makes a new cache.
 _CODE = ("catalog", "backends", "schemas", "tool.py", "yamlsource.py", "templates.py", "url_template.py",
-         "schema_errors.py", "durations.py", "text.py")
+         "schema_errors.py", "schema_subset.py", "durations.py", "text.py")
 
 RECENT_NS = 2_000_000_000  # a file changed this recently may change again within its mtime's tick: not kept
 # The file's status key, its tools, their findings (None until linted), and the other files its
