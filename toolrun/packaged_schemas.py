@@ -6,11 +6,11 @@ each other.
 
 from __future__ import annotations
 
-from importlib import resources
-
 
 def packaged_schema_text(name: str) -> str | None:
     """The text of ``toolrun/schemas/<name>.schema.json``, or None when it is not packaged."""
+    from importlib import resources  # 2-5 ms to import: only when a schema is read, not on a cached start
+
     resource = resources.files("toolrun") / "schemas" / f"{name}.schema.json"
     try:
         return resource.read_text(encoding="utf-8")

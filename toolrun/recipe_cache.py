@@ -22,8 +22,8 @@ from toolrun.yamlsource import LineDict, LineList
 
 FORMAT = "recipe-1"
 # The code whose verdict is kept: the reading and the checks (the recipe is built from the document every time).
-_CODE = ("recipe.py", "yamlsource.py", "schema_errors.py", "templates.py", "schemas", "packaged_schemas.py",
-         "catalog/tool_schema.py")
+_CODE = ("recipe.py", "yamlsource.py", "schema_errors.py", "schema_subset.py", "templates.py", "schemas",
+         "packaged_schemas.py", "catalog/tool_schema.py")
 
 
 class NotKept(Exception):
