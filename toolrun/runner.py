@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
-from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -319,10 +318,11 @@ class _ConversationLoop:
 
     async def _run_call(self, call: ToolCall, stop_reason: str, turn: list[ToolCall]) -> ToolCallRecord:
         # The tool's own slot first, then the run's: a call waiting for its tool holds no run slot.
-        async with AsyncExitStack() as slots:
-            if (per_tool := self.running_per_tool.get(call.name)) is not None:
-                await slots.enter_async_context(per_tool)
-            await slots.enter_async_context(self.running)
+        per_tool = self.running_per_tool.get(call.name)
+        if per_tool is None:
+            async with self.running:
+                return await self._run_call_now(call, stop_reason, turn)
+        async with per_tool, self.running:
             return await self._run_call_now(call, stop_reason, turn)
 
     async def _run_call_now(self, call: ToolCall, stop_reason: str, turn: list[ToolCall]) -> ToolCallRecord:

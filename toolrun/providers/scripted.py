@@ -153,7 +153,16 @@ class ScriptedModel(Provider):
         # The runner rewrites call ids in place; a reused item must stay pristine. Copying the
         # parts is enough (a deep copy of a 1,000-call answer cost 37 µs a call).
         return dataclasses.replace(item, message=dataclasses.replace(
-            item.message, parts=[copy.copy(part) for part in item.message.parts]))
+            item.message, parts=[_copied(part) for part in item.message.parts]))
+
+
+def _copied(part: Any) -> Any:
+    """A shallow copy of a message part: ``copy.copy``'s result, without its generic machinery."""
+    if not hasattr(part, "__dict__") or hasattr(type(part), "__slots__"):
+        return copy.copy(part)
+    clone = object.__new__(type(part))
+    clone.__dict__.update(part.__dict__)
+    return clone
 
 
 def tool_call(name: str, arguments: Any, provider_id: str | None = None) -> ToolCall:
