@@ -33,6 +33,7 @@ PACKAGE_ROOT = Path(toolrun.__file__).resolve().parent
 # Base module importing it fails the Base rule, which is the reminder.
 BASE = frozenset(
     {
+        "toolrun.cache_folder",
         "toolrun.daemon_threads",
         "toolrun.durations",
         "toolrun.errors",

@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from toolrun.catalog.cache import RECENT_NS, cache_directory, code_stamp, status_key
+from toolrun.cache_folder import cache_directory
+from toolrun.catalog.cache import RECENT_NS, code_stamp, status_key
 from toolrun.yamlsource import LineDict, LineList
 
 FORMAT = "recipe-1"

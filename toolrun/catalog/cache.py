@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolrun.backends.python_target import source_file
+from toolrun.cache_folder import cache_directory
 from toolrun.tool import Annotations, BackendSpec, SourceLocation, Tool
 
 if TYPE_CHECKING:
@@ -51,15 +52,6 @@ RECENT_NS = 2_000_000_000  # a file changed this recently may change again withi
 # The file's status key, its tools, their findings (None until linted), and the other files its
 # tools' checks read, each with its status key.
 Entry = tuple[tuple[int, ...], Any, Any, tuple[tuple[str, tuple[int, ...]], ...]]
-
-
-def cache_directory() -> Path | None:
-    """Where catalog caches live; None when ``TOOLRUN_CACHE_DIR=off``."""
-    configured = os.environ.get("TOOLRUN_CACHE_DIR")
-    if configured:
-        return None if configured.lower() == "off" else Path(configured)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "toolrun"
 
 
 def _code_stamp() -> str:
