@@ -25,6 +25,12 @@ from tests.test_cli_recipe import INVENTORY, ROOT, clean_env
 # sysconfig), or suggesting a name for a typo (difflib).
 NEVER_IMPORTED = ("httpx", "httpcore", "email", "http.client", "urllib.request", "difflib", "toolrun.backends.http",
                   "toolrun.backends.python_signature", "sysconfig")
+# Each checks a file the caches serve (a tool file, or the recipe: a warm replay reads neither
+# again), or serves an option this replay does not take (a scripted: model, --replay-tools).
+NOT_ON_A_WARM_REPLAY = ("toolrun.catalog.tool_builder", "toolrun.catalog.parameter_checks", "toolrun.catalog.mcp_toolset",
+                        "toolrun.catalog.tool_schema", "toolrun.packaged_schemas", "toolrun.schema_errors",
+                        "toolrun.durations", "toolrun.providers.scripted", "toolrun.providers.scripted_file",
+                        "toolrun.recorded_tools")
 
 REPLAY_IN_PLACE = """
 import gc, json, sys
@@ -57,6 +63,7 @@ def test_an_offline_replay_imports_no_http_client_and_nothing_only_a_mistake_nee
     assert "replaying" in done.stderr and "玫瑰: 100" in done.stdout  # the replay did run, its tool too
     assert "toolrun.play" in report["modules"] and "toolrun.providers.openai_chat" in report["modules"]
     assert [name for name in NEVER_IMPORTED if name in report["modules"]] == []
+    assert [name for name in NOT_ON_A_WARM_REPLAY if name in report["modules"]] == []
 
 
 def test_the_script_runs_its_command_with_the_garbage_collector_on(tmp_path: Path) -> None:

@@ -33,9 +33,9 @@ from toolrun.errors import Problem, UserError
 from toolrun.expect import Expectations
 from toolrun.messages import Usage
 from toolrun.play import arun
-from toolrun.providers import split_model
+from toolrun.providers import SCRIPTED_PROVIDER, split_model
 from toolrun.providers.base import Provider
-from toolrun.providers.scripted_file import SCRIPTED_PROVIDER, load_scripted_model
+from toolrun.providers.scripted_file import load_scripted_model
 from toolrun.recipe import DEFAULT_MAX_RETRIES, DEFAULT_REQUEST_TIMEOUT, Recipe, RecipeMessage, load_recipe, select_tools
 from toolrun.replay.recording import cassette_beside
 from toolrun.results import RunResult

@@ -29,13 +29,10 @@ from toolrun.catalog.gate import load_checked_catalog
 from toolrun.catalog.model import Catalog
 from toolrun.errors import Problem, ProviderError, UserError
 from toolrun.messages import Message, TextPart
-from toolrun.providers import get_provider_class, split_model
+from toolrun.providers import SCRIPTED_PROVIDER, get_provider_class, split_model
 from toolrun.providers.base import Provider
-from toolrun.providers.scripted import ScriptedModel
-from toolrun.providers.scripted_file import SCRIPTED_PROVIDER, load_scripted_model
 from toolrun.providers.transport import HttpxTransport, Transport, WireRequest, WireResponse
 from toolrun.recipe import Recipe, load_recipe
-from toolrun.recorded_tools import RecordedToolResults
 from toolrun.replay.divergence import Divergence
 from toolrun.replay.playback import ModeChoice, check_cassette_provider, choose_mode, offline_config
 from toolrun.replay.recording import (
@@ -181,6 +178,8 @@ class _Play:
             if connection.replay is None:
                 raise UserError(Problem(None, None, f"replaying the tools' results needs a replay; this run is {connection.mode}",
                                         "add --replay FILE (or drop --replay-tools)"))
+            from toolrun.recorded_tools import RecordedToolResults  # only --replay-tools plays results back
+
             execute = RecordedToolResults(connection.replay, type(connection.provider))
             connection.notices.append("tool results are played back from the recording: no tool runs")
         elif self.strict and connection.replay is None:
@@ -218,6 +217,8 @@ class _Play:
         """How the run reaches its model: a given object, a script file, a recording, or the provider."""
         recipe = self.recipe
         if isinstance(model, Provider):
+            from toolrun.providers.scripted import ScriptedModel  # a caller's object: only then told apart
+
             kind = "scripted" if isinstance(model, ScriptedModel) else "live"
             return _Connection(model, f"{model.name}:{model.model}", kind, stream)
         spec = recipe.model_spec(model)
@@ -228,6 +229,8 @@ class _Play:
             if record is not None or replay is not None:
                 raise UserError(Problem(None, None, "a scripted model is offline: there is nothing to record or replay",
                                         "drop --record / --replay, or use a provider's model"))
+            from toolrun.providers.scripted_file import load_scripted_model  # only a scripted: model reads a script
+
             return _Connection(load_scripted_model(script), spec, "scripted", stream)
         provider_class = get_provider_class(provider_name)
         if mode == "replay" and replay is None:

@@ -20,17 +20,15 @@ from typing import Any
 
 from toolrun.backends.base import CallContext
 from toolrun.catalog.model import Catalog
-from toolrun.catalog.tool_schema import packaged_schema_text
-from toolrun.durations import parse_duration
 from toolrun.errors import LoadError, Problem, UserError
 from toolrun.expect import Expectations, check_expectations
 from toolrun.messages import Message, TextPart
 from toolrun.providers.base import ProviderOverrides
 from toolrun.recipe_cache import cached_document, keep_document
 from toolrun.runner import RunSettings
-from toolrun.schema_errors import did_you_mean, schema_problems
 from toolrun.secrets import MissingSecret, env_references
 from toolrun.templates import TemplateError, check_template, placeholders, render
+from toolrun.text import did_you_mean
 from toolrun.tool import Tool
 from toolrun.yamlsource import LineDict, YamlSyntaxError, line_of, load_yaml_file, plain
 
@@ -43,6 +41,8 @@ _GLOB_CHARACTERS = set("*?[")
 @lru_cache(maxsize=1)
 def recipe_schema() -> dict[str, Any]:
     """The published recipe schema (``toolrun schema recipe`` prints it)."""
+    from toolrun.catalog.tool_schema import packaged_schema_text  # a cached recipe is not checked again
+
     text = packaged_schema_text("recipe")
     if text is None:  # pragma: no cover - a broken install
         raise RuntimeError("toolrun/schemas/recipe.schema.json is missing from the installed package")
@@ -218,6 +218,8 @@ def load_recipe(path: Path) -> Recipe:
 
 def _read_and_check(path: Path) -> LineDict:
     """The recipe's document, held to the recipe schema and the template checks."""
+    from toolrun.schema_errors import schema_problems  # a cached recipe is not checked again
+
     try:
         document = load_yaml_file(path)
     except YamlSyntaxError as exc:
@@ -285,6 +287,8 @@ def _template_problems(document: LineDict, path: Path) -> list[Problem]:
 def _request_timeout(settings_map: dict, path: Path) -> float:
     if "request_timeout" not in settings_map:
         return DEFAULT_REQUEST_TIMEOUT
+    from toolrun.durations import parse_duration  # only a recipe that sets the timeout
+
     try:
         return parse_duration(settings_map["request_timeout"])
     except ValueError as exc:

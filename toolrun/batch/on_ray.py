@@ -29,8 +29,7 @@ from toolrun.batch.jobs import Job, RunOptions, play_job
 from toolrun.batch.plan import BatchPlan
 from toolrun.batch.rate_limit import RateLimiter, provider_pause
 from toolrun.errors import Problem, ToolrunError, UserError
-from toolrun.providers import get_provider_class, split_model
-from toolrun.providers.scripted_file import SCRIPTED_PROVIDER
+from toolrun.providers import SCRIPTED_PROVIDER, get_provider_class, split_model
 
 _ENV_REFERENCE = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 

@@ -16,13 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from toolrun.catalog.cache import CatalogCache
-from toolrun.catalog.mcp_toolset import load_mcp_toolset
 from toolrun.catalog.model import Catalog
-from toolrun.catalog.parameter_checks import parameter_problems
-from toolrun.catalog.tool_builder import build_tool
-from toolrun.catalog.tool_schema import schema_problems
 from toolrun.errors import Problem, UserError
-from toolrun.schema_errors import describe_value
 from toolrun.tool import Tool
 from toolrun.yamlsource import LineDict, YamlSyntaxError, load_yaml_file
 
@@ -171,6 +166,12 @@ def load_tool_file(file: Path) -> tuple[list[tuple[str, int | None, Tool | None]
 
     Names of broken tools are still returned so duplicate names are found across files.
     """
+    # What checks a file is imported when one is read: a warm cache serves every file without them.
+    from toolrun.catalog.mcp_toolset import load_mcp_toolset
+    from toolrun.catalog.parameter_checks import parameter_problems
+    from toolrun.catalog.tool_builder import build_tool
+    from toolrun.catalog.tool_schema import schema_problems
+
     try:
         document = load_yaml_file(file)
     except YamlSyntaxError as exc:
@@ -287,6 +288,8 @@ def _document_shape_problem(document: Any, file: Path) -> Problem | None:
     if document is None:
         return Problem(file, None, "the file is empty", f"{_WRITE_A_TOOL}, or delete the file")
     if not isinstance(document, dict):
+        from toolrun.schema_errors import describe_value
+
         fix = "put the list under 'tools:'" if isinstance(document, list) else _WRITE_A_TOOL
         message = f"expected a mapping (one tool or a toolset), got {describe_value(document)}"
         return Problem(file, getattr(document, "line", 1), message, fix)

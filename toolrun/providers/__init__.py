@@ -6,6 +6,7 @@ from toolrun.errors import Problem, UserError
 from toolrun.plugins import PluginRegistry, UnknownPlugin
 from toolrun.providers.base import Provider, ProviderConfig, ProviderOverrides
 
+SCRIPTED_PROVIDER = "scripted"  # --model scripted:FILE: a script file (providers/scripted_file.py), not a registered provider
 PROVIDERS: PluginRegistry[type[Provider]] = PluginRegistry(
     "provider",
     "toolrun.providers",
@@ -42,4 +43,5 @@ def split_model(spec: str) -> tuple[str, str]:
     return provider, model
 
 
-__all__ = ["PROVIDERS", "Provider", "ProviderConfig", "ProviderOverrides", "get_provider_class", "provider_targets", "split_model"]
+__all__ = ["PROVIDERS", "SCRIPTED_PROVIDER", "Provider", "ProviderConfig", "ProviderOverrides", "get_provider_class",
+           "provider_targets", "split_model"]

@@ -21,7 +21,6 @@ from toolrun.errors import LoadError, Problem
 from toolrun.providers.scripted import ScriptedModel
 from toolrun.yamlsource import LineDict, LineList, YamlSyntaxError, load_yaml_file, plain
 
-SCRIPTED_PROVIDER = "scripted"
 _EXAMPLE = "- tool_calls: [{name: my_tool, arguments: {key: value}}]\n- text: the answer"
 _ITEM_KEYS = ("text", "tool_calls")
 
