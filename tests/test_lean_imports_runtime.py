@@ -30,12 +30,12 @@ NEVER_IMPORTED = ("httpx", "httpcore", "email", "http.client", "urllib.request",
 NOT_ON_A_WARM_REPLAY = ("toolrun.catalog.tool_builder", "toolrun.catalog.parameter_checks", "toolrun.catalog.mcp_toolset",
                         "toolrun.catalog.tool_schema", "toolrun.packaged_schemas", "toolrun.schema_errors",
                         "toolrun.durations", "toolrun.providers.scripted", "toolrun.providers.scripted_file",
-                        "toolrun.recorded_tools")
+                        "toolrun.recorded_tools", "toolrun.transcript_log")
 
 REPLAY_IN_PLACE = """
 import gc, json, sys
-recipe, report = sys.argv[1:]
-sys.argv = ["toolrun", "recipe", recipe]
+recipe, report, *options = sys.argv[1:]
+sys.argv = ["toolrun", "recipe", recipe, *options]
 from toolrun.cli import main
 try:
     main()
@@ -46,10 +46,10 @@ with open(report, "w", encoding="utf-8") as out:
 """
 
 
-def replay_in_place(tmp_path: Path, name: str) -> tuple[dict[str, Any], subprocess.CompletedProcess[str]]:
+def replay_in_place(tmp_path: Path, name: str, *options: str) -> tuple[dict[str, Any], subprocess.CompletedProcess[str]]:
     report = tmp_path / f"{name}.json"
-    done = subprocess.run([sys.executable, "-c", REPLAY_IN_PLACE, str(INVENTORY), str(report)], cwd=ROOT,
-                          env=clean_env(TOOLRUN_CACHE_DIR=str(tmp_path / "cache")),
+    done = subprocess.run([sys.executable, "-c", REPLAY_IN_PLACE, str(INVENTORY), str(report), *options], cwd=ROOT,
+                          env=clean_env(TOOLRUN_CACHE_DIR=str(tmp_path / "cache"), TOOLRUN_LOGS=str(tmp_path / "logs.db")),
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return json.loads(report.read_text(encoding="utf-8")), done
@@ -64,6 +64,15 @@ def test_an_offline_replay_imports_no_http_client_and_nothing_only_a_mistake_nee
     assert "toolrun.play" in report["modules"] and "toolrun.providers.openai_chat" in report["modules"]
     assert [name for name in NEVER_IMPORTED if name in report["modules"]] == []
     assert [name for name in NOT_ON_A_WARM_REPLAY if name in report["modules"]] == []
+
+
+def test_a_replay_without_the_run_log_imports_neither_the_log_nor_sqlite3(tmp_path: Path) -> None:
+    replay_in_place(tmp_path, "cold", "--no-log")
+    report, done = replay_in_place(tmp_path, "warm", "--no-log")
+
+    assert report["status"] == 0, done.stderr
+    assert "玫瑰: 100" in done.stdout and not (tmp_path / "logs.db").exists()
+    assert [name for name in report["modules"] if name.startswith(("toolrun.runlog", "sqlite3"))] == []
 
 
 def test_the_script_runs_its_command_with_the_garbage_collector_on(tmp_path: Path) -> None:

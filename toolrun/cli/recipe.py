@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -20,10 +21,11 @@ from toolrun.errors import EXIT_EXPECT_FAILED, EXIT_OK, EXIT_RUN_FAILED, Problem
 from toolrun.play import arun
 from toolrun.recipe import Recipe, load_recipe
 from toolrun.results import RunResult, dumps
-from toolrun.runlog import RunLog, RunLogWriter
 from toolrun.runner import ObserverGroup
 from toolrun.text import counted
-from toolrun.transcript_log import TranscriptLog
+
+if TYPE_CHECKING:
+    from toolrun.runlog import RunLog
 
 EXIT_INTERRUPTED = 130  # the shell's convention for a run stopped by Ctrl-C
 
@@ -120,10 +122,17 @@ def play_recipe(
     ``run_log``: the run is written there as it happens (and the log is closed afterwards).
     """
     display = TerminalDisplay(info_out=sys.stderr, text_out=None if as_json else sys.stdout)
-    log = TranscriptLog(transcript_path) if transcript_path is not None else None  # opened when the run starts
+    log = None
+    if transcript_path is not None:
+        from toolrun.transcript_log import TranscriptLog  # only --transcript writes one
+
+        log = TranscriptLog(transcript_path)  # opened when the run starts
     recipe = recipe_path if isinstance(recipe_path, Recipe) else load_recipe(recipe_path)
-    writer = None if run_log is None else RunLogWriter(run_log, command=command, prompt=prompt,
-                                                       vars={**recipe.vars, **(var_overrides or {})})
+    writer = None
+    if run_log is not None:
+        from toolrun.runlog import RunLogWriter  # --no-log does without the run log (and sqlite3)
+
+        writer = RunLogWriter(run_log, command=command, prompt=prompt, vars={**recipe.vars, **(var_overrides or {})})
     try:
         try:
             result = asyncio.run(arun(

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from toolrun.runlog import RunLog, default_log_path
+if TYPE_CHECKING:
+    from toolrun.runlog import RunLog
 
 
 def run_log_options(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -22,6 +23,8 @@ def open_run_log(logs: Path | None, no_log: bool = False) -> RunLog | None:
     """The run log to write to (None with ``--no-log``); UserError when it cannot be opened."""
     if no_log:
         return None
+    from toolrun.runlog import RunLog, default_log_path  # --no-log does without the run log (and sqlite3)
+
     if logs is not None:
         return RunLog.open(logs, create_folder=False)  # a typo in a folder name must not grow a folder tree
     return RunLog.open(default_log_path())
