@@ -14,12 +14,14 @@ import re
 import sqlite3
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolrun.errors import Problem, UserError
 from toolrun.runlog.schema import migrate
+
+if TYPE_CHECKING:
+    from toolrun.runlog.search import SearchHit
 
 LOGS_ENV = "TOOLRUN_LOGS"
 BUSY_TIMEOUT_S = 30.0  # a writer waits this long for another's transaction before giving up
@@ -64,15 +66,6 @@ def match_query(text: str) -> str:
         if tokens:
             phrases.append('"' + " ".join(tokens).replace('"', '""') + '"')
     return " AND ".join(phrases)
-
-
-@dataclass
-class SearchHit:
-    """A run that matched a search, the field that matched and an excerpt of it."""
-
-    run_id: int
-    field: str
-    excerpt: str
 
 
 class RunLog:
@@ -195,23 +188,9 @@ class RunLog:
     def search(self, text: str, *, limit: int = 20) -> list[SearchHit]:
         """Runs that mention every word of ``text`` (in their prompt, answers, tool arguments or
         results — not necessarily in one place), newest first, each with an excerpt of its first match."""
-        words = [word for word in text.split() if match_query(word)]
-        if not words:
-            return []
-        matching: set[int] | None = None
-        first: dict[int, int] = {}  # run id -> the index row of its first match of the first word
-        for number, word in enumerate(words):  # ids only: the text is read for the runs shown, not every match
-            rows = self.connection.execute("SELECT run_id, MIN(rowid) FROM search WHERE search MATCH ? GROUP BY run_id",
-                                           (match_query(word),)).fetchall()
-            if number == 0:
-                first = {int(run_id): rowid for run_id, rowid in rows}
-            runs = {int(row[0]) for row in rows}
-            matching = runs if matching is None else matching & runs
-        hits = []
-        for run_id in sorted(matching or (), reverse=True)[:limit]:
-            row = self.connection.execute("SELECT field, original FROM search WHERE rowid = ?", (first[run_id],)).fetchone()
-            hits.append(SearchHit(run_id, row["field"], _excerpt(row["original"], words[0])))
-        return hits
+        from toolrun.runlog.search import search_runs  # only toolrun logs search: a run writing the log does without it
+
+        return search_runs(self.connection, text, limit=limit)
 
 
 def _summary(row: sqlite3.Row) -> dict[str, Any]:
@@ -249,11 +228,3 @@ def _loads(text: str | None) -> Any:
         return json.loads(text)
     except ValueError:
         return text
-
-
-def _excerpt(text: str, word: str, width: int = 60) -> str:
-    flat = " ".join(text.split())
-    at = flat.lower().find(word.lower())
-    start = max(0, at - width // 2) if at >= 0 else 0
-    piece = flat[start:start + width]
-    return ("…" if start else "") + piece + ("…" if start + width < len(flat) else "")
