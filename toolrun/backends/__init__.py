@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from functools import cache
+from typing import TYPE_CHECKING
 
-from toolrun.backends.base import Backend, BackendOutput, BackendWarning, CallContext
+from toolrun.backends.base import Backend, BackendOutput, CallContext
 from toolrun.plugins import PluginRegistry
+
+if TYPE_CHECKING:
+    from toolrun.backends.warning import BackendWarning
 
 BACKENDS: PluginRegistry[type[Backend]] = PluginRegistry(
     "backend",
@@ -28,6 +32,14 @@ def backend_targets() -> dict[str, str]:
 def get_backend(kind: str) -> Backend:
     """The backend registered as ``kind`` (one instance, shared); ``UnknownPlugin`` (a KeyError) when there is none."""
     return BACKENDS.load(kind)()
+
+
+def __getattr__(name: str) -> object:
+    if name == "BackendWarning":  # for a backend's warnings(): imported when the lint first asks for them
+        from toolrun.backends.warning import BackendWarning
+
+        return BackendWarning
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["BACKENDS", "Backend", "BackendOutput", "BackendWarning", "CallContext", "backend_targets", "get_backend"]

@@ -6,10 +6,13 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from toolrun.errors import Problem
 from toolrun.tool import Tool
+
+if TYPE_CHECKING:
+    from toolrun.backends.warning import BackendWarning
 
 
 @dataclass
@@ -30,15 +33,6 @@ class CallContext:
 
     environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
     allow_hosts: list[str] | None = None
-
-
-@dataclass(frozen=True)
-class BackendWarning:
-    """A lint warning a backend raises about one tool: its rule, the dotted key it is about, what to do."""
-
-    rule: str
-    key_path: str
-    message: str
 
 
 class Backend(ABC):

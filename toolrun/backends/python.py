@@ -29,7 +29,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from toolrun.backends.base import Backend, BackendOutput, BackendWarning, CallContext
+from toolrun.backends.base import Backend, BackendOutput, CallContext
 from toolrun.backends.python_target import file_path, is_file_target, split_target
 from toolrun.daemon_threads import in_daemon_thread
 from toolrun.errors import TOOL_LOGGER, Problem, ToolError
@@ -38,6 +38,7 @@ from toolrun.tool import Tool
 
 if TYPE_CHECKING:  # the load-time checks import it: a call never reads the function's source
     from toolrun.backends.python_signature import FunctionSignature, SignatureMismatch
+    from toolrun.backends.warning import BackendWarning
 
 _import_lock = threading.RLock()  # sys.path is process-wide: one import with a tool's folder on it at a time
 _functions: dict[tuple[str, str], Callable[..., Any]] = {}
@@ -162,6 +163,8 @@ class PythonBackend(Backend):
         if found is None or isinstance(found, Problem):
             return []
         source, signature, mismatches = found
+        from toolrun.backends.warning import BackendWarning  # the lint's: a call never makes one
+
         return [BackendWarning("python-signature", mismatch.schema_path,
                                f"{mismatch.message} ({source.name} line {signature.line}): {mismatch.fix}")
                 for mismatch in mismatches if not mismatch.every_call]

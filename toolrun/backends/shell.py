@@ -26,7 +26,8 @@ import signal
 from collections.abc import Mapping
 from typing import Any
 
-from toolrun.backends.base import Backend, BackendOutput, BackendWarning, CallContext
+from toolrun.backends.base import Backend, BackendOutput, CallContext
+from toolrun.backends.warning import BackendWarning
 from toolrun.durations import parse_duration
 from toolrun.errors import Problem
 from toolrun.templates import check_template, placeholders, render, template_fix
