@@ -121,12 +121,15 @@ def _mentions(file: Path, names: Collection[str], cache: CatalogCache | None = N
         text = file.read_bytes()
     except OSError:
         return True  # loading it reports why it cannot be read
-    if _SERVER_TOOLSET.search(text):  # its tools are named by the server, not in the file
+    if _server_toolset().search(text):  # its tools are named by the server, not in the file
         return True
     return any(_name_pattern(name).search(text) is not None for name in names)
 
 
-_SERVER_TOOLSET = re.compile(rb"^mcp_server\s*:", re.MULTILINE)
+@functools.cache
+def _server_toolset() -> re.Pattern[bytes]:
+    # Compiled at the first name scan (toolrun call), not by every command that imports the loader.
+    return re.compile(rb"^mcp_server\s*:", re.MULTILINE)
 
 
 @functools.lru_cache(maxsize=64)

@@ -8,6 +8,7 @@ and replay transports in ``toolrun.replay.recording`` wrap or replace it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Mapping
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
 MAX_ANSWER_BYTES = 64 * 1024 * 1024  # a whole answer or stream; a real one is far smaller
 MAX_LINE_CHARS = 16 * 1024 * 1024  # one line of a stream (an SSE event, an NDJSON object)
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
-_HTML_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
 
 
 @dataclass
@@ -75,10 +75,16 @@ def body_excerpt(text: str, limit: int = 200) -> str:
     """A body shown in an error: an HTML page (a proxy's, usually) by its title, else its start, quoted."""
     stripped = redact(text).strip()  # before cutting: a secret straddling the cut would not be recognised
     if stripped[:1] == "<":
-        match = _HTML_TITLE.search(stripped)
+        match = _html_title().search(stripped)
         if match and match.group(1).strip():
             return f"an HTML page titled {match.group(1).strip()!r} (a proxy between toolrun and the provider?)"
     return repr(stripped[:limit] + ("…" if len(stripped) > limit else "")) if stripped else "(empty body)"
+
+
+@functools.cache
+def _html_title() -> re.Pattern[str]:
+    # Compiled for the first error body shown, not by every run that imports the transport.
+    return re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
 
 
 def error_message(status: int, text: str) -> str:
@@ -279,7 +285,10 @@ async def _read_capped(response: httpx.Response, limit: int) -> bytes:
     return bytes(content)
 
 
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+@functools.cache
+def _line_break() -> re.Pattern[str]:
+    # Compiled for the first live stream, not by every run that imports the transport.
+    return re.compile(r"\r\n|\r|\n")
 
 
 async def capped_lines(texts: AsyncIterator[str], max_line: int, max_total: int) -> AsyncIterator[str]:
@@ -293,7 +302,7 @@ async def capped_lines(texts: AsyncIterator[str], max_line: int, max_total: int)
             raise ProviderError(f"the stream is larger than {max_total // (1024 * 1024)} MB: toolrun stopped reading it")
         pending += text
         held = pending.endswith("\r")  # maybe the first half of \r\n: wait for the next piece
-        parts = _LINE_BREAK.split(pending[:-1] if held else pending)
+        parts = _line_break().split(pending[:-1] if held else pending)
         pending = parts.pop() + ("\r" if held else "")
         for line in parts:
             yield line
