@@ -120,16 +120,6 @@ async def arun(
 
 
 @dataclass
-class _ModelPlan:
-    """Which provider and which mode, decided before the catalog loads (a bad option is reported first)."""
-
-    provider_class: type[Provider]
-    model_name: str
-    spec: str
-    choice: ModeChoice
-
-
-@dataclass
 class _Connection:
     """How this run reaches its model: the provider object and what the run must say about it."""
 
@@ -241,11 +231,12 @@ class _Play:
         choice = choose_mode(provider_class, recipe.provider, recipe.path, replay=replay, live=mode == "live",
                              record=record, environ=self.environ,
                              model_line=None if model else recipe.line_of("model"))
-        return self._open(_ModelPlan(provider_class, model_name, spec, choice), record, stream)
+        return self._open(provider_class, model_name, spec, choice, record, stream)
 
-    def _open(self, plan: _ModelPlan, record: Path | None, stream: bool | None) -> _Connection:
+    def _open(self, provider_class: type[Provider], model_name: str, spec: str, choice: ModeChoice,
+              record: Path | None, stream: bool | None) -> _Connection:
         """The provider object, its transport, and the notices the person running toolrun should see."""
-        recipe, choice, provider_class = self.recipe, plan.choice, plan.provider_class
+        recipe = self.recipe
         notices: list[str] = []
         replay: ReplayTransport | None = None
         recorder: RecordingTransport | None = None
@@ -253,11 +244,11 @@ class _Play:
         if choice.mode == "replay":
             assert choice.cassette is not None
             cassette = load_cassette(choice.cassette)
-            check_cassette_provider(cassette, choice, provider_class, recipe.provider, plan.spec)
+            check_cassette_provider(cassette, choice, provider_class, recipe.provider, spec)
             if choice.notice:
                 notices.append(choice.notice)
-            if cassette.model and cassette.model != plan.spec:
-                notices.append(f"the recording was made with {cassette.model}, this run asks for {plan.spec}")
+            if cassette.model and cassette.model != spec:
+                notices.append(f"the recording was made with {cassette.model}, this run asks for {spec}")
             stream = self._replay_stream_mode(cassette, stream, notices)
             transport = replay = ReplayTransport(cassette, on_divergence=self._report_divergence)
             config = offline_config(provider_class, recipe.provider, self.environ)
@@ -269,12 +260,12 @@ class _Play:
                 transport = HttpxTransport(max_retries=recipe.max_retries, timeout=recipe.request_timeout)
             if record is not None:
                 cassette_file = CassetteFile(record)  # saved after every exchange, by its tail
-                recorder = RecordingTransport(transport, recipe=recipe.name, model=plan.spec,
+                recorder = RecordingTransport(transport, recipe=recipe.name, model=spec,
                                               on_exchange=cassette_file.save)
                 _writable(record, "--record", lambda: cassette_file.save(recorder.cassette))
                 transport = recorder
-        provider = provider_class(plan.model_name, config, transport=transport)
-        return _Connection(provider, plan.spec, choice.mode, stream, notices, replay, recorder)
+        provider = provider_class(model_name, config, transport=transport)
+        return _Connection(provider, spec, choice.mode, stream, notices, replay, recorder)
 
     @staticmethod
     def _replay_stream_mode(cassette: Cassette, requested: bool | None, notices: list[str]) -> bool | None:
