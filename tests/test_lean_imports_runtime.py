@@ -27,12 +27,13 @@ NEVER_IMPORTED = ("httpx", "httpcore", "email", "http.client", "urllib.request",
                   "toolrun.backends.python_signature", "sysconfig")
 # Each checks a file the caches serve (a tool file, or the recipe: a warm replay reads neither
 # again), serves an option this replay does not take (a scripted: model, --replay-tools,
-# --transcript), or another command (toolrun logs search) or the lint of a tool not cached.
+# --transcript), another command (toolrun logs search), the lint of a tool not cached, a live
+# request's retry, or only annotations (approval's Approver).
 NOT_ON_A_WARM_REPLAY = ("toolrun.catalog.tool_builder", "toolrun.catalog.parameter_checks", "toolrun.catalog.mcp_toolset",
                         "toolrun.catalog.tool_schema", "toolrun.packaged_schemas", "toolrun.schema_errors",
                         "toolrun.durations", "toolrun.providers.scripted", "toolrun.providers.scripted_file",
                         "toolrun.recorded_tools", "toolrun.transcript_log", "toolrun.runlog.search",
-                        "toolrun.backends.warning")
+                        "toolrun.backends.warning", "toolrun.retry_after", "toolrun.approval")
 
 REPLAY_IN_PLACE = """
 import gc, json, sys

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from toolrun.approval import Approver
 from toolrun.backends import get_backend
 from toolrun.backends.base import CallContext
 from toolrun.errors import TOOL_LOGGER
@@ -25,6 +24,8 @@ from toolrun.tool import Tool
 
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator, ValidationError
+
+    from toolrun.approval import Approver
 
 DENIED_MESSAGE = "the user denied this call"
 NO_APPROVER_MESSAGE = "this tool needs a human's approval for each call and nobody can approve it here"

@@ -22,9 +22,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from toolrun.approval import Approver
 from toolrun.catalog.gate import load_checked_catalog
 from toolrun.catalog.model import Catalog
 from toolrun.errors import Problem, ProviderError, UserError
@@ -46,6 +45,9 @@ from toolrun.replay.recording import (
 from toolrun.results import RunResult
 from toolrun.runner import RunObserver, run_conversation
 from toolrun.secrets import redacting, run_redactor
+
+if TYPE_CHECKING:
+    from toolrun.approval import Approver
 
 Mode = Literal["auto", "live", "replay"]
 STRICT_DIVERGENCE = ("strict: the run diverged from its recording (record it again with --record "

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from toolrun.errors import ProviderError
 from toolrun.json_limits import MAX_BODY_DEPTH, loads_bounded
-from toolrun.retry_after import retry_delay
 from toolrun.secrets import redact
 
 if TYPE_CHECKING:
@@ -119,6 +118,9 @@ class HttpxTransport(Transport):
     ):
         import httpx
 
+        from toolrun.retry_after import retry_delay  # a live run's retries only: a replay never waits
+
+        self._retry_delay = retry_delay
         self.max_retries = max_retries
         self.gate = gate  # None: no pacing beyond the retries' own waits
         self.timeout = timeout  # from request to last byte; httpx's read timeout is the idle bound
@@ -138,7 +140,7 @@ class HttpxTransport(Transport):
         """Seconds to wait before retrying; raises the final ``ProviderError`` when not retrying."""
         message = error_message(response.status_code, text)
         if self._should_retry(response, attempt):
-            delay = retry_delay(response.headers, attempt, text)
+            delay = self._retry_delay(response.headers, attempt, text)
             if delay <= self.max_retry_wait:
                 return delay
             message += f" (the provider asks to wait {delay:.0f} s before a retry; toolrun waits at most {self.max_retry_wait:.0f} s)"
@@ -161,7 +163,7 @@ class HttpxTransport(Transport):
                         await response.aclose()
             except (self._transport_error, TimeoutError) as exc:
                 if attempt < self.max_retries:
-                    await asyncio.sleep(retry_delay({}, attempt))
+                    await asyncio.sleep(self._retry_delay({}, attempt))
                     attempt += 1
                     continue
                 raise ProviderError(self._failure(request.url, exc), retryable=True) from None
@@ -214,7 +216,7 @@ class HttpxTransport(Transport):
                         + self._failure(request.url, exc), retryable=True) from None
                 if attempt >= self.max_retries:
                     raise ProviderError(self._failure(request.url, exc), retryable=True) from None
-                delay = retry_delay({}, attempt)
+                delay = self._retry_delay({}, attempt)
             await asyncio.sleep(delay)
             attempt += 1
 
