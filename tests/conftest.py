@@ -71,3 +71,4 @@ def run_scope() -> Iterator[Redactor]:
     redacted in what it runs, and never seen by another test."""
     with redacting(Redactor()) as redactor:
         yield redactor
+

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.property_budget import property_examples
 from toolrun.backends.base import CallContext
 from toolrun.backends.http import build_url
 from toolrun.backends.shell import OptionInjection, ShellBackend
@@ -32,7 +33,7 @@ from toolrun.runner import UNREADABLE_ANSWER, invalid_json_message
 from toolrun.secrets import Redactor, redacting
 from toolrun.text import excerpt
 
-EXAMPLES = 200
+EXAMPLES = property_examples(120)
 FAST = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 json_values = st.recursive(

@@ -21,13 +21,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
+from tests.property_budget import property_examples
 from toolrun.catalog.tool_schema import _inlined_tool_schema, tool_file_validator
 from toolrun.recipe import recipe_schema
 from toolrun.schema_subset import DECLINED, SUPPORTED, Undecided, compile_subset_check, surely_valid
 from toolrun.yamlsource import load_yaml_file, plain
 
 ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = 300
+EXAMPLES = property_examples(150)
 PROPERTY = settings(max_examples=EXAMPLES, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 

@@ -12,10 +12,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from jinja2 import meta
 
+from tests.property_budget import property_examples
 from toolrun import templates
 from toolrun.templates import TemplateError, check_template, placeholders, render
 
-SETTINGS = settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=property_examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 NAMES = ["a", "b", "city", "_x", "a1", "class", "for", "range", "dict", "self", "loop", "true", "None",
          "not", "in", "__toolrun_env__"]
