@@ -61,7 +61,9 @@ def _load_command(args: list[str]) -> None:
     """
     import gc
 
-    _keep_bytecode()
+    from toolrun.cli.startup import keep_compiled_code
+
+    keep_compiled_code()
     if not gc.isenabled():
         return  # the embedding program turned it off: leave its choice alone
     gc.disable()
@@ -72,25 +74,6 @@ def _load_command(args: list[str]) -> None:
     finally:
         gc.freeze()
         gc.enable()
-
-
-def _keep_bytecode() -> None:
-    """When Python may not write bytecode beside the sources (``PYTHONDONTWRITEBYTECODE``, common
-    in containers), keep it in toolrun's cache folder instead.
-
-    Otherwise every command compiles each module it imports from source again: with an
-    editable install (the checkout's sources) that is most of a short command's time.
-    ``TOOLRUN_CACHE_DIR=off`` leaves Python's setting alone.
-    """
-    if not sys.dont_write_bytecode or sys.pycache_prefix is not None:
-        return  # bytecode is written as usual, or somewhere the user chose
-    from toolrun.cache_folder import cache_directory
-
-    folder = cache_directory()
-    if folder is None:
-        return
-    sys.pycache_prefix = str(folder / "bytecode")
-    sys.dont_write_bytecode = False
 
 
 def __getattr__(name: str) -> object:  # ToolrunGroup, COMMANDS ...: from the click module

@@ -1,0 +1,99 @@
+"""What the ``toolrun`` script does before it imports a command: compiled code is kept in
+toolrun's cache folder, so a short command does not spend most of its time compiling.
+
+Two kinds of code are compiled again by every Python process unless something keeps them:
+
+- **Modules**, when Python may not write bytecode beside the sources
+  (``PYTHONDONTWRITEBYTECODE``, common in containers): with an editable install every
+  command would compile each module it imports. Their bytecode goes to ``bytecode/`` in
+  the cache folder (Python's own ``sys.pycache_prefix``).
+- **Dataclass methods**: ``@dataclass`` writes ``__init__``, ``__repr__``, ``__eq__`` ... as
+  source text and compiles it with ``exec`` when the class is made; for the ~45 dataclasses
+  a command loads that is a sixth of its start. The compiled code of each text is kept in
+  ``dataclass-code-<python>.marshal``: the same text gives the same code object, so the
+  classes come out exactly as before, only without compiling them again.
+
+Both are the same kind of file as Python's own ``.pyc`` (marshalled code objects), in a
+folder only the user writes. ``TOOLRUN_CACHE_DIR=off`` turns both off; a
+``PYTHONPYCACHEPREFIX`` of the user's own is left as it is.
+"""
+
+from __future__ import annotations
+
+import builtins
+import marshal
+import os
+import sys
+from pathlib import Path
+from types import CodeType
+from typing import Any
+
+from toolrun.cache_folder import cache_directory
+
+MAX_KEPT_CODE = 4096  # texts kept; past this (many toolrun versions used) the file starts afresh
+
+
+def keep_compiled_code() -> None:
+    """Keep module bytecode and dataclass code in the cache folder (see the module's docstring)."""
+    folder = cache_directory()
+    if folder is None:
+        return
+    if sys.dont_write_bytecode and sys.pycache_prefix is None:
+        sys.pycache_prefix = str(folder / "bytecode")
+        sys.dont_write_bytecode = False
+    DataclassCode(folder / f"dataclass-code-{sys.implementation.cache_tag}.marshal").install()
+
+
+class DataclassCode:
+    """The code ``dataclasses`` compiles, kept by source text in one file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.codes: dict[str, CodeType] = {}
+        self.added = False
+
+    def install(self) -> None:
+        """Load the kept code and stand in for ``exec`` inside the ``dataclasses`` module only."""
+        import atexit
+        import dataclasses
+
+        if "exec" in vars(dataclasses):
+            return  # already installed (or dataclasses has an exec of its own): leave it
+        try:
+            loaded = marshal.loads(self.path.read_bytes())
+        except (OSError, EOFError, ValueError, TypeError):
+            loaded = None
+        if isinstance(loaded, dict) and len(loaded) <= MAX_KEPT_CODE:
+            self.codes = {text: code for text, code in loaded.items()
+                          if isinstance(text, str) and isinstance(code, CodeType)}
+        dataclasses.exec = self.exec  # type: ignore[attr-defined]  # a module global shadows the builtin
+        atexit.register(self.save)
+
+    def exec(self, source: Any, globals: dict[str, Any] | None = None, locals: Any = None) -> None:
+        """``exec`` as ``dataclasses`` calls it, compiling each source text once."""
+        if not isinstance(source, str):
+            builtins.exec(source, globals, locals)
+            return
+        code = self.codes.get(source)
+        if code is None:
+            # As exec(text) in dataclasses compiles it: that module has no __future__ imports.
+            code = compile(source, "<string>", "exec", dont_inherit=True)
+            self.codes[source] = code
+            self.added = True
+        builtins.exec(code, globals, locals)
+
+    def save(self) -> None:
+        """Write the file if this process compiled new code; a cache that cannot be written is skipped."""
+        if not self.added:
+            return
+        import tempfile
+
+        codes = self.codes if len(self.codes) <= MAX_KEPT_CODE else {}
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            handle, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=".dataclass-code-", suffix=".tmp")
+            with os.fdopen(handle, "wb") as stream:
+                stream.write(marshal.dumps(codes))
+            os.replace(temporary, self.path)
+        except (OSError, ValueError):
+            return
