@@ -26,6 +26,7 @@ import argparse
 import asyncio
 import concurrent.futures
 import contextlib
+import gc
 import importlib.metadata
 import json
 import os
@@ -272,9 +273,22 @@ def call_rows(repeat: int, folder: Path) -> list[Row]:
         measure()
     for _ in range(repeat):
         for row, measure in zip(rows, measures, strict=True):
+            settle_heap()
             row.samples.append(measure() / CALLS)
     pool.shutdown()
     return rows
+
+
+def settle_heap() -> None:
+    """Collect, then freeze what is left, before a timed run.
+
+    This process has imported toolrun, the floors' modules and the peers (pydantic-ai brings
+    a large heap): a full collection that happens to fall inside one run walks all of it and
+    triples that run's time. The toolrun command freezes what its imports made in the same
+    way; here every row, floors and peers included, gets the same treatment.
+    """
+    gc.collect()
+    gc.freeze()
 
 
 def pydantic_ai_turn() -> Callable[[str], float] | None:

@@ -36,7 +36,7 @@ from toolrun.errors import ProviderError
 from toolrun.execution import execute_call
 from toolrun.json_limits import MAX_ARGUMENT_DEPTH
 from toolrun.mcp.mapping import json_object
-from toolrun.messages import Message, ModelRequest, ModelResponse, TextPart, Usage
+from toolrun.messages import Message, ModelRequest, ModelResponse, TextPart, ToolResult, Usage
 from toolrun.providers import get_provider_class
 from toolrun.providers.base import ProviderConfig
 from toolrun.providers.openai_family import parse_arguments
@@ -380,6 +380,31 @@ def test_many_calls_in_one_turn_run_at_most_max_concurrency_at_once_and_none_is_
     records = result.turns[0].tool_calls
     assert len(records) == 300 and all(r.result == "ok" for r in records)
     assert 1 <= peak <= 5
+
+
+ORDERED_PY = """
+import time
+
+def numbered(n):
+    time.sleep((12 - n) * 0.002)  # the later calls finish first
+    return str(n)
+"""
+
+
+def test_calls_beyond_max_concurrency_come_back_in_call_order_tied_to_their_ids(tmp_path):
+    tools = load_tools(tmp_path, ORDERED_PY,
+                       "name: numbered\ndescription: Echoes its number back. Use it to test ordering; nothing else.\n"
+                       "parameters: {type: object, properties: {n: {type: integer, description: The number}}, "
+                       "required: [n], additionalProperties: false}\nbackend: {python: 'tools.py:numbered'}\n")
+    calls = [tool_call("numbered", {"n": n}, f"c{n}") for n in range(12)]
+    model = ScriptedModel([ModelResponse(Message("assistant", calls), "tool_calls", Usage()),
+                           ModelResponse(Message("assistant", [TextPart("done")]), "stop", Usage())])
+    result = asyncio.run(run_conversation(model, tools, system=None, messages=user("go"),
+                                          settings=RunSettings(max_concurrency=3), context=CallContext(environ={})))
+    records = result.turns[0].tool_calls
+    assert [r.result for r in records] == [str(n) for n in range(12)]
+    sent = [part for message in model.requests[1].messages for part in message.parts if isinstance(part, ToolResult)]
+    assert [(part.call_id, part.content) for part in sent] == [(records[n].id, str(n)) for n in range(12)]
 
 
 def test_a_tools_own_max_concurrency_is_lower_still(tmp_path):

@@ -23,7 +23,7 @@ import asyncio
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 
 from toolrun.backends.base import CallContext
 from toolrun.call_ids import CallIdAllocator
@@ -309,8 +309,26 @@ class _ConversationLoop:
         batches = plan_batches(calls, is_sequential=self._is_sequential, parallel=self.settings.parallel)
         records: list[ToolCallRecord] = []
         for batch in batches:
-            records.extend(await asyncio.gather(*(self._run_call(call, stop_reason, calls) for call in batch)))
+            records.extend(await self._run_batch(batch, stop_reason, calls))
         return records
+
+    async def _run_batch(self, batch: list[ToolCall], stop_reason: str, turn: list[ToolCall]) -> list[ToolCallRecord]:
+        """One batch's calls, at most ``max_concurrency`` at once; records in call order."""
+        slots = self.settings.max_concurrency
+        if len(batch) <= slots or any(call.name in self.running_per_tool for call in batch):
+            return list(await asyncio.gather(*(self._run_call(call, stop_reason, turn) for call in batch)))
+        # More calls than slots: one worker per slot takes the next call as it finishes one. The
+        # same order and bound as a task per call waiting on the semaphore, without a task and a
+        # wake-up per call (a model asking for hundreds of calls in one answer).
+        records: list[ToolCallRecord | None] = [None] * len(batch)
+        waiting = iter(enumerate(batch))
+
+        async def worker() -> None:
+            for index, call in waiting:
+                records[index] = await self._run_call_now(call, stop_reason, turn)
+
+        await asyncio.gather(*(worker() for _ in range(slots)))
+        return cast(list[ToolCallRecord], records)  # every worker ran to the end: each index is filled
 
     def _is_sequential(self, call: ToolCall) -> bool:
         tool = self.tools.get(call.name)
