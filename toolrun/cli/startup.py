@@ -10,7 +10,7 @@ Two kinds of code are compiled again by every Python process unless something ke
 - **Dataclass methods**: ``@dataclass`` writes ``__init__``, ``__repr__``, ``__eq__`` ... as
   source text and compiles it with ``exec`` when the class is made; for the ~45 dataclasses
   a command loads that is a sixth of its start. The compiled code of each text is kept in
-  ``dataclass-code-<python>.marshal``: the same text gives the same code object, so the
+  ``dataclass-code-<python>-<bytecode magic>.marshal``: the same text gives the same code object, so the
   classes come out exactly as before, only without compiling them again.
 
 Both are the same kind of file as Python's own ``.pyc`` (marshalled code objects), in a
@@ -41,7 +41,9 @@ def keep_compiled_code() -> None:
     if sys.dont_write_bytecode and sys.pycache_prefix is None:
         sys.pycache_prefix = str(folder / "bytecode")
         sys.dont_write_bytecode = False
-    DataclassCode(folder / f"dataclass-code-{sys.implementation.cache_tag}.marshal").install()
+    from importlib.util import MAGIC_NUMBER  # code objects are read back only by the Python that wrote them
+
+    DataclassCode(folder / f"dataclass-code-{sys.implementation.cache_tag}-{MAGIC_NUMBER.hex()}.marshal").install()
 
 
 class DataclassCode:
