@@ -51,3 +51,24 @@ def test_the_user_s_bytecode_settings_are_left_alone_otherwise(tmp_path: Path) -
     assert chosen == {"prefix": str(tmp_path / "mine"), "writes": False} and not bytecode.exists()
     usual, bytecode = run_script(tmp_path, TOOLRUN_CACHE_DIR=str(tmp_path / "cache"))
     assert usual == {"prefix": None, "writes": True} and not bytecode.exists()
+
+
+def test_a_python_tool_s_module_gets_no_bytecode_when_the_user_said_so(tmp_path: Path) -> None:
+    tools = tmp_path / "tools.d"
+    tools.mkdir()
+    (tools / "greeting.py").write_text("def greet(name):\n    return 'hello ' + name\n", encoding="utf-8")
+    (tools / "greet.yaml").write_text(
+        "name: greet\ndescription: Greets someone by name. Use it to say hello; not for anything else.\n"
+        "parameters: {type: object, properties: {name: {type: string, description: Who}}, required: [name],"
+        " additionalProperties: false}\nbackend: {python: 'greeting.py:greet'}\n", encoding="utf-8")
+    script = ("import sys; sys.argv = ['toolrun', 'call', 'greet', '--arg', 'name=you', '--tools-dir', sys.argv[1]]\n"
+              "from toolrun.cli import main\nmain()")
+    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+    env.update(PYTHONDONTWRITEBYTECODE="1", TOOLRUN_CACHE_DIR=str(tmp_path / "cache"))
+    done = subprocess.run([sys.executable, "-c", script, str(tools)], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "hello you", done.stderr
+    kept = [path.name for path in (tmp_path / "cache" / "bytecode").rglob("*.pyc")]
+    assert any(name.startswith("group.") for name in kept)  # toolrun's own modules are kept
+    assert not any(name.startswith("greeting.") for name in kept)  # the tool's module is not: the user said so
+    assert not (tools / "__pycache__").exists()

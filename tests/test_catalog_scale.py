@@ -239,3 +239,25 @@ def test_a_cache_whose_two_files_do_not_match_is_ignored(tmp_path: Path, cache_d
     again = load_checked_catalog(tools)
     assert list(again.tools) == ["first_tool", "second_tool"]
     assert parses == ["a.yaml", "b.yaml"]  # the pair does not match: every file read again
+
+
+def test_a_py_file_replaced_with_an_old_time_while_its_tool_is_read_is_not_kept(tmp_path: Path, cache_dir: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    write(tmp_path, "hello.py", "def hello(name):\n    return 'hi ' + name\n")
+    write(tmp_path, "py.yaml", "name: py_tool\ndescription: Returns a greeting. Use it to check the wiring; not for "
+                               "real work.\nparameters: {type: object, properties: {name: {type: string, description: "
+                               "Who}}, required: [name], additionalProperties: false}\nbackend: {python: 'hello.py:hello'}\n")
+    real = loader.load_tool_file
+
+    def read_then_replace(file: Path):
+        result = real(file)  # the check has read hello.py; now it is replaced, keeping its old time (cp -p)
+        write(tmp_path, "hello.py", "def hello(who):\n    return 'hi ' + who\n")
+        os.utime(tmp_path / "hello.py", ns=(HOUR_AGO_NS, HOUR_AGO_NS))
+        return result
+
+    monkeypatch.setattr(loader, "load_tool_file", read_then_replace)
+    load_checked_catalog(tmp_path)  # its verdict is about the old hello.py: it must not be kept
+    monkeypatch.setattr(loader, "load_tool_file", real)
+    with pytest.raises(LoadError) as caught:
+        load_checked_catalog(tmp_path)
+    assert "name" in str(caught.value)

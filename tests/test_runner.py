@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import json
 import textwrap
@@ -422,3 +423,56 @@ def test_secrets_never_reach_the_model_or_the_transcript(tools):
     assert "s3cr3t-flower-token" not in sent
     text = dumps(dataclasses.replace(result, recipe="r", model="m:x", mode="live").to_json())
     assert "s3cr3t-flower-token" not in text and "token is" in text
+
+
+# ---- more calls than max_concurrency: workers take the calls in turn
+
+SEEN: contextvars.ContextVar[int | None] = contextvars.ContextVar("seen", default=None)
+
+
+async def _remembering_executor(tool, call, context, approver, *, turn=()):
+    """An executor whose calls each set a context variable, and swallow a cancellation."""
+    from toolrun.execution import ToolOutcome
+
+    seen = SEEN.get()
+    SEEN.set(call.arguments["city"])
+    try:
+        await asyncio.sleep(0.2)
+    except asyncio.CancelledError:
+        return ToolOutcome(f"interrupted, saw {seen}", True, 0)
+    return ToolOutcome(f"saw {seen}", False, 0)
+
+
+def test_calls_beyond_the_slots_do_not_see_each_others_context_variables(tools):
+    cities = ["北京", "上海", "深圳"] * 2
+    model = ScriptedModel([ScriptedModel.calls([("get_flower_inventory", {"city": c}) for c in cities]), "done"])
+    result = run(model, [tools["get_flower_inventory"]], RunSettings(max_concurrency=2), execute=_remembering_executor)
+    assert [r.result for r in result.turns[0].tool_calls] == ["saw None"] * 6
+
+
+def test_a_cancelled_run_starts_no_further_call_even_when_a_call_swallows_the_cancellation(tools):
+    started: list[str] = []
+
+    class Starts(RunObserver):
+        def on_tool_call_start(self, call: ToolCall) -> None:
+            started.append(call.arguments["city"])
+
+    cities = ["北京", "上海", "深圳", "北京", "上海", "深圳"]
+    model = ScriptedModel([ScriptedModel.calls([("get_flower_inventory", {"city": c}) for c in cities]), "done"])
+
+    async def cancel_mid_batch() -> None:
+        task = asyncio.create_task(run_conversation(
+            model, [tools["get_flower_inventory"]], system=None, messages=[Message("user", [TextPart("go")])],
+            settings=RunSettings(max_concurrency=2), context=CallContext(environ={}), observer=Starts(),
+            execute=_remembering_executor))
+        for _ in range(500):  # until both slots have a call running (the calls take 0.2 s each)
+            if len(started) >= 2:
+                break
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(0.4)  # long enough for further calls to start, were any to
+
+    asyncio.run(cancel_mid_batch())
+    assert started == ["北京", "上海"]

@@ -217,6 +217,16 @@ def test_multiple_of_follows_jsonschema_arithmetic() -> None:
     assert [_agree({"multipleOf": 3}, v) for v in (9, 9.0, 10, True)] == [True, True, False, True]
 
 
+def test_a_multiple_of_jsonschema_cannot_compute_is_never_hidden_by_a_failing_keyword() -> None:
+    # jsonschema runs multipleOf on NaN in the first branch even though its type fails, and raises.
+    schema = {"type": "object", "properties": {"x": {"anyOf": [{"type": "string", "multipleOf": 0.5},
+                                                             {"type": "number"}]}}}
+    with pytest.raises(ValueError):
+        list(Draft202012Validator(schema).iter_errors({"x": float("nan")}))
+    assert surely_valid(schema, {"x": float("nan")}) is False
+    assert surely_valid(schema, {"x": 1.5}) is True
+
+
 def test_applicators_combine_exact_verdicts() -> None:
     assert [_agree({"oneOf": [{"type": "integer"}, {"minimum": 0}]}, v) for v in (-1, 1, 0.5, "x")] == [
         True, False, True, True]  # "x": minimum ignores a string, so exactly one holds

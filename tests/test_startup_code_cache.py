@@ -5,6 +5,7 @@ compile nothing. Each run is a subprocess: the stand-in for ``exec`` is process-
 from __future__ import annotations
 
 import json
+import marshal
 import os
 import subprocess
 import sys
@@ -128,3 +129,16 @@ def test_the_script_keeps_the_code_in_the_cache_folder_and_not_when_it_is_off(tm
     assert on.returncode == off.returncode == 0 and on.stdout == off.stdout
     assert list((tmp_path / "on").glob(f"dataclass-code-{sys.implementation.cache_tag}-*.marshal"))
     assert not (ROOT / "off").exists()  # "off" is not taken for a folder name
+
+
+def test_a_file_whose_content_does_not_match_its_digest_is_not_used(tmp_path: Path) -> None:
+    kept = tmp_path / "dataclass-code.marshal"
+    exercise("kept", str(kept))
+    data = kept.read_bytes()
+    digest, codes = data[:32], marshal.loads(data[32:])
+    texts = sorted(codes)
+    swapped = {text: codes[texts[(index + 1) % len(texts)]] for index, text in enumerate(texts)}
+    kept.write_bytes(digest + marshal.dumps(swapped))  # damaged: every text now maps to another's code
+    again = exercise("kept", str(kept))
+    assert again.pop("compiled_now") is True  # nothing was taken from the damaged file
+    assert again == exercise("plain")

@@ -13,12 +13,11 @@ from __future__ import annotations
 import hashlib
 import marshal
 import os
-import time
 from pathlib import Path
 from typing import Any
 
 from toolrun.cache_folder import cache_directory
-from toolrun.catalog.cache import RECENT_NS, code_stamp, status_key
+from toolrun.catalog.cache import changed_recently, code_stamp, status_key
 from toolrun.yamlsource import LineDict, LineList
 
 FORMAT = "recipe-1"
@@ -53,7 +52,7 @@ def cached_document(path: Path, status: os.stat_result) -> LineDict | None:
 def keep_document(path: Path, before: os.stat_result, document: LineDict) -> None:
     """Keep the document of a recipe that passed every check; ``before``: its status before it was read."""
     where = _cache_file(path)
-    if where is None or before.st_mtime_ns > time.time_ns() - RECENT_NS:
+    if where is None or changed_recently(before):
         return
     import tempfile  # only a recipe not kept yet is written: a cached one does without its imports
 

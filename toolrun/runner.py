@@ -317,15 +317,20 @@ class _ConversationLoop:
         slots = self.settings.max_concurrency
         if len(batch) <= slots or any(call.name in self.running_per_tool for call in batch):
             return list(await asyncio.gather(*(self._run_call(call, stop_reason, turn) for call in batch)))
-        # More calls than slots: one worker per slot takes the next call as it finishes one. The
-        # same order and bound as a task per call waiting on the semaphore, without a task and a
-        # wake-up per call (a model asking for hundreds of calls in one answer).
+        # More calls than slots: one worker per slot starts the next call as it finishes one. The
+        # same order and bound as a task per call waiting on the semaphore, without hundreds of
+        # waiting tasks woken one by one. Each call is still a task of its own (its own context
+        # variables, cancelled with its worker), and a cancelled worker starts no further call even
+        # when the call it waited for swallowed the cancellation.
         records: list[ToolCallRecord | None] = [None] * len(batch)
         waiting = iter(enumerate(batch))
 
         async def worker() -> None:
+            me = asyncio.current_task()
             for index, call in waiting:
-                records[index] = await self._run_call_now(call, stop_reason, turn)
+                if me is not None and me.cancelling():
+                    raise asyncio.CancelledError
+                records[index] = await asyncio.create_task(self._run_call_now(call, stop_reason, turn))
 
         await asyncio.gather(*(worker() for _ in range(slots)))
         return cast(list[ToolCallRecord], records)  # every worker ran to the end: each index is filled

@@ -115,7 +115,10 @@ def _compile(schema: Any, *, root: bool = False) -> Check | None:
             return None
         if built is not _accept_all:
             checks[key] = built
-    return _fused(schema, checks) or _node(list(checks.values()))
+    # jsonschema runs every keyword of a schema, even after one has failed; multipleOf can raise
+    # (NaN, infinity), so it runs first: a failing keyword before it must not hide that raise.
+    ordered = sorted(checks, key=lambda keyword: keyword != "multipleOf")
+    return _fused(schema, checks) or _node([checks[keyword] for keyword in ordered])
 
 
 def _harmless_root_keyword(key: str, value: Any) -> bool:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolrun.backends.base import Backend, BackendOutput, CallContext
 from toolrun.backends.python_target import file_path, is_file_target, split_target
+from toolrun.cache_folder import importing_users_code
 from toolrun.daemon_threads import in_daemon_thread
 from toolrun.errors import TOOL_LOGGER, Problem, ToolError
 from toolrun.text import exception_text
@@ -55,9 +56,10 @@ def _module_name_for(path: Path) -> str:
 
 @contextlib.contextmanager
 def _on_import_path(folder: Path) -> Iterator[None]:
-    """``folder`` first on ``sys.path`` for one import (or one module look-up), then removed."""
+    """``folder`` first on ``sys.path`` for one import (or one module look-up), then removed; the
+    import writes bytecode only if the user lets Python do so (``importing_users_code``)."""
     entry = str(folder)
-    with _import_lock:
+    with _import_lock, importing_users_code():
         sys.path.insert(0, entry)
         try:
             yield

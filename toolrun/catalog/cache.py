@@ -122,11 +122,14 @@ class CatalogCache:
         self._current.add(self.key(file))
         return tools
 
-    def put(self, file: Path, before: os.stat_result, tools: list[tuple[str, int | None, Tool | None]]) -> None:
+    def put(self, file: Path, before: os.stat_result, tools: list[tuple[str, int | None, Tool | None]], *,
+            read_from_ns: int = 0) -> None:
         """Keep the tools of ``file`` (loaded without a problem) when they depend on the file alone.
 
         ``before`` is the file's status from before it was read: a file changed while it was
         read, or so recently that a change within the same clock tick could go unseen, is not kept.
+        ``read_from_ns`` is when the reading began (``time.time_ns()``): a ``.py`` file the check
+        read, changed or replaced since (its ctime, which no tool can set back), is not kept either.
         """
         if self._index_path is None or any(tool is None for _, _, tool in tools):
             return
@@ -137,7 +140,7 @@ class CatalogCache:
             after = file.stat()
         except OSError:
             return
-        if status_key(after) != status_key(before) or after.st_mtime_ns > time.time_ns() - RECENT_NS:
+        if status_key(after) != status_key(before) or changed_recently(after):
             return
         depends: list[tuple[str, tuple[int, ...]]] = []
         for path in sorted(read):
@@ -145,7 +148,7 @@ class CatalogCache:
                 status = os.stat(path)
             except OSError:
                 return
-            if status.st_mtime_ns > time.time_ns() - RECENT_NS:  # it may have changed after the check read it
+            if changed_recently(status) or status.st_ctime_ns >= read_from_ns:  # maybe after the check read it
                 return
             depends.append((str(path), status_key(status)))
         fields = tuple((name, line, _tool_fields(tool)) for name, line, tool in tools if tool is not None)
@@ -311,6 +314,11 @@ def _unchanged(depends: tuple[tuple[str, tuple[int, ...]], ...]) -> bool:
         except OSError:
             return False
     return True
+
+
+def changed_recently(status: os.stat_result) -> bool:
+    """Written within ``RECENT_NS``: a change within the same clock tick could go unseen, so not kept yet."""
+    return status.st_mtime_ns > time.time_ns() - RECENT_NS
 
 
 def status_key(status: os.stat_result) -> tuple[int, ...]:

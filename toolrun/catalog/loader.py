@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import time
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -150,9 +151,10 @@ def _load_tool_file_cached(
     cached = cache.get(file, status)
     if cached is not None:
         return cached, []
+    read_from_ns = time.time_ns()
     tools, problems = load_tool_file(file)
     if not problems:
-        cache.put(file, status, tools)
+        cache.put(file, status, tools, read_from_ns=read_from_ns)
     return tools, problems
 
 

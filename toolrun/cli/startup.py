@@ -21,6 +21,8 @@ folder only the user writes. ``TOOLRUN_CACHE_DIR=off`` turns both off; a
 from __future__ import annotations
 
 import builtins
+import contextlib
+import hashlib
 import marshal
 import os
 import sys
@@ -28,8 +30,10 @@ from pathlib import Path
 from types import CodeType
 from typing import Any
 
+from toolrun import cache_folder as bytecode_policy
 from toolrun.cache_folder import cache_directory
 
+DIGEST_SIZE = 32  # the file starts with the sha256 of the rest
 MAX_KEPT_CODE = 4096  # texts kept; past this (many toolrun versions used) the file starts afresh
 
 
@@ -41,6 +45,7 @@ def keep_compiled_code() -> None:
     if sys.dont_write_bytecode and sys.pycache_prefix is None:
         sys.pycache_prefix = str(folder / "bytecode")
         sys.dont_write_bytecode = False
+        bytecode_policy.users_modules_write_bytecode = False  # python tools' modules: as the user said
     from importlib.util import MAGIC_NUMBER  # code objects are read back only by the Python that wrote them
 
     DataclassCode(folder / f"dataclass-code-{sys.implementation.cache_tag}-{MAGIC_NUMBER.hex()}.marshal").install()
@@ -61,15 +66,27 @@ class DataclassCode:
 
         if "exec" in vars(dataclasses):
             return  # already installed (or dataclasses has an exec of its own): leave it
-        try:
-            loaded = marshal.loads(self.path.read_bytes())
-        except (OSError, EOFError, ValueError, TypeError):
-            loaded = None
+        loaded = self._read()
         if isinstance(loaded, dict) and len(loaded) <= MAX_KEPT_CODE:
             self.codes = {text: code for text, code in loaded.items()
                           if isinstance(text, str) and isinstance(code, CodeType)}
         dataclasses.exec = self.exec  # type: ignore[attr-defined]  # a module global shadows the builtin
         atexit.register(self.save)
+
+    def _read(self) -> Any:
+        """The kept code, or None: a file whose digest does not match is never unmarshalled (a
+        damaged code object can crash the interpreter), and one that does not read is ignored."""
+        try:
+            data = self.path.read_bytes()
+        except OSError:
+            return None
+        digest, payload = data[:DIGEST_SIZE], data[DIGEST_SIZE:]
+        if len(digest) != DIGEST_SIZE or hashlib.sha256(payload).digest() != digest:
+            return None
+        try:
+            return marshal.loads(payload)
+        except Exception:  # written by something else after all: compile as usual
+            return None
 
     def exec(self, source: Any, globals: dict[str, Any] | None = None, locals: Any = None) -> None:
         """``exec`` as ``dataclasses`` calls it, compiling each source text once."""
@@ -92,10 +109,15 @@ class DataclassCode:
 
         codes = self.codes if len(self.codes) <= MAX_KEPT_CODE else {}
         try:
+            payload = marshal.dumps(codes)
             self.path.parent.mkdir(parents=True, exist_ok=True)
             handle, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=".dataclass-code-", suffix=".tmp")
-            with os.fdopen(handle, "wb") as stream:
-                stream.write(marshal.dumps(codes))
-            os.replace(temporary, self.path)
         except (OSError, ValueError):
             return
+        try:
+            with os.fdopen(handle, "wb") as stream:
+                stream.write(hashlib.sha256(payload).digest() + payload)
+            os.replace(temporary, self.path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
