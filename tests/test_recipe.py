@@ -77,14 +77,19 @@ allow_hosts: [api.example.com]
 """
 
 
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    tools_dir = tmp_path / "tools.d"
+def make_project(folder: Path) -> Path:
+    """tools.d with the flower tools, and an empty recipes/, in ``folder``."""
+    tools_dir = folder / "tools.d"
     tools_dir.mkdir()
     (tools_dir / "flowers.yaml").write_text(TOOL_YAML, encoding="utf-8")
     (tools_dir / "flowers.py").write_text(FLOWERS_PY, encoding="utf-8")
-    (tmp_path / "recipes").mkdir()
-    return tmp_path
+    (folder / "recipes").mkdir()
+    return folder
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    return make_project(tmp_path)
 
 
 def write(project: Path, text: str, name: str = "r.yaml") -> Path:

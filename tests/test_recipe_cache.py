@@ -4,28 +4,21 @@ and any change (or a recipe with a problem, or one written just now) is read and
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.test_recipe import FLOWERS_PY, GOOD_RECIPE, TOOL_YAML, write
+from tests.test_catalog_scale import HOUR_AGO_NS
+from tests.test_recipe import GOOD_RECIPE, make_project, write
 from toolrun import recipe as recipe_module
 from toolrun.catalog.loader import load_catalog_or_raise
 from toolrun.errors import LoadError, UserError
 from toolrun.recipe import load_recipe
 
-HOUR_AGO_NS = (int(time.time()) - 3600) * 1_000_000_000
-
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    """tools.d with the flower tools, and an empty recipes/ (as in tests/test_recipe.py)."""
-    (tmp_path / "tools.d").mkdir()
-    (tmp_path / "tools.d" / "flowers.yaml").write_text(TOOL_YAML, encoding="utf-8")
-    (tmp_path / "tools.d" / "flowers.py").write_text(FLOWERS_PY, encoding="utf-8")
-    (tmp_path / "recipes").mkdir()
-    return tmp_path
+    return make_project(tmp_path)
 
 
 @pytest.fixture

@@ -123,7 +123,7 @@ class CatalogCache:
         return tools
 
     def put(self, file: Path, before: os.stat_result, tools: list[tuple[str, int | None, Tool | None]], *,
-            read_from_ns: int = 0) -> None:
+            read_from_ns: int) -> None:
         """Keep the tools of ``file`` (loaded without a problem) when they depend on the file alone.
 
         ``before`` is the file's status from before it was read: a file changed while it was
