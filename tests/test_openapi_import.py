@@ -401,3 +401,24 @@ def test_two_thousand_operations_without_operation_ids_get_unique_names(tmp_path
     assert names[:4] == ["delete_svc1_items_item_id", "delete_svc0_items_item_id", "get_svc1_items_item_id",
                          "delete_svc1_items_item_id_2"]
     assert result.tools[0].url == "/svc0/items/{item_id}"
+
+
+def test_output_replaces_an_earlier_import_and_nothing_else(tmp_path: Path) -> None:
+    folder, first = imported(tmp_path, FIXTURES / "uber.yaml")
+    assert first.exit_code == 0 and "(replacing" not in first.stderr
+    again = cli("import", "openapi", str(FIXTURES / "uber.yaml"), "--tag", "Products", "-o", str(folder / "api.yaml"))
+    assert again.exit_code == 0 and "to " + str(folder / "api.yaml") + " (replacing the earlier import)" in again.stderr
+    assert [t.name for t in load_catalog(folder).catalog] == ["get_products"]
+
+    hand_written = write(folder, "inventory.yaml", "name: count_stock\ndescription: Counts.\n")
+    refused = cli("import", "openapi", str(FIXTURES / "uber.yaml"), "-o", str(hand_written))
+    assert refused.exit_code == 2 and "Traceback" not in refused.output
+    assert f"{hand_written}: exists and was not written by `toolrun import openapi`: not replaced" in refused.stderr
+    assert hand_written.read_text(encoding="utf-8") == "name: count_stock\ndescription: Counts.\n"
+
+
+def test_an_output_that_cannot_be_written_is_one_sentence(tmp_path: Path) -> None:
+    (tmp_path / "notes").write_text("a file, not a folder", encoding="utf-8")
+    outcome = cli("import", "openapi", str(FIXTURES / "uber.yaml"), "-o", str(tmp_path / "notes" / "api.yaml"))
+    assert outcome.exit_code == 2 and "Traceback" not in outcome.output
+    assert f"cannot write the toolset: {tmp_path / 'notes'} is a file, not a folder" in outcome.stderr

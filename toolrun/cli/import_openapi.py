@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
-from toolrun.errors import EXIT_RUN_FAILED
+from toolrun.errors import EXIT_RUN_FAILED, Problem, UserError
 from toolrun.openapi import group_findings, import_openapi, lint_toolset
-from toolrun.openapi.toolset import plural
+from toolrun.openapi.toolset import HEADER_START, plural
 
 
 @click.command("openapi")
@@ -30,13 +30,13 @@ def openapi_command(ctx: click.Context, spec: str, output: Path | None, include:
     2 when the document cannot be read.
     """
     result = import_openapi(spec, include=include, exclude=exclude, tags=tags, base_url=base_url)
+    replaced = False
     if output is not None:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(result.text, encoding="utf-8")
+        replaced = _write(output, result.text)
     else:
         click.echo(result.text, nl=False)
     say = _stderr
-    where = f" to {output}" if output is not None else ""
+    where = f" to {output}" + (" (replacing the earlier import)" if replaced else "") if output is not None else ""
     say(f"imported {plural(len(result.tools), 'tool')}{where} from {result.title} ({result.spec_version}); "
         f"{len(result.skipped)} skipped" + (f", {result.not_selected} not selected" if result.not_selected else ""))
     for skipped in result.skipped:
@@ -57,6 +57,40 @@ def openapi_command(ctx: click.Context, spec: str, output: Path | None, include:
         say(f"  {group}")
     if review.problems or counts["error"]:
         ctx.exit(EXIT_RUN_FAILED)
+
+
+def _write(output: Path, text: str) -> bool:
+    """Write the toolset to ``output``; True when it replaced an earlier import.
+
+    A file that is not an earlier import (a hand-written toolset, anything else) is never replaced.
+    """
+    try:
+        with output.open(encoding="utf-8", errors="replace") as existing:
+            first_line = existing.readline()
+    except (FileNotFoundError, NotADirectoryError):
+        first_line = None  # a new file (or a folder that cannot be made, which the write reports)
+    except OSError as exc:
+        raise UserError(Problem(output, None, f"cannot read the existing file: {_reason(exc)}",
+                                "choose another file with -o")) from None
+    if first_line and not first_line.startswith(HEADER_START):  # an empty file holds nothing to lose
+        raise UserError(Problem(output, None, "exists and was not written by `toolrun import openapi`: not replaced",
+                                "choose another file with -o, or delete this one first"))
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UserError(Problem(output, None, f"cannot write the toolset: {_reason(exc, output)}",
+                                "choose a file in a folder you can write to with -o")) from None
+    return bool(first_line)
+
+
+def _reason(exc: OSError, output: Path | None = None) -> str:
+    """``No such file or directory (/proc/x)``: the system's words and the path it is about."""
+    if isinstance(exc, (FileExistsError, NotADirectoryError)) and output is not None:
+        blocking = next((folder for folder in output.parents if folder.exists() and not folder.is_dir()), None)
+        if blocking is not None:  # mkdir's "File exists" does not say which part is the file
+            return f"{blocking} is a file, not a folder"
+    return f"{exc.strerror} ({exc.filename})" if exc.strerror and exc.filename else str(exc)
 
 
 def _stderr(text: str) -> None:

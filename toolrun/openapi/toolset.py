@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 _BaseDumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 WIDTH = 100
+HEADER_START = "# Imported by `toolrun import openapi`"  # how an earlier import is recognised before it is replaced
 
 
 class _Dumper(_BaseDumper):
@@ -108,7 +109,7 @@ def _comment(text: str) -> str:
 
 def header(result: ImportResult) -> str:
     """The comment block at the top: origin, counts, variables to set, what was skipped and why."""
-    lines = [f"Imported by `toolrun import openapi` from {result.source}",
+    lines = [f"{HEADER_START[2:]} from {result.source}",
              f"({result.title}, {result.spec_version}): {plural(len(result.tools), 'tool')}, "
              f"{len(result.skipped)} skipped"
              + (f", {result.not_selected} not selected." if result.not_selected else "."),
