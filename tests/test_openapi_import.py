@@ -422,3 +422,68 @@ def test_an_output_that_cannot_be_written_is_one_sentence(tmp_path: Path) -> Non
     outcome = cli("import", "openapi", str(FIXTURES / "uber.yaml"), "-o", str(tmp_path / "notes" / "api.yaml"))
     assert outcome.exit_code == 2 and "Traceback" not in outcome.output
     assert f"cannot write the toolset: {tmp_path / 'notes'} is a file, not a folder" in outcome.stderr
+
+
+MEDIA_TYPES_DOCUMENT = """\
+    swagger: "2.0"
+    info: {title: Media, version: "1"}
+    host: 127.0.0.1
+    consumes: [application/xml]
+    paths:
+      /xml:
+        post:
+          operationId: postXml
+          parameters:
+            - {name: item, in: body, required: true, schema: {type: object, properties: {id: {type: integer}}}}
+      /patch:
+        patch:
+          operationId: patchItem
+          consumes: [application/merge-patch+json]
+          parameters:
+            - {name: item, in: body, required: true, schema: {type: object, properties: {id: {type: integer}}}}
+      /json:
+        post:
+          operationId: postJson
+          consumes: [application/json, application/xml]
+          parameters:
+            - {name: item, in: body, required: true, schema: {type: object, properties: {id: {type: integer}}}}
+      /multipart:
+        post:
+          operationId: postParts
+          consumes: [multipart/form-data]
+          parameters:
+            - {name: note, in: formData, type: string}
+"""
+
+
+def test_a_body_is_sent_with_the_media_type_the_document_names_or_skipped(tmp_path: Path, loopback) -> None:
+    spec = write(tmp_path, "media.yaml", MEDIA_TYPES_DOCUMENT)
+    result = import_openapi(spec)
+    assert [str(s) for s in result.skipped] == [
+        "POST /xml (postXml): its body is application/xml, not JSON: the http backend sends JSON or form bodies",
+        "POST /multipart (postParts): its formData is sent as multipart/form-data: a multipart body cannot be "
+        "sent by the http backend"]
+    server = loopback(lambda request: Reply(200, {}))
+    folder, outcome = imported(tmp_path, spec, "--base-url", server.url)
+    assert outcome.exit_code == 0, outcome.output
+    assert call_json(folder, "patchItem", {"id": 1})["is_error"] is False
+    assert call_json(folder, "postJson", {"id": 2})["is_error"] is False
+    patch, post = server.requests
+    assert (patch.headers["content-type"], patch.json()) == ("application/merge-patch+json", {"id": 1})
+    assert (post.headers["content-type"], post.json()) == ("application/json", {"id": 2})
+
+    openapi3 = write(tmp_path, "vendor.yaml", """\
+        openapi: 3.0.3
+        info: {title: Vendor, version: "1"}
+        paths:
+          /articles:
+            post:
+              operationId: addArticle
+              requestBody:
+                content:
+                  application/vnd.api+json:
+                    schema: {type: object, properties: {data: {type: object}}}
+              responses: {"201": {description: created}}
+        """)
+    (tool,) = import_openapi(openapi3, base_url=server.url).tools
+    assert tool.content_type == "application/vnd.api+json"

@@ -63,6 +63,7 @@ class ImportedTool:
     base_url: str | None = None  # the operation's own server, when it differs from the toolset's
     headers: dict[str, str] = field(default_factory=dict)  # credentials of its own security requirement
     query: dict[str, str] = field(default_factory=dict)
+    content_type: str | None = None  # a JSON body's media type other than application/json (merge-patch+json)
 
     @property
     def method(self) -> str:
@@ -92,7 +93,8 @@ def convert_operation(operation: Operation, resolver: Resolver, *, swagger2: boo
     try:
         path, fixed_query = _split_path(operation.path)
         found = _parameters(operation, resolver, swagger2, notes)
-        found += _body(operation, resolver, swagger2, consumes, found, notes)
+        body, content_type = _body(operation, resolver, swagger2, consumes)
+        found += body
     except DanglingRef as exc:
         raise Unsupported(str(exc)) from None
     except FileUpload as exc:
@@ -113,7 +115,8 @@ def convert_operation(operation: Operation, resolver: Resolver, *, swagger2: boo
         notes.append(f"{shown}: {parts} any value")
     if operation.spec.get("callbacks"):
         notes.append("its callbacks are not imported (the API calls you: nothing for a tool to send)")
-    return ImportedTool("", operation, _description(operation), url, parameters, arguments, fixed_query, notes)
+    return ImportedTool("", operation, _description(operation), url, parameters, arguments, fixed_query, notes,
+                        content_type=content_type)
 
 
 def _split_path(path: str) -> tuple[str, dict[str, str]]:
@@ -194,66 +197,84 @@ def _parameter_argument(parameter: dict[str, Any], base: str, location: str, res
                      style, explode)
 
 
-def _media_type(content: dict[str, Any]) -> tuple[str, Any] | None:
-    """The JSON (or form) media type of a request body's content, preferring JSON."""
-    types = list(content)
-    for kind in types:
-        if re.match(r"^application/([\w.+-]*\+)?json\b", kind) or kind in ("*/*", "application/*"):
-            return kind, content[kind]
-    for kind in types:
+def _media_type(kinds: list[str]) -> str | None:
+    """The JSON (or form) media type among a body's, preferring JSON."""
+    for kind in kinds:
+        if _is_json(kind) or kind in ("*/*", "application/*"):
+            return kind
+    for kind in kinds:
         if kind.startswith("application/x-www-form-urlencoded"):
-            return kind, content[kind]
+            return kind
     return None
 
 
-def _body(operation: Operation, resolver: Resolver, swagger2: bool, consumes: list[str],
-          others: list[_Argument], notes: list[str]) -> list[_Argument]:
+def _is_json(kind: str) -> bool:
+    return re.match(r"^application/([\w.+-]*\+)?json\b", kind) is not None
+
+
+def _own_content_type(kind: str) -> str | None:
+    """The Content-Type a JSON body must say when it is not plain JSON (``application/merge-patch+json``)."""
+    return kind if _is_json(kind) and kind.partition(";")[0].strip() != "application/json" else None
+
+
+def _body(operation: Operation, resolver: Resolver, swagger2: bool,
+          consumes: list[str]) -> tuple[list[_Argument], str | None]:
+    """The body's arguments, and the Content-Type the tool must send when plain JSON is not what the body is."""
     if swagger2:
         return _swagger2_body(operation, resolver, consumes)
     if "requestBody" not in operation.spec:
-        return []
+        return [], None
     body, base = resolver.follow(operation.spec["requestBody"], operation.base)
     content = body.get("content") if isinstance(body, dict) else None
     if not isinstance(content, dict) or not content:
-        return []
-    chosen = _media_type(content)
+        return [], None
+    chosen = _media_type([str(kind) for kind in content])
     if chosen is None:
         kinds = ", ".join(content)
         if any(k.startswith("multipart/") for k in content):
             raise Unsupported(f"its body is {kinds}: a file upload or multipart body cannot be sent by the http backend")
         raise Unsupported(f"its body is {kinds}, not JSON: the http backend sends JSON or form bodies")
-    kind, media = chosen
-    schema = resolver.schema((media or {}).get("schema") or {}, base)
-    location = "form" if kind.startswith("application/x-www-form-urlencoded") else "body"
-    return _body_arguments(schema, location, bool(body.get("required")), body.get("description"), "body")
+    media = content[chosen]
+    schema = resolver.schema((media if isinstance(media, dict) else {}).get("schema") or {}, base)
+    location = "form" if chosen.startswith("application/x-www-form-urlencoded") else "body"
+    return (_body_arguments(schema, location, bool(body.get("required")), body.get("description"), "body"),
+            _own_content_type(chosen))
 
 
-def _swagger2_body(operation: Operation, resolver: Resolver, consumes: list[str]) -> list[_Argument]:
+def _swagger2_body(operation: Operation, resolver: Resolver,
+                   consumes: list[str]) -> tuple[list[_Argument], str | None]:
     parameters = []
     for source in (operation.item.get("parameters") or [], operation.spec.get("parameters") or []):
         for raw in source if isinstance(source, list) else []:
             parameter, base = resolver.follow(raw, operation.base)
             if isinstance(parameter, dict) and parameter.get("in") in ("body", "formData"):
                 parameters.append((parameter, base))
+    listed = operation.spec.get("consumes") or consumes
+    kinds = [str(kind) for kind in listed] if isinstance(listed, list) else []
     body = [(p, b) for p, b in parameters if p.get("in") == "body"]
     if body:
+        chosen = next((kind for kind in kinds if _is_json(kind) or kind in ("*/*", "application/*")), None)
+        if kinds and chosen is None:  # the API takes XML or text only: a JSON body would be refused
+            raise Unsupported(f"its body is {', '.join(kinds)}, not JSON: the http backend sends JSON or form bodies")
         parameter, base = body[-1]
         schema = resolver.schema(parameter.get("schema") or {}, base)
-        return _body_arguments(schema, "body", bool(parameter.get("required")), parameter.get("description"),
-                               identifier(str(parameter.get("name") or "body")))
+        return (_body_arguments(schema, "body", bool(parameter.get("required")), parameter.get("description"),
+                                identifier(str(parameter.get("name") or "body"))),
+                _own_content_type(chosen) if chosen else None)
     if not parameters:
-        return []
-    kinds = operation.spec.get("consumes") or consumes
-    if any(p.get("type") == "file" for p, _ in parameters) or (kinds and "multipart/form-data" in kinds
-                                                                and "application/x-www-form-urlencoded" not in kinds):
+        return [], None
+    if any(p.get("type") == "file" for p, _ in parameters):
         raise Unsupported("its formData includes a file (multipart/form-data): a file upload cannot be sent "
+                          "by the http backend")
+    if "multipart/form-data" in kinds and "application/x-www-form-urlencoded" not in kinds:
+        raise Unsupported("its formData is sent as multipart/form-data: a multipart body cannot be sent "
                           "by the http backend")
     found = []
     for parameter, base in parameters:
         argument = _parameter_argument(parameter, base, "form", resolver, swagger2=True)
         if argument is not None:
             found.append(argument)
-    return found
+    return found, None
 
 
 def _body_arguments(schema: Any, location: str, required: bool, description: Any, whole_name: str) -> list[_Argument]:

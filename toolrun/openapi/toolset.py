@@ -85,8 +85,9 @@ def tool_mapping(tool: ImportedTool) -> dict[str, Any]:
     http: dict[str, Any] = {"method": tool.method, "url": tool.url}
     if tool.base_url:
         http["base_url"] = tool.base_url
-    if tool.headers:
-        http["headers"] = dict(tool.headers)
+    headers = {**({"Content-Type": tool.content_type} if tool.content_type else {}), **tool.headers}
+    if headers:
+        http["headers"] = headers
     if tool.fixed_query or tool.query:
         http["query"] = {**tool.fixed_query, **tool.query}
     if tool.arguments:
