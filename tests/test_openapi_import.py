@@ -487,3 +487,47 @@ def test_a_body_is_sent_with_the_media_type_the_document_names_or_skipped(tmp_pa
         """)
     (tool,) = import_openapi(openapi3, base_url=server.url).tools
     assert tool.content_type == "application/vnd.api+json"
+
+
+HEADER_AND_PATH_STYLES_3 = """\
+    openapi: 3.0.3
+    info: {title: Styles, version: "1"}
+    paths:
+      /points/{point}:
+        get:
+          operationId: getPoint
+          parameters:
+            - {name: point, in: path, required: true, explode: true, schema: {type: object}}
+            - {name: X-Color, in: header, explode: true, schema: {type: object}}
+            - {name: X-Shape, in: header, schema: {type: object}}
+          responses: {"200": {description: ok}}
+"""
+HEADER_AND_PATH_STYLES_2 = """\
+    swagger: "2.0"
+    info: {title: Styles Two, version: "1"}
+    host: 127.0.0.1
+    paths:
+      /rows/{ids}:
+        get:
+          operationId: getRows
+          parameters:
+            - {name: ids, in: path, required: true, type: array, items: {type: integer}, collectionFormat: pipes}
+            - {name: X-Tags, in: header, type: array, items: {type: string}, collectionFormat: ssv}
+            - {name: X-Keys, in: header, type: array, items: {type: string}}
+"""
+
+
+def test_header_and_path_arrays_and_objects_keep_their_style(tmp_path: Path, loopback) -> None:
+    server = loopback(lambda request: Reply(200, {}))
+    for name, text in (("styles3.yaml", HEADER_AND_PATH_STYLES_3), ("styles2.yaml", HEADER_AND_PATH_STYLES_2)):
+        spec = write(tmp_path, name, text)
+        assert cli("import", "openapi", str(spec), "--base-url", server.url,
+                   "-o", str(tmp_path / "tools.d" / name)).exit_code == 0
+    folder = tmp_path / "tools.d"
+    call_json(folder, "getPoint", {"point": {"x": 1, "y": 2}, "X_Color": {"r": 9, "g": 8}, "X_Shape": {"kind": "dot"}})
+    call_json(folder, "getRows", {"ids": [1, 2], "X_Tags": ["a", "b"], "X_Keys": ["k", "l"]})
+    point, rows = server.requests
+    assert point.path == "/points/x%3D1%2Cy%3D2"  # simple, exploded: x=1,y=2
+    assert (point.headers["x-color"], point.headers["x-shape"]) == ("r=9,g=8", "kind,dot")
+    assert rows.path == "/rows/1%7C2"  # pipes: 1|2
+    assert (rows.headers["x-tags"], rows.headers["x-keys"]) == ("a b", "k,l")  # ssv; csv, Swagger's default

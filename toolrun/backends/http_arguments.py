@@ -16,12 +16,13 @@ from dataclasses import dataclass
 from typing import Any
 
 LOCATIONS = ("query", "header", "cookie", "path", "body", "form", "json")
-# Styles each location accepts, the first being its default (OpenAPI 3 names; tabDelimited for Swagger 2.0 tsv).
+# Styles each location accepts, the first being its default (OpenAPI 3 names; tabDelimited for Swagger 2.0 tsv,
+# and the delimited styles in a header or path for Swagger 2.0's collectionFormat there).
 STYLES = {
     "query": ("form", "spaceDelimited", "pipeDelimited", "tabDelimited", "deepObject"),
     "form": ("form", "spaceDelimited", "pipeDelimited", "tabDelimited"),
-    "header": ("simple",),
-    "path": ("simple",),
+    "header": ("simple", "spaceDelimited", "pipeDelimited", "tabDelimited"),
+    "path": ("simple", "spaceDelimited", "pipeDelimited", "tabDelimited"),
     "cookie": ("form",),
     "body": (),
     "json": (),
@@ -116,9 +117,10 @@ def pairs(placement: Placement, value: Any) -> list[tuple[str, str]]:
 
 
 def simple_text(placement: Placement, value: Any) -> str:
-    """A header, cookie or path value: arrays comma-separated, objects as key,value pairs (or key=value exploded)."""
+    """A header, cookie or path value: arrays comma-separated (or as the style says), objects as key,value pairs
+    (or key=value exploded)."""
     if isinstance(value, list):
-        return ",".join(scalar_text(v) for v in value)
+        return _joined(value, placement.style)
     if isinstance(value, dict):
         joiner = "=" if placement.explode and placement.location != "cookie" else ","
         return ",".join(f"{key}{joiner}{scalar_text(v)}" for key, v in value.items())

@@ -180,8 +180,9 @@ def _parameter_argument(parameter: dict[str, Any], base: str, location: str, res
         style, explode = COLLECTION_FORMATS.get(str(parameter.get("collectionFormat", "csv")), ("form", False))
         if raw_schema.get("type") != "array":
             style, explode = None, None
-        elif location in ("header", "path"):
-            style, explode = "simple", False
+        elif location in ("header", "path"):  # no `multi` there: one value, joined as the format says
+            style = "simple" if style == "form" else style
+            explode = False
     else:
         if "schema" not in parameter:
             return None  # `content:` instead of a schema
@@ -340,8 +341,8 @@ def _placement(argument: _Argument, name: str) -> Any:
         default_style = "form" if argument.location in ("query", "form", "cookie") else "simple"
         if argument.style != default_style:
             options["style"] = argument.style
-    if argument.explode is not None and argument.location in ("query", "form"):
-        style = argument.style or "form"
-        if argument.explode != (style in ("form", "deepObject")):
+    if argument.explode is not None and argument.location in ("query", "form", "header", "path"):
+        style = argument.style or ("form" if argument.location in ("query", "form") else "simple")
+        if argument.explode != (style in ("form", "deepObject")):  # header/path objects: key=value when exploded
             options["explode"] = argument.explode
     return options["in"] if len(options) == 1 else options
