@@ -280,3 +280,24 @@ def test_a_shared_server_holds_the_process_secret_and_every_run_redacts_it(tmp_p
         out = toolrun.call(catalog, "who", {}, environ=environ)
         assert out.result == "token=***", out.result
         assert "SECRET" not in out.result
+
+
+def test_a_server_that_cannot_start_never_shows_its_secrets_in_the_load_problem(tmp_path: Path,
+                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The load problem is printed by tools lint and sent to MCP clients as a log message, with no run to redact it."""
+    monkeypatch.setenv("TOK", "boot-SECRET-3333")
+    write(tmp_path, "loud_server.py", """
+        import os, sys
+        print("cannot start with token", os.environ["TOK"], file=sys.stderr)
+        sys.exit(1)
+    """)
+    write(tmp_path, "loud.yaml", """
+        mcp_server:
+          command: [python, loud_server.py]
+          env: {TOK: "${env:TOK}"}
+          timeout: 30s
+    """)
+    result = load_catalog(tmp_path)
+    [problem] = result.problems
+    assert "cannot start with token ***" in problem.message
+    assert "boot-SECRET-3333" not in str(problem)

@@ -31,7 +31,7 @@ from typing import Any
 
 from toolrun.backends.base import Backend, BackendOutput, CallContext
 from toolrun.errors import Problem
-from toolrun.secrets import ENV_REFERENCE, read_secret, register_secret
+from toolrun.secrets import ENV_REFERENCE, Redactor, read_secret, register_secret
 from toolrun.tool import Tool
 
 DEFAULT_CONNECT_TIMEOUT_SECONDS = 30.0
@@ -101,12 +101,13 @@ def _kept(value: str, resolved: list[str]) -> str:
     return value
 
 
-def _tail(path: Path) -> str:
+def _tail(path: Path, secrets: tuple[str, ...] = ()) -> str:
+    """The last lines the server wrote to stderr, without the secrets it was given (it may print them)."""
     try:
         lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
         return ""
-    return "\n".join(lines[-STDERR_TAIL_LINES:])
+    return Redactor(secrets).redact("\n".join(lines[-STDERR_TAIL_LINES:]))
 
 
 def _describe(exc: BaseException) -> str:
@@ -190,9 +191,14 @@ class _Connection:
             await asyncio.sleep(0.01)
         self.closing = asyncio.Event()
 
+    def stderr_tail(self) -> str:
+        """The end of the server's stderr, its secrets redacted: a load problem is shown with no run to redact it."""
+        return _tail(self.stderr_path, self.secrets)
+
     def unavailable(self, doing: str) -> McpServerUnavailable:
         reason = _describe(self.failure) if self.failure is not None else "the connection closed"
-        return McpServerUnavailable(f"the MCP server {self.spec.label} {doing}: {reason}", _tail(self.stderr_path))
+        reason = Redactor(self.secrets).redact(reason)
+        return McpServerUnavailable(f"the MCP server {self.spec.label} {doing}: {reason}", self.stderr_tail())
 
 
 class ServerHub:
@@ -241,7 +247,7 @@ class ServerHub:
         except TimeoutError:
             connection.closing.set()
             raise McpServerUnavailable(f"the MCP server {spec.label} did not answer within {spec.timeout:g}s",
-                                       _tail(connection.stderr_path)) from None
+                                       connection.stderr_tail()) from None
         if not connection.alive:
             raise connection.unavailable("did not start")
         return connection
@@ -253,7 +259,7 @@ class ServerHub:
                 listed = await connection.client.list_tools()
         except TimeoutError:
             raise McpServerUnavailable(f"the MCP server {spec.label} did not list its tools within {spec.timeout:g}s",
-                                       _tail(connection.stderr_path)) from None
+                                       connection.stderr_tail()) from None
         except Exception as exc:
             connection.failure = exc
             raise connection.unavailable("failed to list its tools") from None
@@ -274,7 +280,7 @@ class ServerHub:
             if getattr(exc, "code", None) == CONNECTION_CLOSED or connection.finished:
                 await connection.closed()  # the next call starts a new one (once)
                 restart = "the next call starts it again" if connection.starts <= MAX_RESTARTS else "it is not restarted again"
-                tail = _tail(connection.stderr_path)
+                tail = connection.stderr_tail()
                 return BackendOutput(f"the MCP server {spec.label} stopped during the call ({restart})"
                                      + (f"; its stderr ends with:\n{tail}" if tail else ""), True)
             return BackendOutput(f"the MCP server {spec.label} refused the call: {_describe(exc)}", True)
