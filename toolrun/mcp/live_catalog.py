@@ -8,6 +8,7 @@ changed: the directory's file names, sizes and modification times are compared f
 from __future__ import annotations
 
 import fnmatch
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,7 @@ from toolrun.catalog.lint import lint_catalog
 from toolrun.catalog.loader import load_catalog, tool_files
 from toolrun.catalog.model import Catalog
 from toolrun.errors import Problem, UserError
+from toolrun.secrets import env_references
 from toolrun.tool import Tool
 
 Signature = tuple[tuple[str, int, int], ...]
@@ -33,6 +35,23 @@ class Snapshot:
 
     catalog: Catalog
     problems: list[Problem] = field(default_factory=list)
+    secrets: tuple[str, ...] = ()  # the values of the ${env:NAME} the tool files name, set in the environment
+
+
+def _named_secrets(directory: Path) -> tuple[str, ...]:
+    """The values of the variables the tool files read through ``${env:NAME}``: a call that never read one
+    (its arguments were invalid, its approval refused) may still be sent one, and the audit log must not show it."""
+    values: dict[str, None] = {}
+    for path in tool_files(directory):
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for name in env_references(text):
+            value = os.environ.get(name)
+            if value:
+                values[value] = None
+    return tuple(values)
 
 
 class LiveCatalog:
@@ -73,6 +92,7 @@ class LiveCatalog:
             result = load_catalog(self.directory)
         except UserError as exc:
             return Snapshot(Catalog(directory=self.directory), list(exc.problems))
+        secrets = _named_secrets(self.directory)
         catalog = result.catalog
         catalog.findings = lint_catalog(catalog)
         problems = list(result.problems)
@@ -80,7 +100,7 @@ class LiveCatalog:
         problems += [lint_problem(finding) for finding in catalog.lint_errors]
         served = {name: tool for name, tool in catalog.tools.items()
                   if name not in poisoned and matches_any(name, self.selection)}
-        return Snapshot(Catalog(served, self.directory, catalog.findings), problems)
+        return Snapshot(Catalog(served, self.directory, catalog.findings), problems, secrets)
 
     def tools(self, visible: Sequence[str] | None = None) -> list[Tool]:
         """The served tools a client limited to ``visible`` globs (None: all) may see, in load order."""

@@ -36,7 +36,7 @@ from toolrun.export import mcp_tool
 from toolrun.mcp.audit import AuditLog
 from toolrun.mcp.live_catalog import LiveCatalog
 from toolrun.mcp.mapping import APPROVAL_SCHEMA, approval_given, approval_question, call_result_to_mcp
-from toolrun.secrets import redacting, run_redactor
+from toolrun.secrets import Redactor, active_redactor, redacting, run_redactor
 from toolrun.tool import Tool
 
 CALLER_SCOPE_KEY = "toolrun.mcp.caller"  # where the HTTP gate leaves the authenticated client
@@ -81,6 +81,7 @@ class CatalogServer:
         self.report = report
         self.watch_interval = watch_interval
         self.default_caller = Caller()
+        self._server_redactor: Redactor | None = None  # the server's own secrets; every call starts from them
         self._reload_lock = asyncio.Lock()
         self._listeners: dict[str, ServerSession] = {}  # 2025-11-25 sessions to notify, by session id
         self._bus = InMemorySubscriptionBus()  # 2026-07-28 clients listen here
@@ -98,14 +99,24 @@ class CatalogServer:
 
     def load(self) -> None:
         """The first load, before serving; its problems go to ``report``."""
+        self._server_redactor = active_redactor()
         self.live.refresh()
+        self._redact_catalog_secrets()
         self._report_problems()
+
+    def _redact_catalog_secrets(self) -> None:
+        # Every secret a tool may read, not only those a call happened to read: a call refused before its
+        # tool ran still has its arguments audited.
+        if self._server_redactor is not None:
+            for value in self.live.snapshot.secrets:
+                self._server_redactor.add(value)
 
     async def refresh(self) -> bool:
         """Reload if the tools directory changed; announce the change to every client."""
         async with self._reload_lock:
             changed = await anyio.to_thread.run_sync(self.live.refresh)
         if changed:
+            self._redact_catalog_secrets()
             self._report_problems()
             await self._announce()
         return changed
