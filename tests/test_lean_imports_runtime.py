@@ -96,3 +96,19 @@ def test_every_dataclass_has_a_docstring() -> None:
                     for decorator in node.decorator_list):
                 missing.append(f"{path.relative_to(ROOT)}: {node.name}")
     assert missing == []
+
+
+def test_the_command_line_package_hands_out_the_click_groups_names_before_it_is_imported() -> None:
+    # toolrun.cli stands in front of toolrun.cli.group; asking it for a name (or for one it lacks,
+    # as inspect, doctest and "import *" do) before the group is imported must not recurse.
+    script = """
+import sys
+import toolrun.cli as cli
+assert "toolrun.cli.group" not in sys.modules
+assert hasattr(cli, "no_such_name") is False
+assert "recipe" in cli.COMMANDS and cli.ToolrunGroup is not None and cli.group.COMMANDS is cli.COMMANDS
+from toolrun.cli import *
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]

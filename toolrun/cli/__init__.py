@@ -77,6 +77,16 @@ def _load_command(args: list[str]) -> None:
 
 
 def __getattr__(name: str) -> object:  # ToolrunGroup, COMMANDS ...: from the click module
-    from toolrun.cli import group
+    missing = AttributeError(f"module 'toolrun.cli' has no attribute {name!r}")
+    if name.startswith("__"):  # __all__, __wrapped__ ...: asked of any module, never the group's to answer
+        raise missing
+    # Not "from toolrun.cli import group": before that submodule is imported, the import asks
+    # this package for "group" first, which would land here again and recurse without end.
+    import importlib
 
+    group = importlib.import_module("toolrun.cli.group")
+    if name == "group":
+        return group
+    if not hasattr(group, name):
+        raise missing
     return getattr(group, name)
