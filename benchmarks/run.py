@@ -1,4 +1,4 @@
-"""Every row of issue 10's table in one run: toolrun beside its floor and, when installed, its peers.
+"""Every row of benchmarks/README.md's table in one run: toolrun beside its floor and, when installed, its peers.
 
 Whole-process rows run each command as a fresh ``python`` process (the console script's
 own two lines, ``from toolrun.cli import main; main()``), interleaved round by round so a

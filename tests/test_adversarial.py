@@ -1,5 +1,5 @@
 """Attacks from the three untrusted sides — the model's arguments, the servers toolrun talks
-to, the files it loads — each kept closed by a test (issue 9; docs/security.md).
+to, the files it loads — each kept closed by a test (docs/security.md).
 
 Every attack runs against the real thing: the real adapters over a loopback server, the
 real runner, real subprocesses. Held means: an error result the model sees or one clean

@@ -1,6 +1,6 @@
 """Property-based tests of the parts untrusted input reaches first: argument parsing, redaction,
 excerpts, URL building, the shell option guard, stream line splitting and the stream
-assemblers. No input makes them raise anything but the project's own errors (issue 9).
+assemblers. No input makes them raise anything but the project's own errors.
 
 Example counts stay modest so the suite stays fast; EXAMPLES says how many each runs.
 """
