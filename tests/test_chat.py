@@ -183,3 +183,67 @@ def test_chat_reads_lines_from_a_pipe_and_saves_a_scripted_chat(tmp_path: Path) 
     assert again.returncode == 0, again.stderr
     document = json.loads(again.stdout)
     assert document["final"] == "深圳有向日葵。" and document["turns"][0]["tool_calls"][0]["result"] == "向日葵: 200, 玉兰: 90"
+
+
+CLOSING_TOOLS = """\
+tools:
+  - name: close_shop
+    description: >-
+      Closes one city's shop for good and returns what was done. Use it only when the person
+      asks to close a shop. Do not use it to read stock.
+    parameters:
+      type: object
+      properties:
+        city: {type: string, description: City of the shop to close}
+      required: [city]
+    annotations: {destructive: true}
+    backend: {python: "shops.py:close_shop"}
+"""
+
+CLOSING_SCRIPT = """\
+- tool_calls: [{name: close_shop, arguments: {city: 北京}}, {name: close_shop, arguments: {city: 上海}}]
+- text: 北京和上海的店关了。
+- tool_calls: [{name: close_shop, arguments: {city: 深圳}}]
+- tool_calls: [{name: close_shop, arguments: {city: 广州}}, {name: close_shop, arguments: {city: 杭州}}]
+- text: 广州的店关了，杭州的没关。
+"""
+
+
+def test_approvals_inline_concurrent_and_cancelled_with_ctrl_c(tmp_path: Path) -> None:
+    """Two calls that need approval in one answer, in two answers (each answer has an event loop of
+    its own), and Ctrl-C while a prompt waits: the chat must still hear the next line typed."""
+    tools = tmp_path / "tools.d"
+    tools.mkdir()
+    (tools / "shops.yaml").write_text(CLOSING_TOOLS, encoding="utf-8")
+    (tools / "shops.py").write_text("def close_shop(city):\n    return f'closed {city}'\n", encoding="utf-8")
+    (tmp_path / "turns.yaml").write_text(CLOSING_SCRIPT, encoding="utf-8")
+    env = clean_env(TOOLRUN_LOGS=str(tmp_path / "logs.db"), XDG_DATA_HOME=str(tmp_path / "data"))
+    terminal = Terminal(tmp_path, [str(TOOLRUN), "chat", "--model", "scripted:turns.yaml"], env)
+    try:
+        terminal.wait_for("›")
+        terminal.type("关掉北京和上海的店")
+        for count in (1, 2):
+            terminal.wait_for("Allow this call to close_shop? [y/N]:", count=count)
+            terminal.type("y")
+        screen = terminal.wait_for("北京和上海的店关了。")
+        assert "← close_shop" in screen and "closed 上海" in screen
+
+        terminal.type("关掉深圳的店")
+        terminal.wait_for("Allow this call to close_shop? [y/N]:", count=3)
+        terminal.press("C-c")  # cancels the answer while its prompt waits
+        terminal.wait_for("cancelled: the answer was stopped")
+        terminal.wait_for_prompt()
+
+        terminal.type("关掉广州和杭州的店")  # heard by the chat, not by the cancelled prompt
+        terminal.wait_for("Allow this call to close_shop? [y/N]:", count=4)
+        terminal.type("y")
+        terminal.wait_for("Allow this call to close_shop? [y/N]:", count=5)
+        terminal.type("n")
+        screen = terminal.wait_for("广州的店关了，杭州的没关。")
+        assert "closed 广州" in screen and "the user denied this call" in screen
+        assert "approval failed" not in screen and "closed 深圳" not in screen
+        terminal.wait_for_prompt()
+        terminal.press("C-d")
+        assert terminal.exit_status() == 0
+    finally:
+        terminal.close()
