@@ -316,6 +316,31 @@ def test_what_cannot_be_imported_at_all_is_one_sentence(tmp_path: Path) -> None:
     assert outcome.exit_code == 2 and "no such file" in outcome.stderr
 
 
+def test_a_broken_document_names_its_line_and_the_fix_that_applies(tmp_path: Path) -> None:
+    broken = write(tmp_path, "broken.yaml", "openapi: 3.0.0\ninfo: {title: X}\npaths:\n  /a: {get: [\n")
+    outcome = cli("import", "openapi", str(broken))
+    assert outcome.exit_code == 2
+    assert f"error: {broken}:5: the document is neither YAML nor JSON: " in outcome.stderr
+    for text, fix in (("openapi: 4.0.0\npaths: {}\n", "toolrun reads OpenAPI 3.0 and 3.1 and Swagger 2.0"),
+                      ("info: {title: X}\n", "an OpenAPI document starts with `openapi: 3.x.y`"),
+                      ("openapi: 3.0.0\npaths: {}\n", "an OpenAPI document lists its operations under `paths:`"),
+                      ("", "(it is empty)")):
+        outcome = cli("import", "openapi", str(write(tmp_path, "odd.yaml", text)))
+        assert outcome.exit_code == 2 and fix in outcome.stderr and "Swagger 1.x" not in outcome.stderr
+        assert "see the reasons above" not in outcome.stderr
+    referring = write(tmp_path, "refers.yaml", """\
+        openapi: 3.0.0
+        info: {title: X, version: "1"}
+        paths:
+          /a: {$ref: "broken.yaml#/paths/~1a"}
+          /b: {get: {operationId: getB, responses: {"200": {description: ok}}}}
+        """)
+    result = import_openapi(referring)
+    assert [str(s) for s in result.skipped] == [
+        f"path /a: $ref 'broken.yaml#/paths/~1a' cannot be read: {broken}:5: the document is neither YAML nor JSON: "
+        "did not find expected node content"]
+
+
 def test_stdout_output_is_the_toolset_and_lint_still_runs(tmp_path: Path) -> None:
     outcome = cli("import", "openapi", str(FIXTURES / "webhook-example.yaml"))
     assert outcome.exit_code == 0

@@ -34,8 +34,8 @@ _Loader.add_implicit_resolver(
 class OpenAPIError(UserError):
     """The document cannot be imported at all (unreadable, not OpenAPI): one sentence and a fix."""
 
-    def __init__(self, message: str, fix: str | None = None, where: str | None = None):
-        super().__init__(Problem(where, None, message, fix))
+    def __init__(self, message: str, fix: str | None = None, where: str | None = None, line: int | None = None):
+        super().__init__(Problem(where, line, message, fix))
 
 
 def is_url(location: str) -> bool:
@@ -56,10 +56,10 @@ def parse_text(text: str, where: str) -> Any:
                 return document
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        line = f" (line {mark.line + 1})" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise OpenAPIError(f"{where} is neither YAML nor JSON{line}: {problem}",
-                           "check that the file is an OpenAPI document", where) from None
+        raise OpenAPIError(f"the document is neither YAML nor JSON: {problem}",
+                           "check that the file is an OpenAPI document", where,
+                           mark.line + 1 if mark is not None else None) from None
     return None
 
 
@@ -79,10 +79,10 @@ def read_location(location: str) -> str:
     try:
         return path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
-        raise OpenAPIError(f"{location}: no such file", "pass the path of an OpenAPI document or an http(s) URL",
+        raise OpenAPIError("no such file", "pass the path of an OpenAPI document or an http(s) URL",
                            location) from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise OpenAPIError(f"cannot read {location}: {exc}", "pass a UTF-8 YAML or JSON file", location) from None
+        raise OpenAPIError(f"cannot read it: {exc}", "pass a UTF-8 YAML or JSON file", location) from None
 
 
 def join_location(base: str, reference: str) -> str:

@@ -108,8 +108,9 @@ def import_openapi(spec: str | Path, *, include: Iterable[str] = (), exclude: It
     for name in (document.get("webhooks") or {}) if isinstance(document.get("webhooks"), dict) else {}:
         skipped.append(Skipped(f"webhook {name!r}", "the API calls you with it: nothing for a tool to send"))
     if not tools:
-        raise OpenAPIError(_nothing_imported(shown, skipped, not_selected), where=shown,
-                           fix="check --include/--exclude/--tag" if not_selected else "see the reasons above")
+        fix = ("check --include/--exclude/--tag" if not_selected else "see the reasons above" if skipped
+               else "an OpenAPI document lists its operations under `paths:`")
+        raise OpenAPIError(_nothing_imported(shown, skipped, not_selected), fix, shown)
     _name_tools(tools)
 
     variables: dict[str, str] = {}
@@ -134,7 +135,8 @@ def import_openapi(spec: str | Path, *, include: Iterable[str] = (), exclude: It
 def _version(document: Any, shown: str) -> tuple[bool, str]:
     """(is Swagger 2.0, the version as written); OpenAPIError for anything else."""
     if not isinstance(document, dict):
-        raise OpenAPIError(f"{shown} is not an OpenAPI document (it is not a mapping)",
+        what = "it is empty" if document is None else "it is not a mapping"
+        raise OpenAPIError(f"{shown} is not an OpenAPI document ({what})",
                            "pass an OpenAPI 3.x or Swagger 2.0 document", shown)
     if str(document.get("swagger", "")).startswith("2"):
         return True, f"Swagger {document['swagger']}"
@@ -143,8 +145,10 @@ def _version(document: Any, shown: str) -> tuple[bool, str]:
         return False, f"OpenAPI {version}"
     found = f"swagger: {document['swagger']}" if "swagger" in document else (
         f"openapi: {version}" if version else "no openapi or swagger version")
-    raise OpenAPIError(f"{shown} is not an OpenAPI 3.x or Swagger 2.0 document ({found})",
-                       "convert a Swagger 1.x document to 2.0 or 3.x first", shown)
+    fix = ("convert a Swagger 1.x document to 2.0 or 3.x first" if "swagger" in document
+           else "toolrun reads OpenAPI 3.0 and 3.1 and Swagger 2.0" if version
+           else "an OpenAPI document starts with `openapi: 3.x.y` (or `swagger: \"2.0\"`)")
+    raise OpenAPIError(f"{shown} is not an OpenAPI 3.x or Swagger 2.0 document ({found})", fix, shown)
 
 
 def _operations(document: dict[str, Any], location: str, resolver: Resolver,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import unquote
 
@@ -84,7 +84,8 @@ class Resolver:
         try:
             node = self.documents.load(location)
         except OpenAPIError as exc:
-            raise DanglingRef(f"$ref {reference!r} cannot be read: {exc.problems[0].message}") from None
+            problem = exc.problems[0]  # where and what, without the fix meant for the document named on the command line
+            raise DanglingRef(f"$ref {reference!r} cannot be read: {replace(problem, fix=None)}") from None
         for part in [p for p in pointer.split("/") if p != ""]:
             part = unquote(part).replace("~1", "/").replace("~0", "~")
             if isinstance(node, dict) and part in node:
