@@ -556,3 +556,40 @@ def test_header_and_path_arrays_and_objects_keep_their_style(tmp_path: Path, loo
     assert (point.headers["x-color"], point.headers["x-shape"]) == ("r=9,g=8", "kind,dot")
     assert rows.path == "/rows/1%7C2"  # pipes: 1|2
     assert (rows.headers["x-tags"], rows.headers["x-keys"]) == ("a b", "k,l")  # ssv; csv, Swagger's default
+
+
+def test_a_3_1_nullable_union_says_its_description_once_on_top(tmp_path: Path) -> None:
+    # OpenAI's document writes nullable members so: the lint said "no description" for most of them
+    spec = write(tmp_path, "nullable.yaml", """\
+        openapi: 3.1.0
+        info: {title: Assistants, version: "1"}
+        paths:
+          /assistants:
+            post:
+              operationId: createAssistant
+              summary: Create an assistant with a model and instructions, for the chat to use later on.
+              requestBody:
+                required: true
+                content:
+                  application/json:
+                    schema:
+                      type: object
+                      properties:
+                        name:
+                          anyOf:
+                            - {type: string, maxLength: 256, description: The name of the assistant.}
+                            - {type: "null"}
+                        model:
+                          anyOf:
+                            - {type: string, description: A model id.}
+                            - {type: string, enum: [gpt-5], description: A known model.}
+              responses: {"200": {description: ok}}
+        """)
+    (tool,) = import_openapi(spec).tools
+    name, model = tool.parameters["properties"]["name"], tool.parameters["properties"]["model"]
+    assert name == {"description": "The name of the assistant.",
+                    "anyOf": [{"type": "string", "maxLength": 256}, {"type": "null"}]}
+    assert "description" not in model  # two described branches: each keeps its own
+    findings = lint_toolset(import_openapi(spec).text).findings
+    assert [f.message for f in findings if f.rule == "parameter-missing-description"] == [
+        "parameter 'model' has no description: say what it is, its format and an example"]

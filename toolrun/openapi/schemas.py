@@ -209,7 +209,7 @@ class _Converter:
             out = _merge_all_of(out)
         if node.get("nullable") is True:  # 3.1 documents use it too (OpenAI's)
             out = _with_null(out)
-        return out
+        return _described_union(out)
 
 
 _KEYWORDS_OF_TYPE = {
@@ -250,6 +250,28 @@ def _cut(target: Any, *, recursive: bool) -> dict[str, Any]:
     described = clean_description(str(target.get("description") or "")) if isinstance(target, dict) else ""
     cut["description"] = f"{described} ({why})" if described else f"({why})"
     return cut
+
+
+def _described_union(schema: dict[str, Any]) -> dict[str, Any]:
+    """``anyOf: [{description: D, ...}, {type: null}]`` -> ``description: D, anyOf: [{...}, {type: null}]``.
+
+    3.1's way to say nullable puts the description in a branch: said once on top, a reader
+    and the lint find it where every other argument has its own.
+    """
+    if "description" in schema:
+        return schema
+    for keyword in ("anyOf", "oneOf"):
+        branches = schema.get(keyword)
+        if not isinstance(branches, list) or not all(isinstance(b, dict) for b in branches):
+            continue
+        described = [b for b in branches if b.get("description")]
+        others = [b for b in branches if not b.get("description")]
+        if len(described) == 1 and others and all(b == {"type": "null"} for b in others):
+            bare = {k: v for k, v in described[0].items() if k != "description"}
+            hoisted = [bare if b is described[0] else b for b in branches]
+            return {"description": described[0]["description"], **{k: v for k, v in schema.items() if k != keyword},
+                    keyword: hoisted}
+    return schema
 
 
 def _with_null(schema: dict[str, Any]) -> dict[str, Any]:
