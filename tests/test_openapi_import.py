@@ -8,7 +8,9 @@ behaviour each. Every request goes to a loopback server that records it.
 from __future__ import annotations
 
 import json
+import os
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -593,3 +595,18 @@ def test_a_3_1_nullable_union_says_its_description_once_on_top(tmp_path: Path) -
     findings = lint_toolset(import_openapi(spec).text).findings
     assert [f.message for f in findings if f.rule == "parameter-missing-description"] == [
         "parameter 'model' has no description: say what it is, its format and an example"]
+
+
+def test_reimporting_over_a_cached_toolset_is_never_served_stale(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOOLRUN_CACHE_DIR", str(tmp_path / "cache"))
+    hour_ago = (int(time.time()) - 3600) * 1_000_000_000
+    document = (FIXTURES / "uber.yaml").read_text(encoding="utf-8")
+    target = tmp_path / "tools.d" / "api.yaml"
+    for word in ("Alpha", "Bravo"):  # two documents whose toolsets differ in one word of the same length
+        spec = write(tmp_path, f"{word}.yaml", document.replace("The Products endpoint", f"{word} endpoint"))
+        assert cli("import", "openapi", str(spec), "-o", str(target)).exit_code == 0
+        os.utime(target, ns=(hour_ago, hour_ago))  # the same mtime both times, as within one tick of a coarse clock
+        shown = cli("tools", "show", "get_products", "--tools-dir", str(target.parent))
+        assert f"{word} endpoint" in shown.stdout
+        assert list((tmp_path / "cache").glob("catalog-*.index"))  # an hour old: kept, and checked the second time
