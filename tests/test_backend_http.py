@@ -45,6 +45,18 @@ def test_query_headers_and_optional_entries(tmp_path: Path, loopback) -> None:
     assert "x-page" not in request.headers
 
 
+def test_a_query_written_in_the_url_is_sent_beside_the_query_entries(tmp_path: Path, loopback) -> None:
+    server = loopback(ok)
+    plain = http_tool(tmp_path, {"url": server.url + "/search?format=json&tag=a&tag=b"})
+    assert not call(plain, {}).is_error
+    assert server.requests[0].query == {"format": ["json"], "tag": ["a", "b"]}
+
+    both = http_tool(tmp_path, {"url": server.url + "/search?format=json&q=old&city={{ city }}", "query": {"q": "{{ term }}"}},
+                     properties={"term": {"type": "string"}, "city": {"type": "string"}})
+    assert not call(both, {"term": "玫瑰", "city": "北京"}).is_error
+    assert server.requests[1].query == {"format": ["json"], "q": ["玫瑰"], "city": ["北京"]}  # the query entry wins
+
+
 def test_json_body_keeps_argument_types_and_renders_strings(tmp_path: Path, loopback) -> None:
     server = loopback(ok)
     tool = http_tool(tmp_path, {"method": "POST", "url": server.url + "/orders",

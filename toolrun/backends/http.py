@@ -307,7 +307,12 @@ class HttpBackend(Backend):
         allow_lists = [list(h) for h in (config.get("allow_hosts"), context.allow_hosts) if h is not None]
         async with _client(timeout) as client:
             try:
-                request = client.build_request(method, url, **request_parts(config, arguments, context.environ))
+                parts = request_parts(config, arguments, context.environ)
+                # httpx replaces the URL's own query with params, even empty ones: the URL is sent as written
+                # when there are none, else merged with them (the query entries winning)
+                params = parts.pop("params")
+                target = httpx.URL(url).copy_merge_params(params) if params else url
+                request = client.build_request(method, target, **parts)
             except UnicodeEncodeError:
                 return BackendOutput("the request was not sent: a header value is not ASCII text "
                                      "(HTTP headers carry ASCII only; put the value in the query or body)",
