@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -73,3 +75,74 @@ def test_the_audit_log_never_shows_a_secret_the_catalog_reads_even_when_no_call_
 
     lines = serve_in_process(tmp_path, check).splitlines()
     assert [json.loads(line)["arguments"] for line in lines] == [{"service": "***"}]
+
+
+ECHO = """
+    name: echo
+    description: >-
+      Echoes its text argument back as a JSON object with the text and the code's version. Use
+      it to check that the server answers; do not use it for anything else, it changes nothing.
+    parameters:
+      type: object
+      properties:
+        text: {type: string, description: The text to echo back.}
+      required: [text]
+      additionalProperties: false
+    annotations: {read_only: true}
+    backend:
+      python: echo.py:echo
+"""
+
+
+def echo_code(version: str) -> str:
+    return f"from live_echo_helper import tag\n\ndef echo(text):\n    return {{'text': text, 'version': tag('{version}')}}\n"
+
+
+def test_an_edited_python_tool_or_a_module_it_imports_runs_its_new_code(tmp_path: Path) -> None:
+    write(tmp_path, "echo.yaml", ECHO)
+    write(tmp_path, "echo.py", echo_code("v1"))
+    write(tmp_path, "live_echo_helper.py", "def tag(version):\n    return version\n")
+
+    async def check(client: Client) -> None:
+        async def answer() -> Any:
+            await client.list_tools()  # a tools/list reloads what changed, as the watcher does every 0.25 s
+            return (await client.call_tool("echo", {"text": "hi"})).structured_content
+
+        assert await answer() == {"text": "hi", "version": "v1"}
+        write(tmp_path, "echo.py", echo_code("v2"))
+        assert await answer() == {"text": "hi", "version": "v2"}
+        write(tmp_path, "live_echo_helper.py", "def tag(version):\n    return version.upper()\n")
+        assert await answer() == {"text": "hi", "version": "V2"}
+
+    try:
+        serve_in_process(tmp_path, check)
+    finally:
+        sys.modules.pop("live_echo_helper", None)  # imported by the tool into this process
+
+
+def test_an_edit_that_keeps_the_size_and_the_modification_time_is_reloaded(tmp_path: Path) -> None:
+    live = LiveCatalog(tmp_path)
+    echo = write(tmp_path, "echo.yaml", ECHO)
+    write(tmp_path, "echo.py", echo_code("v1"))
+    assert live.refresh() and list(live.snapshot.catalog.tools) == ["echo"]
+    before = echo.stat()
+    write(tmp_path, "echo.yaml", ECHO.replace("name: echo", "name: ohce"))
+    os.utime(echo, ns=(before.st_atime_ns, before.st_mtime_ns))  # as a second write within one clock tick looks
+    assert live.refresh() and list(live.snapshot.catalog.tools) == ["ohce"]
+    assert not live.refresh()
+
+
+def test_an_edit_within_one_tick_of_a_coarse_clock_is_reloaded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a file system whose timestamps are coarse (1 s, 2 s), a quick second write changes no time at all."""
+    second = 1_000_000_000
+
+    def one_second_ticks(status: os.stat_result) -> tuple[int, ...]:
+        return (status.st_size, status.st_mtime_ns // second * second, status.st_ctime_ns // second * second, status.st_ino)
+
+    monkeypatch.setattr("toolrun.mcp.live_catalog.status_key", one_second_ticks)
+    live = LiveCatalog(tmp_path)
+    write(tmp_path, "echo.yaml", ECHO)
+    write(tmp_path, "echo.py", echo_code("v1"))
+    assert live.refresh() and list(live.snapshot.catalog.tools) == ["echo"]
+    write(tmp_path, "echo.yaml", ECHO.replace("name: echo", "name: ohce"))
+    assert live.refresh() and list(live.snapshot.catalog.tools) == ["ohce"]

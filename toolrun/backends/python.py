@@ -22,9 +22,10 @@ import importlib.util
 import inspect
 import json
 import logging
+import os
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -49,9 +50,27 @@ _by_tool: dict[int, tuple[Tool, tuple[Callable[..., Any], bool]]] = {}
 log = logging.getLogger(TOOL_LOGGER)
 
 
+_FILE_MODULE_PREFIX = "toolrun_tool_"
+
+
 def _module_name_for(path: Path) -> str:
     digest = hashlib.sha1(str(path).encode("utf-8")).hexdigest()[:12]
-    return f"toolrun_tool_{path.stem}_{digest}"
+    return f"{_FILE_MODULE_PREFIX}{path.stem}_{digest}"
+
+
+def forget_imported_code(changed: Iterable[Path]) -> None:
+    """Import the python tools' code again at their next call, after the ``changed`` source files were edited
+    (a long-running server: ``toolrun mcp``). Every ``file.py`` tool module is dropped — one may import a changed
+    sibling — and so is every module loaded from a changed file; calls already running keep their function."""
+    changed_files = {os.path.realpath(path) for path in changed}
+    with _import_lock:
+        for name, module in list(sys.modules.items()):
+            file = getattr(module, "__file__", None)
+            if name.startswith(_FILE_MODULE_PREFIX) or (isinstance(file, str) and os.path.realpath(file) in changed_files):
+                sys.modules.pop(name, None)
+        _functions.clear()
+        _by_tool_target.clear()
+        _by_tool.clear()
 
 
 @contextlib.contextmanager

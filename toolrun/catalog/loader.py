@@ -34,8 +34,8 @@ class LoadResult:
     problems: list[Problem] = field(default_factory=list)
 
 
-def tool_files(directory: Path) -> list[Path]:
-    """The tool files of ``directory`` and its subfolders in load order: *.yaml and *.yml.
+def tool_files(directory: Path, suffixes: tuple[str, ...] = TOOL_FILE_SUFFIXES) -> list[Path]:
+    """The tool files of ``directory`` and its subfolders in load order: *.yaml and *.yml (or ``suffixes``).
 
     Sorted by their path inside ``directory`` (a folder's files before its subfolders'), so
     the order is the same on every machine. Hidden files and folders (``.git``) and
@@ -47,10 +47,10 @@ def tool_files(directory: Path) -> list[Path]:
     if not directory.is_dir():
         fix = "pass --tools-dir with the folder that holds the tool files"
         raise UserError(Problem(directory, None, "is not a directory", fix))
-    return _tool_files_in(directory)
+    return _tool_files_in(directory, suffixes)
 
 
-def _tool_files_in(folder: Path) -> list[Path]:
+def _tool_files_in(folder: Path, suffixes: tuple[str, ...]) -> list[Path]:
     # os.scandir's entries know their type without a stat each: ~3x faster than os.walk + is_file.
     files: list[str] = []
     subfolders: list[str] = []
@@ -63,12 +63,12 @@ def _tool_files_in(folder: Path) -> list[Path]:
                 if name not in _SKIPPED_FOLDERS:
                     subfolders.append(name)
             # A broken symlink is kept so that reading it reports it; a folder named x.yaml is not a tool file.
-            elif os.path.splitext(name)[1] in TOOL_FILE_SUFFIXES and _file_or_broken_link(entry):
+            elif os.path.splitext(name)[1] in suffixes and _file_or_broken_link(entry):
                 files.append(name)
     # At each level a folder's own files come before its subfolders, each by name.
     found = [folder / name for name in sorted(files)]
     for name in sorted(subfolders):
-        found += _tool_files_in(folder / name)
+        found += _tool_files_in(folder / name, suffixes)
     return found
 
 

@@ -2,26 +2,39 @@
 
 A file that stops loading (or whose tool fails the lint with an error) loses its tools and
 keeps its problem visible; every other tool keeps working. Reloads are cheap when nothing
-changed: the directory's file names, sizes and modification times are compared first.
+changed: the files' names and status (size, times, inode) are compared first, and only the
+files written in the last seconds are read again. The catalog cache is not used: a server
+loads each change itself.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from toolrun.catalog.cache import RECENT_NS, status_key
 from toolrun.catalog.gate import lint_problem
 from toolrun.catalog.lint import lint_catalog
-from toolrun.catalog.loader import load_catalog, tool_files
+from toolrun.catalog.loader import TOOL_FILE_SUFFIXES, load_catalog, tool_files
 from toolrun.catalog.model import Catalog
 from toolrun.errors import Problem, UserError
 from toolrun.secrets import env_references
 from toolrun.tool import Tool
 
-Signature = tuple[tuple[str, int, int], ...]
+Signature = tuple[tuple[str, tuple[int, ...], str], ...]
+WATCHED_SUFFIXES = (*TOOL_FILE_SUFFIXES, ".py")  # a python tool's code is part of the tool
+
+
+def _digest(path: Path) -> str:
+    try:
+        return hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest()
+    except OSError:
+        return ""
 
 
 def matches_any(name: str, globs: Sequence[str] | None) -> bool:
@@ -61,28 +74,47 @@ class LiveCatalog:
         self.directory = directory
         self.selection = list(selection) if selection else None
         self._signature: Signature | None = None
+        self._digests: dict[str, tuple[tuple[int, ...], str]] = {}  # path -> (status key, content digest)
         self.snapshot = Snapshot(Catalog(directory=directory))
 
     def signature(self) -> Signature:
-        """Path, size and mtime of every tool file (subfolders too): any edit, addition, move or removal changes it."""
-        found = []
-        for path in tool_files(self.directory):
+        """Every tool file and python source (subfolders too) with its status and content digest: any edit,
+        addition, move or removal changes it — also an edit within the clock tick of the last one (the
+        content of a file written in the last seconds is read each time; an older one's while its status holds)."""
+        found: list[tuple[str, tuple[int, ...], str]] = []
+        digests: dict[str, tuple[tuple[int, ...], str]] = {}
+        for path in tool_files(self.directory, WATCHED_SUFFIXES):
+            name = str(path)
             try:
-                stat = path.stat()
+                key = status_key(path.stat())
             except OSError:  # a broken symlink or a file removed meanwhile: the load reports it
-                found.append((str(path), -1, -1))
+                found.append((name, (), ""))
                 continue
-            found.append((str(path), stat.st_size, stat.st_mtime_ns))
+            known = self._digests.get(name)
+            if known is not None and known[0] == key and max(key[1], key[2]) <= time.time_ns() - RECENT_NS:
+                digest = known[1]
+            else:
+                digest = _digest(path)
+            digests[name] = (key, digest)
+            found.append((name, key, digest))
+        self._digests = digests
         return tuple(found)
 
     def refresh(self) -> bool:
         """Reload when the files changed since the last load; True when a reload happened.
 
+        A changed ``.py`` file makes the python tools' code be imported again at their next call.
         Raises ``UserError`` only when the directory itself is missing.
         """
         signature = self.signature()
         if signature == self._signature:
             return False
+        if self._signature is not None:
+            edited = {entry[0] for entry in set(signature) ^ set(self._signature) if entry[0].endswith(".py")}
+            if edited:
+                from toolrun.backends.python import forget_imported_code
+
+                forget_imported_code(Path(name) for name in edited)
         self._signature = signature
         self.snapshot = self._load()
         return True
