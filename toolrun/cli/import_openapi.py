@@ -14,7 +14,8 @@ from toolrun.openapi.toolset import HEADER_START, plural
 @click.command("openapi")
 @click.argument("spec")
 @click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False),
-              help="Write the toolset here (e.g. tools.d/myapi.yaml). Default: stdout.")
+              help="Write the toolset here (e.g. tools.d/myapi.yaml); an earlier import there is replaced, "
+                   "any other file is left alone. Default: stdout.")
 @click.option("--include", multiple=True, metavar="GLOB",
               help="Only operations whose path or operationId matches. Repeatable.")
 @click.option("--exclude", multiple=True, metavar="GLOB", help="Leave out operations whose path or operationId matches.")
