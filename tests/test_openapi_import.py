@@ -610,3 +610,19 @@ def test_reimporting_over_a_cached_toolset_is_never_served_stale(tmp_path: Path,
         shown = cli("tools", "show", "get_products", "--tools-dir", str(target.parent))
         assert f"{word} endpoint" in shown.stdout
         assert list((tmp_path / "cache").glob("catalog-*.index"))  # an hour old: kept, and checked the second time
+
+
+def test_a_server_variable_without_a_default_takes_its_first_value_or_asks_for_the_url(tmp_path: Path) -> None:
+    text = """\
+        openapi: 3.0.0
+        info: {title: Regional, version: "1"}
+        servers: [{url: "https://{region}.example.com/{version}", variables: {region: REGION, version: {default: v2}}}]
+        paths:
+          /a: {get: {operationId: getA, responses: {"200": {description: ok}}}}
+        """
+    chosen = import_openapi(write(tmp_path, "enum.yaml", text.replace("REGION", "{enum: [eu, us]}")))
+    assert chosen.base_url == "https://eu.example.com/v2"
+    unknown = import_openapi(write(tmp_path, "free.yaml", text.replace("REGION", "{description: Where.}")))
+    assert unknown.base_url == "${env:REGIONAL_BASE_URL}"  # never a {region} the model would have to fill
+    assert unknown.notes == ["its server URL https://{region}.example.com/v2 has a variable without a value (region): "
+                             "set REGIONAL_BASE_URL, or import again with --base-url"]

@@ -191,7 +191,8 @@ def _name_tools(tools: list[ImportedTool]) -> None:
 
 
 def _server_url(servers: Any, location: str) -> str | None:
-    """The first server's URL, variables filled with their defaults, resolved against the document's URL."""
+    """The first server's URL, variables filled with their defaults (else their first value), resolved against
+    the document's URL; a variable with neither stays ``{name}``."""
     if not isinstance(servers, list) or not servers or not isinstance(servers[0], dict):
         return None
     server = servers[0]
@@ -199,6 +200,9 @@ def _server_url(servers: Any, location: str) -> str | None:
     variables = server.get("variables")
     for name, variable in (variables if isinstance(variables, dict) else {}).items():
         default = variable.get("default") if isinstance(variable, dict) else None
+        listed = variable.get("enum") if isinstance(variable, dict) else None
+        if default is None and isinstance(listed, list) and listed:
+            default = listed[0]  # 3.0 requires a default; a document without one still names the choices
         if default is not None:
             url = url.replace(f"{{{name}}}", str(default))
     if urlsplit(url).scheme:
@@ -218,12 +222,14 @@ def _base_url(document: dict[str, Any], swagger2: bool, location: str, title: st
         url = f"{scheme}://{host}{base_path}" if host else None
     else:
         url = _server_url(document.get("servers"), location) or (urljoin(location, "/") if is_url(location) else None)
-    if url and urlsplit(url).scheme in ("http", "https"):
+    unfilled = re.findall(r"\{([^{}]*)\}", url or "")
+    if url and urlsplit(url).scheme in ("http", "https") and not unfilled:
         return url.rstrip("/") or url
     variable = f"{env_prefix(title)}_BASE_URL"
     variables[variable] = "the API's base URL, e.g. https://api.example.com/v1"
-    notes.append(f"the document names no absolute server URL ({url or 'none'}): set {variable}, "
-                 "or import again with --base-url")
+    why = (f"its server URL {url} has a variable without a value ({', '.join(unfilled)})" if unfilled
+           else f"the document names no absolute server URL ({url or 'none'})")
+    notes.append(f"{why}: set {variable}, or import again with --base-url")
     return f"${{env:{variable}}}"
 
 
@@ -231,7 +237,7 @@ def _operation_base(operation: Operation, location: str) -> str | None:
     """An operation's (or its path's) own server, when it has one."""
     for servers in (operation.spec.get("servers"), operation.item.get("servers")):
         url = _server_url(servers, location)
-        if url and urlsplit(url).scheme in ("http", "https"):
+        if url and urlsplit(url).scheme in ("http", "https") and "{" not in url:
             return url.rstrip("/")
     return None
 
