@@ -101,6 +101,14 @@ def test_a_secret_quoted_back_in_an_invalid_arguments_message_is_redacted(tmp_pa
     assert "sk-live" not in outcome.result and "***" in outcome.result
 
 
+def test_a_secret_straddling_the_cut_of_a_quoted_argument_is_not_shown_in_part(tmp_path: Path) -> None:
+    register_secret("sk-live-abcdef123456")
+    tool = schema_tool(tmp_path, {"n": {"type": "integer"}})
+    outcome = call(tool, {"n": "x" * 185 + "sk-live-abcdef123456"})  # the quoted value is cut at 200 characters
+    assert outcome.is_error and "expected integer" in outcome.result
+    assert "sk-live" not in outcome.result and "***" in outcome.result
+
+
 def test_timeout_becomes_an_error_result(tmp_path: Path) -> None:
     tool = py_tool(tmp_path, "import asyncio\nasync def f():\n    await asyncio.sleep(10)\n", timeout=0.2)
     outcome = call(tool, {})

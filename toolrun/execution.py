@@ -19,7 +19,7 @@ from toolrun.backends.base import CallContext
 from toolrun.errors import TOOL_LOGGER
 from toolrun.schema_subset import surely_valid
 from toolrun.secrets import MissingSecret, Redactor, active_redactor, redacting
-from toolrun.text import counted, exception_text
+from toolrun.text import counted, exception_text, excerpt
 from toolrun.tool import Tool
 
 if TYPE_CHECKING:
@@ -74,8 +74,7 @@ def _json_path(parts: Any) -> str:
 
 
 def _shown(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= 200 else text[:200] + "…"
+    return excerpt(json.dumps(value, ensure_ascii=False, default=str), 200)
 
 
 def _type_name(value: Any) -> str:
