@@ -10,6 +10,7 @@ import pytest
 
 from tests.backend_helpers import call, make_tool
 from toolrun.backends.shell import NO_OUTPUT, ShellBackend
+from toolrun.secrets import register_secret
 
 INJECTIONS = ["x; touch {marker}", "$(touch {marker})", "`touch {marker}`", "x && touch {marker}",
               "x | touch {marker}", "x\ntouch {marker}"]
@@ -186,6 +187,14 @@ def test_a_model_value_that_would_be_an_option_is_refused_before_anything_runs(t
     outcome = call(tool, {"value": value})
     assert outcome.is_error and not marker.exists()
     assert "'value' starts with '-'" in outcome.result and "--" in outcome.result
+
+
+def test_a_refused_option_value_is_quoted_without_part_of_a_secret(tmp_path: Path) -> None:
+    register_secret("sk-live-abcdef123456")
+    tool = shell_tool(tmp_path, {"argv": ["echo", "{{ value }}"]})
+    outcome = call(tool, {"value": "-" + "x" * 50 + "sk-live-abcdef123456"})  # the quote is cut at 60 characters
+    assert outcome.is_error and "starts with '-'" in outcome.result
+    assert "sk-live" not in outcome.result
 
 
 def test_values_after_double_dash_or_inside_an_element_or_enumerated_may_start_with_dash(tmp_path: Path) -> None:

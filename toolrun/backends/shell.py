@@ -31,6 +31,7 @@ from toolrun.backends.warning import BackendWarning
 from toolrun.durations import parse_duration
 from toolrun.errors import Problem
 from toolrun.templates import check_template, placeholders, render, template_fix
+from toolrun.text import excerpt
 from toolrun.tool import Tool
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -276,7 +277,7 @@ def _refuse_model_option(element: str, arguments: Mapping[str, Any], properties:
     if authored:
         return
     shown = " or ".join(f"'{name}'" for name in model_values)
-    values = ", ".join(repr(str(arguments[name])[:60]) for name in model_values)
+    values = ", ".join(repr(excerpt(str(arguments[name]), 60)) for name in model_values)  # redacted before the cut
     raise OptionInjection(
         f"refused: argument {shown} starts with '-' once rendered ({values}) and the command would read it "
         "as an option. Pass a value that does not start with '-' (e.g. ./-name for a file); "
