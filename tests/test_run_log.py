@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_cli_recipe import INVENTORY, TOOLRUN, clean_env, invoke, toolrun
+from tests.test_cli_recipe import INVENTORY, INVENTORY_CASSETTE, TOOLRUN, clean_env, invoke, toolrun
 from toolrun.errors import UserError
 from toolrun.runlog import RunLog, default_log_path
 from toolrun.runlog.schema import SCHEMA_VERSION
@@ -196,6 +196,24 @@ def test_two_runs_at_once_both_land_whole(tmp_path: Path) -> None:
     assert sorted(r["recipe"] for r in runs) == ["left", "right"]
     for run in runs:
         assert (run["status"], run["turns"], run["calls"]) == ("ok", 4, 120)
+
+
+def test_a_strict_replay_failed_after_its_answer_is_a_failed_run_in_the_log(tmp_path: Path) -> None:
+    """The recording holds one exchange more than the run asked for: found after the answer, and
+    --strict fails the run — with its document and a failed row, not a row left running."""
+    db, cassette = tmp_path / "logs.db", tmp_path / "longer.cassette.json"
+    recorded = json.loads(INVENTORY_CASSETTE.read_text(encoding="utf-8"))
+    recorded["exchanges"].append(recorded["exchanges"][-1])
+    cassette.write_text(json.dumps(recorded, ensure_ascii=False), encoding="utf-8")
+    completed = toolrun("recipe", str(INVENTORY), "--replay", str(cassette), "--strict", "--json", "--logs", str(db))
+    assert completed.returncode == 1, completed.stderr
+    assert "Traceback" not in completed.stderr and "error: the run failed: strict:" in completed.stderr
+    document = json.loads(completed.stdout)
+    assert document["stop_reason"] == "error" and "the recording holds 3" in document["divergences"][-1]["message"]
+    run = logs_json(db, "show", "1")
+    assert (run["status"], run["stop_reason"]) == ("failed", "error") and run["ended_at"] is not None
+    assert run["error"].startswith("strict: the run diverged") and len(run["turns"]) == 2
+    assert [notice["kind"] for notice in run["notices"]] == ["divergence"]
 
 
 def test_secrets_never_reach_the_log(tmp_path: Path) -> None:

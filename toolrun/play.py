@@ -294,10 +294,13 @@ class _Play:
         if replay is None or not replay.unused or result.failed:
             return
         served, recorded = replay.served, len(replay.cassette.exchanges)
-        self._report_divergence(Divergence(
+        divergence = Divergence(
             served + 1, "request", "$", None, None,
             f"the run finished after {served} model request{'s' if served != 1 else ''}; "
-            f"the recording holds {recorded}"))
+            f"the recording holds {recorded}")
+        # Reported, not raised even when strict: the run is over, and run() fails it with a result
+        self.divergences.append(divergence)
+        self.observer.on_divergence(divergence)
 
 
 class _Borrowed(Transport):
