@@ -15,7 +15,18 @@ from pathlib import Path
 import pytest
 
 from tests.loopback import Recorded, Reply
-from tests.test_cli_recipe import ANSWER, ANSWER_RESPONSE, CALLS_RESPONSE, ROOT, TOOLRUN, clean_env, completion, sse_chunks, toolrun
+from tests.test_cli_recipe import (
+    ANSWER,
+    ANSWER_RESPONSE,
+    CALLS_RESPONSE,
+    INVENTORY,
+    ROOT,
+    TOOLRUN,
+    clean_env,
+    completion,
+    sse_chunks,
+    toolrun,
+)
 from toolrun.chat import ChatSession
 
 QUESTION = "北京、上海和深圳的鲜花库存是多少?"
@@ -185,6 +196,22 @@ def test_chat_reads_lines_from_a_pipe_and_saves_a_scripted_chat(tmp_path: Path) 
     assert document["final"] == "深圳有向日葵。" and document["turns"][0]["tool_calls"][0]["result"] == "向日葵: 200, 玉兰: 90"
 
 
+
+def test_a_chat_from_a_recipe_logs_its_vars_and_a_scripted_save_names_its_script(tmp_path: Path) -> None:
+    script = tmp_path / "turns.yaml"
+    script.write_text("- text: 北京有玫瑰。\n", encoding="utf-8")
+    db = tmp_path / "logs.db"
+    completed = subprocess.run(
+        [str(TOOLRUN), "chat", "--recipe", str(INVENTORY), "--model", f"scripted:{script}", "--logs", str(db)],
+        input="北京呢?\n/save out\n", cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=60)
+    assert completed.returncode == 0, completed.stderr
+    run = json.loads(subprocess.run([str(TOOLRUN), "logs", "show", "1", "--json", "--logs", str(db)],
+                                    capture_output=True, text=True, check=True).stdout)
+    assert (run["command"], run["prompt"], run["final"]) == ("chat", "北京呢?", "北京有玫瑰。")
+    assert run["vars"] == {"question": QUESTION}  # the recipe's vars, which its system prompt may use
+    header = (tmp_path / "out.yaml").read_text(encoding="utf-8").split("\nname:")[0]
+    assert "the script beside this file" in header and "recording" not in header
+
 CLOSING_TOOLS = """\
 tools:
   - name: close_shop
@@ -247,3 +274,14 @@ def test_approvals_inline_concurrent_and_cancelled_with_ctrl_c(tmp_path: Path) -
         assert terminal.exit_status() == 0
     finally:
         terminal.close()
+
+
+def test_a_run_log_that_cannot_be_opened_stops_the_chat_before_it_starts_and_leaves_nothing(tmp_path: Path) -> None:
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    completed = subprocess.run(
+        [str(TOOLRUN), "chat", "--model", "openai:gpt-4o-mini", "--tools-dir", str(ROOT / "tools.d"),
+         "--logs", str(tmp_path / "no" / "logs.db")],
+        input="", cwd=tmp_path, env=clean_env(TMPDIR=str(temporary)), capture_output=True, text=True, timeout=60)
+    assert completed.returncode == 2 and "--logs: the folder" in completed.stderr
+    assert list(temporary.iterdir()) == []  # no folder for recordings left behind

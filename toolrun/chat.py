@@ -42,6 +42,11 @@ from toolrun.results import RunResult
 from toolrun.runner import RunObserver, RunSettings
 from toolrun.tool import Tool
 
+RECORDED_HEADER = ("# Saved from toolrun chat: the conversation so far; its last answer replays offline from the\n"
+                   "# recording beside this file (toolrun recipe FILE, with no API key set, or --replay).\n")
+SCRIPTED_HEADER = ("# Saved from toolrun chat: the conversation so far; its last answer plays again offline from\n"
+                   "# the script beside this file (toolrun recipe FILE).\n")
+
 
 class ChatSession:
     """The conversation so far, the catalog it calls, and the recording of its last answer."""
@@ -54,7 +59,7 @@ class ChatSession:
         self.usage = Usage()
         self.answers = 0
         self.last: RunResult | None = None  # the last answer that reached the history
-        self._workdir = Path(tempfile.mkdtemp(prefix="toolrun-chat-"))
+        self._workdir: Path | None = None  # made for the first recording: a scripted chat records nothing
         self._last_recording: Path | None = None
         self._scripted: Provider | None = None
         provider, script = split_model(base.model_spec())
@@ -106,7 +111,11 @@ class ChatSession:
                      stream: bool | None = None) -> RunResult:
         """Ask ``question`` in the conversation; an answer that reaches the model's final text joins it."""
         self.answers += 1
-        recording = None if self._scripted is not None else self._workdir / f"answer-{self.answers}.cassette.json"
+        recording = None
+        if self._scripted is None:
+            if self._workdir is None:
+                self._workdir = Path(tempfile.mkdtemp(prefix="toolrun-chat-"))
+            recording = self._workdir / f"answer-{self.answers}.cassette.json"
         result = await arun(self.recipe_for(question), model=self._scripted, mode="live", catalog=self.catalog,
                             observer=observer, approver=approver, stream=stream, record=recording,
                             environ=self.environ)
@@ -139,8 +148,7 @@ class ChatSession:
             recorded["recipe"] = document["name"]
             cassette.write_text(json.dumps(recorded, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
             written.append(cassette)
-        header = ("# Saved from toolrun chat: the conversation so far; its last answer replays offline from the\n"
-                  "# recording beside this file (toolrun recipe FILE, with no API key set, or --replay).\n")
+        header = SCRIPTED_HEADER if self._scripted is not None else RECORDED_HEADER
         path.write_text(header + yaml.safe_dump(document, allow_unicode=True, sort_keys=False, width=100),
                         encoding="utf-8")
         return written
@@ -176,7 +184,8 @@ class ChatSession:
 
     def close(self) -> None:
         """Forget the recordings kept for ``save``."""
-        shutil.rmtree(self._workdir, ignore_errors=True)
+        if self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
 
 
 def script_of(result: RunResult) -> list[dict[str, Any]]:

@@ -55,8 +55,9 @@ def chat_command(tool_patterns: tuple[str, ...], tools_dir: Path | None, model_s
     display = TerminalDisplay(info_out=sys.stderr, text_out=sys.stdout)
     session = ChatSession.open(model=model_spec or os.environ.get(MODEL_ENV) or None, tools=tool_patterns,
                                tools_dir=tools_dir, system=system, recipe=recipe_path, on_catalog=display.on_catalog)
-    run_log = open_run_log(logs, no_log)
+    run_log = None
     try:
+        run_log = open_run_log(logs, no_log)
         Chat(session, run_log, stream=stream, assume_yes=assume_yes).loop()
     finally:
         session.close()
@@ -126,7 +127,7 @@ class Chat:
     def ask(self, question: str) -> None:
         display = TerminalDisplay(info_out=sys.stderr, text_out=sys.stdout)
         writer = None if self.run_log is None else RunLogWriter(self.run_log, command="chat", prompt=question,
-                                                                session=self.id)
+                                                                vars=self.session.base.vars, session=self.id)
         try:
             result = asyncio.run(self.session.answer(question, observer=ObserverGroup(display, writer),
                                                      approver=self.approver, stream=self.stream))
