@@ -65,3 +65,17 @@ def test_backends_and_providers_use_the_registry() -> None:
         get_provider_class("opneai")
     assert "unknown provider 'opneai'" in str(raised.value.problems[0].message)
     assert "anthropic, gemini, ollama, openai, openai-responses" in str(raised.value.problems[0].fix)
+
+
+def test_the_built_ins_are_the_entry_points_pyproject_declares() -> None:
+    # Listed twice on purpose (the registry knows its own without reading package metadata; the
+    # entry points show a plugin author the road): the two lists must not drift apart.
+    import tomllib
+
+    from toolrun.backends import BACKENDS
+    from toolrun.providers import PROVIDERS
+
+    pyproject = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text(encoding="utf-8"))
+    declared = pyproject["project"]["entry-points"]
+    assert declared["toolrun.backends"] == BACKENDS._built_in
+    assert declared["toolrun.providers"] == PROVIDERS._built_in
