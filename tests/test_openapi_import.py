@@ -626,3 +626,44 @@ def test_a_server_variable_without_a_default_takes_its_first_value_or_asks_for_t
     assert unknown.base_url == "${env:REGIONAL_BASE_URL}"  # never a {region} the model would have to fill
     assert unknown.notes == ["its server URL https://{region}.example.com/v2 has a variable without a value (region): "
                              "set REGIONAL_BASE_URL, or import again with --base-url"]
+
+
+def test_form_fields_keep_their_encoding_and_a_style_that_does_not_apply_is_noted(tmp_path: Path, loopback) -> None:
+    spec = write(tmp_path, "form.yaml", """\
+        openapi: 3.0.3
+        info: {title: Form, version: "1"}
+        paths:
+          /orders:
+            post:
+              operationId: addOrder
+              parameters:
+                - {name: ids, in: query, style: simple, schema: {type: array, items: {type: integer}}}
+              requestBody:
+                content:
+                  application/x-www-form-urlencoded:
+                    schema:
+                      type: object
+                      properties:
+                        sizes: {type: array, items: {type: string}}
+                        codes: {type: array, items: {type: string}}
+                        colors: {type: array, items: {type: string}}
+                    encoding:
+                      sizes: {style: pipeDelimited}
+                      codes: {explode: false}
+                      colors: {style: deepObject}
+              responses: {"200": {description: ok}}
+        """)
+    server = loopback(lambda request: Reply(200, {}))
+    folder, outcome = imported(tmp_path, spec, "--base-url", server.url)
+    assert outcome.exit_code == 0, outcome.output
+    notes = [line.strip() for line in outcome.stderr.splitlines() if line.strip().startswith("note")]
+    assert notes == [
+        "note: POST /orders (addOrder): query parameter 'ids' says style simple, which does not apply there: "
+        "sent in the form style",
+        "note: POST /orders (addOrder): form field 'colors' says style deepObject, which does not apply there: "
+        "sent in the form style"]
+    arguments = {"ids": [1, 2], "sizes": ["s", "m"], "codes": ["a", "b"], "colors": ["red", "blue"]}
+    assert call_json(folder, "addOrder", arguments)["is_error"] is False
+    (request,) = server.requests
+    assert request.query == {"ids": ["1", "2"]}
+    assert request.body == b"sizes=s%7Cm&codes=a%2Cb&colors=red&colors=blue"

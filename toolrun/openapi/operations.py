@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolrun.backends.http_arguments import STYLES
 from toolrun.openapi.schemas import DanglingRef, FileUpload, Resolver, object_members
 from toolrun.openapi.text import MAX_DESCRIPTION_CHARS, MAX_PARAMETER_DESCRIPTION_CHARS, clean_description, identifier
 
@@ -93,7 +94,7 @@ def convert_operation(operation: Operation, resolver: Resolver, *, swagger2: boo
     try:
         path, fixed_query = _split_path(operation.path)
         found = _parameters(operation, resolver, swagger2, notes)
-        body, content_type = _body(operation, resolver, swagger2, consumes)
+        body, content_type = _body(operation, resolver, swagger2, consumes, notes)
         found += body
     except DanglingRef as exc:
         raise Unsupported(str(exc)) from None
@@ -167,6 +168,7 @@ def _parameters(operation: Operation, resolver: Resolver, swagger2: bool, notes:
                 raise Unsupported(f"the required parameter {name!r} has a content encoding toolrun cannot send")
             notes.append(f"optional parameter {name!r} left out: its content encoding cannot be sent")
             continue
+        _usable_style(argument, notes)
         found.append(argument)
     return found
 
@@ -198,6 +200,17 @@ def _parameter_argument(parameter: dict[str, Any], base: str, location: str, res
                      style, explode)
 
 
+def _usable_style(argument: _Argument, notes: list[str]) -> None:
+    """A style OpenAPI does not allow where the argument goes (``simple`` in a query) falls back to the default."""
+    if argument.style is None or argument.style in STYLES[argument.location]:
+        return
+    where = "form field" if argument.location == "form" else f"{argument.location} parameter"
+    default = STYLES[argument.location][0]
+    notes.append(f"{where} {argument.name!r} says style {argument.style}, which does not apply there: "
+                 f"sent in the {default} style")
+    argument.style = None
+
+
 def _media_type(kinds: list[str]) -> str | None:
     """The JSON (or form) media type among a body's, preferring JSON."""
     for kind in kinds:
@@ -218,8 +231,8 @@ def _own_content_type(kind: str) -> str | None:
     return kind if _is_json(kind) and kind.partition(";")[0].strip() != "application/json" else None
 
 
-def _body(operation: Operation, resolver: Resolver, swagger2: bool,
-          consumes: list[str]) -> tuple[list[_Argument], str | None]:
+def _body(operation: Operation, resolver: Resolver, swagger2: bool, consumes: list[str],
+          notes: list[str]) -> tuple[list[_Argument], str | None]:
     """The body's arguments, and the Content-Type the tool must send when plain JSON is not what the body is."""
     if swagger2:
         return _swagger2_body(operation, resolver, consumes)
@@ -238,8 +251,16 @@ def _body(operation: Operation, resolver: Resolver, swagger2: bool,
     media = content[chosen]
     schema = resolver.schema((media if isinstance(media, dict) else {}).get("schema") or {}, base)
     location = "form" if chosen.startswith("application/x-www-form-urlencoded") else "body"
-    return (_body_arguments(schema, location, bool(body.get("required")), body.get("description"), "body"),
-            _own_content_type(chosen))
+    found = _body_arguments(schema, location, bool(body.get("required")), body.get("description"), "body")
+    encoding = media.get("encoding") if isinstance(media, dict) and location == "form" else None
+    for argument in found:  # a form field's own style/explode (`encoding:`), as a query parameter's
+        field_encoding = encoding.get(argument.name) if isinstance(encoding, dict) else None
+        if isinstance(field_encoding, dict):
+            style, explode = field_encoding.get("style"), field_encoding.get("explode")
+            argument.style = style if isinstance(style, str) else None
+            argument.explode = explode if isinstance(explode, bool) else None
+            _usable_style(argument, notes)
+    return found, _own_content_type(chosen)
 
 
 def _swagger2_body(operation: Operation, resolver: Resolver,
