@@ -667,3 +667,39 @@ def test_form_fields_keep_their_encoding_and_a_style_that_does_not_apply_is_note
     (request,) = server.requests
     assert request.query == {"ids": ["1", "2"]}
     assert request.body == b"sizes=s%7Cm&codes=a%2Cb&colors=red&colors=blue"
+
+
+def test_free_form_and_malformed_schemas_still_give_a_toolset_that_loads(tmp_path: Path) -> None:
+    spec = write(tmp_path, "free.yaml", """\
+        openapi: 3.0.0
+        info: {title: Free, version: "1"}
+        servers: [{url: "https://api.example.com"}]
+        paths:
+          /notes:
+            post:
+              operationId: addNote
+              parameters:
+                - {name: tag, in: query, description: Any label., schema: {}}
+                - {name: odd, in: query, style: 5, explode: "no", schema: {type: string, enum: abc, items: 3}}
+              requestBody:
+                content:
+                  application/json:
+                    schema:
+                      type: object
+                      required: [text]
+                      properties:
+                        text: {type: string, description: The note., required: true}
+                        extra: {description: Whatever the client keeps with it.}
+              responses: {"200": {description: ok}}
+        """)
+    folder, outcome = imported(tmp_path, spec)
+    assert outcome.exit_code == 0, outcome.output
+    assert "0 errors" in outcome.stderr
+    tool = load_catalog(folder).catalog.tools["addNote"]
+    any_value = ["string", "number", "integer", "boolean", "object", "array", "null"]
+    properties = tool.parameters["properties"]
+    assert properties["tag"] == {"type": any_value, "description": "Any label."}
+    assert properties["odd"] == {"type": "string"}  # `enum: abc` and `items: 3` are not JSON Schema: left out
+    assert properties["extra"] == {"type": any_value, "description": "Whatever the client keeps with it."}
+    assert properties["text"] == {"type": "string", "description": "The note."}
+    assert tool.backend.config["arguments"]["odd"] == "query"  # style 5 and explode "no": the defaults

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolrun.backends.http_arguments import STYLES
-from toolrun.openapi.schemas import DanglingRef, FileUpload, Resolver, object_members
+from toolrun.openapi.schemas import DanglingRef, FileUpload, Resolver, object_members, typed
 from toolrun.openapi.text import MAX_DESCRIPTION_CHARS, MAX_PARAMETER_DESCRIPTION_CHARS, clean_description, identifier
 
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
@@ -190,7 +190,9 @@ def _parameter_argument(parameter: dict[str, Any], base: str, location: str, res
             return None  # `content:` instead of a schema
         raw_schema = parameter["schema"]
         style, explode = parameter.get("style"), parameter.get("explode")
-    schema = resolver.schema(raw_schema, base)
+        style = style if isinstance(style, str) else None  # `explode: "false"` as text: the default, not a broken file
+        explode = explode if isinstance(explode, bool) else None
+    schema = typed(resolver.schema(raw_schema, base))
     description = parameter.get("description")
     if isinstance(description, str) and description.strip():
         schema = {**schema, "description": clean_description(description, MAX_PARAMETER_DESCRIPTION_CHARS)}
@@ -308,7 +310,7 @@ def _body_arguments(schema: Any, location: str, required: bool, description: Any
                 for name, sub in properties.items()]
     if location == "form":
         raise Unsupported("its form body is not an object with properties")
-    whole = dict(schema) if isinstance(schema, dict) else {}
+    whole = typed(dict(schema) if isinstance(schema, dict) else {})
     if isinstance(description, str) and description.strip() and "description" not in whole:
         whole["description"] = clean_description(description, MAX_PARAMETER_DESCRIPTION_CHARS)
     return [_Argument(whole_name, "json", whole, required)]

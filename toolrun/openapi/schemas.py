@@ -34,6 +34,13 @@ _SUBSCHEMA = ("items", "additionalProperties", "propertyNames", "not", "contains
 _SUBSCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
 _NUMBER_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
 _COUNT_KEYWORDS = ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties")
+# What a keyword's value must be for JSON Schema; a document that says otherwise (`enum: abc`,
+# `required: true` on a property) loses that keyword, not the operation. Numbers are checked in _dialect.
+_SHAPES: dict[str, type | tuple[type, ...]] = {
+    "properties": dict, "patternProperties": dict, "dependentRequired": dict, "enum": list, "required": list,
+    "format": str, "pattern": str, "uniqueItems": bool, "type": (str, list),
+    **{keyword: (dict, bool) for keyword in _SUBSCHEMA}, **{keyword: list for keyword in _SUBSCHEMA_LISTS},
+}
 _MERGEABLE = frozenset({"type", "properties", "required", "description", "title", "additionalProperties"})
 
 
@@ -147,13 +154,15 @@ class _Converter:
         for keyword, value in node.items():
             if keyword not in _KEPT or (value is None and keyword not in ("const", "default")):
                 continue
-            if keyword == "properties" and isinstance(value, dict):
+            if keyword in _SHAPES and not isinstance(value, _SHAPES[keyword]):
+                continue
+            if keyword == "properties":
                 out[keyword] = self._properties(value, base, stack, depth)
-            elif keyword in _SUBSCHEMA and isinstance(value, (dict, bool)):
+            elif keyword in _SUBSCHEMA:
                 out[keyword] = self.convert(value, base, stack, depth)
-            elif keyword in _SUBSCHEMA_LISTS and isinstance(value, list):
+            elif keyword in _SUBSCHEMA_LISTS:
                 out[keyword] = [self.convert(item, base, stack, depth) for item in value]
-            elif keyword == "patternProperties" and isinstance(value, dict):
+            elif keyword == "patternProperties":
                 out[keyword] = {k: self.convert(v, base, stack, depth) for k, v in value.items()}
             elif keyword in ("description", "title"):
                 if isinstance(value, str) and value.strip():
@@ -168,7 +177,7 @@ class _Converter:
         for name, sub in properties.items():
             if _read_only(sub, self.resolver, base):
                 continue  # set by the server: the caller does not send it
-            converted[str(name)] = self.convert(sub, base, stack, depth)
+            converted[str(name)] = typed(self.convert(sub, base, stack, depth))
         return converted
 
     def _dialect(self, out: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
@@ -218,6 +227,16 @@ _KEYWORDS_OF_TYPE = {
     "string": ("minLength", "maxLength", "pattern"),
     "number": ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"),
 }
+
+
+def typed(schema: Any) -> Any:
+    """An argument's schema that says no type (``{}``, a description alone) as what it means: any value.
+
+    Said outright, as the lint asks of every argument: a typeless one is a lint error, and the tool would not load.
+    """
+    if not isinstance(schema, dict) or any(k in schema for k in ("type", "enum", "const", "anyOf", "oneOf", "allOf")):
+        return schema
+    return {"type": list(JSON_TYPES), **schema}
 
 
 def _implied_type(schema: dict[str, Any]) -> str | None:
