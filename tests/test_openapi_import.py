@@ -703,3 +703,18 @@ def test_free_form_and_malformed_schemas_still_give_a_toolset_that_loads(tmp_pat
     assert properties["extra"] == {"type": any_value, "description": "Whatever the client keeps with it."}
     assert properties["text"] == {"type": "string", "description": "The note."}
     assert tool.backend.config["arguments"]["odd"] == "query"  # style 5 and explode "no": the defaults
+
+
+def test_the_review_says_each_load_problem_once(tmp_path: Path) -> None:
+    text = textwrap.dedent("""\
+        tools:
+          - name: get_rows
+            description: Lists the rows of a table, newest first. Use it to read a table; not to change it.
+            parameters:
+              type: object
+              properties:
+                ids: {type: array, items: 3, description: Row ids.}
+            backend: {http: {method: GET, url: "https://api.example.com/rows"}}
+        """)
+    problems = [str(problem) for problem in lint_toolset(text).problems]
+    assert problems and len(problems) == len(set(problems))

@@ -56,7 +56,8 @@ def lint_toolset(text: str, file: str | Path | None = None) -> ToolsetReview:
 
 
 def _review(path: Path) -> ToolsetReview:
-    loaded, problems = load_tool_file(path)
+    loaded, found = load_tool_file(path)
+    problems = list({str(problem): problem for problem in found}.values())  # checks may word one mistake alike
     tools = [tool for _, _, tool in loaded if tool is not None]
     catalog = Catalog(directory=path.parent)
     for tool in tools:
