@@ -49,9 +49,9 @@ def write(folder: Path, name: str, text: str) -> Path:
     return path
 
 
-def serve_in_process(folder: Path, check: Any, **options: Any) -> str:
-    """Run ``check(client)`` against a CatalogServer of ``folder``; the audit log's text."""
-    audit = io.StringIO()
+def serve_in_process(folder: Path, check: Any, audit: io.StringIO | None = None, **options: Any) -> str:
+    """Run ``check(client)`` against a CatalogServer of ``folder``; the audit log's text (in ``audit``)."""
+    audit = audit if audit is not None else io.StringIO()
     server = CatalogServer(LiveCatalog(folder), audit=AuditLog(audit), **options)
 
     async def main() -> None:
@@ -146,3 +146,59 @@ def test_an_edit_within_one_tick_of_a_coarse_clock_is_reloaded(tmp_path: Path, m
     assert live.refresh() and list(live.snapshot.catalog.tools) == ["echo"]
     write(tmp_path, "echo.yaml", ECHO.replace("name: echo", "name: ohce"))
     assert live.refresh() and list(live.snapshot.catalog.tools) == ["ohce"]
+
+
+REMOVER = """
+    name: remove_scratch
+    description: >-
+      Removes one named entry from a scratch list for tests and says which one it removed. Use it
+      only when asked to remove an entry; do not use it for anything else, it changes the list.
+    parameters:
+      type: object
+      properties:
+        entry: {type: string, description: The entry's name.}
+      required: [entry]
+      additionalProperties: false
+    annotations: {destructive: true}
+    backend:
+      shell:
+        argv: [echo, "removed {{ entry }}"]
+"""
+SLEEPER = """
+    name: sleep_long
+    description: >-
+      Sleeps for half a minute in a shell process and then says so. Use it only to test
+      cancellation of long calls; do not use it for anything else, it does nothing useful.
+    parameters: {{type: object, properties: {{}}, additionalProperties: false}}
+    timeout: 60s
+    annotations: {{read_only: true}}
+    backend:
+      shell:
+        shell: true
+        command: echo $$ > {pid_file}; exec sleep 30
+"""
+
+
+def test_a_refused_or_cancelled_call_is_in_the_audit_log_too(tmp_path: Path) -> None:
+    write(tmp_path, "remove.yaml", REMOVER)
+    pid_file = tmp_path / "sleeper.pid"
+    write(tmp_path, "sleep.yaml", SLEEPER.format(pid_file=pid_file))
+    audit = io.StringIO()
+
+    async def check(client: Client) -> None:
+        refused = await client.call_tool("remove_scratch", {"entry": "a"})  # this client cannot be asked
+        assert refused.is_error and "--yes" in refused.content[0].text
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(client.call_tool, "sleep_long", {})
+            with anyio.fail_after(10):
+                while not pid_file.exists() or not pid_file.read_text().strip():
+                    await anyio.sleep(0.01)
+            tasks.cancel_scope.cancel()  # the client sends notifications/cancelled
+        with anyio.fail_after(10):
+            while audit.getvalue().count("\n") < 2:
+                await anyio.sleep(0.01)
+
+    serve_in_process(tmp_path, check, audit=audit)
+    entries = [json.loads(line) for line in audit.getvalue().splitlines()]
+    assert [(e["tool"], e["arguments"], e["is_error"]) for e in entries] == [
+        ("remove_scratch", {"entry": "a"}, True), ("sleep_long", {}, True)]

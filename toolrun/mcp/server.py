@@ -192,17 +192,22 @@ class CatalogServer:
         if tool is None:  # the protocol's error for an unknown tool; a hidden tool is unknown to this client
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
         arguments: Any = params.arguments if params.arguments is not None else {}
-        approver, early = self._approval(ctx, params, tool, arguments)
-        if early is not None:
-            return early
         started = time.perf_counter()
+        approver, early = self._approval(ctx, params, tool, arguments)
+        if isinstance(early, types.InputRequiredResult):
+            return early  # a question for the client's user: the call comes back with the answer
+        is_error = True  # until the call finishes: a refused or cancelled call is audited as an error
         with redacting(run_redactor()) as redactor:
-            outcome = await self._run(ctx, tool, arguments, approver)
-            shown_arguments = redactor.redact(arguments)
-        if self.audit is not None:
-            self.audit.record(client=caller.name, tool=tool.name, arguments=shown_arguments, is_error=outcome.is_error,
-                              duration_ms=round((time.perf_counter() - started) * 1000))
-        return _typed(call_result_to_mcp(outcome.result, outcome.is_error))
+            try:
+                if early is not None:
+                    return early
+                outcome = await self._run(ctx, tool, arguments, approver)
+                is_error = outcome.is_error
+                return _typed(call_result_to_mcp(outcome.result, outcome.is_error))
+            finally:
+                if self.audit is not None:
+                    self.audit.record(client=caller.name, tool=tool.name, arguments=redactor.redact(arguments),
+                                      is_error=is_error, duration_ms=round((time.perf_counter() - started) * 1000))
 
     def _approval(self, ctx: Any, params: types.CallToolRequestParams, tool: Tool,
                   arguments: Any) -> tuple[Approver | None, Any]:
