@@ -6,6 +6,9 @@ each other.
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 
 def packaged_schema_text(name: str) -> str | None:
     """The text of ``toolrun/schemas/<name>.schema.json``, or None when it is not packaged."""
@@ -16,3 +19,12 @@ def packaged_schema_text(name: str) -> str | None:
         return resource.read_text(encoding="utf-8")
     except (FileNotFoundError, OSError):
         return None
+
+
+def packaged_schema(name: str) -> dict[str, Any]:
+    """``toolrun/schemas/<name>.schema.json`` as a dict; ``RuntimeError`` when the install lacks it."""
+    text = packaged_schema_text(name)
+    if text is None:  # pragma: no cover - a broken install
+        raise RuntimeError(f"toolrun/schemas/{name}.schema.json is missing from the installed package")
+    schema: dict[str, Any] = json.loads(text)
+    return schema

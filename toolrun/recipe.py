@@ -9,7 +9,6 @@ problem with file, line and fix, like tool files. Templates in ``system`` and
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -41,12 +40,9 @@ _GLOB_CHARACTERS = set("*?[")
 @lru_cache(maxsize=1)
 def recipe_schema() -> dict[str, Any]:
     """The published recipe schema (``toolrun schema recipe`` prints it)."""
-    from toolrun.catalog.tool_schema import packaged_schema_text  # a cached recipe is not checked again
+    from toolrun.packaged_schemas import packaged_schema  # a cached recipe is not checked again
 
-    text = packaged_schema_text("recipe")
-    if text is None:  # pragma: no cover - a broken install
-        raise RuntimeError("toolrun/schemas/recipe.schema.json is missing from the installed package")
-    return json.loads(text)
+    return packaged_schema("recipe")
 
 
 @dataclass

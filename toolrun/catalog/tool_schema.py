@@ -8,14 +8,13 @@ this module uses for those words, so the wording lives next to the rule it expla
 
 from __future__ import annotations
 
-import json
 import re
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolrun.errors import Problem
-from toolrun.packaged_schemas import packaged_schema_text
+from toolrun.packaged_schemas import packaged_schema, packaged_schema_text
 from toolrun.schema_errors import describe_path, describe_value, error_problems
 from toolrun.schema_subset import surely_valid
 from toolrun.text import counted, did_you_mean
@@ -29,10 +28,7 @@ if TYPE_CHECKING:
 @lru_cache(maxsize=1)
 def tool_schema() -> dict[str, Any]:
     """The tool-file schema as a dict (loaded once)."""
-    text = packaged_schema_text("tool")
-    if text is None:  # pragma: no cover - a broken install
-        raise RuntimeError("toolrun/schemas/tool.schema.json is missing from the installed package")
-    return json.loads(text)
+    return packaged_schema("tool")
 
 
 @lru_cache(maxsize=1)
