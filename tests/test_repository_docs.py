@@ -3,10 +3,12 @@ to a document it does not contain or to a tracker's issue number."""
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 from tests.test_cli_recipe import ROOT, clean_env
@@ -64,3 +66,26 @@ def test_the_readmes_python_examples_run_as_written(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", "\n".join(blocks)], cwd=ROOT, capture_output=True, text=True,
                           timeout=120, env=clean_env(TOOLRUN_CACHE_DIR=str(tmp_path / "cache")))
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+def _docstring_examples() -> list[tuple[str, str]]:
+    """Each ``::`` block of a docstring in the package that is a program using ``toolrun`` (where, code)."""
+    found = []
+    for path in sorted((ROOT / "toolrun").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in [tree, *(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef))]:
+            docstring = ast.get_docstring(node)
+            for block in re.findall(r"::\n\n((?:(?:    .*)?\n)+)", (docstring or "") + "\n"):
+                code = textwrap.dedent(block)
+                if code.startswith("import toolrun"):
+                    found.append((f"{path.relative_to(ROOT)} ({getattr(node, 'name', 'module')})", code))
+    return found
+
+
+def test_the_docstring_examples_of_the_public_api_run_as_written(tmp_path: Path) -> None:
+    examples = _docstring_examples()
+    assert {where.split(" ")[0] for where, _ in examples} >= {"toolrun/__init__.py", "toolrun/providers/scripted.py"}
+    for where, code in examples:
+        done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                              env=clean_env(TOOLRUN_CACHE_DIR=str(tmp_path / "cache")))
+        assert done.returncode == 0, f"{where}:\n{code}\n{done.stderr[-3000:]}"

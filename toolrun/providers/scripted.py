@@ -4,19 +4,16 @@ Like pydantic-ai's ``FunctionModel``: the loop, the tools and the transcript are
 only the model is played by your script. Kept in the package so users can test their own
 tools and recipes with it. Not registered as a provider name: it needs a script.
 
-Example::
+Example, with the real tools of a recipe (run from this repository's root)::
 
-    from toolrun.providers.scripted import ScriptedModel
-    from toolrun.runner import RunSettings, run_conversation
+    import toolrun
 
-    model = ScriptedModel([
-        ScriptedModel.calls([("get_flower_inventory", {"city": "北京"}),
-                             ("get_flower_inventory", {"city": "上海"})]),
-        ScriptedModel.text("北京: 玫瑰 100; 上海: 玫瑰 80"),
+    model = toolrun.ScriptedModel([
+        toolrun.ScriptedModel.calls([("get_flower_inventory", {"city": "北京"}),
+                                     ("get_flower_inventory", {"city": "上海"})]),
+        toolrun.ScriptedModel.text("北京: 玫瑰 100; 上海: 百合 80"),
     ])
-    result = await run_conversation(model, tools, system=None,
-                                    messages=[user("库存?")], settings=RunSettings(),
-                                    context=CallContext())
+    result = toolrun.run("recipes/inventory.yaml", model=model)
     assert result.final.startswith("北京")
     assert model.requests[1].messages[-1].role == "tool"   # what the model was sent
 
