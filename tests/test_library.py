@@ -182,3 +182,8 @@ def test_a_single_call_redacts_its_secret_and_forgets_it(tmp_path: Path, run_sco
     out = toolrun.call(catalog, "show_token", {}, environ={"RUN_TOKEN": TOKEN_A, "PATH": os.environ["PATH"]})
     assert out.result.strip() == "token=***" and out.is_error is False
     assert TOKEN_A not in run_scope.secrets
+
+
+def test_calling_with_a_folder_name_instead_of_a_catalog_says_what_to_pass() -> None:
+    with pytest.raises(TypeError, match=r"expected a Catalog \(catalog = toolrun.load_catalog\('tools.d'\)\), not str"):
+        toolrun.call("tools.d", "get_flower_inventory", {"city": "北京"})  # type: ignore[arg-type]

@@ -66,6 +66,8 @@ class CallResult:
 
 def find_tool(catalog: Catalog, name: str) -> Tool:
     """The tool called ``name``; ``UserError`` with a did-you-mean otherwise."""
+    if not isinstance(catalog, Catalog):  # a folder's name, most likely: say what to pass instead
+        raise TypeError(f"expected a Catalog (catalog = toolrun.load_catalog({catalog!r})), not {type(catalog).__name__}")
     tool = catalog.get(name)
     if tool is not None:
         return tool
