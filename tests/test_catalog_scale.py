@@ -8,6 +8,7 @@ import os
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -45,9 +46,9 @@ def parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     parsed: list[str] = []
     real = loader.load_tool_file
 
-    def counting(file: Path):
+    def counting(file: Path, **options: Any):
         parsed.append(file.name)
-        return real(file)
+        return real(file, **options)
 
     monkeypatch.setattr(loader, "load_tool_file", counting)
     return parsed
@@ -249,8 +250,8 @@ def test_a_py_file_replaced_with_an_old_time_while_its_tool_is_read_is_not_kept(
                                "Who}}, required: [name], additionalProperties: false}\nbackend: {python: 'hello.py:hello'}\n")
     real = loader.load_tool_file
 
-    def read_then_replace(file: Path):
-        result = real(file)  # the check has read hello.py; now it is replaced, keeping its old time (cp -p)
+    def read_then_replace(file: Path, **options: Any):
+        result = real(file, **options)  # the check has read hello.py; now it is replaced, keeping its old time (cp -p)
         write(tmp_path, "hello.py", "def hello(who):\n    return 'hi ' + who\n")
         os.utime(tmp_path / "hello.py", ns=(HOUR_AGO_NS, HOUR_AGO_NS))
         return result

@@ -198,7 +198,10 @@ def test_tool_names_complete_for_call_and_tools_show(tmp_path: Path) -> None:
     repository = Path(__file__).resolve().parent.parent
     called = _complete("toolrun call get_", repository)
     assert called.returncode == 0 and called.stderr == ""
-    assert called.stdout.splitlines() == ["plain,get_disk_usage", "plain,get_flower_inventory", "plain,get_service_status"]
+    assert called.stdout.splitlines() == ["plain,get_disk_usage", "plain,get_flower_inventory", "plain,get_service_status",
+                                          "plain,get_ticket"]  # tickets.yaml names it: its server is not started
+    ticket = _complete(f"toolrun call --tools-dir {repository / 'tools.d'} get_t", tmp_path, shell="zsh")
+    assert ticket.stdout.splitlines() == ["plain", "get_ticket", "a tool of an MCP server"]  # named, not started
     shown = _complete(f"toolrun tools show --tools-dir {repository / 'tools.d'} list_", tmp_path, shell="zsh")
     lines = shown.stdout.splitlines()
     assert lines[:3] == ["plain", "list_largest_directories",

@@ -44,6 +44,8 @@ EXAMPLE_CALLS: dict[str, dict[str, Any]] = {
     "list_largest_directories": {"path": str(ROOT / "tools.d"), "count": 3},
     "get_service_status": {"service": "checkout"},  # OPS_API_URL is unset: an error result, the same both ways
     "list_recent_deployments": {"service": "checkout"},
+    "search_tickets": {"query": "checkout"},  # tools.d/tickets.yaml: served on from its own MCP server
+    "get_ticket": {"ticket_id": "T-1001"},
 }
 MODES = ["legacy", "auto"]  # the initialize handshake of 2025-11-25; "auto" discovers 2026-07-28's per-request envelope
 RESTART = {"service": "checkout", "environment": "staging", "reason": "stuck after the config push"}
@@ -244,7 +246,8 @@ def test_tools_selects_by_glob_and_yes_approves_without_asking(portal: Any, sess
 
     async def check() -> None:
         names = [tool.name for tool in (await client.list_tools()).tools]
-        assert names == ["get_disk_usage", "get_flower_inventory", "get_service_status", "restart_service"]
+        # get_ticket comes from tools.d/tickets.yaml's MCP server, started because the selection matches it
+        assert names == ["get_disk_usage", "get_flower_inventory", "get_service_status", "restart_service", "get_ticket"]
         with pytest.raises(MCPError):
             await client.call_tool("list_recent_deployments", {"service": "checkout"})
         allowed = await client.call_tool("restart_service", RESTART)
@@ -418,7 +421,7 @@ def test_http_admits_only_known_tokens_and_a_client_sees_and_calls_only_its_tool
     async def check() -> None:
         async with http_client(team_mcp_server.url, token, mode="legacy") as client:
             names = [t.name for t in (await client.list_tools()).tools]
-            assert names == ["get_disk_usage", "get_flower_inventory", "get_service_status"]
+            assert names == ["get_disk_usage", "get_flower_inventory", "get_service_status", "get_ticket"]
             with pytest.raises(MCPError) as hidden:
                 await client.call_tool("list_recent_deployments", {"service": "checkout"})
             assert hidden.value.code == types.INVALID_PARAMS

@@ -10,8 +10,11 @@ import json
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +26,7 @@ from toolrun.catalog.lint import lint_catalog
 from toolrun.catalog.loader import load_catalog
 from toolrun.providers.scripted import ScriptedModel
 
-EXAMPLE = ROOT / "examples" / "mcp-tickets"
+EXAMPLE_FILES = {"tools.d": ("tickets.yaml", "ticket_server.py"), "recipes": ("tickets.yaml", "tickets.script.yaml")}
 
 PROBE_SERVER = '''
 import os, time
@@ -56,10 +59,14 @@ def write(folder: Path, name: str, text: str) -> Path:
 
 @pytest.fixture(scope="module")
 def example(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A copy of examples/mcp-tickets for this module. Its server starts once: the backend keeps one
-    connection per server (same command, folder and settings), which every test here shares."""
-    folder = tmp_path_factory.mktemp("example") / "mcp-tickets"
-    shutil.copytree(EXAMPLE, folder)
+    """A copy of the ticket example (tools.d/tickets.yaml, its server, recipes/tickets.yaml) for this
+    module. Its server starts once: the backend keeps one connection per server (same command,
+    folder and settings), which every test here shares."""
+    folder = tmp_path_factory.mktemp("example")
+    for subfolder, names in EXAMPLE_FILES.items():
+        (folder / subfolder).mkdir()
+        for name in names:
+            shutil.copy(ROOT / subfolder / name, folder / subfolder / name)
     return folder
 
 
@@ -86,7 +93,7 @@ def test_the_example_servers_tools_load_and_lint_like_our_own(tickets_dir: Path)
     assert search.timeout == 20.0  # mcp_server.timeout
     close = catalog.tools["close_ticket"]
     assert close.confirm is True and close.annotations is not None and close.annotations.destructive is True
-    assert close.source.file == tickets_dir / "tickets.yaml" and close.source.line == 10  # its override's line
+    assert close.source.file == tickets_dir / "tickets.yaml" and close.source.line == 11  # its override's line
     assert [f for f in lint_catalog(catalog) if f.severity == "error"] == []
 
 
@@ -182,6 +189,108 @@ def test_a_recipe_runs_on_the_servers_tools_with_the_scripted_model_and_one_conn
     assert result.final == "done"
 
 
+def cli(args: list[str]) -> subprocess.CompletedProcess[str]:
+    """The toolrun command line, run as a user runs it (no provider key)."""
+    env = {key: value for key, value in os.environ.items() if not key.endswith("_API_KEY")}
+    return subprocess.run([sys.executable, "-m", "toolrun.cli", *args], capture_output=True, text=True, env=env,
+                          timeout=60, check=False)
+
+
+def probe_project(tmp_path: Path, selection: str) -> tuple[Path, Path]:
+    """A tools.d with the probe server (which writes server.pid once started) selected by ``selection``,
+    and a python tool of our own; returns the folder and the pid file."""
+    tools = tmp_path / "tools.d"
+    tools.mkdir()
+    write(tools, "probe_server.py", PROBE_SERVER)
+    write(tools, "probe.yaml", f"mcp_server:\n  command: [python, probe_server.py]\n  tools: {selection}\n  timeout: 20s\n")
+    write(tools, "local.py", "def today() -> str:\n    return 'Tuesday'\n")
+    write(tools, "local.yaml", """
+        name: what_day
+        description: Returns the name of today's weekday, like Tuesday. Use it when the user asks which day it is;
+          do not use it for dates or times.
+        parameters: {type: object, properties: {}, additionalProperties: false}
+        backend: {python: "local.py:today"}
+    """)
+    return tools, tools / "server.pid"
+
+
+def recipe_using(tmp_path: Path, tools: str, not_called: str = "[]") -> Path:
+    return write(tmp_path, "recipe.yaml", f"""
+        name: probe
+        model: openai:gpt-4o-mini
+        tools: {tools}
+        messages: [{{user: Which day is it?}}]
+        expect: {{tools_not_called: {not_called}}}
+    """)
+
+
+def test_a_run_that_needs_none_of_a_servers_named_tools_does_not_start_it(tmp_path: Path) -> None:
+    tools, pid_file = probe_project(tmp_path, "[whoami, slow]")
+    model = ScriptedModel([ScriptedModel.calls([("what_day", {})]), "Tuesday."])
+    result = toolrun.run(recipe_using(tmp_path, "[what_day]"), model=model)
+    assert result.final == "Tuesday." and not pid_file.exists()  # the server never ran
+
+    called = cli(["call", "what_day", "--tools-dir", str(tools)])
+    assert called.returncode == 0 and called.stdout.strip() == "Tuesday" and not pid_file.exists()
+
+    shown = cli(["recipe", str(recipe_using(tmp_path, "[what_day]")), "--model", "scripted:" + str(
+        write(tmp_path, "turns.yaml", "- tool_calls: [{name: what_day, arguments: {}}]\n- text: Tuesday.\n"))])
+    assert shown.returncode == 0 and not pid_file.exists()
+    assert f"toolrun: 1 tool from {tools} (+2 tools of an MCP server not needed here, not started)" in shown.stderr
+
+    # A typo still gets its did-you-mean from the names the file lists, without starting the server.
+    with pytest.raises(toolrun.UserError, match="did you mean 'whoami'"):
+        toolrun.run(recipe_using(tmp_path, "[whoam]"), model=ScriptedModel(["no"]))
+    assert not pid_file.exists()
+
+
+def test_an_unstarted_server_file_is_kept_in_the_cache_and_loaded_again_when_wanted(tmp_path: Path,
+                                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolrun.catalog import loader
+
+    monkeypatch.setenv("TOOLRUN_CACHE_DIR", str(tmp_path / "cache"))
+    tools, pid_file = probe_project(tmp_path, "[whoami, slow]")
+    old = time.time_ns() - 3_600_000_000_000  # files written just now are never kept
+    for file in tools.iterdir():
+        os.utime(file, ns=(old, old))
+    parsed: list[str] = []
+    real = loader.load_tool_file
+
+    def counting(file: Path, **options: Any) -> Any:
+        parsed.append(file.name)
+        return real(file, **options)
+
+    monkeypatch.setattr(loader, "load_tool_file", counting)
+    for _ in range(2):
+        toolrun.run(recipe_using(tmp_path, "[what_day]"), model=ScriptedModel(["fine"]))
+    assert parsed == ["local.yaml", "probe.yaml"] and not pid_file.exists()  # the second run read neither
+    result = toolrun.run(recipe_using(tmp_path, "[whoami]"), model=ScriptedModel([ScriptedModel.calls([("whoami", {})]),
+                                                                                "done"]))
+    assert parsed[2:] == ["probe.yaml"] and pid_file.exists()
+    assert result.turns[0].tool_calls[0].result == pid_file.read_text()
+
+
+@pytest.mark.parametrize("recipe_tools, not_called", [("[whoami]", "[]"), ("['who*']", "[]"), ("[what_day]", "[slow]")])
+def test_a_run_that_may_use_one_of_its_tools_starts_it(tmp_path: Path, recipe_tools: str, not_called: str) -> None:
+    _, pid_file = probe_project(tmp_path, "[whoami, slow]")
+    result = toolrun.run(recipe_using(tmp_path, recipe_tools, not_called), model=ScriptedModel(["fine"]))
+    assert result.final == "fine" and pid_file.exists()
+
+
+def test_a_server_whose_tools_are_chosen_by_glob_starts_for_any_run(tmp_path: Path) -> None:
+    _, pid_file = probe_project(tmp_path, "['who*']")  # its names are known only to the server
+    toolrun.run(recipe_using(tmp_path, "[what_day]"), model=ScriptedModel(["fine"]))
+    assert pid_file.exists()
+
+
+def test_an_unstarted_servers_names_still_clash_with_other_files(tmp_path: Path) -> None:
+    tools, pid_file = probe_project(tmp_path, "[whoami, what_day]")  # what_day is local.yaml's name too
+    with pytest.raises(toolrun.LoadError) as caught:
+        toolrun.run(recipe_using(tmp_path, "[slow_not_here]"), model=ScriptedModel(["no"]))
+    assert any("duplicate tool name 'what_day'" in str(problem) for problem in caught.value.problems)
+    assert not pid_file.exists()
+
+
 def openai_tickets_model(request: Any) -> Any:
     """A fake Chat Completions endpoint: search, then read, then answer."""
     from tests.loopback import Reply
@@ -204,8 +313,8 @@ def openai_tickets_model(request: Any) -> Any:
 
 
 def test_the_example_recipe_records_live_and_replays_offline(loopback: Any, tmp_path: Path, example: Path) -> None:
-    recipe = example / "triage.yaml"
-    cassette = tmp_path / "triage.cassette.json"
+    recipe = example / "recipes" / "tickets.yaml"
+    cassette = tmp_path / "tickets.cassette.json"
     server = loopback(openai_tickets_model)
     env = {"OPENAI_API_KEY": "sk-test-not-a-real-key", "OPENAI_BASE_URL": f"{server.url}/v1"}
     live = toolrun.run(recipe, mode="live", record=cassette, environ=env, stream=False)
@@ -216,7 +325,7 @@ def test_the_example_recipe_records_live_and_replays_offline(loopback: Any, tmp_
         assert result.final == "T-1001 is open: checkout latency above 2 s in production."
         assert not result.expect_failures
     assert replayed.mode == "replay" and not replayed.divergences and len(server.requests) == 3
-    scripted = toolrun.run(recipe, model=f"scripted:{example / 'triage.script.yaml'}")
+    scripted = toolrun.run(recipe, model=f"scripted:{example / 'recipes' / 'tickets.script.yaml'}")
     assert not scripted.expect_failures and "T-1001" in scripted.final
 
 

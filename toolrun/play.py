@@ -160,7 +160,8 @@ class _Play:
         if catalog is None:
             directory = recipe.locate_tools_dir(Path(tools_dir) if tools_dir is not None else None)
             # Tools side by side are linted as the recipe offers them: its own selection.
-            catalog = load_checked_catalog(directory, on_loaded=self.observer.on_catalog, lint_together=recipe.select_tools)
+            catalog = load_checked_catalog(directory, on_loaded=self.observer.on_catalog, lint_together=recipe.select_tools,
+                                            wanted=recipe.wants_tool)
         tools = recipe.select_tools(catalog)
         system = recipe.render_system(self.vars)
         messages = [Message("user", [TextPart(prompt)])] if prompt is not None else recipe.render_messages(self.vars)

@@ -139,6 +139,12 @@ class Recipe:
                                    if v is not None}
         return dataclasses.replace(self.settings, **changes)
 
+    def wants_tool(self, name: str) -> bool:
+        """Whether the recipe may use (or name in ``expect``) the catalog tool ``name``."""
+        if self.tools is None:
+            return True
+        return any(fnmatchcase(name, pattern) for pattern in (*self.tools, *self.expect.tools_not_called))
+
     def select_tools(self, catalog: Catalog) -> list[Tool]:
         """The recipe's tools from ``catalog``, checked against ``tool_choice`` and ``expect``."""
         lines = self.document.get("tools") if isinstance(self.document, LineDict) else None
@@ -249,7 +255,7 @@ def select_tools(catalog: Catalog, patterns: list[str] | None, *, file: Path | N
         else:
             matches = [pattern] if pattern in catalog else []
         if not matches:
-            guess = did_you_mean(pattern, names)
+            guess = did_you_mean(pattern, [*names, *catalog.unstarted])
             problems.append(Problem(file, line, f"no tool in the catalog matches {pattern!r}",
                                     f"did you mean {guess!r}?" if guess else
                                     f"tools in the catalog: {', '.join(names) or '(none)'}"))

@@ -9,7 +9,9 @@ every tool loaded, and each of the shell or http backend, or a python tool namin
 ``file.py`` (its check reads that file: the entry keeps the file's status key too, and a
 changed ``.py`` file means the tool file is read again). A ``pkg.mod`` python tool (found
 through the import system) or a plugin's tool (whose checks may read anything) is read every
-time. Each entry also keeps the per-tool lint findings once the lint has looked at the file.
+time. An ``mcp_server`` file is kept only as the names it lists when its server was left
+unstarted (a caller that wants one of them loads the file again, starting the server).
+Each entry also keeps the per-tool lint findings once the lint has looked at the file.
 
 The cache lives in ``$TOOLRUN_CACHE_DIR``, else ``$XDG_CACHE_HOME/toolrun``, else
 ``~/.cache/toolrun``; ``TOOLRUN_CACHE_DIR=off`` turns it off. Entries are plain values
@@ -35,10 +37,12 @@ from typing import TYPE_CHECKING, Any
 
 from toolrun.backends.python_target import source_file
 from toolrun.cache_folder import cache_directory
+from toolrun.catalog.model import UnstartedTool
 from toolrun.tool import Annotations, BackendSpec, SourceLocation, Tool
 
 if TYPE_CHECKING:
     from toolrun.catalog.lint import LintFinding
+    from toolrun.catalog.model import LoadedTool
 
 CACHE_FORMAT = 3
 TOKEN_SIZE = 16
@@ -108,21 +112,22 @@ class CatalogCache:
         """The cache of ``directory`` in the user's cache folder (empty and never saved when off)."""
         return cls(directory, cache_directory())
 
-    def get(self, file: Path, status: os.stat_result) -> list[tuple[str, int | None, Tool | None]] | None:
+    def get(self, file: Path, status: os.stat_result) -> list[LoadedTool] | None:
         """The tools of ``file`` as last loaded, when it has not changed since."""
         entry = self._entry(self.key(file))
         if not isinstance(entry, tuple) or len(entry) != 4 or entry[0] != status_key(status) \
                 or not _unchanged(entry[3]):
             return None
         try:
-            tools: list[tuple[str, int | None, Tool | None]] = [
-                (name, line, _tool(file, name, fields)) for name, line, fields in entry[1]]
+            tools: list[LoadedTool] = [
+                (name, line, UnstartedTool(name, SourceLocation(file, line or 1)) if fields is None
+                 else _tool(file, name, fields)) for name, line, fields in entry[1]]
         except (TypeError, ValueError):  # written by a toolrun whose entries read otherwise
             return None
         self._current.add(self.key(file))
         return tools
 
-    def put(self, file: Path, before: os.stat_result, tools: list[tuple[str, int | None, Tool | None]], *,
+    def put(self, file: Path, before: os.stat_result, tools: list[LoadedTool], *,
             read_from_ns: int) -> None:
         """Keep the tools of ``file`` (loaded without a problem) when they depend on the file alone.
 
@@ -131,9 +136,12 @@ class CatalogCache:
         ``read_from_ns`` is when the reading began (``time.time_ns()``): a ``.py`` file the check
         read, changed or replaced since (its ctime, which no tool can set back), is not kept either.
         """
-        if self._index_path is None or any(tool is None for _, _, tool in tools):
-            return
-        read = _files_read([tool for _, _, tool in tools if tool is not None])
+        loaded = [tool for _, _, tool in tools if isinstance(tool, Tool)]
+        unstarted = sum(isinstance(tool, UnstartedTool) for _, _, tool in tools)
+        if self._index_path is None or (loaded and unstarted) or len(loaded) + unstarted < len(tools):
+            return  # a broken tool: read the file again next time
+        # An MCP server's tools left unstarted depend on the file alone (the names it lists).
+        read = _files_read(loaded) if loaded else set()
         if read is None:
             return
         try:
@@ -151,7 +159,7 @@ class CatalogCache:
             if changed_recently(status) or status.st_ctime_ns >= read_from_ns:  # maybe after the check read it
                 return
             depends.append((str(path), status_key(status)))
-        fields = tuple((name, line, _tool_fields(tool)) for name, line, tool in tools if tool is not None)
+        fields = tuple((name, line, _tool_fields(tool) if isinstance(tool, Tool) else None) for name, line, tool in tools)
         self._entries[self.key(file)] = (status_key(before), fields, None, tuple(depends))
         self._current.add(self.key(file))
         self._changed = True

@@ -38,7 +38,8 @@ def every_tool(catalog: Catalog) -> Iterable[Tool]:
 def load_checked_catalog(directory: Path, *, lint: bool = True,
                          on_loaded: Callable[[Catalog], None] | None = None,
                          names: Collection[str] | None = None,
-                         lint_together: ToolPicker | None = every_tool) -> Catalog:
+                         lint_together: ToolPicker | None = every_tool,
+                         wanted: Callable[[str], bool] | None = None) -> Catalog:
     """The catalog of ``directory``, with ``findings`` when ``lint``.
 
     Raises ``LoadError`` listing every load problem of every file, or every lint error
@@ -49,12 +50,13 @@ def load_checked_catalog(directory: Path, *, lint: bool = True,
     taken from the cache when kept (a large toolset file is not parsed for one tool).
     ``lint_together`` picks the tools the side-by-side rules look at (None: no such rule
     runs); a picker that raises ``UserError`` leaves them out, for its caller to raise the
-    same error once the catalog is shown.
+    same error once the catalog is shown. ``wanted`` says which tools the caller may use: an
+    MCP server that offers none of them is not started (``catalog.unstarted``).
     """
     directory = Path(directory)
     cache = CatalogCache.for_directory(directory)
     try:
-        result = load_catalog(directory, names=names, cache=cache)
+        result = load_catalog(directory, names=names, cache=cache, wanted=wanted)
     except LoadError:
         raise
     except UserError as exc:  # a directory that is missing or unreadable: a load problem too

@@ -11,15 +11,14 @@ import functools
 import os
 import re
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from toolrun.catalog.cache import CatalogCache
-from toolrun.catalog.model import Catalog
+from toolrun.catalog.model import Catalog, LoadedTool, UnstartedTool
 from toolrun.errors import Problem, UserError
-from toolrun.tool import Tool
 from toolrun.yamlsource import LineDict, YamlSyntaxError, load_yaml_file
 
 TOOL_FILE_SUFFIXES = (".yaml", ".yml")
@@ -80,7 +79,7 @@ def _file_or_broken_link(entry: os.DirEntry[str]) -> bool:
 
 
 def load_catalog(directory: Path, *, names: Collection[str] | None = None,
-                 cache: CatalogCache | None = None) -> LoadResult:
+                 cache: CatalogCache | None = None, wanted: Callable[[str], bool] | None = None) -> LoadResult:
     """Load every tool file of ``directory``; problems are collected, never raised (except a missing directory).
 
     With ``names``, only the files whose text mentions one of them are loaded (a name scan:
@@ -89,17 +88,22 @@ def load_catalog(directory: Path, *, names: Collection[str] | None = None,
     file's parsing; two files defining the name are both loaded, and the duplicate reported.
     With ``cache``, files unchanged since they were last loaded cleanly are not parsed again,
     and the name scan does not even read them (the cache knows the names they define).
+    ``wanted`` tells which tools the caller needs (with ``names``: those names): an MCP server
+    none of whose tools is wanted is not started when the file names its tools
+    (``Catalog.unstarted`` has them).
     """
     files = tool_files(directory)
     if names is not None:
         files = [file for file in files if _mentions(file, names, cache)]
+        if wanted is None:
+            wanted = set(names).__contains__
     elif cache is not None:
         cache.forget_missing({cache.key(file) for file in files})
     catalog = Catalog(directory=directory)
     problems: list[Problem] = []
     first_seen: dict[str, tuple[Path, int | None]] = {}
     for file in files:
-        tools, file_problems = _load_tool_file_cached(file, cache)
+        tools, file_problems = _load_tool_file_cached(file, cache, wanted)
         for name, line, tool in tools:
             if name in first_seen:
                 other_file, other_line = first_seen[name]
@@ -107,7 +111,10 @@ def load_catalog(directory: Path, *, names: Collection[str] | None = None,
                 file_problems.append(Problem(file, line, message, "rename one of the two tools"))
                 continue
             first_seen[name] = (file, line)
-            if tool is not None:
+            if isinstance(tool, UnstartedTool):
+                if names is None:  # a catalog of a few named tools does not list what it left out
+                    catalog.unstarted[name] = tool
+            elif tool is not None:
                 catalog.tools[name] = tool
         problems += sorted(_unique(file_problems), key=lambda p: p.line or 0)
     return LoadResult(catalog, problems)
@@ -140,36 +147,42 @@ def _name_pattern(name: str) -> re.Pattern[bytes]:
 
 
 def _load_tool_file_cached(
-    file: Path, cache: CatalogCache | None
-) -> tuple[list[tuple[str, int | None, Tool | None]], list[Problem]]:
+    file: Path, cache: CatalogCache | None, wanted: Callable[[str], bool] | None
+) -> tuple[list[LoadedTool], list[Problem]]:
     if cache is None:
-        return load_tool_file(file)
+        return load_tool_file(file, wanted=wanted)
     try:
         status = file.stat()
     except OSError:
         return load_tool_file(file)  # reports the broken symlink or the unreadable file
     cached = cache.get(file, status)
-    if cached is not None:
+    if cached is not None and not _wants_unstarted(cached, wanted):
         return cached, []
     read_from_ns = time.time_ns()
-    tools, problems = load_tool_file(file)
+    tools, problems = load_tool_file(file, wanted=wanted)
     if not problems:
         cache.put(file, status, tools, read_from_ns=read_from_ns)
     return tools, problems
 
 
-def load_catalog_or_raise(directory: Path) -> Catalog:
-    """The catalog of ``directory``; UserError listing every problem when there is any."""
-    result = load_catalog(directory)
+def _wants_unstarted(tools: list[LoadedTool], wanted: Callable[[str], bool] | None) -> bool:
+    """Whether the caller needs a tool kept as unstarted: then its server is started after all."""
+    return any(isinstance(tool, UnstartedTool) and (wanted is None or wanted(name)) for name, _, tool in tools)
+
+
+def load_catalog_or_raise(directory: Path, *, wanted: Callable[[str], bool] | None = None) -> Catalog:
+    """The catalog of ``directory``; UserError listing every problem when there is any (``wanted``: see ``load_catalog``)."""
+    result = load_catalog(directory, wanted=wanted)
     if result.problems:
         raise UserError(result.problems)
     return result.catalog
 
 
-def load_tool_file(file: Path) -> tuple[list[tuple[str, int | None, Tool | None]], list[Problem]]:
+def load_tool_file(file: Path, *, wanted: Callable[[str], bool] | None = None) -> tuple[list[LoadedTool], list[Problem]]:
     """The tools of one file as (name, line, Tool or None when broken), and the file's problems.
 
     Names of broken tools are still returned so duplicate names are found across files.
+    ``wanted``: see ``load_catalog`` (an MCP server's tools may come back as ``UnstartedTool``).
     """
     # What checks a file is imported when one is read: a warm cache serves every file without them.
     from toolrun.catalog.mcp_toolset import load_mcp_toolset
@@ -192,7 +205,7 @@ def load_tool_file(file: Path) -> tuple[list[tuple[str, int | None, Tool | None]
         broken_paths.add(path[:3] if path[:1] == ("tools",) else path[:1])
 
     if "mcp_server" in document:
-        return load_mcp_toolset(document, file, broken_paths)
+        return load_mcp_toolset(document, file, broken_paths, wanted)
     if "tools" in document or "defaults" in document:
         listed = document.get("tools")
         entries: list[tuple[tuple[Any, ...], Any]] = (
@@ -205,7 +218,7 @@ def load_tool_file(file: Path) -> tuple[list[tuple[str, int | None, Tool | None]
         defaults = None
         defaults_broken = False
 
-    tools: list[tuple[str, int | None, Tool | None]] = []
+    tools: list[LoadedTool] = []
     for path, raw in entries:
         if not isinstance(raw, LineDict):
             continue  # the schema already said it is not a mapping

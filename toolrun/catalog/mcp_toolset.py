@@ -1,6 +1,9 @@
 """A toolset file whose tools come from an MCP server (``mcp_server:``), turned into our Tools.
 
-The server is asked for its tools once, at load. Each becomes a Tool of the
+The server is asked for its tools once, at load, unless the command wants none of them:
+when ``mcp_server.tools`` lists plain names (no globs), their catalog names are known from
+the file alone, and a recipe or ``toolrun call`` that needs none of them leaves the server
+unstarted (the names still count for duplicates). Each becomes a Tool of the
 ``mcp_server`` backend: the server's name (with ``prefix``), description, input schema
 and annotation hints, then the file's per-tool overrides. From there they are checked
 and linted like any other tool, and their arguments are validated before they are sent.
@@ -12,9 +15,11 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from toolrun.catalog.model import LoadedTool, UnstartedTool
 from toolrun.catalog.parameter_checks import parameter_schema_problems
 from toolrun.durations import parse_duration
 from toolrun.errors import Problem
@@ -27,13 +32,17 @@ _HINTS = {"readOnlyHint": "read_only", "destructiveHint": "destructive", "idempo
           "openWorldHint": "open_world"}
 _DURATION_FIX = "write it like 30s, 500ms or 2m"
 
-LoadedTool = tuple[str, int | None, Tool | None]
+_GLOB_CHARACTERS = frozenset("*?[")
+ToolWanted = Callable[[str], bool]
 
 
-def load_mcp_toolset(document: LineDict, file: Path, broken_paths: set[tuple[Any, ...]]) -> tuple[list[LoadedTool], list[Problem]]:
-    """The tools of an ``mcp_server`` file; ``broken_paths`` are the schema's problems already reported."""
-    from toolrun.backends.mcp_server import McpServerUnavailable, list_server_tools
+def load_mcp_toolset(document: LineDict, file: Path, broken_paths: set[tuple[Any, ...]],
+                     wanted: ToolWanted | None = None) -> tuple[list[LoadedTool], list[Problem]]:
+    """The tools of an ``mcp_server`` file; ``broken_paths`` are the schema's problems already reported.
 
+    With ``wanted`` (a test of a catalog name), a file whose names are known without the
+    server and of which none is wanted gives ``UnstartedTool``s: no server is started.
+    """
     server_line = line_of(document, ("mcp_server",))
     problems: list[Problem] = []
     if "defaults" in document:
@@ -51,6 +60,12 @@ def load_mcp_toolset(document: LineDict, file: Path, broken_paths: set[tuple[Any
             timeout = config["timeout"] = parse_duration(config["timeout"])
         except ValueError as exc:
             return [], problems + [Problem(file, line_of(document, ("mcp_server", "timeout")), f"mcp_server.timeout: {exc}", _DURATION_FIX)]
+    names = declared_names(config)
+    if wanted is not None and names is not None and not problems and not any(map(wanted, names)):
+        return [(name, server_line, UnstartedTool(name, SourceLocation(file, server_line or 1))) for name in names], []
+
+    from toolrun.backends.mcp_server import McpServerUnavailable, list_server_tools
+
     try:
         remote_tools = list_server_tools(config, file.parent)
     except McpServerUnavailable as exc:
@@ -79,6 +94,17 @@ def load_mcp_toolset(document: LineDict, file: Path, broken_paths: set[tuple[Any
         problems += tool_problems
         loaded.append((name, line, tool))
     return loaded, problems
+
+
+def declared_names(config: dict[str, Any]) -> list[str] | None:
+    """The catalog names of the server's tools when the file lists them by name; None when a glob (or nothing) selects them."""
+    selection = config.get("tools")
+    if not isinstance(selection, list) or not all(isinstance(name, str) for name in selection):
+        return None
+    if any(_GLOB_CHARACTERS & set(name) for name in selection):
+        return None
+    prefix = str(config.get("prefix") or "")
+    return list(dict.fromkeys(prefix + name for name in selection))
 
 
 def _unknown_selection(selection: list[str] | None, by_name: dict[str, Any], file: Path, document: Any) -> list[Problem]:

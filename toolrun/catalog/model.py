@@ -7,12 +7,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from toolrun.tool import Tool
+from toolrun.tool import SourceLocation, Tool
 
 if TYPE_CHECKING:
     from toolrun.catalog.lint import LintFinding
 
 DEFAULT_TOOLS_DIR = Path("tools.d")  # where commands look for tool files unless told otherwise
+
+
+@dataclass(frozen=True)
+class UnstartedTool:
+    """A tool of an MCP server left unstarted because the command wanted none of that server's tools.
+
+    Its name is known from the toolset file (``mcp_server.tools`` lists names, no globs);
+    its description and schema would need the server, so it is not in ``Catalog.tools``.
+    """
+
+    name: str
+    source: SourceLocation
+
+
+# What loading a file gives for each name it defines: the Tool, an UnstartedTool, or None when broken.
+LoadedTool = tuple[str, int | None, Tool | UnstartedTool | None]
 
 
 @dataclass
@@ -22,6 +38,7 @@ class Catalog:
     tools: dict[str, Tool] = field(default_factory=dict)
     directory: Path | None = None
     findings: list[LintFinding] = field(default_factory=list)  # the lint's, when it ran
+    unstarted: dict[str, UnstartedTool] = field(default_factory=dict)  # MCP server tools not needed here
 
     @property
     def lint_errors(self) -> list[LintFinding]:

@@ -36,12 +36,13 @@ def complete_tool_names(ctx: click.Context, param: click.Parameter, incomplete: 
     from toolrun.cli.tools_list import first_sentence  # the same summary as `tools list`
 
     directory = ctx.params.get("tools_dir") or DEFAULT_TOOLS_DIR
-    try:
-        tools = load_catalog_quietly(Path(directory)).catalog.tools
+    try:  # an MCP server whose file lists its tools is not started for a Tab: their names suffice
+        catalog = load_catalog_quietly(Path(directory), wanted=lambda name: False).catalog
     except Exception:
         return []
-    return [CompletionItem(name, help=first_sentence(tool.description)) for name, tool in sorted(tools.items())
-            if name.startswith(incomplete)]
+    helps = {name: first_sentence(tool.description) for name, tool in catalog.tools.items()}
+    helps.update({name: "a tool of an MCP server" for name in catalog.unstarted})
+    return [CompletionItem(name, help=helps[name]) for name in sorted(helps) if name.startswith(incomplete)]
 
 
 def print_load_summary(catalog: Catalog) -> None:

@@ -94,8 +94,12 @@ def load_summary(catalog: Catalog) -> str:
     """``toolrun: 7 tools from tools.d — 0 errors, 2 warnings (toolrun tools lint shows them)``."""
     errors = sum(1 for finding in catalog.findings if finding.severity == "error" and not finding.ignored)
     warnings = sum(1 for finding in catalog.findings if finding.severity == "warning" and not finding.ignored)
-    line = (f"toolrun: {counted(len(catalog), 'tool')} from {catalog.directory} — "
-            f"{counted(errors, 'error')}, {counted(warnings, 'warning')}")
+    line = f"toolrun: {counted(len(catalog), 'tool')} from {catalog.directory}"
+    if catalog.unstarted:  # an MCP server this command needs none of: its tools are neither listed nor linted
+        servers = len({tool.source.file for tool in catalog.unstarted.values()})
+        which = "an MCP server" if servers == 1 else f"{servers} MCP servers"
+        line += f" (+{counted(len(catalog.unstarted), 'tool')} of {which} not needed here, not started)"
+    line += f" — {counted(errors, 'error')}, {counted(warnings, 'warning')}"
     if errors or warnings:
         line += " (toolrun tools lint shows them)"
     return line

@@ -121,7 +121,8 @@ class LiveCatalog:
 
     def _load(self) -> Snapshot:
         try:
-            result = load_catalog(self.directory)
+            # An MCP server toolset that lists its tools by name, none of them selected, is not started.
+            result = load_catalog(self.directory, wanted=lambda name: matches_any(name, self.selection))
         except UserError as exc:
             return Snapshot(Catalog(directory=self.directory), list(exc.problems))
         secrets = _named_secrets(self.directory)

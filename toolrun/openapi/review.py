@@ -15,6 +15,7 @@ from toolrun.catalog.lint import SEVERITY_ORDER, LintFinding, lint_catalog
 from toolrun.catalog.loader import load_tool_file
 from toolrun.catalog.model import Catalog
 from toolrun.errors import Problem
+from toolrun.tool import Tool
 
 EXAMPLE_TOOLS = 3
 
@@ -58,7 +59,7 @@ def lint_toolset(text: str, file: str | Path | None = None) -> ToolsetReview:
 def _review(path: Path) -> ToolsetReview:
     loaded, found = load_tool_file(path)
     problems = list({str(problem): problem for problem in found}.values())  # checks may word one mistake alike
-    tools = [tool for _, _, tool in loaded if tool is not None]
+    tools = [tool for _, _, tool in loaded if isinstance(tool, Tool)]
     catalog = Catalog(directory=path.parent)
     for tool in tools:
         catalog.tools[tool.name] = tool
