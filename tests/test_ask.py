@@ -67,6 +67,23 @@ def test_ask_against_the_shipped_recording_reads_the_prompt_from_stdin() -> None
     assert completed.stderr.strip().splitlines()[-1] == "2 turns · 3 tool calls · 330 in / 157 out tokens · replay"
 
 
+
+def test_ask_recorded_replays_without_divergence_and_the_recipes_recording_with_some(tmp_path: Path, loopback) -> None:
+    """What docs/history.md says of its two replay examples."""
+    server = loopback(fake_openai)
+    make_world(tmp_path)
+    cassette = tmp_path / "asked.cassette.json"
+    recorded = toolrun("ask", QUESTION, "--tools", "get_flower_*", "--model", "openai:gpt-4o-mini", "--record",
+                       str(cassette), "--no-log", env=live_env(server), cwd=tmp_path)
+    assert recorded.returncode == 0, recorded.stderr
+    server.stop()
+    replayed = toolrun("ask", QUESTION, "--tools", "get_flower_*", "--replay", str(cassette), "--no-log", cwd=tmp_path)
+    assert replayed.returncode == 0, replayed.stderr
+    assert replayed.stdout.strip() == ANSWER and "divergence" not in replayed.stderr
+    shipped = toolrun("ask", QUESTION, "--tools", "get_flower_*", "--replay", "recipes/inventory.cassette.json", "--no-log")
+    assert shipped.returncode == 0 and shipped.stdout.strip() == ANSWER
+    assert "replay divergence at exchange 1: request field temperature differs" in shipped.stderr
+
 def test_ask_with_a_scripted_model_keeps_braces_as_typed(tmp_path: Path) -> None:
     script = tmp_path / "turns.yaml"
     script.write_text("- tool_calls: [{name: get_flower_inventory, arguments: {city: 北京}}]\n- text: 北京有玫瑰。\n",
