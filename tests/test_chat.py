@@ -258,7 +258,8 @@ def test_approvals_inline_concurrent_and_cancelled_with_ctrl_c(tmp_path: Path) -
         terminal.type("关掉深圳的店")
         terminal.wait_for("Allow this call to close_shop? [y/N]:", count=3)
         terminal.press("C-c")  # cancels the answer while its prompt waits
-        terminal.wait_for("cancelled: the answer was stopped")
+        screen = terminal.wait_for("cancelled: the answer was stopped")
+        assert re.search(r"^cancelled: the answer was stopped", screen, re.MULTILINE), "not on a line of its own"
         terminal.wait_for_prompt()
 
         terminal.type("关掉广州和杭州的店")  # heard by the chat, not by the cancelled prompt
