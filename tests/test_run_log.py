@@ -172,6 +172,7 @@ def test_a_killed_run_keeps_its_finished_turns(tmp_path: Path) -> None:
     assert [(c["name"], c["result"], c["is_error"]) for c in first["tool_calls"]] == [("get_stock", "玫瑰: 100", False)]
     assert [(c["name"], c["result"]) for c in second["tool_calls"]] == [("slow_report", None)]
     assert "did not finish" in invoke("logs", "show", "1", "--logs", str(db)).stdout
+    assert [(r["id"], r["status"]) for r in logs_json(db, "--errors")] == [(1, "unfinished")]  # something went wrong
 
 
 def _slow_call_started(db: Path) -> bool:

@@ -30,7 +30,7 @@ def _list_options(function: Callable[..., Any]) -> Callable[..., Any]:
         click.option("-n", "limit", type=click.IntRange(min=1), default=20, show_default=True, help="how many runs"),
         click.option("--recipe", help="only runs of this recipe (ask and chat runs are named ask and chat)"),
         click.option("--tool", help="only runs that called this tool"),
-        click.option("--errors", is_flag=True, help="only runs that failed or had a failing tool call"),
+        click.option("--errors", is_flag=True, help="only runs that failed, were stopped or never finished, or had a failing call"),
         click.option("--batch", "batch", metavar="BATCH_ID", help="only the runs of one batch (see: toolrun logs batches)"),
         click.option("--json", "as_json", is_flag=True, help="print a JSON list"),
         _logs_option,

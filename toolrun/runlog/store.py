@@ -134,17 +134,25 @@ class RunLog:
         if tool is not None:
             where.append("EXISTS (SELECT 1 FROM tool_calls c WHERE c.run_id = r.id AND c.name = ?)")
             params.append(tool)
-        if errors:
-            where.append(f"(r.status IN ({','.join('?' * len(FAILED))}) "
+        if errors:  # a run still "running" is unfinished when its process is gone: told apart below
+            where.append(f"(r.status IN ({','.join('?' * len(FAILED))}, 'running') "
                          "OR EXISTS (SELECT 1 FROM tool_calls c WHERE c.run_id = r.id AND c.is_error))")
             params.extend(FAILED)
         sql = ("SELECT r.*, (SELECT COUNT(*) FROM turns t WHERE t.run_id = r.id) AS turn_count, "
                "(SELECT COUNT(*) FROM tool_calls c WHERE c.run_id = r.id) AS call_count, "
                "(SELECT COUNT(*) FROM tool_calls c WHERE c.run_id = r.id AND c.is_error) AS error_count "
                "FROM runs r" + (" WHERE " + " AND ".join(where) if where else "") +
-               " ORDER BY r.started_at DESC, r.id DESC LIMIT ?")
-        rows = self.connection.execute(sql, [*params, limit]).fetchall()
-        return [_summary(row) for row in rows]
+               " ORDER BY r.started_at DESC, r.id DESC")
+        if not errors:
+            return [_summary(row) for row in self.connection.execute(sql + " LIMIT ?", [*params, limit])]
+        runs: list[dict[str, Any]] = []
+        for row in self.connection.execute(sql, params):  # read lazily, up to the limit
+            run = _summary(row)
+            if run["status"] != "running" or run["errors"]:  # one in progress has not failed (yet)
+                runs.append(run)
+                if len(runs) == limit:
+                    break
+        return runs
 
     def list_batches(self, *, limit: int = 20) -> list[dict[str, Any]]:
         """Batches newest first: id, recipe, runs by status, tokens, first start and last end."""
