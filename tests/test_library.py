@@ -187,3 +187,12 @@ def test_a_single_call_redacts_its_secret_and_forgets_it(tmp_path: Path, run_sco
 def test_calling_with_a_folder_name_instead_of_a_catalog_says_what_to_pass() -> None:
     with pytest.raises(TypeError, match=r"expected a Catalog \(catalog = toolrun.load_catalog\('tools.d'\)\), not str"):
         toolrun.call("tools.d", "get_flower_inventory", {"city": "北京"})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("asked", [{"record": "x.cassette.json"}, {"replay": "x.cassette.json"}, {"mode": "replay"}])
+def test_recording_or_replaying_a_model_object_is_refused_not_ignored(tmp_path: Path, asked: dict) -> None:
+    recipe = _echo_token_project(tmp_path)
+    options = {key: str(tmp_path / value) if key != "mode" else value for key, value in asked.items()}
+    with pytest.raises(toolrun.UserError, match="a model object is used as it is: there is nothing to record or replay"):
+        toolrun.run(recipe, model=_model(TOKEN_A), **options)
+    assert not (tmp_path / "x.cassette.json").exists()

@@ -8,7 +8,8 @@ and the loop's hooks); the outcome is the returned ``RunResult``.
 How the model is reached:
 
 - ``model`` a ``Provider`` object (``ScriptedModel`` for an offline run): that object,
-  as it is — no credentials, no recording;
+  as it is — no credentials, no recording (asking for one with ``record=``, ``replay=`` or
+  ``mode="replay"`` is bad input);
 - ``mode="replay"`` (or ``replay=FILE``): the recording is played back offline, the tools
   still run for real, and every divergence from the recording is reported;
 - ``mode="live"``: the provider, with credentials from the environment;
@@ -210,6 +211,11 @@ class _Play:
         """How the run reaches its model: a given object, a script file, a recording, or the provider."""
         recipe = self.recipe
         if isinstance(model, Provider):
+            asked = record is not None or replay is not None or (mode == "replay" and not self.replay_tools)
+            if asked:  # the object would be used anyway: say so rather than ignore the request
+                raise UserError(Problem(None, None, "a model object is used as it is: there is nothing to record "
+                                        "or replay", 'drop record=, replay= and mode="replay", or name the model '
+                                        'as "provider:model"'))
             from toolrun.providers.scripted import ScriptedModel  # a caller's object: only then told apart
 
             kind = "scripted" if isinstance(model, ScriptedModel) else "live"
