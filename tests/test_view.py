@@ -192,3 +192,22 @@ def test_view_says_what_is_wrong(tmp_path: Path) -> None:
     db = tmp_path / "logs.db"
     assert toolrun("recipe", str(INVENTORY), "--logs", str(db), env=clean_env()).returncode == 0
     assert invoke("view", "7", "--logs", str(db)).exit_code == 2
+
+
+def test_a_call_stuck_when_the_run_stopped_is_the_long_bar_not_a_stub() -> None:
+    """Ctrl-C while a slow call ran: its bar runs to the run's end; a killed run (no end): to the last time known."""
+    def call(name: str, started: float, ended: float | None) -> dict:
+        return {"id": name, "name": name, "arguments": {}, "result": None if ended is None else "ok",
+                "is_error": None if ended is None else False, "started_at": started, "ended_at": ended,
+                "duration_ms": None if ended is None else round((ended - started) * 1000)}
+
+    turn = {"turn": 1, "stop_reason": "tool_calls", "text": None, "usage": {}, "requested_at": 99.9,
+            "answered_at": 100.0, "ended_at": None,
+            "tool_calls": [call("slow_report", 100.0, None), call("get_stock", 100.1, 100.4)]}
+    run = {"status": "interrupted", "started_at": 99.9, "ended_at": 102.0, "turns": [turn], "estimated": False}
+    stuck, quick = bars(turn_section(render_page(run), 1))
+    assert stuck == (0.0, 2000.0) and quick == (100.0, 400.0)
+    assert 'class="bar unfinished"' in render_page(run) and "did not finish" in render_page(run)
+    killed = {**run, "status": "unfinished", "ended_at": None}
+    stuck, quick = bars(turn_section(render_page(killed), 1))
+    assert stuck == (0.0, 400.0) and quick == (100.0, 400.0)

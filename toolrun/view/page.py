@@ -103,7 +103,7 @@ def render_page(run: dict[str, Any]) -> str:
     for notice in run.get("notices") or []:
         body.append(f'<div class="notice">{escape(notice["kind"])}: {escape(notice["message"])}</div>')
     for turn in run.get("turns") or []:
-        body.append(_turn(turn))
+        body.append(_turn(turn, run.get("ended_at")))
     body.append(_ending(run))
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
@@ -127,7 +127,7 @@ def _header(run: dict[str, Any], title: str) -> str:
     return f'<header><h1>{escape(title)}</h1><div class="meta">{"".join(facts)}</div></header>'
 
 
-def _turn(turn: dict[str, Any]) -> str:
+def _turn(turn: dict[str, Any], run_ended_at: float | None = None) -> str:
     calls = turn.get("tool_calls") or []
     usage = turn.get("usage") or {}
     model_time = ""
@@ -143,16 +143,26 @@ def _turn(turn: dict[str, Any]) -> str:
     if turn.get("text") and calls:
         parts.append(f'<div class="said">{escape(turn["text"])}</div>')
     if calls:
-        parts.append(_lanes(calls))
+        parts.append(_lanes(calls, run_ended_at))
         parts.extend(_call_details(call) for call in calls)
     parts.append("</section>")
     return "".join(parts)
 
 
-def _lanes(calls: list[dict[str, Any]]) -> str:
-    """The calls as bars on the turn's time axis: first call's start to last call's end."""
+def _lanes(calls: list[dict[str, Any]], run_ended_at: float | None = None) -> str:
+    """The calls as bars on the turn's time axis: first call's start to last call's end.
+
+    A call that never finished runs to when the run was last seen: its end (Ctrl-C), else
+    the latest time the turn knows (a killed run) — the call stuck at the end is the long bar.
+    """
     starts = [call["started_at"] for call in calls if call.get("started_at") is not None]
-    ends = [_end(call) for call in calls if call.get("started_at") is not None]
+    finished = [_finished_end(call) for call in calls if call.get("started_at") is not None and _finished(call)]
+    last_seen = max([*starts, *finished, *([run_ended_at] if run_ended_at is not None else [])], default=0.0)
+
+    def end_of(call: dict[str, Any]) -> float:
+        return _finished_end(call) if _finished(call) else max(last_seen, float(call["started_at"]))
+
+    ends = [end_of(call) for call in calls if call.get("started_at") is not None]
     origin = min(starts) if starts else 0.0
     span = max(max(ends, default=origin) - origin, 1e-3)
     axis = "".join(f"<span style=\"left:{fraction * 100:.1f}%\">{_ms(span * fraction)}</span>"
@@ -162,7 +172,7 @@ def _lanes(calls: list[dict[str, Any]]) -> str:
         if call.get("started_at") is None:
             continue
         left = (call["started_at"] - origin) / span * 100
-        width = max((_end(call) - call["started_at"]) / span * 100, _MIN_BAR_PERCENT)
+        width = max((end_of(call) - call["started_at"]) / span * 100, _MIN_BAR_PERCENT)
         left = min(left, 100 - width)
         kind = "error" if call.get("is_error") else ("unfinished" if call.get("result") is None else "")
         duration = f"{call['duration_ms']} ms" if call.get("duration_ms") is not None else "did not finish"
@@ -170,7 +180,7 @@ def _lanes(calls: list[dict[str, Any]]) -> str:
         rows.append(
             f'<div class="row"><span class="label" title="{escape(str(call.get("name")))}">{escape(str(call.get("name")))}</span>'
             f'<div class="track"><button class="bar {kind}" data-call="{escape(str(call.get("id")))}" '
-            f'data-start-ms="{(call["started_at"] - origin) * 1000:.1f}" data-end-ms="{(_end(call) - origin) * 1000:.1f}" '
+            f'data-start-ms="{(call["started_at"] - origin) * 1000:.1f}" data-end-ms="{(end_of(call) - origin) * 1000:.1f}" '
             f'style="left:{left:.2f}%;width:{width:.2f}%" title="{escape(str(call.get("name")))} {escape(label)}">'
             f'{escape(label)}</button></div></div>')
     return "".join(rows)
@@ -202,7 +212,11 @@ def _ending(run: dict[str, Any]) -> str:
     return "".join(parts)
 
 
-def _end(call: dict[str, Any]) -> float:
+def _finished(call: dict[str, Any]) -> bool:
+    return call.get("ended_at") is not None or call.get("duration_ms") is not None
+
+
+def _finished_end(call: dict[str, Any]) -> float:
     if call.get("ended_at") is not None:
         return float(call["ended_at"])
     return float(call["started_at"]) + (call.get("duration_ms") or 0) / 1000
