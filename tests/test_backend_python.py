@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -358,3 +359,25 @@ def test_a_package_whose_init_fails_is_a_load_problem_not_a_crash(tmp_path: Path
     write(package, "tools.py", "def f():\n    return 1\n")
     [problem] = PythonBackend().check(python_tool(tmp_path, "brokeninitpkg_for_test.tools:f"))
     assert "importing brokeninitpkg_for_test failed: RuntimeError: no config" in problem.message
+
+
+def test_a_tool_file_rewritten_within_its_mtime_runs_the_new_code(tmp_path: Path, monkeypatch) -> None:
+    # Python's own .pyc check is the mtime in whole seconds and the size: an edit of the same size
+    # within the same second (or with the mtime kept, as cp -p does) would run the old code.
+    from toolrun import cache_folder
+    from toolrun.backends import python as python_backend
+
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    monkeypatch.setattr(sys, "pycache_prefix", None)
+    monkeypatch.setattr(cache_folder, "users_modules_write_bytecode", True)
+    source = write(tmp_path, "weather.py", 'def today():\n    return "sunny"\n')
+    first = python_backend._import_file(source)
+    assert first.today() == "sunny"
+    assert list((tmp_path / "__pycache__").glob("weather.*.pyc"))  # the bytecode was kept
+    kept = source.stat()
+    del sys.modules[first.__name__]
+    source.write_text('def today():\n    return "rainy"\n', encoding="utf-8")  # the same size
+    os.utime(source, ns=(kept.st_atime_ns, kept.st_mtime_ns))
+    second = python_backend._import_file(source)
+    del sys.modules[second.__name__]
+    assert second.today() == "rainy"

@@ -86,11 +86,27 @@ def _on_import_path(folder: Path) -> Iterator[None]:
             sys.path.remove(entry)
 
 
+class _ToolFileLoader(importlib.machinery.SourceFileLoader):
+    """Loads a tool's ``file.py``; its bytecode is used only while the file's whole status is unchanged.
+
+    Python checks a ``.pyc`` against the source's mtime in whole seconds and its size, so a
+    same-size edit within one second (or one whose mtime was kept, as ``cp -p`` does) would run
+    the old code. The "mtime" stored here stands for the size, both times in nanoseconds and the
+    inode: any write changes the ctime, which no tool can set back.
+    """
+
+    def path_stats(self, path: str) -> dict[str, int]:
+        status = os.stat(path)
+        key = (status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino)
+        digest = hashlib.sha1(repr(key).encode()).digest()
+        return {"mtime": int.from_bytes(digest[:4], "little"), "size": status.st_size}
+
+
 def _import_file(path: Path) -> ModuleType:
     name = _module_name_for(path)
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
+    spec = importlib.util.spec_from_file_location(name, path, loader=_ToolFileLoader(name, str(path)))
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
