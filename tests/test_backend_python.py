@@ -381,3 +381,15 @@ def test_a_tool_file_rewritten_within_its_mtime_runs_the_new_code(tmp_path: Path
     second = python_backend._import_file(source)
     del sys.modules[second.__name__]
     assert second.today() == "rainy"
+
+
+def test_the_outline_of_a_file_rewritten_within_its_mtime_is_read_again(tmp_path: Path) -> None:
+    # A long-running toolrun (mcp, chat) checks a tool again after an edit: not against the old def line.
+    from toolrun.backends.python_signature import module_outline
+
+    source = write(tmp_path, "weather.py", "def today(city): pass\n")
+    assert module_outline(source).functions["today"].by_name == ("city",)
+    kept = source.stat()
+    source.write_text("def today(town): pass\n", encoding="utf-8")  # the same size
+    os.utime(source, ns=(kept.st_atime_ns, kept.st_mtime_ns))
+    assert module_outline(source).functions["today"].by_name == ("town",)

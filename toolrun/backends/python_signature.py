@@ -58,11 +58,12 @@ def module_outline(path: Path) -> ModuleOutline:
     Raises ``SyntaxError``, ``UnicodeDecodeError`` or ``OSError`` like reading and parsing it would.
     """
     stat = path.stat()
-    return _cached_outline(str(path), stat.st_mtime_ns, stat.st_size)
+    # ctime and inode too: a same-size rewrite whose mtime was kept (cp -p) still changes them.
+    return _cached_outline(str(path), (stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino))
 
 
 @lru_cache(maxsize=256)
-def _cached_outline(path: str, _mtime_ns: int, _size: int) -> ModuleOutline:
+def _cached_outline(path: str, _status: tuple[int, ...]) -> ModuleOutline:
     # A catalog of many tools often names many functions of one file: parse it once.
     return outline_of(Path(path).read_text(encoding="utf-8"))
 
