@@ -2,7 +2,8 @@
 
 Like pydantic-ai's ``FunctionModel``: the loop, the tools and the transcript are real,
 only the model is played by your script. Kept in the package so users can test their own
-tools and recipes with it. Not registered as a provider name: it needs a script.
+tools and recipes with it. From the command line, ``--model scripted:FILE`` plays a YAML
+list of turns with it (scripted_file.py).
 
 Example, with the real tools of a recipe (run from this repository's root)::
 
@@ -15,6 +16,7 @@ Example, with the real tools of a recipe (run from this repository's root)::
     ])
     result = toolrun.run("recipes/inventory.yaml", model=model)
     assert result.final.startswith("北京")
+    assert result.tool_calls[1].result == "百合: 80, 康乃馨: 120"
     assert model.requests[1].messages[-1].role == "tool"   # what the model was sent
 
 A script item is a ``ModelResponse``, a ``str`` (a plain text answer), an exception
