@@ -39,3 +39,14 @@ def test_the_readme_python_examples_run(in_checkout: None) -> None:
     namespace: dict[str, object] = {}
     for number, block in enumerate(blocks, 1):
         exec(compile(block, f"README python example {number}", "exec"), namespace)
+
+
+def test_every_recipe_option_is_in_the_recipes_options_table() -> None:
+    from toolrun.cli.recipe import recipe_command
+
+    table = (ROOT / "docs" / "recipes.md").read_text(encoding="utf-8").split("## All options", 1)[1]
+    documented = set(re.findall(r"^\| `(--[a-z-]+)", table, flags=re.MULTILINE))
+    options = {name for param in recipe_command.params for name in param.opts + param.secondary_opts
+               if name.startswith("--")}
+    assert options - {"--help"} <= documented | {"--stream", "--no-stream"}
+    assert "`--stream` / `--no-stream`" in table
