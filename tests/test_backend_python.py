@@ -393,3 +393,15 @@ def test_the_outline_of_a_file_rewritten_within_its_mtime_is_read_again(tmp_path
     source.write_text("def today(town): pass\n", encoding="utf-8")  # the same size
     os.utime(source, ns=(kept.st_atime_ns, kept.st_mtime_ns))
     assert module_outline(source).functions["today"].by_name == ("town",)
+
+
+def test_a_module_missing_from_a_package_beside_the_yaml_names_the_package_folder(tmp_path: Path) -> None:
+    # mypkg/ is there: "put mypkg/ beside this YAML file" would send the author looking in the wrong place.
+    package = tmp_path / "typopkg_for_test"
+    package.mkdir()
+    write(package, "__init__.py", "")
+    write(package, "tools.py", "def f():\n    return 1\n")
+    [problem] = PythonBackend().check(python_tool(tmp_path, "typopkg_for_test.tool:f"))
+    assert "python module not found: typopkg_for_test.tool" in problem.message
+    assert f"{package} has no tool.py or tool/" in problem.message
+    assert problem.fix is not None and "add tool.py" in problem.fix and "put typopkg_for_test/" not in problem.fix

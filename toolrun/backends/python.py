@@ -292,6 +292,12 @@ def _module_source(tool: Tool, module_ref: str) -> Path | Problem | None:
     else:
         reason = ""
     if spec is None:
+        found = _deepest_package(module_ref, tool.base_dir)
+        if found is not None:  # the package is there, the module is not: a typo or a missing file
+            package_folder, missing = found
+            return Problem(where, line, f"python module not found: {module_ref} ({package_folder} has no "
+                                        f"{missing}.py or {missing}/)",
+                           f"check the module name, or add {missing}.py to {package_folder}")
         first = module_ref.split(".")[0]
         return Problem(where, line,
                        f"python module not found: {module_ref}{reason} (looked in the installed packages "
@@ -302,6 +308,21 @@ def _module_source(tool: Tool, module_ref: str) -> Path | Problem | None:
     if not origin or not origin.endswith(".py") or not Path(origin).is_file():
         return None
     return Path(origin)
+
+
+def _deepest_package(module_ref: str, folder: Path) -> tuple[str, str] | None:
+    """For a ``module_ref`` not found: the folder of its longest prefix that is a package, and the
+    name missing from it (``mypkg.tool`` -> (".../mypkg", "tool")); None when no prefix is found."""
+    parts = module_ref.split(".")
+    for size in range(len(parts) - 1, 0, -1):
+        try:
+            spec = _find_module(".".join(parts[:size]), folder)
+        except Exception:  # a parent that is not there or cannot be imported: try a shorter one
+            continue
+        locations = list(spec.submodule_search_locations or []) if spec is not None else []
+        if locations:
+            return locations[0], parts[size]
+    return None
 
 
 def _in_standard_library(path: Path) -> bool:
