@@ -718,3 +718,19 @@ def test_the_review_says_each_load_problem_once(tmp_path: Path) -> None:
         """)
     problems = [str(problem) for problem in lint_toolset(text).problems]
     assert problems and len(problems) == len(set(problems))
+
+
+def test_the_only_security_scheme_adds_nothing_to_its_variable_name(tmp_path: Path) -> None:
+    spec = write(tmp_path, "search.yaml", """\
+        swagger: "2.0"
+        info: {title: Article Search, version: "1"}
+        host: api.example.com
+        securityDefinitions:
+          nyt_key: {type: apiKey, in: query, name: api-key}
+        security: [{nyt_key: []}]
+        paths:
+          /articles: {get: {operationId: searchArticles, responses: {"200": {description: ok}}}}
+        """)
+    result = import_openapi(spec)
+    assert list(result.variables) == ["ARTICLE_SEARCH_API_KEY"]  # not ARTICLE_SEARCH_NYT_API_KEY
+    assert "api-key: ${env:ARTICLE_SEARCH_API_KEY}" in result.text

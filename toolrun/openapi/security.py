@@ -90,7 +90,7 @@ def _variable(prefix: str, scheme: str, kind: str) -> str:
 
 
 # Words a scheme's name shares with every other scheme's: "ApiKeyAuth", "bearerAuth" say nothing.
-_GENERIC_WORDS = frozenset("api key keys auth authentication authorization scheme security token tokens bearer basic "
+_GENERIC_WORDS = frozenset("api apikey key keys auth authentication authorization scheme security token tokens bearer basic "
                            "http https oauth oauth2 jwt header query cookie".split())
 
 
@@ -101,6 +101,8 @@ def scheme_suffixes(names: list[str]) -> dict[str, str]:
         kept = [w for w in re.split(r"[^A-Za-z0-9]+", split) if w and w.lower() not in _GENERIC_WORDS]
         return "_".join(kept).upper()
 
+    if len(names) < 2:  # one scheme: nothing to tell apart (`apikey` gives NYT_API_KEY, not NYT_APIKEY_API_KEY)
+        return {name: "" for name in names}
     short = {name: words(name) for name in names}
     clashes = {value for value in short.values() if list(short.values()).count(value) > 1}
     return {name: f"_{identifier(name).upper()}" if short[name] in clashes and len(names) > 1
