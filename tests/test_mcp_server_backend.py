@@ -410,3 +410,22 @@ def test_a_server_that_cannot_start_never_shows_its_secrets_in_the_load_problem(
     [problem] = result.problems
     assert "cannot start with token ***" in problem.message
     assert "boot-SECRET-3333" not in str(problem)
+
+
+def test_a_mistake_in_the_file_is_reported_and_a_tool_with_a_broken_override_is_not_served(tmp_path: Path,
+                                                                                          tickets_dir: Path) -> None:
+    write(tmp_path, "typo.yaml", "mcp_server:\n  comand: [python, ticket_server.py]\n")
+    write(tmp_path, "tickets.yaml", same_server(tickets_dir) + textwrap.dedent("""
+        tools:
+          - name: close_ticket
+            confirm: sure
+          - name: get_ticket
+            timeout: 5x
+    """))
+    result = load_catalog(tmp_path)
+    messages = {(Path(str(p.file)).name, p.line): p.message for p in result.problems}
+    assert "unknown key 'comand' in mcp_server" in messages[("typo.yaml", 2)]
+    assert "tools[0].confirm" in messages[("tickets.yaml", 4)]
+    assert "tools[1].timeout" in messages[("tickets.yaml", 6)]
+    # Served without its override, close_ticket would run without anyone's approval.
+    assert list(result.catalog.tools) == ["search_tickets"]

@@ -205,7 +205,8 @@ def load_tool_file(file: Path, *, wanted: Callable[[str], bool] | None = None) -
         broken_paths.add(path[:3] if path[:1] == ("tools",) else path[:1])
 
     if "mcp_server" in document:
-        return load_mcp_toolset(document, file, broken_paths, wanted)
+        server_tools, toolset_problems = load_mcp_toolset(document, file, broken_paths, wanted)
+        return server_tools, problems + toolset_problems
     if "tools" in document or "defaults" in document:
         listed = document.get("tools")
         entries: list[tuple[tuple[Any, ...], Any]] = (

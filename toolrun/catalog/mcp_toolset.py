@@ -77,7 +77,7 @@ def load_mcp_toolset(document: LineDict, file: Path, broken_paths: set[tuple[Any
     problems += _unknown_selection(selection, by_name, file, document)
     chosen = [tool for tool in remote_tools if selection is None or any(fnmatch.fnmatchcase(tool.name, g) for g in selection)]
     prefix = str(config.get("prefix") or "")
-    overrides, override_problems = _overrides(document, file, broken_paths, {t.name for t in chosen}, prefix)
+    overrides, broken, override_problems = _overrides(document, file, broken_paths, {t.name for t in chosen}, prefix)
     problems += override_problems
 
     loaded: list[LoadedTool] = []
@@ -88,7 +88,12 @@ def load_mcp_toolset(document: LineDict, file: Path, broken_paths: set[tuple[Any
         line = line_of(document, override_path) if override_path else server_line
         if not _TOOL_NAME.match(name):
             message = f"the server's tool {remote.name!r} gives the catalog name {name!r}, which is not 1-64 letters, digits, _ or -"
-            problems.append(Problem(file, server_line, message, "choose a shorter prefix, or leave the tool out under mcp_server.tools"))
+            fix = ("choose a shorter prefix, or leave the tool out under mcp_server.tools" if len(name) > 64
+                   else "leave the tool out: list the tools you want under mcp_server.tools")
+            problems.append(Problem(file, server_line, message, fix))
+            continue
+        if remote.name in broken:  # its override has a mistake: not served without it (a confirm: it names, say)
+            loaded.append((name, line, None))
             continue
         tool, tool_problems = _tool(name, remote, override or {}, server_config, timeout, file, document, override_path, line)
         problems += tool_problems
@@ -118,18 +123,22 @@ def _unknown_selection(selection: list[str] | None, by_name: dict[str, Any], fil
     return problems
 
 
-def _overrides(document: Any, file: Path, broken_paths: set[tuple[Any, ...]], chosen: set[str],
-               prefix: str) -> tuple[dict[str, tuple[tuple[Any, ...], dict[str, Any]]], list[Problem]]:
-    """Server tool name -> (path in the file, the override's settings)."""
+def _overrides(document: Any, file: Path, broken_paths: set[tuple[Any, ...]], chosen: set[str], prefix: str
+               ) -> tuple[dict[str, tuple[tuple[Any, ...], dict[str, Any]]], set[str], list[Problem]]:
+    """Server tool name -> (path in the file, the override's settings); the names whose override is broken."""
     found: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {}
+    broken_names: set[str] = set()
     problems: list[Problem] = []
     entries = document.get("tools")
     for index, entry in enumerate(entries if isinstance(entries, list) else []):
         path = ("tools", index)
-        if not isinstance(entry, dict) or any(broken[:2] == path for broken in broken_paths):
+        if not isinstance(entry, dict):
             continue
         name = str(entry.get("name"))
         remote_name = name.removeprefix(prefix) if prefix and name.startswith(prefix) and name not in chosen else name
+        if any(broken[:2] == path for broken in broken_paths):  # the schema's problem is reported already
+            broken_names.add(remote_name)
+            continue
         if remote_name not in chosen:
             guess = did_you_mean(remote_name, chosen)
             fix = f"did you mean '{guess}'?" if guess else "name one of the server's tools selected under mcp_server.tools"
@@ -137,7 +146,7 @@ def _overrides(document: Any, file: Path, broken_paths: set[tuple[Any, ...]], ch
             problems.append(Problem(file, line_of(document, (*path, "name")), message, fix))
             continue
         found[remote_name] = (path, plain(entry))
-    return found, problems
+    return found, broken_names, problems
 
 
 def _tool(name: str, remote: Any, override: dict[str, Any], server_config: dict[str, Any], timeout: float, file: Path,
