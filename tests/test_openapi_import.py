@@ -734,3 +734,11 @@ def test_the_only_security_scheme_adds_nothing_to_its_variable_name(tmp_path: Pa
     result = import_openapi(spec)
     assert list(result.variables) == ["ARTICLE_SEARCH_API_KEY"]  # not ARTICLE_SEARCH_NYT_API_KEY
     assert "api-key: ${env:ARTICLE_SEARCH_API_KEY}" in result.text
+
+
+def test_a_base_url_without_a_scheme_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    outcome = cli("import", "openapi", str(FIXTURES / "uber.yaml"), "--base-url", "api.example.com",
+                  "-o", str(tmp_path / "api.yaml"))
+    assert outcome.exit_code == 2 and not (tmp_path / "api.yaml").exists()
+    assert "the base URL 'api.example.com' is not an http(s) URL — give its scheme and host" in outcome.stderr
+    assert import_openapi(FIXTURES / "uber.yaml", base_url="${env:UBER_URL}").base_url == "${env:UBER_URL}"

@@ -79,6 +79,9 @@ def import_openapi(spec: str | Path, *, include: Iterable[str] = (), exclude: It
     """
     from toolrun.openapi.toolset import render_toolset  # the writer needs the result's parts first
 
+    if base_url is not None and not is_url(base_url) and not base_url.startswith("${env:"):
+        raise OpenAPIError(f"the base URL {base_url!r} is not an http(s) URL",
+                           "give its scheme and host, e.g. --base-url https://api.example.com/v1 (or ${env:NAME})")
     location = str(spec) if is_url(str(spec)) else str(Path(spec).resolve())
     shown = str(spec)
     documents = Documents()
