@@ -742,3 +742,11 @@ def test_a_base_url_without_a_scheme_is_refused_before_anything_is_written(tmp_p
     assert outcome.exit_code == 2 and not (tmp_path / "api.yaml").exists()
     assert "the base URL 'api.example.com' is not an http(s) URL — give its scheme and host" in outcome.stderr
     assert import_openapi(FIXTURES / "uber.yaml", base_url="${env:UBER_URL}").base_url == "${env:UBER_URL}"
+
+
+def test_webhooks_outside_the_selection_are_not_listed_as_skipped() -> None:
+    spec = FIXTURES / "webhook-example.yaml"
+    selected = import_openapi(spec, include=["list*"])
+    assert selected.skipped == [] and selected.not_selected == 1
+    assert [str(s) for s in import_openapi(spec, include=["list*", "newPet"]).skipped] == [
+        "webhook 'newPet': the API calls you with it: nothing for a tool to send"]

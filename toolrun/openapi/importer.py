@@ -108,7 +108,13 @@ def import_openapi(spec: str | Path, *, include: Iterable[str] = (), exclude: It
             continue
         tools.append(tool)
         notes += [f"{operation.label}: {note}" for note in tool.notes]
-    for name in (document.get("webhooks") or {}) if isinstance(document.get("webhooks"), dict) else {}:
+    webhooks = document.get("webhooks")
+    for name, item in webhooks.items() if isinstance(webhooks, dict) else ():
+        hooks = [Operation(method, str(name), item, item[method], location)
+                 for method in METHODS if isinstance(item, dict) and isinstance(item.get(method), dict)]
+        if hooks and not any(selection.wants(hook) for hook in hooks):
+            not_selected += 1  # outside --include/--tag: not worth a line in the summary
+            continue
         skipped.append(Skipped(f"webhook {name!r}", "the API calls you with it: nothing for a tool to send"))
     if not tools:
         fix = ("check --include/--exclude/--tag" if not_selected else "see the reasons above" if skipped
