@@ -269,3 +269,17 @@ def test_json_reports_a_command_line_mistake_as_a_document_with_exit_2() -> None
     assert "get_flower_inventory" in document["problems"][0]["fix"]
     broken = run("get_flower_inventory", "--json", "--args", "{bad", "--tools-dir", str(TOOLS_D))
     assert broken.exit_code == 2 and "--args is not valid JSON" in json.loads(broken.stdout)["problems"][0]["message"]
+
+
+@pytest.mark.parametrize("mistake", [["--tools-dri", "x"], []])
+def test_json_is_printed_for_a_mistake_click_finds_in_the_command_line_too(mistake: list[str]) -> None:
+    # An unknown option or a missing NAME: CI that pipes --json into jq still gets one document (exit 2).
+    args = ["get_flower_inventory", *mistake] if mistake else []
+    result = CliRunner().invoke(main, ["call", *args, "--json"], catch_exceptions=False)
+    assert result.exit_code == 2
+    document = json.loads(result.stdout)
+    assert (document["is_error"], document["result"]) == (True, None)
+    [problem] = document["problems"]
+    assert ("--tools-dri" if mistake else "NAME") in problem["message"]
+    assert "toolrun call --help" in problem["fix"]
+    assert "Error:" in result.stderr  # the usual message, for a person reading the log

@@ -218,3 +218,12 @@ def test_the_console_script_end_to_end(tmp_path: Path) -> None:
     )
     assert completed.returncode == 1
     assert json.loads(completed.stdout)["tools"] == 2
+
+
+def test_lint_and_list_json_print_a_document_for_an_unknown_option() -> None:
+    for command in ("lint", "list"):
+        result = CliRunner().invoke(main, ["tools", command, "--json", "--tools-dri", "x"], catch_exceptions=False)
+        assert result.exit_code == 2
+        document = json.loads(result.stdout)
+        assert (document["tools"], document["findings"]) == (0, [])
+        assert "--tools-dri" in document["problems"][0]["message"]

@@ -16,14 +16,19 @@ import click
 
 from toolrun.api import acall, find_tool
 from toolrun.cli.approval_prompt import TerminalApprover
-from toolrun.cli.common import complete_tool_names, load_catalog_for_cli, tools_dir_option
+from toolrun.cli.common import complete_tool_names, json_usage_errors, load_catalog_for_cli, tools_dir_option
 from toolrun.errors import EXIT_RUN_FAILED, Problem, UserError
 from toolrun.execution import validate_arguments
 from toolrun.text import terminal_safe
 from toolrun.tool import Tool
 
 
-@click.command("call")
+def _usage_error_document(problem: Problem) -> dict[str, Any]:
+    return {"tool": None, "arguments": None, "result": None, "is_error": True, "duration_ms": 0,
+            "problems": [problem.to_json()]}
+
+
+@click.command("call", cls=json_usage_errors(_usage_error_document))
 @click.argument("name", shell_complete=complete_tool_names)
 @click.option("--arg", "arg_pairs", multiple=True, metavar="K=V",
               help="One argument; V is read as JSON when the schema says it is not a string. Repeatable.")

@@ -14,7 +14,7 @@ from toolrun.catalog.gate import ToolPicker, load_checked_catalog
 from toolrun.catalog.loader import load_catalog as load_catalog_quietly
 from toolrun.catalog.model import DEFAULT_TOOLS_DIR, Catalog
 from toolrun.cli.display import load_summary
-from toolrun.errors import EXIT_BAD_INPUT, LoadError
+from toolrun.errors import EXIT_BAD_INPUT, LoadError, Problem
 
 
 def tools_dir_option(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -86,3 +86,30 @@ def exit_with_load_failure_json(ctx: click.Context, error: LoadError) -> NoRetur
     click.echo(json.dumps(document, ensure_ascii=False, indent=2))
     report_error(error)
     ctx.exit(EXIT_BAD_INPUT)
+
+
+def json_usage_errors(document: Callable[[Problem], Any], *, indent: int | None = None) -> type[click.Command]:
+    """A command class for a command whose ``--json`` promises one JSON document on stdout whatever
+    happens: a mistake click finds in its command line (an unknown option, a missing argument) is
+    printed as ``document(problem)`` too, with the usual message on stderr and exit 2."""
+
+    class JsonUsageErrors(click.Command):
+        def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+            asked_for_json = "--json" in args  # click consumes the list as it parses
+            try:
+                return super().parse_args(ctx, args)
+            except click.UsageError as error:
+                if not asked_for_json:
+                    raise
+                command = " ".join(["toolrun", *ctx.command_path.split()[1:]])  # not the test runner's name
+                problem = Problem(None, None, error.format_message(), f"see {command} --help")
+                click.echo(json.dumps(document(problem), ensure_ascii=False, indent=indent))
+                error.show()
+                ctx.exit(error.exit_code)
+
+    return JsonUsageErrors
+
+
+def catalog_usage_error_document(problem: Problem) -> dict[str, Any]:
+    """What ``tools list/lint --json`` print for a mistake in their command line: no tools, the problem."""
+    return {"tools": 0, "problems": [problem.to_json()], "findings": []}

@@ -10,12 +10,17 @@ import click
 from toolrun.catalog.gate import load_checked_catalog
 from toolrun.catalog.lint import count_by_severity
 from toolrun.catalog.model import DEFAULT_TOOLS_DIR
-from toolrun.cli.common import exit_with_load_failure_json, tools_dir_option
+from toolrun.cli.common import (
+    catalog_usage_error_document,
+    exit_with_load_failure_json,
+    json_usage_errors,
+    tools_dir_option,
+)
 from toolrun.errors import EXIT_RUN_FAILED, LoadError
 from toolrun.text import counted
 
 
-@click.command("lint")
+@click.command("lint", cls=json_usage_errors(catalog_usage_error_document, indent=2))
 @tools_dir_option
 @click.option("--json", "as_json", is_flag=True,
               help='Print {"tools": N, "problems": [...], "findings": [...]} on stdout, also when the files do not load.')

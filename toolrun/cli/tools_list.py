@@ -12,7 +12,13 @@ from typing import Any
 
 import click
 
-from toolrun.cli.common import exit_with_load_failure_json, load_catalog_for_cli, tools_dir_option
+from toolrun.cli.common import (
+    catalog_usage_error_document,
+    exit_with_load_failure_json,
+    json_usage_errors,
+    load_catalog_for_cli,
+    tools_dir_option,
+)
 from toolrun.errors import LoadError
 from toolrun.tool import Tool
 
@@ -20,7 +26,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s|(?<=[。！？])")
 _SUMMARY_WIDTH = 80
 
 
-@click.command("list")
+@click.command("list", cls=json_usage_errors(catalog_usage_error_document, indent=2))
 @tools_dir_option
 @click.option("--json", "as_json", is_flag=True,
               help='Print a JSON list of the tools on stdout; {"tools": 0, "problems": [...], "findings": [...]} '
