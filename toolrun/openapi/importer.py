@@ -20,7 +20,7 @@ from toolrun.openapi.document import Documents, OpenAPIError, is_url
 from toolrun.openapi.operations import METHODS, ImportedTool, Operation, Unsupported, convert_operation
 from toolrun.openapi.schemas import DanglingRef, Resolver
 from toolrun.openapi.security import Credentials, credentials, required_schemes, schemes_of
-from toolrun.openapi.text import env_prefix, tool_name
+from toolrun.openapi.text import clean_description, env_prefix, tool_name
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,8 @@ def import_openapi(spec: str | Path, *, include: Iterable[str] = (), exclude: It
     swagger2, spec_version = _version(document, shown)
     resolver = Resolver(documents, location)
     info = document.get("info") if isinstance(document.get("info"), dict) else {}
-    title = str(info.get("title") or Path(urlsplit(shown).path).stem or "API")
+    # markup out ("Legacy <b>Billing</b>"): the title names the variables and heads the file
+    title = " ".join(clean_description(str(info.get("title") or "")).split()) or Path(urlsplit(shown).path).stem or "API"
     selection = Selection(tuple(include), tuple(exclude), tuple(tags))
 
     tools: list[ImportedTool] = []
