@@ -751,3 +751,21 @@ def test_webhooks_outside_the_selection_are_not_listed_as_skipped() -> None:
     assert selected.skipped == [] and selected.not_selected == 1
     assert [str(s) for s in import_openapi(spec, include=["list*", "newPet"]).skipped] == [
         "webhook 'newPet': the API calls you with it: nothing for a tool to send"]
+
+
+def test_an_operation_that_needs_no_credentials_is_noted(tmp_path: Path) -> None:
+    spec = write(tmp_path, "public.yaml", """\
+        openapi: 3.0.3
+        info: {title: Fleet, version: "1"}
+        servers: [{url: "https://fleet.example.com"}]
+        components:
+          securitySchemes:
+            bearer: {type: http, scheme: bearer}
+        security: [{bearer: []}]
+        paths:
+          /health: {get: {operationId: health, security: [], responses: {"200": {description: ok}}}}
+          /trucks: {get: {operationId: listTrucks, responses: {"200": {description: ok}}}}
+        """)
+    assert import_openapi(spec).notes == [
+        "GET /health (health): needs no credentials, but the toolset sends them, so a call needs FLEET_TOKEN set "
+        "too; move the tool to a toolset of its own if that matters"]

@@ -136,6 +136,10 @@ def import_openapi(spec: str | Path, *, include: Iterable[str] = (), exclude: It
             extra = _credentials(schemes, own, title, resolver, location, notes)
             tool.headers, tool.query = extra.merged_headers(), extra.query
             variables.update(extra.variables)
+        elif creds.variables and _needs_no_credentials(tool.operation):  # the defaults cannot be unset per tool
+            names = ", ".join(creds.variables)
+            notes.append(f"{tool.operation.label}: needs no credentials, but the toolset sends them, so a call "
+                         f"needs {names} set too; move the tool to a toolset of its own if that matters")
     result = ImportResult("", title, shown, spec_version, tools, skipped, not_selected, resolved_base,
                           variables, notes + creds.notes)
     result.text = render_toolset(result, creds)
@@ -269,6 +273,12 @@ def _operation_schemes(operation: Operation, schemes: dict[str, Any]) -> list[st
         if isinstance(requirement, dict) and requirement:
             return [name for name in requirement if name in schemes]
     return []
+
+
+def _needs_no_credentials(operation: Operation) -> bool:
+    """``security: []`` (or only empty requirements): the operation is public, login and health checks."""
+    security = operation.spec.get("security")
+    return isinstance(security, list) and all(requirement == {} for requirement in security)
 
 
 def _credentials(schemes: dict[str, Any], used: list[str], title: str, resolver: Resolver, location: str,
