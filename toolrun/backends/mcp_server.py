@@ -299,6 +299,22 @@ class ServerHub:
         connection = self._connections.get(spec)
         return connection.secrets if connection is not None else ()
 
+    def forget_stopped(self) -> None:
+        """Forget the servers that stopped (or never started): the next use starts each afresh, with a new
+        restart allowance. For a long-running ``toolrun mcp`` whose tools directory changed — the user may
+        have fixed what made a server fail."""
+        if self._loop is None:
+            return
+
+        async def forget() -> None:
+            for spec, connection in list(self._connections.items()):
+                if connection.finished:  # neither serving nor being started by a call right now
+                    del self._connections[spec]
+                    connection.stderr_file.close()
+                    connection.stderr_path.unlink(missing_ok=True)
+
+        self.submit(forget()).result()
+
     def close(self, timeout: float = 5.0) -> None:
         """Close every connection (servers started over stdio are stopped)."""
         loop = self._loop
@@ -353,6 +369,12 @@ def server_hub() -> ServerHub:
         if _hub is None:
             _hub = ServerHub()
         return _hub
+
+
+def forget_stopped_servers() -> None:
+    """``ServerHub.forget_stopped`` on the process's hub, if it has one."""
+    if _hub is not None:
+        _hub.forget_stopped()
 
 
 def list_server_tools(config: Mapping[str, Any], base_dir: Path) -> list[RemoteTool]:

@@ -103,21 +103,30 @@ class LiveCatalog:
     def refresh(self) -> bool:
         """Reload when the files changed since the last load; True when a reload happened.
 
-        A changed ``.py`` file makes the python tools' code be imported again at their next call.
+        A changed ``.py`` file makes the python tools' code be imported again at their next call, and an
+        MCP server (``mcp_server`` file) that stopped is started again.
         Raises ``UserError`` only when the directory itself is missing.
         """
         signature = self.signature()
         if signature == self._signature:
             return False
         if self._signature is not None:
-            edited = {entry[0] for entry in set(signature) ^ set(self._signature) if entry[0].endswith(".py")}
-            if edited:
-                from toolrun.backends.python import forget_imported_code
-
-                forget_imported_code(Path(name) for name in edited)
+            self._forget_what_changed(signature, self._signature)
         self._signature = signature
         self.snapshot = self._load()
         return True
+
+    @staticmethod
+    def _forget_what_changed(signature: Signature, before: Signature) -> None:
+        """Drop the imported code of edited ``.py`` files, and the MCP servers that stopped (the change may fix them)."""
+        from toolrun.backends.mcp_server import forget_stopped_servers
+
+        edited = {entry[0] for entry in set(signature) ^ set(before) if entry[0].endswith(".py")}
+        if edited:
+            from toolrun.backends.python import forget_imported_code
+
+            forget_imported_code(Path(name) for name in edited)
+        forget_stopped_servers()
 
     def _load(self) -> Snapshot:
         try:
