@@ -769,3 +769,40 @@ def test_an_operation_that_needs_no_credentials_is_noted(tmp_path: Path) -> None
     assert import_openapi(spec).notes == [
         "GET /health (health): needs no credentials, but the toolset sends them, so a call needs FLEET_TOKEN set "
         "too; move the tool to a toolset of its own if that matters"]
+
+
+def test_odd_values_where_the_document_wants_a_mapping_are_handled_not_a_traceback(tmp_path: Path) -> None:
+    # Each found by mutating the fixture documents: a boolean schema, components as a list, a server URL
+    # that does not parse, a parameter named "".
+    spec = write(tmp_path, "odd.yaml", """\
+        openapi: 3.0.3
+        info: {title: Odd, version: "1"}
+        servers: [{url: "http://{host}/v1", variables: {host: {default: "[none]"}}}]
+        components: [not, a, mapping]
+        paths:
+          /pets:
+            post:
+              operationId: addPet
+              parameters:
+                - {name: verbose, in: query, schema: true}
+              requestBody:
+                content:
+                  application/json:
+                    schema: {type: object, properties: {name: true, never: false, tag: {type: string}}}
+              responses: {"200": {description: ok}}
+          /other:
+            get:
+              operationId: getOther
+              parameters: [{name: "", in: query, schema: {type: string}}]
+              responses: {"200": {description: ok}}
+        """)
+    result = import_openapi(spec)
+    assert result.base_url == "${env:ODD_BASE_URL}"
+    assert [str(s) for s in result.skipped] == ["GET /other (getOther): a parameter has no name"]
+    any_value = {"type": ["string", "number", "integer", "boolean", "object", "array", "null"]}
+    assert result.tools[0].parameters["properties"] == {"verbose": any_value, "name": any_value,
+                                                       "tag": {"type": "string"}}
+    review = lint_toolset(result.text)
+    assert review.problems == [] and not [f for f in review.findings if f.severity == "error"]
+    bad_url = cli("import", "openapi", "http://[bad")
+    assert bad_url.exit_code == 2 and "http://[bad is not a URL that can be read" in bad_url.stderr

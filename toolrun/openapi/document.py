@@ -40,7 +40,15 @@ class OpenAPIError(UserError):
 
 def is_url(location: str) -> bool:
     """True for an http(s) URL."""
-    return urlsplit(location).scheme in ("http", "https")
+    return url_scheme(location) in ("http", "https")
+
+
+def url_scheme(text: str) -> str:
+    """The scheme of ``text`` as a URL; "" for one that does not parse (``http://[x``, a host in brackets)."""
+    try:
+        return urlsplit(text).scheme
+    except ValueError:
+        return ""
 
 
 def parse_text(text: str, where: str) -> Any:

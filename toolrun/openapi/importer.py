@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
-from toolrun.openapi.document import Documents, OpenAPIError, is_url
+from toolrun.openapi.document import Documents, OpenAPIError, is_url, url_scheme
 from toolrun.openapi.operations import METHODS, ImportedTool, Operation, Unsupported, convert_operation
 from toolrun.openapi.schemas import DanglingRef, Resolver
 from toolrun.openapi.security import Credentials, credentials, required_schemes, schemes_of
@@ -82,6 +82,9 @@ def import_openapi(spec: str | Path, *, include: Iterable[str] = (), exclude: It
     if base_url is not None and not is_url(base_url) and not base_url.startswith("${env:"):
         raise OpenAPIError(f"the base URL {base_url!r} is not an http(s) URL",
                            "give its scheme and host, e.g. --base-url https://api.example.com/v1 (or ${env:NAME})")
+    if str(spec).lower().startswith(("http://", "https://")) and not is_url(str(spec)):
+        raise OpenAPIError(f"{spec} is not a URL that can be read (its host does not parse)",
+                           "check the URL, e.g. https://api.example.com/openapi.json", str(spec))
     location = str(spec) if is_url(str(spec)) else str(Path(spec).resolve())
     shown = str(spec)
     documents = Documents()
@@ -219,9 +222,12 @@ def _server_url(servers: Any, location: str) -> str | None:
             default = listed[0]  # 3.0 requires a default; a document without one still names the choices
         if default is not None:
             url = url.replace(f"{{{name}}}", str(default))
-    if urlsplit(url).scheme:
+    if url_scheme(url):
         return url
-    return urljoin(location, url) if is_url(location) else url
+    try:
+        return urljoin(location, url) if is_url(location) else url
+    except ValueError:  # a server URL that does not parse: as if there were none
+        return None
 
 
 def _base_url(document: dict[str, Any], swagger2: bool, location: str, title: str, variables: dict[str, str],
@@ -237,7 +243,7 @@ def _base_url(document: dict[str, Any], swagger2: bool, location: str, title: st
     else:
         url = _server_url(document.get("servers"), location) or (urljoin(location, "/") if is_url(location) else None)
     unfilled = re.findall(r"\{([^{}]*)\}", url or "")
-    if url and urlsplit(url).scheme in ("http", "https") and not unfilled:
+    if url and url_scheme(url) in ("http", "https") and not unfilled:
         return url.rstrip("/") or url
     variable = f"{env_prefix(title)}_BASE_URL"
     variables[variable] = "the API's base URL, e.g. https://api.example.com/v1"
@@ -251,7 +257,7 @@ def _operation_base(operation: Operation, location: str) -> str | None:
     """An operation's (or its path's) own server, when it has one."""
     for servers in (operation.spec.get("servers"), operation.item.get("servers")):
         url = _server_url(servers, location)
-        if url and urlsplit(url).scheme in ("http", "https") and "{" not in url:
+        if url and url_scheme(url) in ("http", "https") and "{" not in url:
             return url.rstrip("/")
     return None
 

@@ -148,7 +148,8 @@ def _parameters(operation: Operation, resolver: Resolver, swagger2: bool, notes:
     for source in (operation.item.get("parameters") or [], operation.spec.get("parameters") or []):
         for raw in source if isinstance(source, list) else []:
             parameter, base = resolver.follow(raw, operation.base)
-            if not isinstance(parameter, dict) or not isinstance(parameter.get("name"), str):
+            if not isinstance(parameter, dict) or not isinstance(parameter.get("name"), str) \
+                    or not parameter["name"].strip():
                 raise Unsupported("a parameter has no name")
             merged[(parameter["name"], str(parameter.get("in")))] = (parameter, base)
     found = []
@@ -306,7 +307,7 @@ def _body_arguments(schema: Any, location: str, required: bool, description: Any
     members = object_members(schema)
     if members is not None and schema.get("additionalProperties") in (None, False):
         properties, member_required = members
-        return [_Argument(name, location, sub if isinstance(sub, dict) else {}, required and name in member_required)
+        return [_Argument(name, location, typed(sub), required and name in member_required)
                 for name, sub in properties.items()]
     if location == "form":
         raise Unsupported("its form body is not an object with properties")

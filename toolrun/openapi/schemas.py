@@ -177,7 +177,9 @@ class _Converter:
         for name, sub in properties.items():
             if _read_only(sub, self.resolver, base):
                 continue  # set by the server: the caller does not send it
-            converted[str(name)] = typed(self.convert(sub, base, stack, depth))
+            schema = self.convert(sub, base, stack, depth)
+            if schema is not False:  # `false`: no value is allowed, so nothing to send
+                converted[str(name)] = typed(schema)
         return converted
 
     def _dialect(self, out: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
@@ -229,12 +231,14 @@ _KEYWORDS_OF_TYPE = {
 }
 
 
-def typed(schema: Any) -> Any:
+def typed(schema: Any) -> dict[str, Any]:
     """An argument's schema that says no type (``{}``, a description alone) as what it means: any value.
 
     Said outright, as the lint asks of every argument: a typeless one is a lint error, and the tool would not load.
     """
-    if not isinstance(schema, dict) or any(k in schema for k in ("type", "enum", "const", "anyOf", "oneOf", "allOf")):
+    if not isinstance(schema, dict):
+        return {"type": list(JSON_TYPES)}  # `true`, or a value that is no schema at all
+    if any(k in schema for k in ("type", "enum", "const", "anyOf", "oneOf", "allOf")):
         return schema
     return {"type": list(JSON_TYPES), **schema}
 

@@ -35,7 +35,8 @@ def schemes_of(document: dict[str, Any], swagger2: bool) -> dict[str, Any]:
     if swagger2:
         schemes = document.get("securityDefinitions")
     else:
-        schemes = (document.get("components") or {}).get("securitySchemes")
+        components = document.get("components")
+        schemes = components.get("securitySchemes") if isinstance(components, dict) else None
     return {str(k): v for k, v in schemes.items() if isinstance(v, dict)} if isinstance(schemes, dict) else {}
 
 
