@@ -120,6 +120,28 @@ def test_an_unknown_field_names_the_row_and_the_field_with_a_guess(tmp_path: Pat
     assert not (tmp_path / "out.jsonl").exists()  # nothing ran
 
 
+def test_a_byte_order_mark_is_not_part_of_the_first_field_and_other_encodings_are_named(tmp_path: Path):
+    make_world(tmp_path)
+    script = f"scripted:{tmp_path / 'script.yaml'}"
+    bom = "\ufeff".encode()  # what a spreadsheet's "CSV UTF-8" export starts with
+    (tmp_path / "bom.csv").write_bytes(bom + "city,tag\n上海,a\n".encode())
+    (tmp_path / "bom.jsonl").write_bytes(bom + '{"city": "深圳", "tag": "b"}\n'.encode())
+    for name in ("bom.csv", "bom.jsonl"):
+        out = tmp_path / f"{name}.out.jsonl"
+        result = invoke("batch", str(tmp_path / "shop.yaml"), "--inputs", str(tmp_path / name), "--out", str(out),
+                        "--model", script, "--no-log")
+        assert result.exit_code == 0, result.stderr
+        assert [line["status"] for line in read_lines(out)] == ["ok"]
+    (tmp_path / "utf16.jsonl").write_bytes('{"city": "北京"}\n'.encode("utf-16"))
+    (tmp_path / "latin1.csv").write_bytes("city,tag\nZürich,a\n".encode("latin-1"))
+    for name in ("utf16.jsonl", "latin1.csv"):
+        result = invoke("batch", str(tmp_path / "shop.yaml"), "--inputs", str(tmp_path / name), "--out",
+                        str(tmp_path / "never.jsonl"), "--model", script, "--no-log")
+        assert result.exit_code == 2
+        assert f"{name}: not UTF-8 text" in result.stderr and "save the file as UTF-8" in result.stderr
+    assert not (tmp_path / "never.jsonl").exists()
+
+
 def test_an_existing_results_file_is_not_overwritten_without_resume(tmp_path: Path):
     make_world(tmp_path)
     write_rows(tmp_path / "rows.jsonl", 2)

@@ -7,6 +7,7 @@ field, with a did-you-mean: a typo would otherwise run a thousand rows on the de
 from __future__ import annotations
 
 import csv
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -50,10 +51,21 @@ def check_rows(rows: list[tuple[int, dict[str, Any]]], recipe: Recipe, path: Pat
         raise LoadError(problems)
 
 
+def _read_text(path: Path) -> str:
+    """The file's text; a byte-order mark (a spreadsheet's UTF-8 export) is not part of the first field."""
+    try:
+        return path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise LoadError(Problem(path, None, f"not UTF-8 text ({exc.reason})", "save the file as UTF-8")) from None
+    except OSError as exc:
+        raise LoadError(Problem(path, None, f"cannot read the inputs file: {exc.strerror or exc}",
+                                "check the file's permissions")) from None
+
+
 def _json_lines(path: Path) -> list[tuple[int, dict[str, Any]]]:
     rows: list[tuple[int, dict[str, Any]]] = []
     problems: list[Problem] = []
-    for line_number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for line_number, text in enumerate(_read_text(path).splitlines(), start=1):
         if not text.strip():
             continue
         try:
@@ -71,14 +83,13 @@ def _json_lines(path: Path) -> list[tuple[int, dict[str, Any]]]:
 
 
 def _csv_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    with path.open(encoding="utf-8", newline="") as handle:
-        reader = csv.DictReader(handle)
-        rows = []
-        for fields in reader:
-            if None in fields:  # more cells than the header names
-                raise LoadError(Problem(path, reader.line_num, "this row has more cells than the header has names",
-                                        "quote a value that holds a comma"))
-            rows.append((reader.line_num, {key: value for key, value in fields.items() if value is not None}))
+    reader = csv.DictReader(io.StringIO(_read_text(path), newline=""))
+    rows = []
+    for fields in reader:
+        if None in fields:  # more cells than the header names
+            raise LoadError(Problem(path, reader.line_num, "this row has more cells than the header has names",
+                                    "quote a value that holds a comma"))
+        rows.append((reader.line_num, {key: value for key, value in fields.items() if value is not None}))
     return rows
 
 
