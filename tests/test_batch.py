@@ -252,6 +252,28 @@ def test_sigkill_half_way_then_resume_runs_every_row_exactly_once(tmp_path: Path
     assert json.loads(resumed.stdout)["runs"] == 16
 
 
+def test_identical_rows_are_runs_of_their_own_through_a_resume(tmp_path: Path):
+    make_world(tmp_path)
+    row = '{"city": "北京", "tag": "same"}\n'
+    (tmp_path / "rows.jsonl").write_text(row + '{"city": "上海", "tag": "other"}\n' + row, encoding="utf-8")
+    script = f"scripted:{tmp_path / 'script.yaml'}"
+    first = batch(tmp_path, "--model", script, "--no-log")
+    assert first.exit_code == 0, first.stderr
+    lines = read_lines(tmp_path / "out.jsonl")
+    assert sorted(line["row"] for line in lines) == [0, 1, 2] and len({line["key"] for line in lines}) == 3
+
+    out = tmp_path / "out.jsonl"
+    by_row = {line["row"]: line for line in lines}
+    out.write_text(json.dumps(by_row[2], ensure_ascii=False) + "\n", encoding="utf-8")  # only the second twin finished
+    resumed = batch(tmp_path, "--model", script, "--no-log", "--resume", "--json")
+    assert resumed.exit_code == 0, resumed.stderr
+    assert "3 runs, 1 already done" in resumed.stderr
+    lines = read_lines(out)
+    assert sorted(line["row"] for line in lines) == [0, 1, 2]  # each twin exactly once
+    assert sorted(line["key"] for line in lines) == sorted(by_row[row]["key"] for row in range(3))
+    assert json.loads(resumed.stdout)["runs"] == 3
+
+
 def test_the_results_file_drops_a_half_line_and_rewrites_whole_ones(tmp_path: Path):
     path = tmp_path / "out.jsonl"
     path.write_bytes(b'{"key": "a", "row": 0}\n{"key": "b", "ro')

@@ -31,19 +31,31 @@ class Job:
     vars: dict[str, Any]
     model: str
     repeat: int
+    twin: int = 0  # how many earlier rows of the inputs hold the same fields: identical rows stay distinct runs
 
     @property
     def key(self) -> str:
-        """What identifies the run across a resume: the row's content, the model and the repeat."""
-        content = json.dumps(self.vars, sort_keys=True, ensure_ascii=False, default=str)
-        digest = hashlib.sha256(f"{content}\0{self.model}\0{self.repeat}".encode()).hexdigest()
+        """What identifies the run across a resume: the row's content (and which of identical rows), model, repeat."""
+        twin = f"\0{self.twin}" if self.twin else ""  # the first of identical rows keeps the key it always had
+        digest = hashlib.sha256(f"{row_content(self.vars)}\0{self.model}\0{self.repeat}{twin}".encode()).hexdigest()
         return digest[:24]
+
+
+def row_content(fields: dict[str, Any]) -> str:
+    """A row's fields as one canonical string: the same fields in any order give the same string."""
+    return json.dumps(fields, sort_keys=True, ensure_ascii=False, default=str)
 
 
 def plan_jobs(rows: list[dict[str, Any]], models: list[str], repeat: int) -> list[Job]:
     """Every run of the batch: row × model × repeat, rows first so early results cover every model."""
-    return [Job(index, dict(fields), model, number)
-            for index, fields in enumerate(rows) for model in models for number in range(repeat)]
+    seen: dict[str, int] = {}
+    jobs: list[Job] = []
+    for index, fields in enumerate(rows):
+        content = row_content(fields)
+        twin = seen.get(content, 0)
+        seen[content] = twin + 1
+        jobs.extend(Job(index, dict(fields), model, number, twin) for model in models for number in range(repeat))
+    return jobs
 
 
 @dataclass
