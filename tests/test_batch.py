@@ -3,6 +3,7 @@ and a real subprocess killed with SIGKILL then resumed."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -21,6 +22,7 @@ from toolrun.batch.rate_limit import RateLimiter, provider_pause
 from toolrun.batch.results_file import ResultsFile, read_results
 from toolrun.batch.summary import wilson_interval
 from toolrun.cli import main
+from toolrun.providers.transport import HttpxTransport
 from toolrun.runlog import RunLog
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -327,6 +329,49 @@ def test_a_provider_that_answers_429_to_every_fifth_request_slows_the_batch_and_
     assert len(lines) == 12 and {line["status"] for line in lines} == {"ok"}
     assert counter["refused"] >= 4 and counter["requests"] == 24 + counter["refused"]
     assert json.loads(result.stdout)["models"][0]["input_tokens"] == 12 * 2 * 10
+
+
+class BrokenGate:
+    """A rate limiter that fails on the first response it sees."""
+
+    def __init__(self) -> None:
+        self.seen = 0
+
+    async def wait(self) -> None:
+        pass
+
+    def observe(self, status: int, headers: object) -> None:
+        self.seen += 1
+        if self.seen == 1:
+            raise ValueError("the gate broke")
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_gate_that_fails_gives_the_connection_back_to_the_pool(loopback, streamed: bool):
+    """With one connection in the pool, a connection kept after the gate failed would block the next request."""
+    import httpx
+
+    from toolrun.providers.transport import WireRequest
+
+    server = loopback(lambda request: Reply(body={"ok": True}) if not streamed else Reply(chunks=["data: 1\n\n"]))
+
+    async def two_requests() -> None:
+        client = httpx.AsyncClient(timeout=httpx.Timeout(5.0, pool=2.0), limits=httpx.Limits(max_connections=1))
+        transport = HttpxTransport(client=client, gate=BrokenGate())
+        request = WireRequest("POST", f"{server.url}/v1/chat", {}, {})
+        try:
+            for attempt in range(2):
+                if attempt == 0:
+                    with pytest.raises(ValueError):
+                        await (transport.send(request) if not streamed else anext(transport.stream(request)))
+                elif streamed:
+                    assert [line async for line in transport.stream(request)][0] == "data: 1"
+                else:
+                    assert (await transport.send(request)).body == {"ok": True}
+        finally:
+            await transport.aclose()
+
+    asyncio.run(two_requests())
 
 
 def test_the_rate_limiter_spaces_requests_and_pauses_everyone_when_the_provider_says_so():

@@ -155,9 +155,9 @@ class HttpxTransport(Transport):
                 async with asyncio.timeout(self.timeout):  # the whole answer, however slowly it drips
                     response = await self._client.send(self._client.build_request(
                         request.method, request.url, headers=request.headers, json=request.body), stream=True)
-                    if self.gate is not None:
-                        self.gate.observe(response.status_code, response.headers)
-                    try:
+                    try:  # whatever happens next, the connection goes back to the pool
+                        if self.gate is not None:
+                            self.gate.observe(response.status_code, response.headers)
                         content = await _read_capped(response, MAX_ANSWER_BYTES)
                     finally:
                         await response.aclose()
@@ -190,9 +190,9 @@ class HttpxTransport(Transport):
                 async with asyncio.timeout_at(deadline):
                     response = await self._client.send(self._client.build_request(
                         request.method, request.url, headers=request.headers, json=request.body), stream=True)
-                if self.gate is not None:
-                    self.gate.observe(response.status_code, response.headers)
-                try:
+                try:  # whatever happens next, the connection goes back to the pool
+                    if self.gate is not None:
+                        self.gate.observe(response.status_code, response.headers)
                     if response.status_code >= 400:
                         async with asyncio.timeout_at(deadline):
                             content = await _read_capped(response, MAX_ANSWER_BYTES)
