@@ -331,6 +331,24 @@ def test_a_provider_that_answers_429_to_every_fifth_request_slows_the_batch_and_
     assert json.loads(result.stdout)["models"][0]["input_tokens"] == 12 * 2 * 10
 
 
+def test_a_retry_after_that_is_neither_seconds_nor_a_date_is_retried_with_backoff(tmp_path: Path, loopback):
+    make_world(tmp_path)
+    write_rows(tmp_path / "rows.jsonl", 2)
+    served = {"requests": 0}
+
+    def provider(request: Recorded) -> Reply:
+        served["requests"] += 1
+        if served["requests"] == 1:
+            return Reply(status=429, headers={"retry-after": "soon"}, body={"error": {"message": "Rate limit reached"}})
+        return Reply(body=openai_answer(request.json()))
+
+    server = loopback(provider)
+    env = clean_env(OPENAI_API_KEY=FAKE_KEY, OPENAI_BASE_URL=f"{server.url}/v1")
+    result = batch(tmp_path, "--concurrency", "1", "--live", "--no-log", env=env)
+    assert result.exit_code == 0, result.stderr
+    assert {line["status"] for line in read_lines(tmp_path / "out.jsonl")} == {"ok"} and served["requests"] == 5
+
+
 class BrokenGate:
     """A rate limiter that fails on the first response it sees."""
 

@@ -52,7 +52,10 @@ def retry_delay(headers: Mapping[str, str], attempt: int, body: str | None = Non
         except ValueError:
             import email.utils
 
-            parsed = email.utils.parsedate_to_datetime(value) if value else None
+            try:
+                parsed = email.utils.parsedate_to_datetime(value) if value else None
+            except (ValueError, TypeError):  # neither seconds nor a date: back off as without the header
+                parsed = None
             if parsed is not None:
                 return max(0.0, parsed.timestamp() - time.time())
     from_body = body_retry_delay(body)
