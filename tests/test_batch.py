@@ -18,11 +18,13 @@ from click.testing import CliRunner
 
 from tests.batch_world import CITIES, make_world, read_lines, write_rows
 from tests.loopback import Recorded, Reply
-from toolrun.batch.rate_limit import RateLimiter, provider_pause
+from toolrun.batch.rate_limit import MAX_PAUSE_S, RateLimiter, provider_pause
 from toolrun.batch.results_file import ResultsFile, read_results
+from toolrun.batch.run import ProviderTransports
 from toolrun.batch.summary import wilson_interval
 from toolrun.cli import main
 from toolrun.providers.transport import HttpxTransport
+from toolrun.recipe import load_recipe
 from toolrun.runlog import RunLog
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -347,6 +349,22 @@ def test_a_retry_after_that_is_neither_seconds_nor_a_date_is_retried_with_backof
     result = batch(tmp_path, "--concurrency", "1", "--live", "--no-log", env=env)
     assert result.exit_code == 0, result.stderr
     assert {line["status"] for line in read_lines(tmp_path / "out.jsonl")} == {"ok"} and served["requests"] == 5
+
+
+def test_a_refused_request_waits_as_long_as_the_batch_pauses(tmp_path: Path):
+    """A provider's retry-after up to the rate limiter's longest pause is waited out, not reported as a failure."""
+    recipe = load_recipe(make_world(tmp_path))
+
+    async def retry_wait() -> float:
+        transports = ProviderTransports(recipe, 2)
+        try:
+            transport = transports.for_model("openai:gpt-4o-mini")
+            assert isinstance(transport, HttpxTransport)
+            return transport.max_retry_wait
+        finally:
+            await transports.aclose()
+
+    assert asyncio.run(retry_wait()) >= MAX_PAUSE_S
 
 
 class BrokenGate:

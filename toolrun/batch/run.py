@@ -15,7 +15,7 @@ from typing import Any
 from toolrun.batch.jobs import Job, play_job
 from toolrun.batch.logged_lines import log_result_line
 from toolrun.batch.plan import BatchPlan, BatchSpec, plan_batch
-from toolrun.batch.rate_limit import RateLimiter
+from toolrun.batch.rate_limit import MAX_PAUSE_S, RateLimiter
 from toolrun.batch.results_file import ResultsFile
 from toolrun.batch.summary import BatchSummary, summarize
 from toolrun.providers import split_model
@@ -56,9 +56,10 @@ class ProviderTransports:
             client = httpx.AsyncClient(
                 timeout=httpx.Timeout(self.recipe.request_timeout, connect=15.0),
                 limits=httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency))
+            # a refused request waits as long as the rate limiter pauses the others: up to MAX_PAUSE_S
             self._transports[provider] = HttpxTransport(
                 max_retries=max(self.recipe.max_retries, BATCH_MIN_RETRIES), timeout=self.recipe.request_timeout,
-                client=client, gate=self.make_gate(provider))
+                max_retry_wait=MAX_PAUSE_S, client=client, gate=self.make_gate(provider))
         return self._transports[provider]
 
     async def aclose(self) -> None:
