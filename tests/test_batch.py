@@ -146,6 +146,16 @@ def test_a_byte_order_mark_is_not_part_of_the_first_field_and_other_encodings_ar
     assert not (tmp_path / "never.jsonl").exists()
 
 
+def test_ray_missing_is_said_before_the_results_file_is_made(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    make_world(tmp_path)
+    write_rows(tmp_path / "rows.jsonl", 2)
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if Ray were not installed
+    result = batch(tmp_path, "--model", f"scripted:{tmp_path / 'script.yaml'}", "--no-log", "--ray")
+    assert result.exit_code == 2
+    assert "--ray needs Ray, which is not installed" in result.stderr and "toolrun[ray]" in result.stderr
+    assert not (tmp_path / "out.jsonl").exists()
+
+
 def test_an_existing_results_file_is_not_overwritten_without_resume(tmp_path: Path):
     make_world(tmp_path)
     write_rows(tmp_path / "rows.jsonl", 2)

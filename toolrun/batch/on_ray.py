@@ -36,7 +36,8 @@ _ENV_REFERENCE = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 INSTALL_HINT = "pip install 'toolrun[ray]'"
 
 
-def _ray() -> Any:
+def import_ray() -> Any:
+    """The ``ray`` module; a ``UserError`` saying how to install it when it is missing."""
     try:
         import ray
     except ImportError:
@@ -93,7 +94,7 @@ class BatchWorker:
 
 async def run_on_ray(plan: BatchPlan, finished: Callable[[dict[str, Any]], None], *, address: str | None = None) -> None:
     """Every run of ``plan.todo`` on Ray (``address`` None: the running or a new local cluster)."""
-    ray = _ray()
+    ray = import_ray()
     started_here = not ray.is_initialized()
     if started_here:
         ray.init(address=address, include_dashboard=False, log_to_driver=False)

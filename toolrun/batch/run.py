@@ -78,6 +78,10 @@ async def run_batch(spec: BatchSpec, *, observer: BatchObserver | None = None, r
     for bad input, before any run or as soon as a run meets it.
     """
     plan = plan_batch(spec)
+    if use_ray:
+        from toolrun.batch.on_ray import import_ray  # Ray is an optional extra
+
+        import_ray()  # a missing Ray is bad input: said before the results file is opened
     observer = observer or BatchObserver()
     observer.on_batch_start(plan)
     lines = list(plan.kept)
