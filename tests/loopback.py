@@ -27,6 +27,7 @@ class Recorded:
     query: dict[str, list[str]]
     headers: dict[str, str]
     body: bytes
+    client_port: int = 0  # the client's side of the connection: requests on one kept-alive connection share it
 
     def json(self) -> Any:
         return json.loads(self.body)
@@ -74,7 +75,7 @@ class LoopbackServer:
                 body = self.rfile.read(length) if length else b""
                 parts = urlsplit(self.path)
                 recorded = Recorded(self.command, parts.path, parse_qs(parts.query),
-                                    {k.lower(): v for k, v in self.headers.items()}, body)
+                                    {k.lower(): v for k, v in self.headers.items()}, body, self.client_address[1])
                 outer.requests.append(recorded)
                 reply = outer.handler(recorded)
                 if reply.delay:

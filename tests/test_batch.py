@@ -343,6 +343,34 @@ def test_a_provider_that_answers_429_to_every_fifth_request_slows_the_batch_and_
     assert json.loads(result.stdout)["models"][0]["input_tokens"] == 12 * 2 * 10
 
 
+def test_the_runs_share_one_connection_pool(tmp_path: Path, loopback):
+    make_world(tmp_path)
+    write_rows(tmp_path / "rows.jsonl", 6)
+    server = loopback(lambda request: Reply(body=openai_answer(request.json())))
+    env = clean_env(OPENAI_API_KEY=FAKE_KEY, OPENAI_BASE_URL=f"{server.url}/v1")
+    result = batch(tmp_path, "--concurrency", "2", "--live", "--no-log", env=env)
+    assert result.exit_code == 0, result.stderr
+    assert len(server.requests) == 12
+    assert len({request.client_port for request in server.requests}) <= 2  # a client per run would open 6
+
+
+def test_an_exhausted_ratelimit_header_holds_the_next_request_until_its_reset(tmp_path: Path, loopback):
+    make_world(tmp_path)
+    write_rows(tmp_path / "rows.jsonl", 1)
+    arrivals: list[float] = []
+
+    def provider(request: Recorded) -> Reply:
+        arrivals.append(time.monotonic())
+        headers = {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "400ms"} if len(arrivals) == 1 else {}
+        return Reply(body=openai_answer(request.json()), headers=headers)
+
+    server = loopback(provider)
+    env = clean_env(OPENAI_API_KEY=FAKE_KEY, OPENAI_BASE_URL=f"{server.url}/v1")
+    result = batch(tmp_path, "--live", "--no-log", env=env)
+    assert result.exit_code == 0, result.stderr
+    assert len(arrivals) == 2 and arrivals[1] - arrivals[0] >= 0.4  # unpaced, the tool call takes milliseconds
+
+
 def test_a_retry_after_that_is_neither_seconds_nor_a_date_is_retried_with_backoff(tmp_path: Path, loopback):
     make_world(tmp_path)
     write_rows(tmp_path / "rows.jsonl", 2)
