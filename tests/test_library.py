@@ -196,3 +196,20 @@ def test_recording_or_replaying_a_model_object_is_refused_not_ignored(tmp_path: 
     with pytest.raises(toolrun.UserError, match="a model object is used as it is: there is nothing to record or replay"):
         toolrun.run(recipe, model=_model(TOKEN_A), **options)
     assert not (tmp_path / "x.cassette.json").exists()
+
+
+def test_a_result_can_be_copied_and_pickled_and_its_redactor_keeps_the_secrets_out_of_the_bytes(tmp_path: Path) -> None:
+    import copy
+    import pickle
+
+    recipe = _echo_token_project(tmp_path)
+    model = toolrun.ScriptedModel([toolrun.ScriptedModel.calls([("show_token", {})]), "done"])
+    result = toolrun.run(recipe, model=model, environ={"RUN_TOKEN": TOKEN_A, "PATH": os.environ["PATH"]})
+    assert result.redactor is not None and TOKEN_A in result.redactor.secrets
+    copied = copy.deepcopy(result)  # a copy belongs to the same run: it redacts the same secrets
+    assert copy.copy(result.redactor) is result.redactor
+    assert copied.redactor is result.redactor and copied.redact(f"x {TOKEN_A}") == "x ***"
+    data = pickle.dumps(result)
+    assert TOKEN_A.encode() not in data  # the tool's output was redacted, and the redactor travels empty
+    restored = pickle.loads(data)
+    assert restored.to_json() == result.to_json() and restored.tool_calls[0].result.strip() == "token=***"

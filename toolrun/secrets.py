@@ -38,6 +38,15 @@ class Redactor:
         for secret in secrets:
             self.add(secret)
 
+    def __copy__(self) -> Redactor:
+        return self  # a copy of a run's result belongs to the same run: one set of secrets, shared
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Redactor:
+        return self
+
+    def __reduce__(self) -> tuple[type[Redactor], tuple[()]]:
+        return Redactor, ()  # pickled empty: the secrets never go into bytes that may be written or sent
+
     @property
     def secrets(self) -> frozenset[str]:
         """Every registered value, in each encoding it is redacted in."""
