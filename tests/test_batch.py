@@ -508,6 +508,41 @@ def test_batch_runs_are_grouped_in_the_run_log_and_view_draws_the_batch(tmp_path
     assert all(city in CITIES for city in (run["vars"]["city"] for run in runs))
 
 
+SECRET_TOOL_YAML = """\
+name: get_token_status
+description: Tells whether the shop's API token works; use it when asked about the token. Takes no arguments.
+parameters: {type: object, properties: {}}
+annotations: {read_only: true}
+backend:
+  shell:
+    shell: true
+    command: 'echo "token=$TOKEN"'
+    env: {TOKEN: "${env:SHOP_TOKEN}"}
+"""
+
+
+def test_a_secret_a_tool_reads_during_the_run_is_kept_from_the_logged_vars(tmp_path: Path):
+    """The tool reads the secret after the run was logged as started: the logged vars are redacted at its end."""
+    make_world(tmp_path)
+    (tmp_path / "tools.d" / "token.yaml").write_text(SECRET_TOOL_YAML, encoding="utf-8")
+    recipe = tmp_path / "shop.yaml"
+    recipe.write_text(recipe.read_text(encoding="utf-8").replace("tools: [get_flower_inventory]", "tools: [get_token_status]")
+                      .replace("tools_called: [get_flower_inventory]", "tools_called: [get_token_status]"), encoding="utf-8")
+    (tmp_path / "script.yaml").write_text("- tool_calls: [{name: get_token_status, arguments: {}}]\n- text: 玫瑰 ok\n",
+                                          encoding="utf-8")
+    secret = "tok-4f9a1c77e2"
+    (tmp_path / "rows.jsonl").write_text(json.dumps({"city": "北京", "tag": secret}) + "\n", encoding="utf-8")
+    log = tmp_path / "logs.db"
+    env = clean_env(SHOP_TOKEN=secret)
+    result = batch(tmp_path, "--model", f"scripted:{tmp_path / 'script.yaml'}", "--logs", str(log), "--json", env=env)
+    assert result.exit_code == 0, result.stderr
+    assert secret not in (tmp_path / "out.jsonl").read_text(encoding="utf-8")
+    (run,) = json.loads(invoke("logs", "list", "--logs", str(log), "--json", env=env).stdout)
+    assert run["vars"] == {"city": "北京", "tag": "***"}
+    assert json.loads(invoke("logs", "search", secret, "--logs", str(log), "--json", env=env).stdout) == []
+    assert json.loads(invoke("logs", "search", "北京", "--logs", str(log), "--json", env=env).stdout)  # vars still found
+
+
 # ----------------------------------------------------------------- approval and progress
 
 

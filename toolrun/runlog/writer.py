@@ -71,6 +71,7 @@ class RunLogWriter(RunObserver):
         self._turn = 0
         self._seq = 0
         self._mark = 0.0  # when the current model request was sent
+        self._asked: tuple[str, str | None] = ("", None)  # vars and prompt as written at the start, redacted
 
     def _write(self, write: Callable[[sqlite3.Connection], object]) -> None:
         if self.problem is not None:
@@ -86,6 +87,7 @@ class RunLogWriter(RunObserver):
         self._mark = now
         self._turn = 0
         vars_json, prompt = _json(redact(self.vars)), redact(self.prompt)
+        self._asked = (vars_json, prompt)
 
         def write(connection: sqlite3.Connection) -> None:
             cursor = connection.execute(
@@ -171,8 +173,16 @@ class RunLogWriter(RunObserver):
         document = result.to_json()  # redacted by the run's own redactor
         messages = [(m.role, _json(result.redact(message_json(m)))) for m in result.messages]
         final, error = result.redact(result.final), result.redact(result.error)
+        # a secret the run read after it started (a tool's ${env:...}) is kept from its vars and prompt too
+        asked = (_json(result.redact(self.vars)), result.redact(self.prompt))
 
         def write(connection: sqlite3.Connection) -> None:
+            if asked != self._asked:
+                connection.execute("UPDATE runs SET vars = ?, prompt = ? WHERE id = ?", (*asked, run_id))
+                connection.execute("DELETE FROM search WHERE run_id = ? AND field IN ('vars', 'prompt')", (run_id,))
+                self.log.index(connection, run_id, "prompt", asked[1])
+                if self.vars:
+                    self.log.index(connection, run_id, "vars", asked[0])
             connection.execute(
                 "UPDATE runs SET ended_at = ?, status = ?, stop_reason = ?, final = ?, error = ?, input_tokens = ?, "
                 "output_tokens = ?, requests = ?, document = ?, recipe = ?, model = ?, mode = ? WHERE id = ?",
