@@ -230,3 +230,13 @@ def test_an_mcp_server_that_failed_is_started_again_once_its_files_are_fixed(tmp
     write(tmp_path, "adder_server.py", ADDER_SERVER)
     assert live.refresh()
     assert [tool.name for tool in live.tools()] == ["add"], live.snapshot.problems
+
+
+def test_a_tools_glob_that_matches_nothing_is_reported_with_a_guess(tmp_path: Path) -> None:
+    write(tmp_path, "echo.yaml", ECHO)
+    write(tmp_path, "echo.py", echo_code("v1"))
+    lines: list[str] = []
+    CatalogServer(LiveCatalog(tmp_path, ["ecoh", "e*", "zzz_*"]), report=lines.append).load()
+    assert lines == ["warning: --tools 'ecoh' matches no tool of the catalog — did you mean 'echo'?",
+                     "warning: --tools 'zzz_*' matches no tool of the catalog — `toolrun tools list` shows their names",
+                     f"serving 1 tool from {tmp_path}"]

@@ -24,6 +24,7 @@ from toolrun.catalog.loader import TOOL_FILE_SUFFIXES, load_catalog, tool_files
 from toolrun.catalog.model import Catalog
 from toolrun.errors import Problem, UserError
 from toolrun.secrets import env_references
+from toolrun.text import did_you_mean
 from toolrun.tool import Tool
 
 Signature = tuple[tuple[str, tuple[int, ...], str], ...]
@@ -49,6 +50,7 @@ class Snapshot:
     catalog: Catalog
     problems: list[Problem] = field(default_factory=list)
     secrets: tuple[str, ...] = ()  # the values of the ${env:NAME} the tool files name, set in the environment
+    unmatched: list[tuple[str, str | None]] = field(default_factory=list)  # (--tools glob matching no tool, a guess)
 
 
 def _named_secrets(directory: Path) -> tuple[str, ...]:
@@ -142,7 +144,13 @@ class LiveCatalog:
         problems += [lint_problem(finding) for finding in catalog.lint_errors]
         served = {name: tool for name, tool in catalog.tools.items()
                   if name not in poisoned and matches_any(name, self.selection)}
-        return Snapshot(Catalog(served, self.directory, catalog.findings), problems, secrets)
+        return Snapshot(Catalog(served, self.directory, catalog.findings), problems, secrets,
+                        self._unmatched([*catalog.tools, *catalog.unstarted]))
+
+    def _unmatched(self, names: list[str]) -> list[tuple[str, str | None]]:
+        """The selection's globs that match none of ``names`` (a typo serves nothing), each with a guess."""
+        return [(glob, did_you_mean(glob, names)) for glob in self.selection or ()
+                if not any(fnmatch.fnmatchcase(name, glob) for name in names)]
 
     def tools(self, visible: Sequence[str] | None = None) -> list[Tool]:
         """The served tools a client limited to ``visible`` globs (None: all) may see, in load order."""

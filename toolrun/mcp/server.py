@@ -138,6 +138,9 @@ class CatalogServer:
         problems = self.live.snapshot.problems
         for problem in problems:
             self.report(f"error: {problem}")
+        for glob, guess in self.live.snapshot.unmatched:
+            self.report(f"warning: --tools {glob!r} matches no tool of the catalog"
+                        + (f" — did you mean {guess!r}?" if guess else " — `toolrun tools list` shows their names"))
         served = len(self.live.snapshot.catalog)
         summary = f"serving {served} tool{'s' if served != 1 else ''} from {self.live.directory}"
         count = f"{len(problems)} problem{'s' if len(problems) != 1 else ''}"
