@@ -146,6 +146,23 @@ def test_a_byte_order_mark_is_not_part_of_the_first_field_and_other_encodings_ar
     assert not (tmp_path / "never.jsonl").exists()
 
 
+def test_a_json_array_of_rows_is_told_to_be_a_yaml_list(tmp_path: Path):
+    make_world(tmp_path)
+    array = '\n[\n  {"city": "北京", "tag": "a"},\n  {"city": "上海", "tag": "b"}\n]\n'
+    (tmp_path / "rows.json").write_text(array, encoding="utf-8")
+    script = f"scripted:{tmp_path / 'script.yaml'}"
+    result = invoke("batch", str(tmp_path / "shop.yaml"), "--inputs", str(tmp_path / "rows.json"), "--out",
+                    str(tmp_path / "out.jsonl"), "--model", script, "--no-log")
+    assert result.exit_code == 2
+    assert "rows.json:2: the inputs hold one JSON array" in result.stderr and "rename the file to rows.yaml" in result.stderr
+    assert result.stderr.count("error:") == 1  # one sentence, not one per line of the array
+    (tmp_path / "rows.yaml").write_text(array, encoding="utf-8")  # the advice works
+    result = invoke("batch", str(tmp_path / "shop.yaml"), "--inputs", str(tmp_path / "rows.yaml"), "--out",
+                    str(tmp_path / "out.jsonl"), "--model", script, "--no-log")
+    assert result.exit_code == 0, result.stderr
+    assert sorted(line["vars"]["tag"] for line in read_lines(tmp_path / "out.jsonl")) == ["a", "b"]
+
+
 def test_ray_missing_is_said_before_the_results_file_is_made(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     make_world(tmp_path)
     write_rows(tmp_path / "rows.jsonl", 2)

@@ -65,7 +65,13 @@ def _read_text(path: Path) -> str:
 def _json_lines(path: Path) -> list[tuple[int, dict[str, Any]]]:
     rows: list[tuple[int, dict[str, Any]]] = []
     problems: list[Problem] = []
-    for line_number, text in enumerate(_read_text(path).splitlines(), start=1):
+    whole = _read_text(path)
+    if whole.lstrip().startswith("["):  # one JSON array: not JSON Lines, but a YAML list as it stands
+        line = whole[:len(whole) - len(whole.lstrip())].count("\n") + 1
+        raise LoadError(Problem(path, line, "the inputs hold one JSON array; JSON Lines is one object a line",
+                                f"rename the file to {path.stem}.yaml (a JSON array is a YAML list of rows), "
+                                "or write one JSON object per line"))
+    for line_number, text in enumerate(whole.splitlines(), start=1):
         if not text.strip():
             continue
         try:
