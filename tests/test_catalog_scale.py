@@ -262,3 +262,24 @@ def test_a_py_file_replaced_with_an_old_time_while_its_tool_is_read_is_not_kept(
     with pytest.raises(LoadError) as caught:
         load_checked_catalog(tmp_path)
     assert "name" in str(caught.value)
+
+
+@pytest.mark.parametrize("suffix", [".entries", ".index"])
+def test_a_damaged_cache_file_is_read_again_never_served(tmp_path: Path, cache_dir: Path, parses: list[str],
+                                                         suffix: str) -> None:
+    # A byte changed on disk must not become another command (argv) or a garbled description.
+    tools = tmp_path / "tools.d"
+    tools.mkdir()
+    write(tools, "a.yaml", shell_tool("first_tool", "Prints the first greeting. Use it for the first check; not for others.",
+                                      word="hello"))
+    load_checked_catalog(tools)
+    (cached,) = cache_dir.glob(f"catalog-*{suffix}")
+    data = cached.read_bytes()
+    target = b"hello" if suffix == ".entries" else b"first_tool"
+    assert target in data
+    cached.write_bytes(data.replace(target, target[:-1] + b"X"))
+    parses.clear()
+    again = load_checked_catalog(tools)
+    assert list(again.tools) == ["first_tool"]
+    assert again.get("first_tool").backend.config["argv"] == ["echo", "hello"]
+    assert parses == ["a.yaml"]

@@ -101,3 +101,15 @@ def test_a_damaged_cache_file_is_ignored(project: Path, reads: list[str], tmp_pa
     kept.write_bytes(b"\x00not marshal")
     assert load_recipe(path).vars["shop"] == "花花"
     assert reads == ["r.yaml", "r.yaml"]
+
+
+def test_a_damaged_cache_file_is_read_again_never_served(project: Path, reads: list[str], tmp_path: Path) -> None:
+    path = settled(write(project, GOOD_RECIPE))
+    first = load_recipe(path)
+    (cached,) = (tmp_path / "cache").glob("recipe-*")
+    data = cached.read_bytes()
+    assert b"get_flower_inventory" in data
+    cached.write_bytes(data.replace(b"get_flower_inventory", b"get_flower_inventorX"))
+    again = load_recipe(path)
+    assert again.document == first.document
+    assert reads == ["r.yaml", "r.yaml"]

@@ -5,7 +5,8 @@ template checks; that work (and PyYAML, jsonschema and jinja2 imported for it) i
 what starting an offline replay costs. A recipe that passed is kept beside the catalog cache
 (one file per recipe path), with its lines, keyed by the file's size, times and inode and by
 the code that read it: any change, and the recipe is read and checked again. A file changed
-within the last 2 seconds is not kept (it may change again within its clock tick).
+within the last 2 seconds is not kept (it may change again within its clock tick). The kept
+file starts with a digest of the rest: a damaged one is read as a miss.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from toolrun.cache_folder import cache_directory
-from toolrun.catalog.cache import changed_recently, code_stamp, status_key
+from toolrun.catalog.cache import changed_recently, checked, code_stamp, digest, status_key
 from toolrun.yamlsource import LineDict, LineList
 
-FORMAT = "recipe-1"
+FORMAT = "recipe-2"
 # The code whose verdict is kept: the reading and the checks (the recipe is built from the document every time).
 _CODE = ("recipe.py", "yamlsource.py", "schema_errors.py", "schema_subset.py", "templates.py", "schemas",
          "packaged_schemas.py", "catalog/tool_schema.py")
@@ -36,7 +37,7 @@ def cached_document(path: Path, status: os.stat_result) -> LineDict | None:
     if where is None:
         return None
     try:
-        kept = marshal.loads(where.read_bytes())
+        kept = marshal.loads(checked(where.read_bytes()))  # a damaged byte is a miss, never a wrong recipe
     except (OSError, EOFError, ValueError, TypeError):
         return None
     if not isinstance(kept, dict) or kept.get("code") != code_stamp(FORMAT, _CODE) \
@@ -65,7 +66,7 @@ def keep_document(path: Path, before: os.stat_result, document: LineDict) -> Non
         where.parent.mkdir(parents=True, exist_ok=True)
         handle, temporary = tempfile.mkstemp(dir=where.parent, prefix=".recipe-", suffix=".tmp")
         with os.fdopen(handle, "wb") as stream:
-            stream.write(payload)
+            stream.write(digest(payload) + payload)
         os.replace(temporary, where)
     except (OSError, NotKept, ValueError):
         return  # a cache that cannot be written is skipped

@@ -21,7 +21,9 @@ files, each replaced atomically: ``.entries``, every entry one after the other, 
 that needs one tool (``toolrun call``) reads the index and only the entries of the files
 that define the name, so one tool of a 5,000-tool toolset file is not parsed again either.
 A random token opens the entries and is named by the index: a pair written by two
-processes does not match, and is ignored like a file that cannot be read.
+processes does not match, and is ignored like a file that cannot be read. The index starts
+with a digest of the rest and names each entry's digest: a damaged byte makes a miss (the
+file is read again), never another tool.
 """
 
 from __future__ import annotations
@@ -44,8 +46,9 @@ if TYPE_CHECKING:
     from toolrun.catalog.lint import LintFinding
     from toolrun.catalog.model import LoadedTool
 
-CACHE_FORMAT = 3
+CACHE_FORMAT = 4
 TOKEN_SIZE = 16
+DIGEST_SIZE = 16  # each file and each entry is checked against its digest: a damaged byte is a miss
 SELF_CONTAINED_BACKENDS = frozenset({"http", "shell"})  # their load-time checks read only the tool file
 _PACKAGE = Path(__file__).resolve().parent.parent
 # The code whose output is cached: a change to any of it makes a new cache.
@@ -86,7 +89,8 @@ class CatalogCache:
         self._prefix = os.path.join(str(directory), "")  # a file's key is its path after this
         self._index_path: Path | None = None
         self._entries_path: Path | None = None
-        self._index: dict[str, tuple[tuple[int, ...], tuple[str, ...], int, int]] = {}  # status, names, offset, size
+        # status, names, offset, size, digest of the entry
+        self._index: dict[str, tuple[tuple[int, ...], tuple[str, ...], int, int, bytes]] = {}
         self._token = b""
         self._stored: bytes | None = None  # the entries file, read on first need
         self._entries: dict[str, Entry] = {}  # read from the entries file, or put in this process
@@ -100,7 +104,7 @@ class CatalogCache:
         self._index_path = folder / f"catalog-{key}.index"  # one pair per directory: another toolrun replaces it
         self._entries_path = folder / f"catalog-{key}.entries"
         try:
-            loaded = marshal.loads(self._index_path.read_bytes())
+            loaded = marshal.loads(checked(self._index_path.read_bytes()))
         except (OSError, EOFError, ValueError, TypeError):
             return
         if isinstance(loaded, dict) and loaded.get("code") == self._stamp and isinstance(loaded.get("files"), dict) \
@@ -196,7 +200,7 @@ class CatalogCache:
             return None
         key = path[len(self._prefix):].replace(os.sep, "/")
         known = self._index.get(key)
-        if known is None or not isinstance(known, tuple) or len(known) != 4:
+        if known is None or not isinstance(known, tuple) or len(known) != 5:
             return None
         try:
             status = os.stat(path)
@@ -221,7 +225,7 @@ class CatalogCache:
             return
         token = os.urandom(TOKEN_SIZE)
         pieces: list[bytes] = [token]
-        index: dict[str, tuple[tuple[int, ...], tuple[str, ...], int, int]] = {}
+        index: dict[str, tuple[tuple[int, ...], tuple[str, ...], int, int, bytes]] = {}
         offset = 0
         for key in sorted(set(self._index) | set(self._entries)):
             entry = self._entries.get(key)
@@ -232,14 +236,15 @@ class CatalogCache:
                 stored = self._stored_piece(key)
                 if stored is None:
                     continue
-                piece, (status, names, _, _) = stored, self._index[key]
-            index[key] = (status, names, offset, len(piece))
+                piece, (status, names, _, _, _) = stored, self._index[key]
+            index[key] = (status, names, offset, len(piece), digest(piece))
             pieces.append(piece)
             offset += len(piece)
         try:
             self._index_path.parent.mkdir(parents=True, exist_ok=True)
             _replace(self._entries_path, b"".join(pieces))
-            _replace(self._index_path, marshal.dumps({"code": self._stamp, "token": token, "files": index}))
+            index_data = marshal.dumps({"code": self._stamp, "token": token, "files": index})
+            _replace(self._index_path, digest(index_data) + index_data)
         except OSError:
             return
         self._changed = False
@@ -277,12 +282,25 @@ class CatalogCache:
             if not stored:
                 return None
         try:
-            _, _, offset, size = known
+            _, _, offset, size, expected = known
             start = TOKEN_SIZE + offset
+            piece = self._stored[start:start + size]
         except (TypeError, ValueError):
             return None
-        piece = self._stored[start:start + size]
-        return piece if len(piece) == size else None
+        return piece if len(piece) == size and digest(piece) == expected else None
+
+
+def digest(data: bytes) -> bytes:
+    """The digest that leads each cache file and names each entry."""
+    return hashlib.blake2b(data, digest_size=DIGEST_SIZE).digest()
+
+
+def checked(data: bytes) -> bytes:
+    """The payload of ``data`` (a digest, then the payload) when it matches its digest; ValueError if not."""
+    payload = data[DIGEST_SIZE:]
+    if len(data) < DIGEST_SIZE or digest(payload) != data[:DIGEST_SIZE]:
+        raise ValueError("a damaged or foreign cache file")
+    return payload
 
 
 def _replace(path: Path, data: bytes) -> None:
