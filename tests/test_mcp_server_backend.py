@@ -429,3 +429,16 @@ def test_a_mistake_in_the_file_is_reported_and_a_tool_with_a_broken_override_is_
     assert "tools[1].timeout" in messages[("tickets.yaml", 6)]
     # Served without its override, close_ticket would run without anyone's approval.
     assert list(result.catalog.tools) == ["search_tickets"]
+
+
+def test_a_server_that_refuses_the_token_says_so(tmp_path: Path, team_mcp_server: Any,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WRONG_TOKEN", "not-a-known-SECRET-token")
+    write(tmp_path, "remote.yaml", f"""
+        mcp_server:
+          url: {team_mcp_server.url}
+          headers: {{Authorization: "Bearer ${{env:WRONG_TOKEN}}"}}
+    """)
+    [problem] = load_catalog(tmp_path).problems
+    assert "HTTP 401 Unauthorized — check the token in headers" in problem.message
+    assert "SECRET" not in str(problem)

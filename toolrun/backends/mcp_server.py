@@ -133,6 +133,7 @@ class _Connection:
         self.stderr_file = os.fdopen(descriptor, "w+", encoding="utf-8")  # the server's stderr, for its tail
         self.stderr_path = Path(name)
         self.secrets: tuple[str, ...] = ()  # the ${env:...} values the server was given: every caller redacts them
+        self.http_refusal: str | None = None  # "HTTP 401 Unauthorized": the SDK's error does not say (url servers)
 
     @property
     def alive(self) -> bool:
@@ -159,7 +160,9 @@ class _Connection:
             from mcp.client.streamable_http import streamable_http_client
 
             headers = {name: expand(value) for name, value in spec.headers}
-            return streamable_http_client(spec.url, http_client=httpx2.AsyncClient(headers=headers, timeout=spec.timeout))
+            hooks = {"response": [self._note_refusal]}
+            client = httpx2.AsyncClient(headers=headers, timeout=spec.timeout, event_hooks=hooks)
+            return streamable_http_client(spec.url, http_client=client)
         command = [sys.executable if spec.command[0] in ("python", "python3") else spec.command[0], *spec.command[1:]]
         env = {name: expand(value) for name, value in spec.env}
         parameters = parameters_class(command=command[0], args=command[1:], env=env, cwd=spec.cwd)
@@ -171,6 +174,7 @@ class _Connection:
 
         self.starts += 1
         self.finished = False
+        self.http_refusal = None
         try:
             async with Client(self.transport(), mode="auto", read_timeout_seconds=None) as client:
                 self.client = client
@@ -195,8 +199,14 @@ class _Connection:
         """The end of the server's stderr, its secrets redacted: a load problem is shown with no run to redact it."""
         return _tail(self.stderr_path, self.secrets)
 
+    async def _note_refusal(self, response: Any) -> None:
+        if response.status_code >= 400:
+            self.http_refusal = f"HTTP {response.status_code} {response.reason_phrase}".rstrip()
+
     def unavailable(self, doing: str) -> McpServerUnavailable:
         reason = _describe(self.failure) if self.failure is not None else "the connection closed"
+        if self.http_refusal is not None:
+            reason += f" ({self.http_refusal}{' — check the token in headers' if self.http_refusal.startswith('HTTP 401') else ''})"
         reason = Redactor(self.secrets).redact(reason)
         return McpServerUnavailable(f"the MCP server {self.spec.label} {doing}: {reason}", self.stderr_tail())
 
