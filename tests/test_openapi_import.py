@@ -806,3 +806,19 @@ def test_odd_values_where_the_document_wants_a_mapping_are_handled_not_a_traceba
     assert review.problems == [] and not [f for f in review.findings if f.severity == "error"]
     bad_url = cli("import", "openapi", "http://[bad")
     assert bad_url.exit_code == 2 and "http://[bad is not a URL that can be read" in bad_url.stderr
+
+
+def test_a_deprecated_operation_says_so_in_the_first_sentence_tools_list_shows(tmp_path: Path) -> None:
+    spec = write(tmp_path, "old.yaml", """\
+        openapi: 3.0.3
+        info: {title: Old, version: "1"}
+        servers: [{url: "https://api.example.com"}]
+        paths:
+          /assistants:
+            get: {operationId: listAssistants, deprecated: true, summary: Returns a list of assistants.,
+                  responses: {"200": {description: ok}}}
+        """)
+    folder, outcome = imported(tmp_path, spec)
+    assert outcome.exit_code == 0, outcome.output
+    listed = cli("tools", "list", "--tools-dir", str(folder))
+    assert "Deprecated: Returns a list of assistants." in listed.stdout

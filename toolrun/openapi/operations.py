@@ -138,7 +138,7 @@ def _description(operation: Operation) -> str:
         parts = parts[1:]  # the summary is the description's first sentence
     text = "\n\n".join(parts) or f"{operation.method.upper()} {operation.path}"
     if spec.get("deprecated") is True:
-        text = "Deprecated. " + text
+        text = "Deprecated: " + text  # not a sentence of its own: `tools list` shows the first sentence
     return clean_description(text, MAX_DESCRIPTION_CHARS)
 
 
