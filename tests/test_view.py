@@ -211,3 +211,18 @@ def test_a_call_stuck_when_the_run_stopped_is_the_long_bar_not_a_stub() -> None:
     killed = {**run, "status": "unfinished", "ended_at": None}
     stuck, quick = bars(turn_section(render_page(killed), 1))
     assert stuck == (0.0, 400.0) and quick == (100.0, 400.0)
+
+
+def test_an_interrupted_transcript_counts_the_requests_and_tokens_it_saw(tmp_path: Path,
+                                                                       inventory_run: tuple[Path, Path]) -> None:
+    lines = inventory_run[1].read_text(encoding="utf-8").splitlines()
+    assert json.loads(lines[-1])["event"] == "run_end"
+    stopped = tmp_path / "stopped.jsonl"
+    stopped.write_text("\n".join([*lines[:-1], json.dumps({"event": "interrupted", "at": json.loads(lines[-2])["at"],
+                                                           "message": "the run was interrupted (Ctrl-C)"})]) + "\n",
+                       encoding="utf-8")
+    run = timeline_from_transcript(stopped)
+    assert run["status"] == "interrupted" and run["usage"] == {"input_tokens": 330, "output_tokens": 157, "requests": 2}
+    assert "330 in / 157 out tokens" in render_page(run) and "2 model requests" in render_page(run)
+    assert timeline_from_transcript(inventory_run[1])["usage"] == {"input_tokens": 330, "output_tokens": 157,
+                                                                   "requests": 2}

@@ -89,6 +89,10 @@ class _TranscriptReader:
 
     def _model_response(self, event: dict[str, Any]) -> None:
         at = event.get("at")
+        usage, total = event.get("usage") or {}, self.run["usage"]  # so far: run_end, if any, has the run's own
+        total.update(input_tokens=total["input_tokens"] + (usage.get("input_tokens") or 0),
+                     output_tokens=total["output_tokens"] + (usage.get("output_tokens") or 0),
+                     requests=total["requests"] + 1)
         self.run["turns"].append({
             "turn": event.get("turn", len(self.run["turns"]) + 1), "stop_reason": event.get("stop_reason"),
             "text": event.get("text"), "usage": event.get("usage") or {"input_tokens": 0, "output_tokens": 0},
