@@ -354,6 +354,14 @@ def test_stdout_output_is_the_toolset_and_lint_still_runs(tmp_path: Path) -> Non
     assert review.tools == 1 and review.problems == []
 
 
+
+def test_the_review_of_a_printed_toolset_names_stdout_not_a_temporary_file() -> None:
+    text = import_openapi(FIXTURES / "webhook-example.yaml").text
+    review = lint_toolset(text + "\n  - name: listPets\n    description: Again.\n")  # no backend: a load problem
+    assert review.problems and all(str(problem).startswith("<stdout>:") for problem in review.problems)
+    assert "toolrun-import-" not in " ".join(str(problem) for problem in review.problems)
+
+
 def test_openai_document_imports_and_loads_without_errors(tmp_path: Path) -> None:
     # The subset keeps every path and operation of OpenAI's document (tests/fixtures/README.md).
     spec = FIXTURES.parent / "specs" / "openai-openapi.subset.json"

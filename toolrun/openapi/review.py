@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from toolrun.catalog.lint import SEVERITY_ORDER, LintFinding, lint_catalog
@@ -18,6 +18,7 @@ from toolrun.errors import Problem
 from toolrun.tool import Tool
 
 EXAMPLE_TOOLS = 3
+STDOUT = "<stdout>"  # where a toolset printed rather than written is said to be
 
 
 @dataclass
@@ -53,7 +54,15 @@ def lint_toolset(text: str, file: str | Path | None = None) -> ToolsetReview:
     with tempfile.TemporaryDirectory(prefix="toolrun-import-") as folder:
         path = Path(folder) / "openapi.yaml"
         path.write_text(text, encoding="utf-8")
-        return _review(path)
+        return _shown_as(_review(path), str(path), STDOUT)
+
+
+def _shown_as(review: ToolsetReview, temporary: str, shown: str) -> ToolsetReview:
+    """The review with the temporary file's name (gone once it returns) said as ``shown``."""
+    problems = [replace(p, file=shown, message=p.message.replace(temporary, shown)) for p in review.problems]
+    findings = [replace(f, file=shown if f.file == temporary else f.file, message=f.message.replace(temporary, shown))
+                for f in review.findings]
+    return ToolsetReview(review.tools, problems, findings)
 
 
 def _review(path: Path) -> ToolsetReview:
