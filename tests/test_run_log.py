@@ -269,3 +269,24 @@ def test_every_character_of_the_cjk_ranges_is_spaced_apart_and_no_other() -> Non
     assert search_text(every) == expected
     assert search_text("x\ud800北") == "x\ud800 北 "  # a lone surrogate (as JSON may carry) stays as it was
     assert search_text("plain ascii") == "plain ascii"
+
+
+def test_an_older_database_is_migrated_when_opened_and_keeps_its_runs(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The mechanism a future schema change uses: a database at the current version, then one migration more."""
+    from toolrun.runlog import schema
+
+    db = tmp_path / "logs.db"
+    assert toolrun("recipe", str(INVENTORY), "--logs", str(db)).returncode == 0
+    later = [*schema.MIGRATIONS, ["ALTER TABLE runs ADD COLUMN label TEXT", "UPDATE runs SET label = 'migrated'"]]
+    monkeypatch.setattr(schema, "MIGRATIONS", later)
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", len(later))
+    log = RunLog.open(db)
+    try:
+        assert log.connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION + 1
+        assert [tuple(row) for row in log.connection.execute("SELECT id, recipe, label FROM runs")] == \
+            [(1, "inventory", "migrated")]
+        assert len(log.get_run(1)["turns"]) == 2  # type: ignore[index]
+    finally:
+        log.close()
+    RunLog.open(db).close()  # at the new version: nothing runs twice
