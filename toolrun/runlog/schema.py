@@ -89,5 +89,6 @@ def migrate(connection: sqlite3.Connection, path: object) -> None:
             connection.execute(f"PRAGMA user_version = {number}")
             connection.execute("COMMIT")
         except BaseException:
-            connection.execute("ROLLBACK")
+            if connection.in_transaction:  # SQLite ends it itself on some errors (a full disk)
+                connection.execute("ROLLBACK")
             raise

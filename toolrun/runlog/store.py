@@ -106,7 +106,8 @@ class RunLog:
         try:
             yield self.connection
         except BaseException:
-            self.connection.execute("ROLLBACK")
+            if self.connection.in_transaction:  # SQLite ends it itself on some errors (a full disk): the error is that one
+                self.connection.execute("ROLLBACK")
             raise
         self.connection.execute("COMMIT")
 
