@@ -36,7 +36,7 @@ from toolrun.export import mcp_tool
 from toolrun.mcp.audit import AuditLog
 from toolrun.mcp.live_catalog import LiveCatalog
 from toolrun.mcp.mapping import APPROVAL_SCHEMA, approval_given, approval_question, call_result_to_mcp
-from toolrun.secrets import Redactor, active_redactor, redacting, run_redactor
+from toolrun.secrets import Redactor, redacting, run_redactor
 from toolrun.tool import Tool
 
 CALLER_SCOPE_KEY = "toolrun.mcp.caller"  # where the HTTP gate leaves the authenticated client
@@ -81,7 +81,9 @@ class CatalogServer:
         self.report = report
         self.watch_interval = watch_interval
         self.default_caller = Caller()
-        self._server_redactor: Redactor | None = None  # the server's own secrets; every call starts from them
+        # Every secret a tool file may read, for the audit log only: a call refused before its tool ran
+        # still has its arguments logged. Call results keep the redaction of what the call read.
+        self._catalog_secrets = Redactor()
         self._reload_lock = asyncio.Lock()
         self._listeners: dict[str, ServerSession] = {}  # 2025-11-25 sessions to notify, by session id
         self._bus = InMemorySubscriptionBus()  # 2026-07-28 clients listen here
@@ -99,24 +101,16 @@ class CatalogServer:
 
     def load(self) -> None:
         """The first load, before serving; its problems go to ``report``."""
-        self._server_redactor = active_redactor()
         self.live.refresh()
-        self._redact_catalog_secrets()
+        self._catalog_secrets = Redactor(self.live.snapshot.secrets)
         self._report_problems()
-
-    def _redact_catalog_secrets(self) -> None:
-        # Every secret a tool may read, not only those a call happened to read: a call refused before its
-        # tool ran still has its arguments audited.
-        if self._server_redactor is not None:
-            for value in self.live.snapshot.secrets:
-                self._server_redactor.add(value)
 
     async def refresh(self) -> bool:
         """Reload if the tools directory changed; announce the change to every client."""
         async with self._reload_lock:
             changed = await anyio.to_thread.run_sync(self.live.refresh)
         if changed:
-            self._redact_catalog_secrets()
+            self._catalog_secrets = Redactor(self.live.snapshot.secrets)
             self._report_problems()
             await self._announce()
         return changed
@@ -209,7 +203,8 @@ class CatalogServer:
                 return _typed(call_result_to_mcp(outcome.result, outcome.is_error))
             finally:
                 if self.audit is not None:
-                    self.audit.record(client=caller.name, tool=tool.name, arguments=redactor.redact(arguments),
+                    shown = self._catalog_secrets.redact(redactor.redact(arguments))
+                    self.audit.record(client=caller.name, tool=tool.name, arguments=shown,
                                       is_error=is_error, duration_ms=round((time.perf_counter() - started) * 1000))
 
     def _approval(self, ctx: Any, params: types.CallToolRequestParams, tool: Tool,
