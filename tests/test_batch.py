@@ -305,6 +305,22 @@ def test_identical_rows_are_runs_of_their_own_through_a_resume(tmp_path: Path):
     assert json.loads(resumed.stdout)["runs"] == 3
 
 
+def test_a_resume_after_the_rows_moved_gives_every_line_its_row_in_todays_inputs(tmp_path: Path):
+    make_world(tmp_path)
+    rows = write_rows(tmp_path / "rows.jsonl", 4)
+    script = f"scripted:{tmp_path / 'script.yaml'}"
+    assert batch(tmp_path, "--model", script, "--no-log").exit_code == 0
+    moved = [{"city": "深圳", "tag": "new"}, *reversed(rows)]
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in moved),
+                                         encoding="utf-8")
+    resumed = batch(tmp_path, "--model", script, "--no-log", "--resume")
+    assert resumed.exit_code == 0, resumed.stderr
+    assert "5 runs, 4 already done" in resumed.stderr  # matched by content: nothing but the new row ran
+    lines = read_lines(tmp_path / "out.jsonl")
+    assert sorted(line["row"] for line in lines) == [0, 1, 2, 3, 4]
+    assert all(moved[line["row"]] == line["vars"] for line in lines)
+
+
 def test_the_results_file_drops_a_half_line_and_rewrites_whole_ones(tmp_path: Path):
     path = tmp_path / "out.jsonl"
     path.write_bytes(b'{"key": "a", "row": 0}\n{"key": "b", "ro')

@@ -69,7 +69,7 @@ def plan_batch(spec: BatchSpec) -> BatchPlan:
         split_model(model)  # a malformed model is bad input now, not a failure of every row
     catalog = load_checked_catalog(recipe.locate_tools_dir(spec.tools_dir), wanted=recipe.wants_tool)
     jobs = plan_jobs([fields for _, fields in rows], models, spec.repeat)
-    kept, foreign, batch_id = _resume_point(spec, {job.key for job in jobs})
+    kept, foreign, batch_id = _resume_point(spec, {job.key: job.row for job in jobs})
     done = {line["key"] for line in kept}
     todo = [job for job in jobs if job.key not in done]
     concurrency = spec.concurrency or min(
@@ -77,8 +77,11 @@ def plan_batch(spec: BatchSpec) -> BatchPlan:
     return BatchPlan(spec, batch_id, recipe, catalog, jobs, todo, kept, max(1, concurrency), foreign)
 
 
-def _resume_point(spec: BatchSpec, keys: set[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
-    """The result lines a resume keeps (this batch's, and others), and the batch id to go on with."""
+def _resume_point(spec: BatchSpec, keys: dict[str, int]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
+    """The result lines a resume keeps (this batch's, and others), and the batch id to go on with.
+
+    ``keys``: the row index in today's inputs of each run's key; a kept line takes it (rows may have moved).
+    """
     if not spec.resume:
         if spec.out.exists() and spec.out.stat().st_size > 0:
             raise UserError(Problem(spec.out, None, "the results file already holds results",
@@ -92,7 +95,7 @@ def _resume_point(spec: BatchSpec, keys: set[str]) -> tuple[list[dict[str, Any]]
             continue
         if line.get("status") == "failed" and spec.retry_failed:
             continue
-        kept.setdefault(line["key"], line)  # exactly once, whatever an earlier resume left
+        kept.setdefault(line["key"], {**line, "row": keys[line["key"]]})  # exactly once, whatever an earlier resume left
     lines = list(kept.values())
     return lines, foreign, (lines[0]["batch"] if lines else new_batch_id())
 
