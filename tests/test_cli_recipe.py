@@ -487,6 +487,16 @@ def test_unwritable_output_files_are_bad_input_before_the_run(tmp_path: Path):
     assert result.exit_code == 2 and "--record: cannot write this file" in result.stderr
 
 
+def test_a_record_path_in_a_missing_folder_is_bad_input_and_grows_no_folder(tmp_path: Path):
+    # As for --transcript: a typo in a folder name must not grow a new folder tree.
+    missing = tmp_path / "recordigns" / "x.cassette.json"
+    result = invoke("recipe", str(INVENTORY), "--record", str(missing),
+                    env=clean_env(OPENAI_API_KEY=FAKE_KEY, OPENAI_BASE_URL="http://127.0.0.1:9/v1"))
+    assert result.exit_code == 2
+    assert f"--record: the folder {missing.parent} does not exist" in result.stderr
+    assert not missing.parent.exists()
+
+
 def test_json_output_still_uses_the_streaming_api_by_default(loopback, tmp_path: Path):
     server = loopback(fake_openai)
     recipe = make_world(tmp_path)

@@ -325,6 +325,9 @@ class _Borrowed(Transport):
 
 def _writable(path: Path, option: str, create: Callable[[], object]) -> None:
     """Create an output file before the run starts: a bad path is bad input, not a crash mid-run."""
+    if not path.parent.exists():  # a typo in a folder name must not grow a new folder tree
+        raise UserError(Problem(path, None, f"{option}: the folder {path.parent} does not exist",
+                                "create it first, or choose a path in an existing folder"))
     try:
         create()
     except OSError as exc:
