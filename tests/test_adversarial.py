@@ -178,6 +178,9 @@ def test_an_undeclared_argument_cannot_replace_a_declared_ones_variable(tmp_path
     ("{{ path }}", -1),
     ("{{ path }}", -1.5),
     ("{{ path[0] }}", ["--version"]),
+    ("{# the path #}{{ path }}", "--version"),
+    ("{{ '' }}{{ path }}", "--version"),
+    ("{% if path %}{{ path }}{% endif %}", "--version"),
 ])
 def test_the_option_guard_judges_the_rendered_value(tmp_path, template: str, value: Any):
     marker = tmp_path / "ran"

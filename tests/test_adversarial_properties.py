@@ -125,7 +125,8 @@ option_values = st.one_of(
     st.lists(st.text(max_size=5), max_size=3),
 )
 templates = st.sampled_from(["{{ p }}", "{{ p | trim }}", "{{ p | lower }}", "{{ p | string | trim }}",
-                             "{{ p[0] if p is sequence and p is not string and p else p }}", "{{ p }}x"])
+                             "{{ p[0] if p is sequence and p is not string and p else p }}", "{{ p }}x",
+                             "{# a comment #}{{ p }}", "{{ '' }}{{ p }}"])
 
 
 @given(templates, option_values)

@@ -253,6 +253,13 @@ def test_argv_option_injection_fires_without_double_dash() -> None:
     assert finding.severity == "warning" and '"--"' in finding.message and "argv[2]" in finding.message
 
 
+def test_argv_option_injection_sees_past_a_leading_comment() -> None:
+    parameters = {"type": "object", "properties": {"path": {"type": "string", "description": "A path"}}}
+    tool = make_tool(parameters=parameters,
+                     backend=BackendSpec("shell", {"argv": ["du", "-sh", "{# the path #}\n{{ path }}"]}))
+    assert "argv-option-injection" in lint_one(tool)
+
+
 @pytest.mark.parametrize(
     "argv, schema",
     [

@@ -263,8 +263,8 @@ def _refuse_model_option(element: str, arguments: Mapping[str, Any], properties:
     no longer starts with "-", the dash was the model's. Values the tool's schema enumerates
     (``enum: [-l, -a]``) are the author's own options.
     """
-    if not element.lstrip().startswith(("{{", "{%")):
-        return  # the author wrote the leading "-" (a flag like -h or --name={{ x }})
+    # No shortcut on how the element begins: a leading {# comment #} or a tag that renders
+    # nothing hides a model value at the start. The harmless rendering below tells the author's dash.
     names = sorted(placeholders(element))
     model_values = [name for name in names if name in arguments and not _enumerated(properties.get(name))]
     if not model_values:

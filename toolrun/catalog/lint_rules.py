@@ -481,7 +481,7 @@ def argv_findings(tool: Tool) -> Iterator[RawFinding]:
             continue
         if element == "--":
             return  # everything after it is an operand
-        if not element.lstrip().startswith(("{{", "{%")):
+        if not _TEMPLATE_FIRST().match(element):
             continue
         try:
             names = placeholders(element)
@@ -505,6 +505,8 @@ def argv_findings(tool: Tool) -> Iterator[RawFinding]:
         yield RawFinding("argv-option-injection", "warning", key_path, message)
 
 
+# An argv element whose first rendered text comes from a template: past whitespace and {# comments #}.
+_TEMPLATE_FIRST = _compiled_at_first_use(r"\s*(?:\{#.*?#\}\s*)*\{[{%]", re.DOTALL)
 _URL_ORIGIN = _compiled_at_first_use(r"^\s*([^/]*//)?[^/?#]*")  # scheme and host, up to the path
 
 
