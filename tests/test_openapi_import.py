@@ -344,6 +344,27 @@ def test_a_broken_document_names_its_line_and_the_fix_that_applies(tmp_path: Pat
         "did not find expected node content"]
 
 
+def _one_operation(schema: str) -> str:
+    return ('{"openapi": "3.0.0", "info": {"title": "t", "version": "1"}, "paths": {"/a": {"get": {'
+            '"operationId": "a", "responses": {"200": {"description": "ok"}}, '
+            f'"parameters": [{{"name": "q", "in": "query", "schema": {schema}}}]}}}}}}}}')
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    (_one_operation("[" * 50_000 + "]" * 50_000), "nested too deeply to import"),
+    (_one_operation('{"type": "array", "items": ' * 600 + '{"type": "string"}' + "}" * 600), "nested too deeply to import"),
+    ("openapi: 3.0.0\ninfo: {title: t, version: '1'}\npaths: {}\nx-text: &s " + "A" * 100_000
+     + "\nx-copies: [" + ", ".join(["*s"] * 120) + "]\n", "aliases expand to more than 10,000,000"),
+], ids=["deep-json", "deep-schema", "aliased-text"])
+def test_a_hostile_document_is_one_sentence_not_a_traceback_or_a_hang(tmp_path: Path, text: str, expected: str) -> None:
+    # A document fetched from a server is not the user's own file: no recursion or alias bomb gets through.
+    spec = write(tmp_path, "hostile.yaml", text)
+    with pytest.raises(OpenAPIError, match=expected):
+        import_openapi(spec)
+    outcome = cli("import", "openapi", str(spec))
+    assert outcome.exit_code == 2 and "Traceback" not in outcome.output and expected in outcome.stderr
+
+
 def test_stdout_output_is_the_toolset_and_lint_still_runs(tmp_path: Path) -> None:
     outcome = cli("import", "openapi", str(FIXTURES / "webhook-example.yaml"))
     assert outcome.exit_code == 0

@@ -55,8 +55,11 @@ def _expanded_size(node: yaml.Node, sizes: dict[int, int]) -> int:
     return size
 
 
-class _AliasLimit:
-    """Refuses a document whose aliases would expand past MAX_EXPANDED_SIZE ("billion laughs")."""
+class AliasLimit:
+    """Refuses a document whose aliases would expand past MAX_EXPANDED_SIZE ("billion laughs").
+
+    A mixin placed before a PyYAML loader class: ``class Loader(AliasLimit, yaml.CSafeLoader)``.
+    """
 
     def __init__(self, stream: Any) -> None:
         super().__init__(stream)  # type: ignore[call-arg]
@@ -133,14 +136,14 @@ def _line_loaders() -> tuple[type[yaml.CSafeLoader] | None, type[yaml.SafeLoader
     the pure-Python one (it words its errors more precisely), both keeping lines."""
     import yaml
 
-    class _LineLoader(_AliasLimit, yaml.SafeLoader):
+    class _LineLoader(AliasLimit, yaml.SafeLoader):
         pass
 
     _add_constructors(_LineLoader)
     if not getattr(yaml, "__with_libyaml__", False):
         return None, _LineLoader
 
-    class _FastLineLoader(_AliasLimit, yaml.CSafeLoader):
+    class _FastLineLoader(AliasLimit, yaml.CSafeLoader):
         pass
 
     _add_constructors(_FastLineLoader)

@@ -19,12 +19,17 @@ import httpx
 import yaml
 
 from toolrun.errors import Problem, UserError
+from toolrun.yamlsource import AliasLimit
 
 FETCH_TIMEOUT_SECONDS = 30.0
 
 
-class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
-    """YAML 1.1 with YAML 1.2's floats: ``1e-05`` is a number, as in JSON, not a string."""
+class _Loader(AliasLimit, getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """YAML 1.1 with YAML 1.2's floats: ``1e-05`` is a number, as in JSON, not a string.
+
+    Aliases are limited by what they expand to, as in tool files: a document fetched from a
+    server may be a "billion laughs", which the import would otherwise copy out for minutes.
+    """
 
 
 _Loader.add_implicit_resolver(
@@ -53,6 +58,19 @@ def url_scheme(text: str) -> str:
 
 def parse_text(text: str, where: str) -> Any:
     """The first non-empty YAML (or JSON) document of ``text``."""
+    try:
+        return _parsed(text, where)
+    except RecursionError:  # [[[[...]]]] thousands deep: the parsers recurse once per level
+        raise too_deep(where) from None
+
+
+def too_deep(where: str) -> OpenAPIError:
+    """The error for a document nested deeper than it can be read or written out."""
+    return OpenAPIError("the document is nested too deeply to import",
+                        "check that the file is an OpenAPI document: a real one nests a few dozen levels", where)
+
+
+def _parsed(text: str, where: str) -> Any:
     if text.lstrip().startswith(("{", "[")):
         try:
             return json.loads(text)  # JSON's numbers as JSON means them, and faster than YAML
@@ -65,9 +83,11 @@ def parse_text(text: str, where: str) -> Any:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        line = mark.line + 1 if mark is not None else None
+        if problem.startswith("aliases expand"):
+            raise OpenAPIError(problem, "write the values out, or use fewer nested aliases (*name)", where, line) from None
         raise OpenAPIError(f"the document is neither YAML nor JSON: {problem}",
-                           "check that the file is an OpenAPI document", where,
-                           mark.line + 1 if mark is not None else None) from None
+                           "check that the file is an OpenAPI document", where, line) from None
     return None
 
 

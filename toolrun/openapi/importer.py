@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
-from toolrun.openapi.document import Documents, OpenAPIError, is_url, url_scheme
+from toolrun.openapi.document import Documents, OpenAPIError, is_url, too_deep, url_scheme
 from toolrun.openapi.operations import METHODS, ImportedTool, Operation, Unsupported, convert_operation
 from toolrun.openapi.schemas import DanglingRef, Resolver
 from toolrun.openapi.security import Credentials, credentials, required_schemes, schemes_of
@@ -77,6 +77,15 @@ def import_openapi(spec: str | Path, *, include: Iterable[str] = (), exclude: It
     Raises ``OpenAPIError`` (a ``UserError``) when the document cannot be read or is not
     OpenAPI; every problem of a single operation is a ``Skipped`` entry instead.
     """
+    shown = str(spec)
+    try:
+        return _import(spec, shown, include=include, exclude=exclude, tags=tags, base_url=base_url)
+    except RecursionError:  # a schema nested hundreds deep: converting or writing it out recurses per level
+        raise too_deep(shown) from None
+
+
+def _import(spec: str | Path, shown: str, *, include: Iterable[str], exclude: Iterable[str], tags: Iterable[str],
+            base_url: str | None) -> ImportResult:
     from toolrun.openapi.toolset import render_toolset  # the writer needs the result's parts first
 
     if base_url is not None and not is_url(base_url) and not base_url.startswith("${env:"):
@@ -86,7 +95,6 @@ def import_openapi(spec: str | Path, *, include: Iterable[str] = (), exclude: It
         raise OpenAPIError(f"{spec} is not a URL that can be read (its host does not parse)",
                            "check the URL, e.g. https://api.example.com/openapi.json", str(spec))
     location = str(spec) if is_url(str(spec)) else str(Path(spec).resolve())
-    shown = str(spec)
     documents = Documents()
     document = documents.load(location)
     swagger2, spec_version = _version(document, shown)
