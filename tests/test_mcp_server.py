@@ -107,9 +107,11 @@ class Responder:
     def __init__(self) -> None:
         self.answer: bool | None = None
         self.asked: list[str] = []
+        self.requests: list[dict[str, Any]] = []  # as they travelled, to check against the protocol's schemas
 
     async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         self.asked.append(params.message)
+        self.requests.append(wire(params))
         if self.answer is None:
             return types.ElicitResult(action="decline")
         return types.ElicitResult(action="accept", content={"approve": self.answer})
@@ -139,13 +141,17 @@ class EchoEvents:
     def __init__(self) -> None:
         self.changed: anyio.Event | None = None
         self.logged: list[str] = []
+        self.notifications: list[tuple[str, dict[str, Any]]] = []  # (schema definition, as it travelled)
 
     async def on_message(self, message: Any) -> None:
-        if isinstance(message, types.ToolListChangedNotification) and self.changed is not None:
-            self.changed.set()
+        if isinstance(message, types.ToolListChangedNotification):
+            self.notifications.append(("ToolListChangedNotification", {"jsonrpc": "2.0", **wire(message)}))
+            if self.changed is not None:
+                self.changed.set()
 
     async def on_log(self, params: types.LoggingMessageNotificationParams) -> None:
         self.logged.append(str(params.data))
+        self.notifications.append(("LoggingMessageNotificationParams", wire(params)))
 
 
 @pytest.fixture(scope="module")
@@ -171,6 +177,7 @@ def sessions(portal: Any, user: Responder, echo_dir: Path, echo_events: EchoEven
 @pytest.fixture
 def asked(user: Responder) -> Iterator[Responder]:
     user.asked.clear()
+    user.requests.clear()
     yield user
     user.answer = None
 
@@ -282,6 +289,8 @@ def test_a_tool_that_needs_approval_asks_the_clients_user(mode: str, portal: Any
         assert len(asked.asked) == 3
 
     portal.call(check)
+    for request in asked.requests:
+        assert_valid("ElicitRequestFormParams", request)
 
 
 def test_without_elicitation_approval_is_refused_with_the_way_out(portal: Any, sessions: dict[str, Client]) -> None:
@@ -367,6 +376,10 @@ def test_a_file_dropped_in_while_serving_is_listed_and_every_client_notified(
         (echo_dir / "echo2.yaml").unlink()
 
     portal.call(check)
+    heard = {definition for definition, _ in echo_events.notifications}
+    assert heard == {"ToolListChangedNotification", "LoggingMessageNotificationParams"}
+    for definition, notification in echo_events.notifications:
+        assert_valid(definition, notification, ("2025-11-25",))  # what the 2025-11-25 session heard
 
 
 # ---------------------------------------------------------------- streamable HTTP
