@@ -171,6 +171,10 @@ def test_a_killed_run_keeps_its_finished_turns(tmp_path: Path) -> None:
     assert first["ended_at"] is not None
     assert [(c["name"], c["result"], c["is_error"]) for c in first["tool_calls"]] == [("get_stock", "玫瑰: 100", False)]
     assert [(c["name"], c["result"]) for c in second["tool_calls"]] == [("slow_report", None)]
+    # Every message so far is kept too: the question, the first answer, its results and the second answer.
+    assert [m["role"] for m in run["messages"]] == ["user", "assistant", "tool", "assistant"]
+    assert run["messages"][0]["parts"] == [{"type": "text", "text": "北京和上海有什么花?"}]
+    assert run["messages"][2]["parts"][0]["content"] == "玫瑰: 100"
     assert "did not finish" in invoke("logs", "show", "1", "--logs", str(db)).stdout
     assert [(r["id"], r["status"]) for r in logs_json(db, "--errors")] == [(1, "unfinished")]  # something went wrong
 

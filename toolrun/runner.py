@@ -114,6 +114,11 @@ class RunObserver:
     def on_text_delta(self, text: str) -> None:
         """A piece of streamed assistant text."""
 
+    def on_message(self, message: Message) -> None:
+        """A message joined the conversation: each of the run's first messages as the loop starts,
+        then every answer (before ``on_model_response``) and every turn's tool results (before
+        ``on_turn_end``). Together they are ``result.messages``, as the model saw them (unredacted)."""
+
     def on_model_response(self, turn_index: int, response: ModelResponse) -> None:
         """The model answered (call ids already made unique)."""
 
@@ -156,6 +161,10 @@ class ObserverGroup(RunObserver):
     def on_text_delta(self, text: str) -> None:
         for observer in self.observers:
             observer.on_text_delta(text)
+
+    def on_message(self, message: Message) -> None:
+        for observer in self.observers:
+            observer.on_message(message)
 
     def on_model_response(self, turn_index: int, response: ModelResponse) -> None:
         for observer in self.observers:
@@ -244,6 +253,8 @@ class _ConversationLoop:
         self.final: str | None = None  # the model's last text; a recipe's own assistant lines never count
 
     async def run(self) -> RunResult:
+        for message in self.history:
+            self.observer.on_message(message)
         for turn_index in range(self.settings.max_turns):
             try:
                 response = await self.provider.complete(
@@ -259,6 +270,7 @@ class _ConversationLoop:
             calls = self.ids.assign_all(response.message.tool_calls)
             self.history.append(response.message)
             self.final = response.message.text or self.final
+            self.observer.on_message(response.message)
             self.observer.on_model_response(turn_index, response)
             # Records are what callers keep and print: a secret the model repeats is redacted there (the
             # history sent back to the model stays as the model wrote it).
@@ -267,10 +279,10 @@ class _ConversationLoop:
                 self._end_turn(turn)
                 return self._finish_answer(response)
             turn.tool_calls = await self._run_calls(calls, response.stop_reason)
-            self.history.append(
-                Message("tool", [ToolResult(r.id, r.name, r.result, r.is_error, c.provider_id)
-                                 for c, r in zip(calls, turn.tool_calls, strict=True)])
-            )
+            results = Message("tool", [ToolResult(r.id, r.name, r.result, r.is_error, c.provider_id)
+                                       for c, r in zip(calls, turn.tool_calls, strict=True)])
+            self.history.append(results)
+            self.observer.on_message(results)
             self._end_turn(turn)
             if self._count_failures(turn.tool_calls):
                 last = self.last_failure

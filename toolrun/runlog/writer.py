@@ -72,12 +72,15 @@ class RunLogWriter(RunObserver):
         self._seq = 0
         self._mark = 0.0  # when the current model request was sent
         self._asked: tuple[str, str | None] = ("", None)  # vars and prompt as written at the start, redacted
+        self._messages: list[tuple[str, str]] = []  # (role, content) not written yet
+        self._messages_written = 0
 
     def _write(self, write: Callable[[sqlite3.Connection], object]) -> None:
         if self.problem is not None:
             return  # one failure is reported; writing on would only fill gaps with noise
         try:
             with self.log.transaction() as connection:
+                self._write_messages(connection)
                 write(connection)
         except sqlite3.Error as exc:
             self.problem = f"the run log {self.log.path} stopped accepting writes ({exc}); this run is incomplete there"
@@ -86,6 +89,8 @@ class RunLogWriter(RunObserver):
         now = self.clock()
         self._mark = now
         self._turn = 0
+        self._messages.clear()  # a chat writes one run per answer: each has its own messages
+        self._messages_written = 0
         vars_json, prompt = _json(redact(self.vars)), redact(self.prompt)
         self._asked = (vars_json, prompt)
 
@@ -101,6 +106,23 @@ class RunLogWriter(RunObserver):
             self.log.index(connection, self.run_id, "recipe", recipe)
 
         self._write(write)
+
+    def on_message(self, message: Message) -> None:
+        if self.run_id is None:
+            return
+        self._messages.append((message.role, _json(redact(message_json(message)))))
+        if self._turn == 0:  # the run's first messages: kept now, even if the first answer never comes
+            self._write(lambda connection: None)
+        # later ones go with the event that follows them (the answer, the turn's end): no transaction of their own
+
+    def _write_messages(self, connection: sqlite3.Connection) -> None:
+        if not self._messages or self.run_id is None:
+            return
+        start, run_id = self._messages_written, self.run_id
+        connection.executemany("INSERT INTO messages (run_id, seq, role, content) VALUES (?, ?, ?, ?)",
+                               [(run_id, start + i, role, content) for i, (role, content) in enumerate(self._messages)])
+        self._messages_written += len(self._messages)
+        self._messages.clear()
 
     def on_notice(self, message: str) -> None:
         self._note("notice", message)
