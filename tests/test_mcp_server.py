@@ -80,7 +80,7 @@ ECHO_TOOL = """
 SLEEPER_TOOL = """
     name: sleep_long
     description: >-
-      Sleeps for half a minute in a shell process and then says so. Use it only to test
+      Sleeps for half a minute in a child of its shell and then says so. Use it only to test
       cancellation of long calls; do not use it for anything else, it does nothing useful.
     parameters: {{type: object, properties: {{}}, additionalProperties: false}}
     timeout: 60s
@@ -88,7 +88,7 @@ SLEEPER_TOOL = """
     backend:
       shell:
         shell: true
-        command: echo $$ > {pid_file}; exec sleep 30
+        command: sleep 30 & echo $! > {pid_file}; wait
 """
 
 
