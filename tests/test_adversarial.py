@@ -284,6 +284,26 @@ def test_a_host_the_author_writes_is_no_finding(tmp_path, config: dict[str, Any]
     assert "model-chosen-host" not in [f.rule for f in lint_catalog([tool])]
 
 
+@pytest.mark.parametrize("url", ["/items/{{ id }}/detail", "https://api.example.com/items/{{ id }}",
+                                 "/items/{% if id %}{{ id }}{% endif %}"])
+def test_a_path_the_model_writes_unencoded_is_a_lint_finding(tmp_path, url: str):
+    tool = make_tool("http", {"url": url, "base_url": "${env:API_URL}"}, folder=tmp_path,
+                     properties={"id": {"type": "string"}})
+    assert "model-chosen-path" in [f.rule for f in lint_catalog([tool])]
+
+
+@pytest.mark.parametrize(("url", "schema"), [
+    ("/items/{id}/detail", {"type": "string"}),
+    ("/items?id={{ id }}", {"type": "string"}),
+    ("/items/{{ id }}", {"type": "integer"}),
+    ("/items/{{ id }}", {"type": "string", "enum": ["a", "b"]}),
+    ("/items/{{ id }}", {"type": "string", "pattern": "^[A-Za-z0-9_-]+$"}),
+])
+def test_a_path_value_that_stays_in_its_segment_is_no_finding(tmp_path, url: str, schema: dict[str, Any]):
+    tool = make_tool("http", {"url": url, "base_url": "${env:API_URL}"}, folder=tmp_path, properties={"id": schema})
+    assert "model-chosen-path" not in [f.rule for f in lint_catalog([tool])]
+
+
 # 6. request_timeout bounds the whole answer; size caps ------------------------------------
 
 

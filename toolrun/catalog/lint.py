@@ -263,8 +263,8 @@ RULES = frozenset({
     "parameter-name", "openapi-nullable", "enum-in-prose", "near-duplicate", "strict-mode-incompatible",
     "gemini-schema-incompatible", "token-cost", "too-many-tools", "empty-catalog",
     "state-changing-without-annotations", "prompt-injection", "unused-parameter", "secret-in-argv",
-    "optional-path-parameter", "argv-option-injection", "model-chosen-host", "shell-exit-code",
-    "python-signature", "unknown-lint-rule",
+    "optional-path-parameter", "argv-option-injection", "model-chosen-host", "model-chosen-path",
+    "shell-exit-code", "python-signature", "unknown-lint-rule",
 })
 # A poisoned description must never reach a model, however its file is annotated.
 NEVER_IGNORED = frozenset({"prompt-injection"})

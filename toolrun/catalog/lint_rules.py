@@ -533,6 +533,61 @@ def model_host_findings(tool: Tool) -> Iterator[RawFinding]:
             )
 
 
+# Values that leave a path segment once put in a URL as written; a parameter that allows none stays in it.
+_SEGMENT_ESCAPES = ("..", "a/b", "a?b", "a#b")
+
+
+def _value_stays_in_segment(schema: Any) -> bool:
+    """True when the schema allows no value that climbs out of a path segment or starts a query."""
+    if not isinstance(schema, dict):
+        return False
+    if isinstance(schema.get("enum"), list):
+        return all(not any(escape in str(value) for escape in ("..", "/", "?", "#")) for value in schema["enum"])
+    if "const" in schema:
+        return not any(escape in str(schema["const"]) for escape in ("..", "/", "?", "#"))
+    if schema.get("type") in ("integer", "number", "boolean"):
+        return True
+    pattern = schema.get("pattern")
+    if isinstance(pattern, str):
+        try:
+            return not any(re.search(pattern, probe) for probe in _SEGMENT_ESCAPES)
+        except re.error:
+            return False
+    return False
+
+
+def model_path_findings(tool: Tool) -> Iterator[RawFinding]:
+    """model-chosen-path: a {{ }} template in an http url's path puts a model value in it unencoded."""
+    if tool.backend.kind != "http":
+        return
+    from toolrun.templates import placeholders
+    url = tool.backend.config.get("url")
+    if not isinstance(url, str):
+        return
+    origin = _URL_ORIGIN().match(url)
+    path = url[origin.end():] if origin and "//" in origin.group(0) else url
+    path = re.split(r"[?#]", path, maxsplit=1)[0]
+    if "{{" not in path and "{%" not in path:
+        return
+    try:
+        names = placeholders(path)
+    except Exception:  # a template syntax error is the loader's to report
+        return
+    properties = tool.parameters.get("properties", {}) or {}
+    risky = sorted(name for name in names if name in properties and not _value_stays_in_segment(properties[name]))
+    if risky:
+        shown = ", ".join(risky)
+        yield RawFinding(
+            "model-chosen-path",
+            "warning",
+            "backend.http.url",
+            f"the url's path takes {shown} as written: a value like \"../admin\" or \"x?y=1\" leaves its place, "
+            f"and the request goes there with the tool's headers; write {{{risky[0]}}} (a path parameter, encoded as "
+            "one segment) instead of the {{ }} template, or constrain the parameter (enum, or a pattern such as "
+            "^[A-Za-z0-9_-]+$)",
+        )
+
+
 def annotation_findings(tool: Tool) -> Iterator[RawFinding]:
     """state-changing-without-annotations: POST/PUT/PATCH/DELETE http or shell tools with no hints."""
     if tool.annotations is not None:
@@ -634,6 +689,7 @@ TOOL_RULES = (
     optional_path_parameter_findings,
     argv_findings,
     model_host_findings,
+    model_path_findings,
     annotation_findings,
     schema_compat_findings,
     token_findings,
