@@ -286,12 +286,19 @@ def test_allow_hosts_patterns(pattern: str, url: str, matches: bool) -> None:
 
 
 @pytest.mark.parametrize("address", ["169.254.169.254", "fe80::1%eth0", "fd00:ec2::254", "::ffff:169.254.169.254",
-                                     "100.100.100.200"])
+                                     "100.100.100.200",
+                                     # 169.254.169.254 inside IPv6: NAT64 (well-known, local-use), 6to4,
+                                     # IPv4-compatible, Teredo (client address stored inverted)
+                                     "64:ff9b::a9fe:a9fe", "64:ff9b:1::a9fe:a9fe", "2002:a9fe:a9fe::1",
+                                     "::a9fe:a9fe", "2001:0:4136:e378:8000:63bf:5601:5601",
+                                     "64:ff9b::6464:64c8"])  # 100.100.100.200 through NAT64
 def test_metadata_addresses_are_forbidden(address: str) -> None:
     from toolrun.backends.http_safety import is_forbidden_address
 
     assert is_forbidden_address(address)
     assert not is_forbidden_address("10.0.0.1") and not is_forbidden_address("metadata-service.internal")
+    assert not is_forbidden_address("64:ff9b::a00:1") and not is_forbidden_address("2002:a00:1::1")  # 10.0.0.1
+    assert not is_forbidden_address("::1") and not is_forbidden_address("2606:4700::1111")
 
 
 def test_result_template_that_does_not_fit_the_response_shows_the_response(tmp_path: Path, loopback) -> None:

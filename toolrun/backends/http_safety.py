@@ -34,6 +34,12 @@ class RefusedRequest(Exception):
     """A request the safety rules do not allow; its message is the error result."""
 
 
+# IPv6 prefixes whose last 32 bits are an IPv4 address a gateway may reach: NAT64 (well-known
+# and local-use) and the deprecated IPv4-compatible form.
+_IPV4_IN_LAST_32_BITS = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"),
+                         ipaddress.ip_network("::/96"))
+
+
 def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     try:
         ip = ipaddress.ip_address(text.strip("[]").split("%")[0])
@@ -44,10 +50,28 @@ def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     return ip
 
 
+def _ips(text: str) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+    """The address ``text`` spells and every IPv4 address embedded in it (mapped, NAT64, 6to4, Teredo)."""
+    try:
+        ip = ipaddress.ip_address(text.strip("[]").split("%")[0])
+    except ValueError:
+        return []
+    found: list[ipaddress.IPv4Address | ipaddress.IPv6Address] = [ip]
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            found.append(ip.ipv4_mapped)
+        if ip.sixtofour is not None:
+            found.append(ip.sixtofour)
+        if ip.teredo is not None:
+            found += ip.teredo  # (server, client): the client's address is stored inverted, and decoded here
+        if any(ip in network for network in _IPV4_IN_LAST_32_BITS):
+            found.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+    return found
+
+
 def is_forbidden_address(text: str) -> bool:
-    """True for a link-local or metadata IP address (a name is never one)."""
-    ip = _ip(text)
-    return ip is not None and (ip in BLOCKED_ADDRESSES or any(ip in net for net in LINK_LOCAL_NETWORKS))
+    """True for a link-local or metadata IP address, also spelt inside an IPv6 one (a name is never one)."""
+    return any(ip in BLOCKED_ADDRESSES or any(ip in net for net in LINK_LOCAL_NETWORKS) for ip in _ips(text))
 
 
 def default_port(url: httpx.URL) -> int:
