@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+import select
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -230,6 +232,13 @@ def test_bad_arguments_and_failures_are_error_results_and_unknown_tools_a_protoc
         assert mistyped.is_error and "at $.path: expected string, got 7" in mistyped.content[0].text
         failing = await client.call_tool("get_service_status", {"service": "checkout"})
         assert failing.is_error and "OPS_API_URL" in failing.content[0].text
+        deep: Any = "x"
+        for _ in range(100):  # deeper than any tool's parameters; walking it by recursion is how servers fall over
+            deep = {"a": deep}
+        nested = await client.call_tool("get_disk_usage", {"path": "/", "extra": deep})
+        assert nested.is_error and nested.content[0].text == ("invalid arguments for get_disk_usage: at $: the arguments "
+                                                              "nest deeper than 64 levels; no tool's parameters are "
+                                                              "that deep")
         with pytest.raises(MCPError) as unknown:
             await client.call_tool("get_flower_inventroy", {"city": "北京"})
         assert unknown.value.code == types.INVALID_PARAMS and "get_flower_inventroy" in str(unknown.value)
@@ -502,3 +511,45 @@ def test_the_command_line_does_not_import_the_sdk() -> None:
                                capture_output=True, text=True, timeout=30)
     assert completed.returncode == 0, completed.stderr
     assert "toolrun" in completed.stdout
+
+
+# ---------------------------------------------------------------- lines the SDK cannot read
+
+
+def test_a_request_too_deep_or_not_json_gets_an_error_reply_and_the_session_goes_on(tmp_path: Path) -> None:
+    # Spoken raw over stdio, as a client with its own JSON-RPC code would: the SDK's parser gives up
+    # near 200 levels, and a request it could not read used to get no reply at all.
+    tools = tmp_path / "tools.d"
+    tools.mkdir()
+    shutil.copy(TOOLS_D / "disk.yaml", tools / "disk.yaml")
+    process = subprocess.Popen(toolrun_mcp_argv("--tools-dir", str(tools)), cwd=ROOT, env=server_env(),
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert process.stdin is not None and process.stdout is not None
+
+    def exchange(line: str) -> dict[str, Any]:
+        process.stdin.write(line + "\n")  # type: ignore[union-attr]
+        process.stdin.flush()  # type: ignore[union-attr]
+        readable, _, _ = select.select([process.stdout], [], [], 20)  # one reply per line: nothing is buffered
+        assert readable, f"no reply to {line[:80]}"
+        return json.loads(process.stdout.readline())  # type: ignore[union-attr]
+
+    try:
+        hello = exchange(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}))
+        assert hello["id"] == 1 and "result" in hello
+        process.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
+        for depth, request_id in ((300, 2), (5000, "deep-3")):
+            nested = '{"a": ' * depth + '"x"' + "}" * depth
+            line = ('{"jsonrpc": "2.0", "id": ' + json.dumps(request_id) + ', "method": "tools/call", "params": '
+                    '{"name": "get_disk_usage", "arguments": {"path": "/", "extra": ' + nested + "}}}")
+            reply = exchange(line)
+            assert reply["id"] == request_id and reply["error"]["code"] == -32600, reply
+            assert_valid("JSONRPCErrorResponse", reply)
+        garbage = exchange("this is not JSON")
+        assert garbage["id"] is None and garbage["error"]["code"] == -32700
+        listed = exchange(json.dumps({"jsonrpc": "2.0", "id": 4, "method": "tools/list"}))
+        assert [tool["name"] for tool in listed["result"]["tools"]] == ["get_disk_usage", "list_largest_directories"]
+    finally:
+        process.stdin.close()
+        process.wait(timeout=30)
+        process.stdout.close()

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from toolrun.backends import get_backend
 from toolrun.backends.base import CallContext
 from toolrun.errors import TOOL_LOGGER
+from toolrun.json_limits import MAX_ARGUMENT_DEPTH, nesting_depth
 from toolrun.schema_subset import surely_valid
 from toolrun.secrets import MissingSecret, Redactor, active_redactor, redacting
 from toolrun.text import counted, exception_text, excerpt
@@ -121,6 +122,8 @@ def validate_arguments(tool: Tool, arguments: Any) -> list[str]:
     """Every way ``arguments`` breaks the tool's schema, each naming the JSON path, the expected and the given."""
     if not isinstance(arguments, dict):
         return [f"at $: expected an object with the arguments, got {_type_name(arguments)} {_shown(arguments)}"]
+    if nesting_depth(arguments) > MAX_ARGUMENT_DEPTH:  # from an MCP client or a caller: never walked by recursion
+        return [f"at $: the arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels; no tool's parameters are that deep"]
     if surely_valid(tool.parameters, arguments):  # no need for jsonschema, its import or its tens of microseconds
         return []
     from jsonschema.exceptions import SchemaError

@@ -6,11 +6,14 @@ import anyio
 from mcp.server.stdio import stdio_server
 
 from toolrun.mcp.server import CatalogServer
+from toolrun.mcp.unreadable import AnsweringUnreadable
 
 
 async def serve_stdio(server: CatalogServer) -> None:
     """Serve one client over stdin/stdout until it closes stdin."""
     async with stdio_server() as (read_stream, write_stream), anyio.create_task_group() as tasks:
         tasks.start_soon(server.watch)
-        await server.server.run(read_stream, write_stream, server.initialization_options())
+        # A line the SDK cannot read (nested too deep, not JSON) gets an error reply instead of silence.
+        await server.server.run(AnsweringUnreadable(read_stream, write_stream), write_stream,
+                                server.initialization_options())
         tasks.cancel_scope.cancel()
