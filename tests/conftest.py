@@ -23,6 +23,11 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["TOOLRUN_LOGS"] = str(Path(folder) / "logs.db")
     os.environ["XDG_DATA_HOME"] = str(Path(folder) / "data")  # a test that unsets TOOLRUN_LOGS lands here
     os.environ["TOOLRUN_CACHE_DIR"] = str(Path(folder) / "cache")  # the catalog cache, likewise
+    # Where bytecode writing is off (PYTHONDONTWRITEBYTECODE), each toolrun command and MCP server a
+    # test starts compiled toolrun's modules again (a sixth of the suite's time): the children may
+    # write them (into __pycache__, which git ignores), as Python does by default. A cache prefix
+    # would not do: it hides the bytecode pip compiled for the dependencies, and costs as much.
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
