@@ -111,6 +111,8 @@ def _import_file(path: Path) -> ModuleType:
         raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
     with _on_import_path(path.parent):
+        if name in sys.modules:  # two first calls at once: the other thread imported it while this one waited
+            return sys.modules[name]
         sys.modules[name] = module
         try:
             spec.loader.exec_module(module)
@@ -134,11 +136,17 @@ def _find_module(module_ref: str, folder: Path) -> importlib.machinery.ModuleSpe
         return importlib.util.find_spec(module_ref)
 
 
+def _already_resolved(tool: Tool) -> tuple[Callable[..., Any], bool] | None:
+    """What ``_resolved`` gives, when a call already worked it out for this tool object."""
+    entry = _by_tool.get(id(tool))
+    return entry[1] if entry is not None and entry[0] is tool else None  # the entry keeps the tool alive
+
+
 def _resolved(tool: Tool) -> tuple[Callable[..., Any], bool]:
     """The tool's function and whether it is a coroutine function, worked out once per tool."""
-    entry = _by_tool.get(id(tool))
-    if entry is not None and entry[0] is tool:  # the entry keeps the tool alive: its id stays its own
-        return entry[1]
+    entry = _already_resolved(tool)
+    if entry is not None:
+        return entry
     key = (tool.base_dir, str(tool.backend.config["function"]))
     found = _by_tool_target.get(key)
     if found is None:
@@ -208,7 +216,10 @@ class PythonBackend(Backend):
 
     async def run(self, tool: Tool, arguments: dict[str, Any], context: CallContext) -> BackendOutput:
         try:
-            function, is_coroutine = _resolved(tool)
+            found = _already_resolved(tool)
+            if found is None:  # the first call imports the tool's module: on a thread, so other calls go on meanwhile
+                found = await in_daemon_thread(functools.partial(_resolved, tool), name="toolrun-import")
+            function, is_coroutine = found
             if is_coroutine:
                 value = await function(**arguments)
             else:
