@@ -44,6 +44,7 @@ if TYPE_CHECKING:  # the load-time checks import it: a call never reads the func
 
 _import_lock = threading.RLock()  # sys.path is process-wide: one import with a tool's folder on it at a time
 _functions: dict[tuple[str, str], Callable[..., Any]] = {}
+_imported_files: dict[str, ModuleType] = {}  # tool files whose import finished (sys.modules has them from its start)
 # The per-call fast path: no Path.resolve() (a dozen system calls) on every call.
 _by_tool_target: dict[tuple[Path, str], tuple[Callable[..., Any], bool]] = {}
 _by_tool: dict[int, tuple[Tool, tuple[Callable[..., Any], bool]]] = {}
@@ -69,6 +70,7 @@ def forget_imported_code(changed: Iterable[Path]) -> None:
             if name.startswith(_FILE_MODULE_PREFIX) or (isinstance(file, str) and os.path.realpath(file) in changed_files):
                 sys.modules.pop(name, None)
         _functions.clear()
+        _imported_files.clear()
         _by_tool_target.clear()
         _by_tool.clear()
 
@@ -104,21 +106,25 @@ class _ToolFileLoader(importlib.machinery.SourceFileLoader):
 
 def _import_file(path: Path) -> ModuleType:
     name = _module_name_for(path)
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path, loader=_ToolFileLoader(name, str(path)))
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
+    imported = _imported_files.get(name)
+    if imported is not None and sys.modules.get(name) is imported:
+        return imported
     with _on_import_path(path.parent):
-        if name in sys.modules:  # two first calls at once: the other thread imported it while this one waited
+        # Under the lock: sys.modules holds a module from the start of its import, so only here is one
+        # that is there also whole (another thread's first call finished it, or this thread is inside it).
+        if name in sys.modules:
             return sys.modules[name]
+        spec = importlib.util.spec_from_file_location(name, path, loader=_ToolFileLoader(name, str(path)))
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load {path}")
+        module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         try:
             spec.loader.exec_module(module)
         except BaseException:
             del sys.modules[name]
             raise
+        _imported_files[name] = module
     return module
 
 
