@@ -458,3 +458,39 @@ def test_the_first_call_imports_its_module_off_the_event_loop_so_other_calls_go_
     result = toolrun.run(recipe, model=model)
     second = result.turns[1].tool_calls
     assert [(call.name, call.result) for call in second] == [("slow", "imported meanwhile"), ("open_gate", "opened")]
+
+
+def test_two_first_calls_of_tools_in_one_file_both_get_the_whole_module(tmp_path: Path) -> None:
+    # Both imports start at once; the second must wait for the first, not take the half-made module.
+    import toolrun
+
+    tools = tmp_path / "tools.d"
+    tools.mkdir()
+    write(tools, "pair.py", """
+        import time
+
+        def first():
+            return "first"
+
+        time.sleep(0.3)  # the import is still running when the second call looks for its function
+
+        def second():
+            return "second"
+    """)
+    empty = "parameters: {type: object, properties: {}, additionalProperties: false}"
+    write(tools, "tools.yaml", f"""
+        tools:
+          - name: first
+            description: Returns the word first and nothing else. Use it in tests only; it changes nothing.
+            {empty}
+            backend: {{python: "pair.py:first"}}
+          - name: second
+            description: Returns the word second and nothing else. Use it in tests only; it changes nothing.
+            {empty}
+            backend: {{python: "pair.py:second"}}
+    """)
+    recipe = write(tmp_path, "recipe.yaml", "name: pair\nmodel: openai:gpt-4o-mini\nmessages: [{user: go}]\n")
+    model = toolrun.ScriptedModel([toolrun.ScriptedModel.calls([("second", {}), ("first", {})]), "done"])
+    calls = toolrun.run(recipe, model=model).turns[0].tool_calls
+    assert [(call.name, call.result, call.is_error) for call in calls] == [("second", "second", False),
+                                                                         ("first", "first", False)]
