@@ -530,12 +530,13 @@ def test_terminal_safe_leaves_no_control_a_terminal_acts_on(text: str):
 @pytest.mark.parametrize("value", ["Beijing\r\nX-Injected: 1", "北京", "a\x00b"])
 def test_an_illegal_header_value_is_refused_once_not_retried_as_unreachable(tmp_path, loopback, value: str):
     server = loopback(lambda r: Reply(200, "ok"))
-    tool = make_tool("http", {"url": server.url, "headers": {"X-City": "{{ city }}"}, "retries": 2},
+    # Five retries would back off at least 11 s in all: finishing well before says none was tried.
+    tool = make_tool("http", {"url": server.url, "headers": {"X-City": "{{ city }}"}, "retries": 5},
                      folder=tmp_path, properties={"city": {"type": "string"}})
     started = time.monotonic()
     outcome = call(tool, {"city": value})
     assert outcome.is_error and "not sent" in outcome.result and "cannot reach" not in outcome.result
-    assert server.requests == [] and time.monotonic() - started < 1
+    assert server.requests == [] and time.monotonic() - started < 5
 
 
 def test_a_file_url_is_refused_by_its_scheme(tmp_path):
