@@ -306,6 +306,29 @@ def test_responses_and_gemini_results_are_named():
     assert tool_names(gemini("x")["tools"]) == ["t"]
 
 
+def test_a_message_missing_from_the_run_is_one_finding_and_the_rest_line_up():
+    # A recording made with a system prompt, replayed by a run without one: before, every later
+    # message was compared with its neighbour ("tool result ... recorded 'assistant', now 'tool'").
+    calls = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "get_flower_inventory", "arguments": '{"city": "北京"}'}}]}
+    result = {"role": "tool", "tool_call_id": "call_1", "content": "玫瑰: 100"}
+    system = {"role": "system", "content": "You answer questions about our flower shops."}
+    user = {"role": "user", "content": "北京?"}
+    recorded = {"model": "m", "messages": [system, user, calls, result]}
+    [missing] = compare_requests(2, recorded, {"model": "m", "messages": [user, calls, result]})
+    assert (missing.kind, missing.path, missing.recorded, missing.now) == ("conversation", "messages[0]", system, None)
+    assert missing.message.endswith("now (absent)")
+
+    changed = {**result, "content": "玫瑰: 90"}
+    [gone, differs] = compare_requests(2, recorded, {"model": "m", "messages": [user, calls, changed]})
+    assert gone.path == "messages[0]"
+    assert differs.message == "tool result for call_1 (get_flower_inventory) differs: recorded '玫瑰: 100', now '玫瑰: 90'"
+    assert differs.path == "messages[2].content"  # where it is in the request the run sends
+
+    added = compare_requests(2, {"messages": [user]}, {"messages": [system, user]})
+    assert [(d.path, d.recorded, d.now) for d in added] == [("messages[0]", None, system)]
+
+
 def test_other_request_fields_and_first_difference():
     [finding] = compare_requests(1, {"model": "a", "messages": []}, {"model": "b", "messages": []})
     assert finding.kind == "request" and "model" in finding.message

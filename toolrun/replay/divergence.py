@@ -192,24 +192,55 @@ def _tool_at(tools: list[Any], path: str, reading: WireReading) -> str:
 
 
 def _compare_conversation(exchange: int, key: str, recorded: Any, now: Any, reading: WireReading) -> list[Divergence]:
-    """One finding per differing item of the conversation, at its first differing path."""
+    """One finding per differing item of the conversation, at its first differing path.
+
+    The two conversations are lined up as a diff lines up texts: an item missing from one of
+    them (a system message the run does not send) is one finding, and the items after it
+    are compared with their own counterparts, not with their neighbours.
+    """
     if not isinstance(recorded, list) or not isinstance(now, list):
         difference = first_difference(recorded, now, key)
-        return [] if difference is None else [_conversation_finding(exchange, difference, [], [], reading)]
+        return [] if difference is None else [_conversation_finding(exchange, difference, (None, recorded), (None, now),
+                                                                    reading)]
+    if recorded == now:
+        return []
     findings = []
-    for index in range(max(len(recorded), len(now))):
-        old = recorded[index] if index < len(recorded) else _MISSING
-        new = now[index] if index < len(now) else _MISSING
+    for old_index, new_index in _differing_pairs(recorded, now):
+        old = recorded[old_index] if old_index is not None else _MISSING
+        new = now[new_index] if new_index is not None else _MISSING
+        index = new_index if new_index is not None else old_index
         difference = first_difference(old, new, f"{key}[{index}]")
         if difference is not None:
-            findings.append(_conversation_finding(exchange, difference, recorded, now, reading))
+            findings.append(_conversation_finding(exchange, difference, (old_index, recorded), (new_index, now), reading))
     return findings
 
 
-def _conversation_finding(exchange: int, difference: tuple[str, Any, Any], recorded: list[Any], now: list[Any],
+def _differing_pairs(recorded: list[Any], now: list[Any]) -> list[tuple[int | None, int | None]]:
+    """(recorded index, now index) of the items that differ once both are lined up; None: not in that one."""
+    import difflib
+
+    def keys(items: list[Any]) -> list[str]:
+        return [json.dumps(item, sort_keys=True, ensure_ascii=False, default=str) for item in items]
+
+    pairs: list[tuple[int | None, int | None]] = []
+    matcher = difflib.SequenceMatcher(None, keys(recorded), keys(now), autojunk=False)
+    for tag, old_start, old_end, new_start, new_end in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        both = min(old_end - old_start, new_end - new_start)  # a replaced stretch: item by item, then the rest
+        pairs += [(old_start + offset, new_start + offset) for offset in range(both)]
+        pairs += [(index, None) for index in range(old_start + both, old_end)]
+        pairs += [(None, index) for index in range(new_start + both, new_end)]
+    return pairs
+
+
+Placed = tuple[int | None, Any]  # an item's index in its conversation (None: the path starts at it), and the conversation
+
+
+def _conversation_finding(exchange: int, difference: tuple[str, Any, Any], recorded: Placed, now: Placed,
                           reading: WireReading) -> Divergence:
     path, old, new = difference
-    described = _describe_in_conversation(path, recorded, now, reading)
+    described = _describe_in_conversation(path, (now, recorded), reading)
     if described is None:
         kind, message = "conversation", f"the conversation differs at {path}: recorded {_show(old)}, now {_show(new)}"
     else:
@@ -228,13 +259,14 @@ def _path_steps(path: str) -> list[str | int]:
     return steps
 
 
-def _describe_in_conversation(path: str, recorded: list[Any], now: list[Any],
-                              reading: WireReading) -> tuple[str, str] | None:
-    """Name the tool result or call that ``path`` falls in, as the adapters read it."""
-    steps = _path_steps(path)[1:]
-    for conversation in (now, recorded):
-        node: Any = conversation
-        chain: list[Any] = []
+def _describe_in_conversation(path: str, places: tuple[Placed, Placed], reading: WireReading) -> tuple[str, str] | None:
+    """Name the tool result or call that ``path`` falls in, as the adapters read it (the run's item first)."""
+    steps = _path_steps(path)[2:]  # after the conversation key and the item's index
+    for index, conversation in places:
+        if index is None or not isinstance(conversation, list):
+            continue
+        node: Any = conversation[index]
+        chain: list[Any] = [node]
         for step in steps:
             try:
                 node = node[step]
