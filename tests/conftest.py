@@ -30,6 +30,12 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: one worker more than the machine has cores. Many tests wait on a subprocess, a
+    server or a timeout, and a third worker uses that time (on 2 cores: ~55 s instead of ~63 s)."""
+    return (os.cpu_count() or 1) + 1
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     for folder in _SESSION_DATA:
         shutil.rmtree(folder, ignore_errors=True)
