@@ -453,7 +453,9 @@ def test_http_admits_only_known_tokens_and_a_client_sees_and_calls_only_its_tool
     anyio.run(check)
     audit_text = team_mcp_server.audit.read_text(encoding="utf-8")
     mine = [e for e in team_mcp_server.audit_entries() if e["client"] == "oncall-bot"]
-    assert [(e["tool"], e["arguments"], e["is_error"]) for e in mine] == [("get_flower_inventory", {"city": "***"}, True)]
+    # The hidden tool it tried is audited too, marked as unknown to it (nothing ran).
+    assert [(e["tool"], e["arguments"], e["is_error"], e.get("unknown_tool")) for e in mine] == [
+        ("list_recent_deployments", {"service": "checkout"}, True, True), ("get_flower_inventory", {"city": "***"}, True, None)]
     assert all(secret not in audit_text for secret in TEAM_TOKENS.values())
     assert all(secret not in "\n".join(team_mcp_server.server.stderr) for secret in TEAM_TOKENS.values())
 

@@ -25,10 +25,14 @@ class AuditLog:
             return cls(sys.stderr)
         return cls(path.open("a", encoding="utf-8", buffering=1), owned=True)
 
-    def record(self, *, client: str | None, tool: str, arguments: Any, is_error: bool, duration_ms: int) -> None:
+    def record(self, *, client: str | None, tool: str, arguments: Any, is_error: bool, duration_ms: int,
+               unknown: bool = False) -> None:
+        """One line for one call; ``unknown``: the client named a tool it cannot see (nothing ran)."""
         entry = {"time": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
                  "client": client, "tool": tool, "arguments": arguments, "is_error": is_error,
                  "duration_ms": duration_ms}
+        if unknown:
+            entry["unknown_tool"] = True
         line = json.dumps(entry, ensure_ascii=False, default=str)
         with self._lock:
             self._stream.write(line + "\n")

@@ -186,9 +186,14 @@ class CatalogServer:
         tool = self.live.get(params.name, caller.tools)
         if tool is None and await self.refresh():
             tool = self.live.get(params.name, caller.tools)
-        if tool is None:  # the protocol's error for an unknown tool; a hidden tool is unknown to this client
-            raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
         arguments: Any = params.arguments if params.arguments is not None else {}
+        if tool is None:  # the protocol's error for an unknown tool; a hidden tool is unknown to this client
+            if self.audit is not None:  # a client trying names outside its scope is what an audit is for
+                with redacting(run_redactor()) as redactor:
+                    shown = self._catalog_secrets.redact(redactor.redact(arguments))
+                self.audit.record(client=caller.name, tool=params.name, arguments=shown, is_error=True, duration_ms=0,
+                                  unknown=True)
+            raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
         started = time.perf_counter()
         approver, early = self._approval(ctx, params, tool, arguments)
         if isinstance(early, types.InputRequiredResult):
