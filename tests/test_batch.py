@@ -75,6 +75,22 @@ def test_thirty_rows_give_thirty_lines_and_a_summary_that_counts_them(tmp_path: 
     assert "30/30 passed" in result.stderr
 
 
+def test_runs_that_replay_a_recording_say_so_and_where_their_row_departed_from_it(tmp_path: Path):
+    # No key: every run of the inventory recipe replays the recording beside it, whatever its row asks.
+    inventory = Path(__file__).resolve().parent.parent / "recipes" / "inventory.yaml"
+    rows = tmp_path / "rows.csv"
+    rows.write_text("question\n北京、上海和深圳的鲜花库存是多少?\nWhat is the weather in Paris?\n", encoding="utf-8")
+    result = invoke("batch", str(inventory), "--inputs", str(rows), "--out", str(tmp_path / "out.jsonl"), "--json",
+                    "--no-log")
+    assert result.exit_code == 0, result.stderr
+    lines = sorted(read_lines(tmp_path / "out.jsonl"), key=lambda line: line["row"])
+    assert [(line["mode"], len(line["divergences"])) for line in lines] == [("replay", 0), ("replay", 1)]
+    assert "now 'What is the weather in Paris?'" in lines[1]["divergences"][0]
+    (model,) = json.loads(result.stdout)["models"]
+    assert (model["replayed"], model["diverged"]) == (2, 1)
+    assert "2 of 2 runs replayed a recording (no live model), 1 departed from it" in result.stderr
+
+
 def test_each_model_and_repeat_is_a_run_and_the_pass_rate_is_per_model(tmp_path: Path):
     make_world(tmp_path, must_contain="百合")  # the scripted answer names 玫瑰 only: expect fails
     write_rows(tmp_path / "rows.jsonl", 3)

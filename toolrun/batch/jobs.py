@@ -93,7 +93,8 @@ def _line(job: Job, batch_id: str, result: RunResult | None, duration_ms: int, *
         return {"key": job.key, "batch": batch_id, "row": job.row, "vars": job.vars, "model": job.model,
                 "repeat": job.repeat, "status": "failed", "final": None, "stop_reason": "error",
                 "usage": {"input_tokens": 0, "output_tokens": 0, "requests": 0}, "tool_calls": [],
-                "expect": {"passed": False, "failures": []}, "error": error, "duration_ms": duration_ms}
+                "expect": {"passed": False, "failures": []}, "error": error, "duration_ms": duration_ms,
+                "mode": None, "divergences": []}
     document = result.to_json()
     failures = list(document.get("expect_failures", []))
     status = "failed" if result.failed else ("expect_failed" if failures else "ok")
@@ -104,4 +105,6 @@ def _line(job: Job, batch_id: str, result: RunResult | None, duration_ms: int, *
         "tool_calls": [call for turn in document["turns"] for call in turn["tool_calls"]],
         "expect": {"passed": status == "ok", "failures": failures},
         "error": document.get("error"), "duration_ms": duration_ms,
+        # A replayed run answers with the recording's words: say so, and where the row departed from it.
+        "mode": document["mode"], "divergences": [d["message"] for d in document.get("divergences") or []],
     }

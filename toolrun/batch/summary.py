@@ -27,6 +27,8 @@ class ModelSummary:
     output_tokens: int = 0
     latency_p50_ms: int = 0
     latency_p95_ms: int = 0
+    replayed: int = 0  # runs answered from a recording (no key for a live run, or --replay)
+    diverged: int = 0  # replayed runs that asked something the recording did not
     latencies: list[int] = field(default_factory=list, repr=False)
 
 
@@ -78,6 +80,8 @@ def summarize(lines: Iterable[dict[str, Any]], *, batch_id: str, total: int) -> 
         summary.input_tokens += int(usage.get("input_tokens", 0))
         summary.output_tokens += int(usage.get("output_tokens", 0))
         summary.latencies.append(int(line.get("duration_ms", 0)))
+        summary.replayed += line.get("mode") == "replay"
+        summary.diverged += bool(line.get("divergences"))
     for summary in models.values():
         summary.pass_rate = round(summary.passed / summary.runs, 4) if summary.runs else 0.0
         summary.pass_rate_ci = wilson_interval(summary.passed, summary.runs)

@@ -103,6 +103,9 @@ def summary_lines(summary: BatchSummary, out: Path) -> list[str]:
                      f"{model.failed} failed; tool errors {model.tool_errors}/{model.tool_calls}; "
                      f"tokens {model.input_tokens} in / {model.output_tokens} out; "
                      f"latency p50 {model.latency_p50_ms} ms, p95 {model.latency_p95_ms} ms")
+        if model.replayed:  # their answers are the recording's, whatever the row asked
+            lines.append(f"  {model.model}: {model.replayed} of {counted(model.runs, 'run')} replayed a recording "
+                         f"(no live model), {model.diverged} departed from it (the divergences are in {out})")
     return lines
 
 
