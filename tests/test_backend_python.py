@@ -407,57 +407,30 @@ def test_a_module_missing_from_a_package_beside_the_yaml_names_the_package_folde
     assert problem.fix is not None and "add tool.py" in problem.fix and "put typopkg_for_test/" not in problem.fix
 
 
-def test_the_first_call_imports_its_module_off_the_event_loop_so_other_calls_go_on(tmp_path: Path) -> None:
-    # slow.py's import waits for a signal that only the other tool, running meanwhile, gives. Imported
-    # on the event loop, it would block the loop and never see it (then it gives up after 10 s).
+def test_a_tools_module_is_imported_on_the_main_thread_as_python_code_expects(tmp_path: Path) -> None:
+    # A module may set a signal handler, ask for the current event loop, or open a sqlite connection
+    # that its async functions then use: each works only on the thread that runs the event loop.
     import toolrun
 
-    gate = f"gate_{os.getpid()}_{abs(hash(tmp_path)) % 10**8}"
     tools = tmp_path / "tools.d"
     tools.mkdir()
-    write(tools, f"{gate}.py", "import threading\nsignal = threading.Event()\n")
-    write(tools, "quick.py", f"""
-        import {gate}
+    write(tools, "mainly.py", """
+        import asyncio, signal, sqlite3, threading
+        ON_MAIN = threading.current_thread() is threading.main_thread()
+        signal.signal(signal.SIGUSR2, signal.SIG_DFL)
+        DB = sqlite3.connect(":memory:")
 
-        async def ready():
-            return "ready"
-
-        async def open_gate():
-            {gate}.signal.set()
-            return "opened"
+        async def where():
+            return f"{ON_MAIN} {DB.execute('select 1').fetchone()[0]} {asyncio.get_running_loop() is not None}"
     """)
-    write(tools, "slow.py", f"""
-        import {gate}
-        SAW_THE_SIGNAL = {gate}.signal.wait(10)
-
-        def slow():
-            return "imported meanwhile" if SAW_THE_SIGNAL else "blocked the loop"
+    write(tools, "tools.yaml", """
+        name: where
+        description: Says where its module was imported and that its database answers. Use it in tests only.
+        parameters: {type: object, properties: {}, additionalProperties: false}
+        backend: {python: "mainly.py:where"}
     """)
-    empty = "parameters: {type: object, properties: {}, additionalProperties: false}"
-    write(tools, "tools.yaml", f"""
-        tools:
-          - name: open_gate
-            description: Opens the gate that slow waits for and returns opened. Use it in tests only; it changes nothing.
-            {empty}
-            backend: {{python: "quick.py:open_gate"}}
-          - name: get_ready
-            description: Returns ready, and nothing else. Use it in tests only, before the others; it changes nothing.
-            {empty}
-            backend: {{python: "quick.py:ready"}}
-          - name: slow
-            description: Returns whether its module saw the gate open while it was imported. Use it in tests only.
-            {empty}
-            backend: {{python: "slow.py:slow"}}
-    """)
-    recipe = write(tmp_path, "recipe.yaml", "name: gate\nmodel: openai:gpt-4o-mini\nmessages: [{user: go}]\n")
-    model = toolrun.ScriptedModel([
-        toolrun.ScriptedModel.calls([("get_ready", {})]),  # quick.py is imported, and the gate module with it
-        toolrun.ScriptedModel.calls([("slow", {}), ("open_gate", {})]),  # slow.py's import waits; open_gate runs
-        "done",
-    ])
-    result = toolrun.run(recipe, model=model)
-    second = result.turns[1].tool_calls
-    assert [(call.name, call.result) for call in second] == [("slow", "imported meanwhile"), ("open_gate", "opened")]
+    outcome = toolrun.call(toolrun.load_catalog(tools), "where", {})
+    assert (outcome.result, outcome.is_error) == ("True 1 True", False)
 
 
 def test_two_first_calls_of_tools_in_one_file_both_get_the_whole_module(tmp_path: Path) -> None:

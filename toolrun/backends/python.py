@@ -222,10 +222,10 @@ class PythonBackend(Backend):
 
     async def run(self, tool: Tool, arguments: dict[str, Any], context: CallContext) -> BackendOutput:
         try:
-            found = _already_resolved(tool)
-            if found is None:  # the first call imports the tool's module: on a thread, so other calls go on meanwhile
-                found = await in_daemon_thread(functools.partial(_resolved, tool), name="toolrun-import")
-            function, is_coroutine = found
+            # The first call imports the tool's module here, on the event loop's (main) thread, as Python
+            # code expects: a module may set a signal handler, ask for the event loop or open a sqlite
+            # connection its async functions use. The calls beside it wait for that import.
+            function, is_coroutine = _resolved(tool)
             if is_coroutine:
                 value = await function(**arguments)
             else:
