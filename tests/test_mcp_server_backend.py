@@ -269,6 +269,21 @@ def test_an_unstarted_server_file_is_kept_in_the_cache_and_loaded_again_when_wan
     assert parsed[2:] == ["probe.yaml"] and pid_file.exists()
     assert result.turns[0].tool_calls[0].result == pid_file.read_text()
 
+    # The lint of the server's tools is never one kept with the names: a description changed in the
+    # server since is seen (here: its tools' lint findings, then again after the server changed).
+    def short_description_findings() -> list[str]:  # a process of its own: the server starts afresh
+        linted = cli(["tools", "lint", "--tools-dir", str(tools), "--json"])
+        return sorted(f["tool"] for f in json.loads(linted.stdout)["findings"] if f["rule"] == "description-too-short")
+
+    assert short_description_findings() == []
+    server = tools / "probe_server.py"
+    server.write_text(server.read_text(encoding="utf-8").replace(
+        'description="Returns the process id of this probe server as text. Use it to see which server process "\n'
+        '                         "answers; do not use it for anything else. It changes nothing."', 'description="Pid."'),
+        encoding="utf-8")
+    assert 'description="Pid."' in server.read_text(encoding="utf-8")
+    assert short_description_findings() == ["whoami"]
+
 
 @pytest.mark.parametrize("recipe_tools, not_called", [("[whoami]", "[]"), ("['who*']", "[]"), ("[what_day]", "[slow]")])
 def test_a_run_that_may_use_one_of_its_tools_starts_it(tmp_path: Path, recipe_tools: str, not_called: str) -> None:

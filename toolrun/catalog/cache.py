@@ -168,6 +168,11 @@ class CatalogCache:
         self._current.add(self.key(file))
         self._changed = True
 
+    def set_aside(self, file: Path) -> None:
+        """``file`` is read again after all (an unstarted server's tools are wanted): in this load its entry
+        gives no findings and takes none (they would be about tools the entry does not hold)."""
+        self._current.discard(self.key(file))
+
     def findings(self, file: Path) -> list[LintFinding] | None:
         """The per-tool lint findings of ``file``, when kept and the file is unchanged."""
         entry = self._entry(self.key(file))

@@ -156,8 +156,10 @@ def _load_tool_file_cached(
     except OSError:
         return load_tool_file(file)  # reports the broken symlink or the unreadable file
     cached = cache.get(file, status)
-    if cached is not None and not _wants_unstarted(cached, wanted):
-        return cached, []
+    if cached is not None:
+        if not _wants_unstarted(cached, wanted):
+            return cached, []
+        cache.set_aside(file)
     read_from_ns = time.time_ns()
     tools, problems = load_tool_file(file, wanted=wanted)
     if not problems:
