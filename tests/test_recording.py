@@ -329,6 +329,16 @@ def test_a_message_missing_from_the_run_is_one_finding_and_the_rest_line_up():
     assert [(d.path, d.recorded, d.now) for d in added] == [("messages[0]", None, system)]
 
 
+def test_a_long_conversation_lines_up_by_its_common_start_and_end():
+    turns = [{"role": "user" if i % 2 else "assistant", "content": f"turn {i}"} for i in range(1_600)]
+    system = {"role": "system", "content": "be brief"}
+    [missing] = compare_requests(3, {"messages": [system, *turns]}, {"messages": turns})
+    assert (missing.path, missing.recorded) == ("messages[0]", system)
+    changed = [*turns[:800], {"role": "assistant", "content": "other"}, *turns[801:]]
+    [one] = compare_requests(3, {"messages": turns}, {"messages": changed})
+    assert (one.path, one.now) == ("messages[800].content", "other")
+
+
 def test_other_request_fields_and_first_difference():
     [finding] = compare_requests(1, {"model": "a", "messages": []}, {"model": "b", "messages": []})
     assert finding.kind == "request" and "model" in finding.message

@@ -215,23 +215,42 @@ def _compare_conversation(exchange: int, key: str, recorded: Any, now: Any, read
     return findings
 
 
+_ALIGNED_AT_MOST = 200  # items left to line up after the common start and end; past it, item by item
+
+
 def _differing_pairs(recorded: list[Any], now: list[Any]) -> list[tuple[int | None, int | None]]:
-    """(recorded index, now index) of the items that differ once both are lined up; None: not in that one."""
-    import difflib
+    """(recorded index, now index) of the items that differ once both are lined up; None: not in that one.
 
-    def keys(items: list[Any]) -> list[str]:
-        return [json.dumps(item, sort_keys=True, ensure_ascii=False, default=str) for item in items]
+    The common start and end are set aside first (a message missing at the start leaves the
+    rest a common end); what is left is lined up by difflib when small, else item by item
+    (difflib's cost grows with the square of it: a long replay must stay quick).
+    """
+    keys_old, keys_new = _keys(recorded), _keys(now)
+    start = 0
+    while start < min(len(keys_old), len(keys_new)) and keys_old[start] == keys_new[start]:
+        start += 1
+    end = 0
+    while end < min(len(keys_old), len(keys_new)) - start and keys_old[-1 - end] == keys_new[-1 - end]:
+        end += 1
+    old_middle, new_middle = keys_old[start:len(keys_old) - end], keys_new[start:len(keys_new) - end]
+    opcodes: Sequence[tuple[str, int, int, int, int]] = [("replace", 0, len(old_middle), 0, len(new_middle))]
+    if max(len(old_middle), len(new_middle)) <= _ALIGNED_AT_MOST:
+        import difflib
 
+        opcodes = difflib.SequenceMatcher(None, old_middle, new_middle, autojunk=False).get_opcodes()
     pairs: list[tuple[int | None, int | None]] = []
-    matcher = difflib.SequenceMatcher(None, keys(recorded), keys(now), autojunk=False)
-    for tag, old_start, old_end, new_start, new_end in matcher.get_opcodes():
+    for tag, old_start, old_end, new_start, new_end in opcodes:
         if tag == "equal":
             continue
         both = min(old_end - old_start, new_end - new_start)  # a replaced stretch: item by item, then the rest
-        pairs += [(old_start + offset, new_start + offset) for offset in range(both)]
-        pairs += [(index, None) for index in range(old_start + both, old_end)]
-        pairs += [(None, index) for index in range(new_start + both, new_end)]
+        pairs += [(start + old_start + offset, start + new_start + offset) for offset in range(both)]
+        pairs += [(start + index, None) for index in range(old_start + both, old_end)]
+        pairs += [(None, start + index) for index in range(new_start + both, new_end)]
     return pairs
+
+
+def _keys(items: list[Any]) -> list[str]:
+    return [json.dumps(item, sort_keys=True, ensure_ascii=False, default=str) for item in items]
 
 
 Placed = tuple[int | None, Any]  # an item's index in its conversation (None: the path starts at it), and the conversation
