@@ -225,19 +225,19 @@ def _differing_pairs(recorded: list[Any], now: list[Any]) -> list[tuple[int | No
     rest a common end); what is left is lined up by difflib when small, else item by item
     (difflib's cost grows with the square of it: a long replay must stay quick).
     """
-    keys_old, keys_new = _keys(recorded), _keys(now)
+    shorter = min(len(recorded), len(now))
     start = 0
-    while start < min(len(keys_old), len(keys_new)) and keys_old[start] == keys_new[start]:
+    while start < shorter and first_difference(recorded[start], now[start]) is None:
         start += 1
     end = 0
-    while end < min(len(keys_old), len(keys_new)) - start and keys_old[-1 - end] == keys_new[-1 - end]:
+    while end < shorter - start and first_difference(recorded[-1 - end], now[-1 - end]) is None:
         end += 1
-    old_middle, new_middle = keys_old[start:len(keys_old) - end], keys_new[start:len(keys_new) - end]
+    old_middle, new_middle = recorded[start:len(recorded) - end], now[start:len(now) - end]
     opcodes: Sequence[tuple[str, int, int, int, int]] = [("replace", 0, len(old_middle), 0, len(new_middle))]
     if max(len(old_middle), len(new_middle)) <= _ALIGNED_AT_MOST:
         import difflib
 
-        opcodes = difflib.SequenceMatcher(None, old_middle, new_middle, autojunk=False).get_opcodes()
+        opcodes = difflib.SequenceMatcher(None, _keys(old_middle), _keys(new_middle), autojunk=False).get_opcodes()
     pairs: list[tuple[int | None, int | None]] = []
     for tag, old_start, old_end, new_start, new_end in opcodes:
         if tag == "equal":
