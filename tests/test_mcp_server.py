@@ -547,7 +547,10 @@ def test_a_request_too_deep_or_not_json_gets_an_error_reply_and_the_session_goes
             reply = exchange(line)
             assert reply["id"] == request_id and reply["error"]["code"] == -32600, reply
             assert_valid("JSONRPCErrorResponse", reply)
-        garbage = exchange("this is not JSON")
+        process.stdin.write("\n")  # a blank line and a notification too deep to read get no reply...
+        process.stdin.write('{"jsonrpc": "2.0", "method": "notifications/x", "params": ' + '{"a": ' * 300 + "1"
+                            + "}" * 300 + "}\n")
+        garbage = exchange("this is not JSON")  # ...so the next reply is this line's
         assert garbage["id"] is None and garbage["error"]["code"] == -32700
         listed = exchange(json.dumps({"jsonrpc": "2.0", "id": 4, "method": "tools/list"}))
         assert [tool["name"] for tool in listed["result"]["tools"]] == ["get_disk_usage", "list_largest_directories"]

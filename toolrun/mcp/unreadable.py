@@ -5,7 +5,7 @@ and the server drops it: a client that sent a request nested deeper than the JSO
 allows (about 200 levels) waits for an answer that never comes. This wrapper answers
 such a request with the JSON-RPC error it asks for — "Invalid Request" with the request's
 id, or "Parse error" with a null id for a line that is not JSON at all — and lets
-everything else through unchanged.
+everything else through unchanged (a blank line, a notification: no reply, as before).
 """
 
 from __future__ import annotations
@@ -69,8 +69,8 @@ class AnsweringUnreadable:
 def unreadable_reply(error: Exception) -> SessionMessage | None:
     """The JSON-RPC error answering the line ``error`` is about; None when it is not a line that failed to parse."""
     line = _failed_line(error)
-    if line is None:
-        return None
+    if line is None or not line.strip():
+        return None  # a blank line (a keep-alive): ignored, as the SDK always did
     try:
         message = loads_bounded(line, MAX_BODY_DEPTH * 3)  # deeper than the SDK's parser, shallower than Python's
     except TooDeep:
@@ -79,7 +79,7 @@ def unreadable_reply(error: Exception) -> SessionMessage | None:
         return _error(None, types.PARSE_ERROR, "Parse error: the line is not JSON")
     request_id = message.get("id") if isinstance(message, dict) else _top_level_id(line)
     if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
-        request_id = None
+        return None  # a notification (no id) is never answered; the SDK drops it, as before
     return _error(request_id, types.INVALID_REQUEST,
                   "Invalid Request: the message nests too deeply to be read (tool arguments have a few levels)")
 
