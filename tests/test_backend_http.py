@@ -291,7 +291,10 @@ def test_allow_hosts_patterns(pattern: str, url: str, matches: bool) -> None:
                                      # IPv4-compatible, Teredo (client address stored inverted)
                                      "64:ff9b::a9fe:a9fe", "64:ff9b:1::a9fe:a9fe", "2002:a9fe:a9fe::1",
                                      "::a9fe:a9fe", "2001:0:4136:e378:8000:63bf:5601:5601",
-                                     "64:ff9b::6464:64c8"])  # 100.100.100.200 through NAT64
+                                     "64:ff9b::6464:64c8",  # 100.100.100.200 through NAT64
+                                     # NAT64 local-use prefixes of /48 and /64 (RFC 6052 layouts), SIIT's ::ffff:0:
+                                     "64:ff9b:1:a9fe:a9:fe00::", "64:ff9b:1:abcd:a9:fea9:fe00:0",
+                                     "::ffff:0:169.254.169.254"])
 def test_metadata_addresses_are_forbidden(address: str) -> None:
     from toolrun.backends.http_safety import is_forbidden_address
 

@@ -34,10 +34,14 @@ class RefusedRequest(Exception):
     """A request the safety rules do not allow; its message is the error result."""
 
 
-# IPv6 prefixes whose last 32 bits are an IPv4 address a gateway may reach: NAT64 (well-known
-# and local-use) and the deprecated IPv4-compatible form.
-_IPV4_IN_LAST_32_BITS = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"),
+# IPv6 prefixes whose last 32 bits are an IPv4 address a gateway may reach: NAT64's well-known
+# prefix, the IPv4-translated form (SIIT) and the deprecated IPv4-compatible form.
+_IPV4_IN_LAST_32_BITS = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("::ffff:0:0:0/96"),
                          ipaddress.ip_network("::/96"))
+# NAT64's local-use prefix is /48 to /96 long, and RFC 6052 puts the IPv4 address at another place
+# for each length (skipping bits 64-71): every place is checked.
+_NAT64_LOCAL_USE = ipaddress.ip_network("64:ff9b:1::/48")
+_NAT64_LAYOUTS = ((6, 8, 9, 11), (7, 8, 9, 12), (9, 13, 13, 13), (12, 16, 16, 16))  # byte ranges, /48 /56 /64 /96
 
 
 def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
@@ -66,6 +70,9 @@ def _ips(text: str) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
             found += ip.teredo  # (server, client): the client's address is stored inverted, and decoded here
         if any(ip in network for network in _IPV4_IN_LAST_32_BITS):
             found.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+        if ip in _NAT64_LOCAL_USE:
+            packed = ip.packed
+            found += [ipaddress.IPv4Address(packed[a:b] + packed[c:d]) for a, b, c, d in _NAT64_LAYOUTS]
     return found
 
 
