@@ -91,6 +91,16 @@ def test_runs_that_replay_a_recording_say_so_and_where_their_row_departed_from_i
     assert "2 of 2 runs replayed a recording (no live model), 1 departed from it" in result.stderr
 
 
+def test_the_shipped_offline_batch_example_runs(tmp_path: Path):
+    recipes = Path(__file__).resolve().parent.parent / "recipes"
+    result = invoke("batch", str(recipes / "inventory.yaml"), "--inputs", str(recipes / "questions.jsonl"),
+                    "--model", f"scripted:{recipes / 'inventory.script.yaml'}", "--out", str(tmp_path / "out.jsonl"),
+                    "--no-log")
+    assert result.exit_code == 0, result.stderr
+    lines = read_lines(tmp_path / "out.jsonl")
+    assert len(lines) == 3 and all(line["status"] == "ok" and len(line["tool_calls"]) == 3 for line in lines)
+
+
 def test_each_model_and_repeat_is_a_run_and_the_pass_rate_is_per_model(tmp_path: Path):
     make_world(tmp_path, must_contain="百合")  # the scripted answer names 玫瑰 only: expect fails
     write_rows(tmp_path / "rows.jsonl", 3)
