@@ -93,6 +93,8 @@ def test_the_inventory_timeline_in_headless_chromium(tmp_path: Path, inventory_r
         answer = re.search(r'<div class="answer" id="final-answer">(.*?)</div>', rendered.dom, re.S)
         assert answer and answer.group(1) == ANSWER
         assert "330 in / 157 out tokens" in rendered.dom and "95 in / 67 out tokens" in rendered.dom
+    # The log keeps the recipe's messages: its page shows what the run asked.
+    assert '<span class="muted">prompt</span>\n北京、上海和深圳的鲜花库存是多少?' in pages["log"].read_text(encoding="utf-8")
     assert (tmp_path / "log.png").stat().st_size > 10_000
 
 

@@ -92,14 +92,25 @@ _SCRIPT = """
 """
 
 
+def _recipe_question(run: dict[str, Any]) -> str | None:
+    """What a recipe run asked: the text of its user messages before the first answer (from the log)."""
+    texts: list[str] = []
+    for message in run.get("messages") or []:
+        if message.get("role") != "user":
+            break
+        texts += [part["text"] for part in message.get("parts") or [] if part.get("type") == "text" and part.get("text")]
+    return "\n".join(texts) or None
+
+
 def render_page(run: dict[str, Any]) -> str:
     """The whole HTML document of ``run`` (a timeline dict, see ``toolrun.view.timeline``)."""
     title = f"toolrun · {run.get('recipe') or run.get('command') or 'run'}"
     if run.get("id") is not None:
         title += f" · run {run['id']}"
     body = [_header(run, title)]
-    if run.get("prompt"):
-        body.append(f'<div class="prompt"><span class="muted">prompt</span>\n{escape(run["prompt"])}</div>')
+    asked = run.get("prompt") or _recipe_question(run)
+    if asked:
+        body.append(f'<div class="prompt"><span class="muted">prompt</span>\n{escape(asked)}</div>')
     for notice in run.get("notices") or []:
         body.append(f'<div class="notice">{escape(notice["kind"])}: {escape(notice["message"])}</div>')
     for turn in run.get("turns") or []:
