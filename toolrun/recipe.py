@@ -197,7 +197,9 @@ class Recipe:
         missing = sorted(placeholders(template) - set(values))
         if missing:
             name = missing[0]
+            guess = did_you_mean(name, values)
             raise UserError(Problem(self.path, line, f"{where} uses {{{{ {name} }}}} but the recipe has no var {name!r}",
+                                    f"did you mean {{{{ {guess} }}}}?" if guess else
                                     f"add {name} to vars: or pass --var {name}=VALUE"))
         try:
             return render(template, values, environ={})

@@ -35,7 +35,7 @@ from toolrun.backends.python_target import file_path, is_file_target, split_targ
 from toolrun.cache_folder import importing_users_code
 from toolrun.daemon_threads import in_daemon_thread
 from toolrun.errors import TOOL_LOGGER, Problem, ToolError
-from toolrun.text import exception_text
+from toolrun.text import did_you_mean, exception_text
 from toolrun.tool import Tool
 
 if TYPE_CHECKING:  # the load-time checks import it: a call never reads the function's source
@@ -287,7 +287,9 @@ def _function_in_source(tool: Tool) -> tuple[Path, FunctionSignature] | Problem 
     except OSError as exc:
         return Problem(where, line, f"cannot read {source}: {exc.strerror}")
     if function_name not in outline.names:
-        return Problem(where, line, f"{source.name} defines no function {function_name!r}", "check the name after the colon")
+        guess = did_you_mean(function_name, sorted(outline.functions))
+        return Problem(where, line, f"{source.name} defines no function {function_name!r}",
+                       f"did you mean {guess!r}?" if guess else "check the name after the colon")
     signature = outline.functions.get(function_name)
     if signature is None or _in_standard_library(source):
         return None  # decorated, imported or assigned, or not written as a tool (json:dumps)

@@ -69,7 +69,7 @@ def load_mcp_toolset(document: LineDict, file: Path, broken_paths: set[tuple[Any
     try:
         remote_tools = list_server_tools(config, file.parent)
     except McpServerUnavailable as exc:
-        fix = "check the command (or url) by running it yourself; the rest of the catalog still loads"
+        fix = "run the command yourself (or open the url) to see why; the other tool files are not affected by it"
         return [], problems + [Problem(file, server_line, str(exc), fix)]
 
     by_name = {tool.name: tool for tool in remote_tools}
