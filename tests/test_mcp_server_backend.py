@@ -271,11 +271,15 @@ def test_an_unstarted_server_file_is_kept_in_the_cache_and_loaded_again_when_wan
 
     # The lint of the server's tools is never one kept with the names: a description changed in the
     # server since is seen (here: its tools' lint findings, then again after the server changed).
+    from toolrun.catalog.gate import load_checked_catalog
+
+    linted = load_checked_catalog(tools)  # this process's server, still the one that ran whoami
+    assert not [f for f in linted.findings if f.rule == "description-too-short"]
+
     def short_description_findings() -> list[str]:  # a process of its own: the server starts afresh
         linted = cli(["tools", "lint", "--tools-dir", str(tools), "--json"])
         return sorted(f["tool"] for f in json.loads(linted.stdout)["findings"] if f["rule"] == "description-too-short")
 
-    assert short_description_findings() == []
     server = tools / "probe_server.py"
     server.write_text(server.read_text(encoding="utf-8").replace(
         'description="Returns the process id of this probe server as text. Use it to see which server process "\n'
