@@ -21,6 +21,22 @@ SPECS = Path(__file__).resolve().parent / "fixtures" / "specs"
 REVISIONS = ("2025-11-25", "2026-07-28")
 
 
+# A shell tool that runs long (its sleeper a child of its shell, whose pid goes to {pid_file}): for cancellation.
+SLEEPER_TOOL = """
+    name: sleep_long
+    description: >-
+      Sleeps for half a minute in a child of its shell and then says so. Use it only to test
+      cancellation of long calls; do not use it for anything else, it does nothing useful.
+    parameters: {{type: object, properties: {{}}, additionalProperties: false}}
+    timeout: 60s
+    annotations: {{read_only: true}}
+    backend:
+      shell:
+        shell: true
+        command: sleep 30 & echo $! > {pid_file}; wait
+"""
+
+
 def server_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment of a server process: this checkout first on the import path."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("OPS_API")}

@@ -18,6 +18,7 @@ import anyio
 import pytest
 from mcp import Client
 
+from tests.mcp_helpers import SLEEPER_TOOL
 from toolrun.mcp.audit import AuditLog
 from toolrun.mcp.live_catalog import LiveCatalog
 from toolrun.mcp.server import CatalogServer
@@ -164,25 +165,12 @@ REMOVER = """
       shell:
         argv: [echo, "removed {{ entry }}"]
 """
-SLEEPER = """
-    name: sleep_long
-    description: >-
-      Sleeps for half a minute in a shell process and then says so. Use it only to test
-      cancellation of long calls; do not use it for anything else, it does nothing useful.
-    parameters: {{type: object, properties: {{}}, additionalProperties: false}}
-    timeout: 60s
-    annotations: {{read_only: true}}
-    backend:
-      shell:
-        shell: true
-        command: echo $$ > {pid_file}; exec sleep 30
-"""
 
 
 def test_a_refused_or_cancelled_call_is_in_the_audit_log_too(tmp_path: Path) -> None:
     write(tmp_path, "remove.yaml", REMOVER)
     pid_file = tmp_path / "sleeper.pid"
-    write(tmp_path, "sleep.yaml", SLEEPER.format(pid_file=pid_file))
+    write(tmp_path, "sleep.yaml", SLEEPER_TOOL.format(pid_file=pid_file))
     audit = io.StringIO()
 
     async def check(client: Client) -> None:

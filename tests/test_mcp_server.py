@@ -30,6 +30,7 @@ from mcp.shared.exceptions import MCPError
 import toolrun
 from tests.mcp_helpers import (
     ROOT,
+    SLEEPER_TOOL,
     TEAM_TOKENS,
     assert_valid,
     blocking_portal,
@@ -78,19 +79,6 @@ ECHO_TOOL = """
     annotations: {{read_only: true, title: Echo}}
     backend:
       python: echo.py:echo
-"""
-SLEEPER_TOOL = """
-    name: sleep_long
-    description: >-
-      Sleeps for half a minute in a child of its shell and then says so. Use it only to test
-      cancellation of long calls; do not use it for anything else, it does nothing useful.
-    parameters: {{type: object, properties: {{}}, additionalProperties: false}}
-    timeout: 60s
-    annotations: {{read_only: true}}
-    backend:
-      shell:
-        shell: true
-        command: sleep 30 & echo $! > {pid_file}; wait
 """
 
 

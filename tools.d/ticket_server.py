@@ -15,6 +15,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
+TicketId = Annotated[str, Field(pattern=r"^T-\d{4}$", description="The ticket's id, e.g. T-1001.")]
 server = MCPServer("tickets", instructions="The helpdesk tickets of the ops team (an in-memory example).")
 
 TICKETS: dict[str, dict[str, str]] = {
@@ -53,7 +54,7 @@ def search_tickets(
     ),
     annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False),
 )
-def get_ticket(ticket_id: Annotated[str, Field(pattern=r"^T-\d{4}$", description="The ticket's id, e.g. T-1001.")]) -> dict[str, str]:
+def get_ticket(ticket_id: TicketId) -> dict[str, str]:
     if ticket_id not in TICKETS:
         raise ToolError(f"no ticket {ticket_id}")  # an anticipated failure: the model reads this message
     return TICKETS[ticket_id]
@@ -69,7 +70,7 @@ def get_ticket(ticket_id: Annotated[str, Field(pattern=r"^T-\d{4}$", description
     annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False),
 )
 def close_ticket(
-    ticket_id: Annotated[str, Field(pattern=r"^T-\d{4}$", description="The ticket's id, e.g. T-1001.")],
+    ticket_id: TicketId,
     resolution: Annotated[str, Field(min_length=5, description="One sentence saying how it was resolved.")],
 ) -> dict[str, str]:
     if ticket_id not in TICKETS:
