@@ -27,14 +27,13 @@ from toolrun.recipe_cache import cached_document, keep_document
 from toolrun.runner import RunSettings
 from toolrun.secrets import MissingSecret, env_references
 from toolrun.templates import TemplateError, check_template, placeholders, render
-from toolrun.text import did_you_mean
+from toolrun.text import did_you_mean, is_glob, matches_any
 from toolrun.tool import Tool
 from toolrun.yamlsource import LineDict, YamlSyntaxError, line_of, load_yaml_file, plain
 
 DEFAULT_TOOLS_DIR = "tools.d"
 DEFAULT_REQUEST_TIMEOUT = 600.0  # seconds: long answers of slow models take minutes
 DEFAULT_MAX_RETRIES = 2
-_GLOB_CHARACTERS = set("*?[")
 
 
 @lru_cache(maxsize=1)
@@ -143,7 +142,7 @@ class Recipe:
         """Whether the recipe may use (or name in ``expect``) the catalog tool ``name``."""
         if self.tools is None:
             return True
-        return any(fnmatchcase(name, pattern) for pattern in (*self.tools, *self.expect.tools_not_called))
+        return matches_any(name, [*self.tools, *self.expect.tools_not_called])
 
     def select_tools(self, catalog: Catalog) -> list[Tool]:
         """The recipe's tools from ``catalog``, checked against ``tool_choice`` and ``expect``."""
@@ -252,7 +251,7 @@ def select_tools(catalog: Catalog, patterns: list[str] | None, *, file: Path | N
     problems = []
     for index, pattern in enumerate(patterns):
         line = item_lines[index] if item_lines and index < len(item_lines) else None
-        if _GLOB_CHARACTERS & set(pattern):
+        if is_glob(pattern):
             matches = [name for name in names if fnmatchcase(name, pattern)]
         else:
             matches = [pattern] if pattern in catalog else []

@@ -1,4 +1,4 @@
-"""Small text helpers every layer shares: excerpts, did-you-mean, counted nouns.
+"""Small text helpers every layer shares: excerpts, did-you-mean, counted nouns, name globs.
 
 Each was written several times with different limits; one place keeps messages alike.
 """
@@ -6,7 +6,8 @@ Each was written several times with different limits; one place keeps messages a
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from fnmatch import fnmatchcase
 
 from toolrun.secrets import redact
 
@@ -40,6 +41,16 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
     """The closest choice to ``word``, if one is close enough to be a typo."""
     close = close_matches(word, choices)
     return close[0] if close else None
+
+
+def is_glob(pattern: str) -> bool:
+    """Whether a tool-name pattern is a glob (``*``, ``?`` or ``[``) rather than one name."""
+    return any(character in pattern for character in "*?[")
+
+
+def matches_any(name: str, globs: Sequence[str] | None) -> bool:
+    """Whether ``name`` matches one of ``globs`` (case-sensitive, as tool names are); None matches every name."""
+    return globs is None or any(fnmatchcase(name, glob) for glob in globs)
 
 
 def counted(number: int, noun: str) -> str:

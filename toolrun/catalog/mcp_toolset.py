@@ -13,9 +13,9 @@ stderr tail; the other files of the catalog load as usual.
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from collections.abc import Callable
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from toolrun.catalog.model import LoadedTool, UnstartedTool
 from toolrun.catalog.parameter_checks import parameter_schema_problems
 from toolrun.durations import parse_duration
 from toolrun.errors import Problem
-from toolrun.text import did_you_mean
+from toolrun.text import did_you_mean, is_glob, matches_any
 from toolrun.tool import DEFAULT_MAX_OUTPUT, DEFAULT_TIMEOUT_SECONDS, Annotations, BackendSpec, SourceLocation, Tool
 from toolrun.yamlsource import LineDict, line_of, plain
 
@@ -32,7 +32,6 @@ _HINTS = {"readOnlyHint": "read_only", "destructiveHint": "destructive", "idempo
           "openWorldHint": "open_world"}
 _DURATION_FIX = "write it like 30s, 500ms or 2m"
 
-_GLOB_CHARACTERS = frozenset("*?[")
 ToolWanted = Callable[[str], bool]
 
 
@@ -75,7 +74,7 @@ def load_mcp_toolset(document: LineDict, file: Path, broken_paths: set[tuple[Any
     by_name = {tool.name: tool for tool in remote_tools}
     selection = config.get("tools")
     problems += _unknown_selection(selection, by_name, file, document)
-    chosen = [tool for tool in remote_tools if selection is None or any(fnmatch.fnmatchcase(tool.name, g) for g in selection)]
+    chosen = [tool for tool in remote_tools if matches_any(tool.name, selection)]
     prefix = str(config.get("prefix") or "")
     overrides, broken, override_problems = _overrides(document, file, broken_paths, {t.name for t in chosen}, prefix)
     problems += override_problems
@@ -106,7 +105,7 @@ def declared_names(config: dict[str, Any]) -> list[str] | None:
     selection = config.get("tools")
     if not isinstance(selection, list) or not all(isinstance(name, str) for name in selection):
         return None
-    if any(_GLOB_CHARACTERS & set(name) for name in selection):
+    if any(is_glob(name) for name in selection):
         return None
     prefix = str(config.get("prefix") or "")
     return list(dict.fromkeys(prefix + name for name in selection))
@@ -115,7 +114,7 @@ def declared_names(config: dict[str, Any]) -> list[str] | None:
 def _unknown_selection(selection: list[str] | None, by_name: dict[str, Any], file: Path, document: Any) -> list[Problem]:
     problems = []
     for index, glob in enumerate(selection or []):
-        if not any(fnmatch.fnmatchcase(name, glob) for name in by_name):
+        if not any(fnmatchcase(name, glob) for name in by_name):
             guess = did_you_mean(glob, by_name)
             fix = f"did you mean '{guess}'?" if guess else f"the server has: {', '.join(sorted(by_name)) or 'no tools'}"
             problems.append(Problem(file, line_of(document, ("mcp_server", "tools", index)),

@@ -24,7 +24,7 @@ from toolrun.catalog.loader import TOOL_FILE_SUFFIXES, load_catalog, tool_files
 from toolrun.catalog.model import Catalog
 from toolrun.errors import Problem, UserError
 from toolrun.secrets import env_references
-from toolrun.text import did_you_mean
+from toolrun.text import did_you_mean, matches_any
 from toolrun.tool import Tool
 
 Signature = tuple[tuple[str, tuple[int, ...], str], ...]
@@ -36,11 +36,6 @@ def _digest(path: Path) -> str:
         return hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest()
     except OSError:
         return ""
-
-
-def matches_any(name: str, globs: Sequence[str] | None) -> bool:
-    """True when ``name`` matches one of ``globs``; None (no selection) matches every name."""
-    return globs is None or any(fnmatch.fnmatchcase(name, glob) for glob in globs)
 
 
 @dataclass
