@@ -433,25 +433,26 @@ def test_a_tools_module_is_imported_on_the_main_thread_as_python_code_expects(tm
     assert (outcome.result, outcome.is_error) == ("True 1 True", False)
 
 
-def test_two_first_calls_of_tools_in_one_file_both_get_the_whole_module(tmp_path: Path) -> None:
-    # Both imports start at once; the second must wait for the first, not take the half-made module.
+def test_two_threads_calling_tools_of_one_file_first_both_get_the_whole_module(tmp_path: Path) -> None:
+    # Two runs in two threads (a library use): both import pair.py at once; the second must wait for
+    # the first import to finish, not take the half-made module sys.modules holds meanwhile.
+    import threading
+
     import toolrun
 
-    tools = tmp_path / "tools.d"
-    tools.mkdir()
-    write(tools, "pair.py", """
+    write(tmp_path, "pair.py", """
         import time
 
         def first():
             return "first"
 
-        time.sleep(0.3)  # the import is still running when the second call looks for its function
+        time.sleep(0.3)  # the import is still running when the other thread looks for its function
 
         def second():
             return "second"
     """)
     empty = "parameters: {type: object, properties: {}, additionalProperties: false}"
-    write(tools, "tools.yaml", f"""
+    write(tmp_path, "tools.yaml", f"""
         tools:
           - name: first
             description: Returns the word first and nothing else. Use it in tests only; it changes nothing.
@@ -462,8 +463,16 @@ def test_two_first_calls_of_tools_in_one_file_both_get_the_whole_module(tmp_path
             {empty}
             backend: {{python: "pair.py:second"}}
     """)
-    recipe = write(tmp_path, "recipe.yaml", "name: pair\nmodel: openai:gpt-4o-mini\nmessages: [{user: go}]\n")
-    model = toolrun.ScriptedModel([toolrun.ScriptedModel.calls([("second", {}), ("first", {})]), "done"])
-    calls = toolrun.run(recipe, model=model).turns[0].tool_calls
-    assert [(call.name, call.result, call.is_error) for call in calls] == [("second", "second", False),
-                                                                         ("first", "first", False)]
+    catalog = toolrun.load_catalog(tmp_path)
+    results: dict[str, tuple[str, bool]] = {}
+
+    def call(name: str) -> None:
+        outcome = toolrun.call(catalog, name, {})
+        results[name] = (outcome.result, outcome.is_error)
+
+    threads = [threading.Thread(target=call, args=(name,)) for name in ("first", "second")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert results == {"first": ("first", False), "second": ("second", False)}

@@ -142,17 +142,11 @@ def _find_module(module_ref: str, folder: Path) -> importlib.machinery.ModuleSpe
         return importlib.util.find_spec(module_ref)
 
 
-def _already_resolved(tool: Tool) -> tuple[Callable[..., Any], bool] | None:
-    """What ``_resolved`` gives, when a call already worked it out for this tool object."""
-    entry = _by_tool.get(id(tool))
-    return entry[1] if entry is not None and entry[0] is tool else None  # the entry keeps the tool alive
-
-
 def _resolved(tool: Tool) -> tuple[Callable[..., Any], bool]:
     """The tool's function and whether it is a coroutine function, worked out once per tool."""
-    entry = _already_resolved(tool)
-    if entry is not None:
-        return entry
+    entry = _by_tool.get(id(tool))
+    if entry is not None and entry[0] is tool:  # the entry keeps the tool alive: its id stays its own
+        return entry[1]
     key = (tool.base_dir, str(tool.backend.config["function"]))
     found = _by_tool_target.get(key)
     if found is None:
