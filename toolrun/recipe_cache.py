@@ -22,9 +22,6 @@ from toolrun.catalog.cache import changed_recently, checked, code_stamp, digest,
 from toolrun.yamlsource import LineDict, LineList
 
 FORMAT = "recipe-2"
-# The code whose verdict is kept: the reading and the checks (the recipe is built from the document every time).
-_CODE = ("recipe.py", "yamlsource.py", "schema_errors.py", "schema_subset.py", "templates.py", "schemas",
-         "packaged_schemas.py", "catalog/tool_schema.py")
 
 
 class NotKept(Exception):
@@ -40,7 +37,7 @@ def cached_document(path: Path, status: os.stat_result) -> LineDict | None:
         kept = marshal.loads(checked(where.read_bytes()))  # a damaged byte is a miss, never a wrong recipe
     except (OSError, EOFError, ValueError, TypeError):
         return None
-    if not isinstance(kept, dict) or kept.get("code") != code_stamp(FORMAT, _CODE) \
+    if not isinstance(kept, dict) or kept.get("code") != code_stamp(FORMAT) \
             or kept.get("path") != str(path.resolve()) or kept.get("status") != status_key(status):
         return None
     try:
@@ -61,7 +58,7 @@ def keep_document(path: Path, before: os.stat_result, document: LineDict) -> Non
         after = path.stat()
         if status_key(after) != status_key(before):  # changed while it was read
             return
-        payload = marshal.dumps({"code": code_stamp(FORMAT, _CODE), "path": str(path.resolve()),
+        payload = marshal.dumps({"code": code_stamp(FORMAT), "path": str(path.resolve()),
                                  "status": status_key(before), "document": _encoded(document)})
         where.parent.mkdir(parents=True, exist_ok=True)
         handle, temporary = tempfile.mkstemp(dir=where.parent, prefix=".recipe-", suffix=".tmp")

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import marshal
 import os
@@ -51,9 +52,6 @@ TOKEN_SIZE = 16
 DIGEST_SIZE = 16  # each file and each entry is checked against its digest: a damaged byte is a miss
 SELF_CONTAINED_BACKENDS = frozenset({"http", "shell"})  # their load-time checks read only the tool file
 _PACKAGE = Path(__file__).resolve().parent.parent
-# The code whose output is cached: a change to any of it makes a new cache.
-_CODE = ("catalog", "backends", "schemas", "tool.py", "yamlsource.py", "templates.py", "url_template.py",
-         "schema_errors.py", "schema_subset.py", "durations.py", "text.py")
 
 RECENT_NS = 2_000_000_000  # a file changed this recently may change again within its mtime's tick: not kept
 # The file's status key, its tools, their findings (None until linted), and the other files its
@@ -62,23 +60,30 @@ Entry = tuple[tuple[int, ...], Any, Any, tuple[tuple[str, tuple[int, ...]], ...]
 
 
 def _code_stamp() -> str:
-    return code_stamp(str(CACHE_FORMAT), _CODE)
+    return code_stamp(str(CACHE_FORMAT))
 
 
-def code_stamp(version: str, code: tuple[str, ...]) -> str:
-    """A digest of ``version`` and the size and mtime of the toolrun sources named in ``code``
-    (files or folders, relative to the package): a cache made by other code is not read."""
-    parts: list[str] = [version]
-    for name in code:
-        path = _PACKAGE / name
-        files = sorted(p for p in path.iterdir() if p.suffix in (".py", ".json")) if path.is_dir() else [path]
-        for file in files:  # sources only: __pycache__ changes when Python compiles them
-            try:
-                status = file.stat()
-            except OSError:
-                continue
-            parts.append(f"{file.name}:{status.st_size}:{status.st_mtime_ns}")
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+def code_stamp(version: str) -> str:
+    """A digest of ``version`` and of the size and mtime of every toolrun source (``.py`` and
+    ``.json``): a cache made by other code is not read. All of them, not a list kept by hand: any
+    module may change what a cached catalog or recipe holds (a list missed secrets.py and errors.py)."""
+    return hashlib.sha256(f"{version}\n{_sources_stamp()}".encode()).hexdigest()
+
+
+@functools.cache
+def _sources_stamp() -> str:
+    """The sources' names, sizes and mtimes, read once per process (~150 stats, well under 1 ms)."""
+    parts: list[str] = []
+    for folder, subfolders, files in os.walk(_PACKAGE):
+        subfolders[:] = sorted(name for name in subfolders if name != "__pycache__")  # it changes when Python compiles
+        for name in sorted(files):
+            if name.endswith((".py", ".json")):
+                try:
+                    status = os.stat(os.path.join(folder, name))
+                except OSError:
+                    continue
+                parts.append(f"{os.path.relpath(os.path.join(folder, name), _PACKAGE)}:{status.st_size}:{status.st_mtime_ns}")
+    return "\n".join(parts)
 
 
 class CatalogCache:
