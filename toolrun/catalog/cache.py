@@ -72,18 +72,22 @@ def code_stamp(version: str) -> str:
 
 @functools.cache
 def _sources_stamp() -> str:
-    """The sources' names, sizes and mtimes, read once per process (~150 stats, well under 1 ms)."""
+    """The sources' paths, sizes and mtimes, read once per process: ~140 stats, about 1 ms
+    (scandir; os.walk took 7-12 ms)."""
     parts: list[str] = []
-    for folder, subfolders, files in os.walk(_PACKAGE):
-        subfolders[:] = sorted(name for name in subfolders if name != "__pycache__")  # it changes when Python compiles
-        for name in sorted(files):
-            if name.endswith((".py", ".json")):
-                try:
-                    status = os.stat(os.path.join(folder, name))
-                except OSError:
-                    continue
-                parts.append(f"{os.path.relpath(os.path.join(folder, name), _PACKAGE)}:{status.st_size}:{status.st_mtime_ns}")
-    return "\n".join(parts)
+    folders = [str(_PACKAGE)]
+    while folders:
+        with os.scandir(folders.pop()) as entries:
+            for entry in entries:
+                if entry.name.endswith((".py", ".json")):
+                    try:
+                        status = entry.stat()
+                    except OSError:
+                        continue
+                    parts.append(f"{entry.path}:{status.st_size}:{status.st_mtime_ns}")
+                elif entry.name != "__pycache__" and entry.is_dir():  # bytecode changes when Python compiles
+                    folders.append(entry.path)
+    return "\n".join(sorted(parts))
 
 
 class CatalogCache:
