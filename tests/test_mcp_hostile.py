@@ -23,6 +23,7 @@ import httpx
 import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 
 from tests.mcp_helpers import HttpServer, http_server
 
@@ -34,7 +35,7 @@ INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
                          "clientInfo": {"name": "hostile-test", "version": "1"}}}
 # Controls a terminal obeys: CSI (C1), right-to-left override, line and paragraph separators, NEL, ESC, BEL.
 CONTROLS = "\x9b\u202e\u2028\u2029\x85\x1b\x07"
-BROKEN = f"broken{CONTROLS}.yaml"  # a file name is printed in the operator's load problems
+BROKEN = f"broken{CONTROLS}.yaml"
 
 ECHO_TOOL = """\
 name: {name}
@@ -100,7 +101,7 @@ def hold_event_stream(url: str, client: str, session_id: str) -> socket.socket:
     """A GET event stream kept open on a raw socket: the session has a request in flight (it is not idle)."""
     host, port = httpx.URL(url).host, httpx.URL(url).port
     sock = socket.create_connection((host, port), timeout=10)
-    lines = [f"GET /mcp HTTP/1.1", f"Host: {host}:{port}", "Accept: text/event-stream",
+    lines = ["GET /mcp HTTP/1.1", f"Host: {host}:{port}", "Accept: text/event-stream",
              *(f"{key}: {value}" for key, value in session_headers(client, session_id).items() if key != "Accept")]
     sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
     assert b" 200 " in sock.recv(4096).split(b"\r\n", 1)[0]
@@ -172,7 +173,7 @@ def test_the_overall_limit_holds_and_names_itself(server: HttpServer) -> None:
             stream.close()
         for client in ids:
             for session_id in ids[client]:
-                _eventually(lambda: delete(server.url, client, session_id), lambda r: r.status_code in (200, 404))
+                _eventually(lambda c=client, s=session_id: delete(server.url, c, s), lambda r: r.status_code in (200, 404))
 
 
 def test_a_session_answers_only_the_client_that_opened_it(server: HttpServer) -> None:
@@ -196,18 +197,20 @@ def _slow_request(url: str, start: bytes) -> socket.socket:
     return sock
 
 
+_RECEIVED: dict[socket.socket, bytes] = {}
+
+
 def _closed(sock: socket.socket) -> bytes | None:
-    """What the server sent before closing ``sock``; None while it is still open."""
+    """Everything the server sent on ``sock`` once it closed it; None while it is still open."""
     sock.setblocking(False)
-    received = b""
     try:
         while chunk := sock.recv(4096):
-            received += chunk
+            _RECEIVED[sock] = _RECEIVED.get(sock, b"") + chunk
     except BlockingIOError:
         return None
     except ConnectionResetError:
         pass
-    return received
+    return _RECEIVED.pop(sock, b"")
 
 
 def test_half_sent_requests_are_closed_at_the_deadline_and_clients_keep_working(server: HttpServer) -> None:
@@ -231,10 +234,10 @@ def test_half_sent_requests_are_closed_at_the_deadline_and_clients_keep_working(
 
     try:
         anyio.run(work_throughout)
-        endings = [_eventually(lambda s=sock: _closed(s), lambda found: found is not None) for sock in dripping]
-        assert all(ending == b"" for ending in endings)  # headers never came: closed without an answer
-        body_ending = _eventually(lambda: _closed(late_body), lambda found: found is not None)
-        assert body_ending is not None and body_ending.startswith(b"HTTP/1.1 408 ")
+        endings = _eventually(lambda: [_closed(sock) for sock in [*dripping, late_body]],
+                              lambda found: None not in found)
+        assert endings[:-1] == [b""] * len(dripping)  # headers never came: closed without an answer
+        assert endings[-1] is not None and endings[-1].startswith(b"HTTP/1.1 408 ")  # a body stopped: 408
     finally:
         for sock in [*dripping, late_body]:
             sock.close()
@@ -286,21 +289,29 @@ def test_a_client_hears_only_the_load_problems_of_tools_it_can_see(server: HttpS
 # ---------------------------------------------------------------- what is printed: audit and the operator's lines
 
 
-def test_the_audit_log_and_load_problems_on_stderr_escape_terminal_controls(server: HttpServer) -> None:
+def test_the_audit_log_and_load_problems_on_stderr_escape_terminal_controls(server: HttpServer,
+                                                                            tools_dir: Path) -> None:
     name, text = f"get_{CONTROLS}x", f"a{CONTROLS}b"
+    odd_file = tools_dir / f"odd{CONTROLS}.yaml"  # a file name is printed in the operator's load problems
 
     async def check() -> None:
         async with http_client(server.url, "admin") as admin:
             await admin.call_tool("get_echo", {"text": text})
-            with pytest.raises(Exception):
+            with pytest.raises(MCPError):  # unknown to it: the protocol's error, and an audit line
                 await admin.call_tool(name, {"text": text})
+            odd_file.write_text("name: [unclosed\n", encoding="utf-8")
+            await admin.list_tools()  # reloads the folder: the problem goes to stderr
 
-    anyio.run(check)
-    lines = _eventually(lambda: [line for line in server.stderr if '"client": "admin"' in line and "a\\u009b" in line],
-                        lambda found: len(found) >= 2)
+    try:
+        anyio.run(check)
+        lines = _eventually(lambda: [line for line in server.stderr if '"client": "admin"' in line and "a\\u009b" in line],
+                            lambda found: len(found) >= 2)
+        _eventually(lambda: "\n".join(server.stderr), lambda printed: "odd" in printed)
+    finally:
+        odd_file.unlink()
     printed = "\n".join(server.stderr)
-    assert not any(char in printed for char in CONTROLS)  # the audit lines, and the broken file's problem above
-    assert "broken\\x9b\\u202e\\u2028\\u2029\\x85\\x1b\\x07.yaml" in printed
+    assert not any(char in printed for char in CONTROLS)  # the audit lines, the load problems
+    assert "odd\\x9b\\u202e\\u2028\\u2029\\x85\\x1b\\x07.yaml" in printed
     entries = [json.loads(line) for line in lines]
     assert {entry["tool"] for entry in entries} >= {"get_echo", name}
     assert all(entry["arguments"] == {"text": text} for entry in entries)
