@@ -9,12 +9,17 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from tests.property_budget import property_examples
 from toolrun.errors import LoadError, UserError
 from toolrun.mcp.access import load_access_list
 from toolrun.mcp.addresses import allowed_origins, is_loopback, parse_address
 from toolrun.mcp.audit import AuditLog
+from toolrun.mcp.limits import SessionLedger, SessionLimits, SessionRefused, resolve_session_limits
 from toolrun.mcp.mapping import approval_given, call_result_to_mcp
+from toolrun.text import terminal_safe
 
 
 def auth_file(tmp_path: Path, text: str) -> Path:
@@ -107,6 +112,82 @@ def test_one_audit_line_per_call() -> None:
     assert list(entry) == ["time", "client", "tool", "arguments", "is_error", "duration_ms"]
     assert entry["time"].endswith("Z") and entry["arguments"] == {"city": "北京"}
     assert "北京" in stream.getvalue()  # not \\u escapes
+
+
+def test_an_audit_line_escapes_what_a_terminal_obeys_in_a_file_as_on_stderr(tmp_path: Path) -> None:
+    hostile = "get_\x9b31m\u202e\u2028\u2029\x85\x1b]0;owned\x07\x7f\u2066"
+    log = AuditLog.open(tmp_path / "audit.jsonl")
+    log.record(client="bot", tool=hostile, arguments={"city": f"北京{hostile}"}, is_error=True, duration_ms=0, unknown=True)
+    log.close()
+    text = (tmp_path / "audit.jsonl").read_text(encoding="utf-8")
+    assert text.count("\n") == 1 and all(ord(char) >= 0x20 and not 0x7f <= ord(char) <= 0x9f for char in text[:-1])
+    assert not any(char in text for char in "\u202e\u2028\u2029\u2066")
+    assert "北京get_\\u009b31m\\u202e" in text  # readable text stays, controls become JSON escapes
+    entry = json.loads(text)
+    assert (entry["tool"], entry["arguments"]["city"]) == (hostile, f"北京{hostile}")
+
+
+@settings(max_examples=property_examples(200), deadline=None)
+@given(st.recursive(st.text() | st.integers() | st.none(), lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner),
+                    max_leaves=8))
+def test_an_audit_line_is_one_line_of_the_same_json_with_nothing_a_terminal_obeys(arguments: object) -> None:
+    stream = io.StringIO()
+    AuditLog(stream).record(client="bot", tool="t", arguments=arguments, is_error=False, duration_ms=1)
+    line = stream.getvalue()
+    assert line.endswith("\n") and terminal_safe(line) == line and "\n" not in line[:-1]
+    assert json.loads(line)["arguments"] == arguments
+
+
+def test_a_client_may_have_its_own_session_limit_and_a_bad_one_is_a_problem(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("BOT_TOKEN", "bot-token-1234")
+    path = auth_file(tmp_path, """
+        clients:
+          - {name: bot, token: "${env:BOT_TOKEN}", max_sessions: 3}
+          - {name: ide, token_sha256: %s}
+    """ % ("a" * 64))
+    assert [client.max_sessions for client in load_access_list(path).clients] == [3, None]
+    for bad in ("0", "-1", "yes", "2.5", "many"):
+        with pytest.raises(LoadError) as error:
+            load_access_list(auth_file(tmp_path, f'clients: [{{name: bot, token: "${{env:BOT_TOKEN}}", max_sessions: {bad}}}]'))
+        assert "max_sessions must be a whole number of 1 or more" in error.value.problems[0].message
+
+
+def test_no_client_may_fill_the_server_alone_and_by_default_none_crowds_out_the_others() -> None:
+    assert resolve_session_limits(None, None, None) == SessionLimits(1000, 100)
+    assert resolve_session_limits(10, None, [("bot", None)]) == SessionLimits(10, 5)
+    assert resolve_session_limits(None, None, [("a", 900), ("b", 300)]).overall == 1201
+    for overall, per_client, own in ((10, 10, None), (10, None, 10), (1, None, None)):
+        with pytest.raises(ValueError, match="one client could fill the server alone"):
+            resolve_session_limits(overall, per_client, [("bot", own)])
+    assert resolve_session_limits(3, None, None).overall == 3  # without --auth: only the overall limit
+
+
+_OPERATIONS = st.lists(st.tuples(st.sampled_from(["open", "begin", "end", "forget"]), st.sampled_from(["a", "b", None]),
+                                 st.integers(0, 30)), max_size=80)
+
+
+@settings(max_examples=property_examples(150), deadline=None)
+@given(_OPERATIONS)
+def test_the_ledger_keeps_every_limit_and_closes_only_the_openers_own_idle_sessions(operations: list) -> None:
+    ledger = SessionLedger(SessionLimits(overall=6, per_client=2), clock=iter(range(10_000)).__next__)
+    opened: list[str] = []
+    for operation, identity, pick in operations:
+        if operation == "open":
+            try:
+                idle = ledger.make_room(identity, None, f"client {identity}")
+            except SessionRefused as refusal:
+                assert "limit" in refusal.message
+                continue
+            if idle is not None:
+                session = ledger._sessions[idle]
+                assert session.identity == identity and session.in_flight == 0  # its own, and idle
+                ledger.forget(idle)
+            opened.append(key := f"s{len(opened)}")
+            ledger.opened(key, identity)
+        elif opened:
+            getattr(ledger, operation)(opened[pick % len(opened)])
+        assert len(ledger) <= 6 and all(ledger.count(who) <= 2 for who in ("a", "b"))
+        assert ledger.belongs_to("never-opened", "a")
 
 
 @pytest.mark.parametrize(("text", "expected"), [("127.0.0.1:8765", ("127.0.0.1", 8765)), ("[::1]:0", ("::1", 0)),

@@ -71,6 +71,16 @@ def terminal_safe(text: str) -> str:
     return _TERMINAL_CONTROL.sub(_escaped, text)
 
 
+def json_terminal_safe(json_text: str) -> str:
+    """A JSON text (``json.dumps``) with every character a terminal acts on as a ``\\u`` escape: the same
+    JSON, safe to print and to append to a log (``json.dumps`` keeps C1 controls, separators and bidi raw)."""
+    return _TERMINAL_CONTROL.sub(_json_escaped, json_text)
+
+
+def _json_escaped(match: re.Match[str]) -> str:
+    return "".join(f"\\u{ord(char):04x}" for char in match.group())
+
+
 def _escaped(match: re.Match[str]) -> str:
     code = ord(match.group())
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"

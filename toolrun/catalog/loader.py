@@ -31,6 +31,7 @@ class LoadResult:
 
     catalog: Catalog
     problems: list[Problem] = field(default_factory=list)
+    names_by_file: dict[Path, list[str]] = field(default_factory=dict)  # every tool name a file declares, broken ones too
 
 
 def tool_files(directory: Path, suffixes: tuple[str, ...] = TOOL_FILE_SUFFIXES) -> list[Path]:
@@ -102,8 +103,10 @@ def load_catalog(directory: Path, *, names: Collection[str] | None = None,
     catalog = Catalog(directory=directory)
     problems: list[Problem] = []
     first_seen: dict[str, tuple[Path, int | None]] = {}
+    names_by_file: dict[Path, list[str]] = {}
     for file in files:
         tools, file_problems = _load_tool_file_cached(file, cache, wanted)
+        names_by_file[file] = [name for name, _, _ in tools]
         for name, line, tool in tools:
             if name in first_seen:
                 other_file, other_line = first_seen[name]
@@ -117,7 +120,7 @@ def load_catalog(directory: Path, *, names: Collection[str] | None = None,
             elif tool is not None:
                 catalog.tools[name] = tool
         problems += sorted(_unique(file_problems), key=lambda p: p.line or 0)
-    return LoadResult(catalog, problems)
+    return LoadResult(catalog, problems, names_by_file)
 
 
 def _mentions(file: Path, names: Collection[str], cache: CatalogCache | None = None) -> bool:

@@ -2,16 +2,51 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
+from typing import Any
 
 import click
 
 from toolrun.api import DEFAULT_TOOLS_DIR
 from toolrun.cli.common import tools_dir_option
+from toolrun.durations import parse_duration
+from toolrun.mcp.limits import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS
+from toolrun.text import terminal_safe
 
 
 def _report(line: str) -> None:
-    click.echo(line, err=True)  # stdout is the protocol's channel on stdio
+    # stdout is the protocol's channel on stdio; a line may carry a tool server's stderr or a client's text.
+    click.echo(terminal_safe(line), err=True)
+
+
+class _TerminalSafeFormatter(logging.Formatter):
+    """Log records (the SDK's, uvicorn's) as lines a terminal shows, not obeys: they may quote a client."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return terminal_safe(super().format(record))
+
+
+def _log_to_stderr_safely() -> None:
+    handler = logging.StreamHandler()
+    handler.setFormatter(_TerminalSafeFormatter("%(levelname)s: %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
+
+
+class _Duration(click.ParamType):
+    name = "DURATION"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        try:
+            return parse_duration(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+_SECONDS = _Duration()
+_POSITIVE = click.IntRange(min=1)
 
 
 @click.command("mcp")
@@ -23,13 +58,27 @@ def _report(line: str) -> None:
 @click.option("--audit", "audit", type=click.Path(path_type=Path, dir_okay=False),
               help="Append one JSON line per call here (HTTP default: stderr).")
 @click.option("--yes", "assume_yes", is_flag=True, help="Approve every call of tools that ask for confirmation.")
+@click.option("--max-sessions", type=_POSITIVE, metavar="N",
+              help="HTTP: open sessions in all (default 1000, or the sum of the clients' limits).")
+@click.option("--max-client-sessions", type=_POSITIVE, metavar="N",
+              help="HTTP: open sessions per --auth client (default 100); a client's max_sessions overrides it.")
+@click.option("--header-timeout", type=_SECONDS, default=DEFAULT_HEADER_TIMEOUT, show_default="10s",
+              help="HTTP: time a request has to send its headers (30s, 500ms).")
+@click.option("--body-timeout", type=_SECONDS, default=DEFAULT_BODY_TIMEOUT, show_default="30s",
+              help="HTTP: time a request has to send its body once its headers are in.")
+@click.option("--max-connections", type=_POSITIVE, metavar="N", default=DEFAULT_MAX_CONNECTIONS, show_default=True,
+              help="HTTP: open connections at most.")
 def mcp_command(tools_dir: Path | None, tool_globs: tuple[str, ...], http: str | None, auth: Path | None,
-                audit: Path | None, assume_yes: bool) -> None:
+                audit: Path | None, assume_yes: bool, max_sessions: int | None, max_client_sessions: int | None,
+                header_timeout: float, body_timeout: float, max_connections: int) -> None:
     """Serve the tool catalog over the Model Context Protocol.
 
     Tool files added, changed or removed while the server runs are picked up without a restart.
     """
     from toolrun.mcp import serve  # the SDK loads only for this command
 
+    _log_to_stderr_safely()
     serve(tools_dir if tools_dir is not None else DEFAULT_TOOLS_DIR, tools=list(tool_globs) or None, http=http,
-          auth=auth, audit=audit, assume_yes=assume_yes, report=_report)
+          auth=auth, audit=audit, assume_yes=assume_yes, report=_report, max_sessions=max_sessions,
+          max_client_sessions=max_client_sessions, header_timeout=header_timeout, body_timeout=body_timeout,
+          max_connections=max_connections)

@@ -12,6 +12,13 @@ from pathlib import Path
 
 from toolrun.errors import Problem, UserError
 from toolrun.mcp.addresses import is_loopback, parse_address
+from toolrun.mcp.limits import (
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_HEADER_TIMEOUT,
+    DEFAULT_MAX_CONNECTIONS,
+    HttpLimits,
+    resolve_session_limits,
+)
 
 __all__ = ["parse_address", "serve"]
 
@@ -25,12 +32,21 @@ def serve(
     audit: Path | None = None,
     assume_yes: bool = False,
     report: Callable[[str], None] = lambda line: None,
+    max_sessions: int | None = None,
+    max_client_sessions: int | None = None,
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT,
+    body_timeout: float = DEFAULT_BODY_TIMEOUT,
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
 ) -> None:
     """Serve the catalog of ``tools_dir`` until the client leaves (stdio) or the process is stopped (HTTP).
 
     ``report`` receives the lines meant for the operator: what is served, load problems,
     the URL. Raises ``UserError`` (exit 2) for a missing tools directory, a bad address,
-    an unreadable ``--auth`` file, or a non-loopback address without ``--auth``.
+    an unreadable ``--auth`` file, or a non-loopback address without ``--auth``, or session
+    limits that let one client fill the server. Over HTTP, a client holds at most
+    ``max_client_sessions`` sessions (its own ``max_sessions`` in the auth file), the server
+    ``max_sessions``; a request has ``header_timeout`` seconds to send its headers and
+    ``body_timeout`` more for its body; at most ``max_connections`` connections are open.
     """
     address = parse_address(http) if http is not None else None
     if address is not None and auth is None:
@@ -45,6 +61,12 @@ def serve(
     from toolrun.mcp.access import load_access_list
 
     access = load_access_list(auth) if auth is not None else None  # a bad file fails before the SDK loads
+    own_limits = [(client.name, client.max_sessions) for client in access.clients] if access else None
+    try:
+        sessions = resolve_session_limits(max_sessions, max_client_sessions, own_limits)
+    except ValueError as exc:
+        raise UserError(Problem(auth, None, str(exc), "raise --max-sessions, or lower the clients' limits")) from None
+    limits = HttpLimits(sessions, header_timeout, body_timeout, max_connections)
 
     import anyio
 
@@ -72,7 +94,7 @@ def serve(
                 except OSError as exc:
                     raise UserError(Problem(None, None, f"cannot listen on {http}: {exc.strerror or exc}",
                                             "pick another port, or stop what is using it")) from None
-                anyio.run(serve_http, server, sock, access, lambda url: report(f"listening on {url}"))
+                anyio.run(serve_http, server, sock, access, lambda url: report(f"listening on {url}"), limits)
         finally:
             if audit_log is not None:
                 audit_log.close()

@@ -5,6 +5,7 @@ clients:
   - name: oncall-bot
     token: "${env:ONCALL_BOT_TOKEN}"      # or token_sha256: <hex digest of the token>
     tools: ["get_*", "list_*"]            # globs; default every tool
+    max_sessions: 20                      # its own limit of open sessions; default --max-client-sessions
 ```
 
 A token is never written in the file: it comes from the environment or is given as its
@@ -24,18 +25,19 @@ from toolrun.errors import LoadError, Problem
 from toolrun.secrets import ENV_REFERENCE, MissingSecret, read_secret
 from toolrun.yamlsource import LineDict, YamlSyntaxError, load_yaml_file
 
-_CLIENT_KEYS = {"name", "token", "token_sha256", "tools"}
+_CLIENT_KEYS = {"name", "token", "token_sha256", "tools", "max_sessions"}
 _HEX_DIGEST = re.compile(r"^[0-9a-fA-F]{64}$")
 _EXAMPLE = 'clients: [{name: oncall-bot, token: "${env:ONCALL_BOT_TOKEN}", tools: ["get_*"]}]'
 
 
 @dataclass(frozen=True)
 class ClientAccess:
-    """One client: its name (for the audit log), its token's digest, the globs of its tools."""
+    """One client: its name (for the audit log), its token's digest, the globs of its tools, its session limit."""
 
     name: str
     token_digest: bytes
     tools: tuple[str, ...] | None  # None: every tool
+    max_sessions: int | None = None  # None: the server's limit per client
 
 
 def token_digest(token: str) -> bytes:
@@ -125,11 +127,17 @@ def _client(entry: Any, path: Path) -> tuple[ClientAccess | None, list[Problem],
                                     'write it like tools: ["get_*", "list_*"]'))
         else:
             globs = tuple(tools)
+    max_sessions = entry.get("max_sessions")
+    if max_sessions is not None and (isinstance(max_sessions, bool) or not isinstance(max_sessions, int)
+                                     or max_sessions < 1):
+        problems.append(Problem(path, _line(entry, "max_sessions"), f"{label}: max_sessions must be a whole number of 1 or more",
+                                "write it like max_sessions: 20"))
+        max_sessions = None
     digest, secret, token_problems = _token(entry, path, label)
     problems += token_problems
     if problems or digest is None:
         return None, problems, None
-    return ClientAccess(name, digest, globs), [], secret
+    return ClientAccess(name, digest, globs, max_sessions), [], secret
 
 
 def _token(entry: dict[str, Any], path: Path, label: str) -> tuple[bytes | None, str | None, list[Problem]]:

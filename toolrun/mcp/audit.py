@@ -1,4 +1,8 @@
-"""The audit log of a server: one JSON line per call — time, client, tool, arguments, outcome."""
+"""The audit log of a server: one JSON line per call — time, client, tool, arguments, outcome.
+
+The same line goes to a file or a terminal (stderr): JSON whose every character a terminal
+acts on (C0/C1 controls, line separators, bidi controls) is a ``\\u`` escape.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,8 @@ import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
+
+from toolrun.text import json_terminal_safe
 
 
 class AuditLog:
@@ -33,7 +39,8 @@ class AuditLog:
                  "duration_ms": duration_ms}
         if unknown:
             entry["unknown_tool"] = True
-        line = json.dumps(entry, ensure_ascii=False, default=str)
+        # Readable text (北京) stays; what a terminal would obey (a client's U+009B, U+202E) becomes \\u009b.
+        line = json_terminal_safe(json.dumps(entry, ensure_ascii=False, default=str))
         with self._lock:
             self._stream.write(line + "\n")
             self._stream.flush()

@@ -3,7 +3,9 @@
 The gate answers before the SDK sees a request: 403 for a browser ``Origin`` that is not
 the server's own (the protocol's defence against DNS rebinding), 401 without a known
 bearer token when an access list is in force. An admitted request carries its ``Caller``
-in the ASGI scope, where the tool handlers read which tools it may see and call.
+in the ASGI scope, where the tool handlers read which tools it may see and call, and the
+session manager whose sessions it may use (``sessions``). Under uvicorn runs a protocol
+with header and body deadlines and a bound on connections (``deadlines``).
 """
 
 from __future__ import annotations
@@ -15,12 +17,18 @@ from typing import Any
 
 import anyio
 import uvicorn
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from toolrun.mcp.access import AccessList
+from toolrun.mcp.access import AccessList, ClientAccess
 from toolrun.mcp.addresses import allowed_origins, is_loopback
+from toolrun.mcp.deadlines import deadline_protocol
+from toolrun.mcp.limits import HttpLimits, SessionLimits
 from toolrun.mcp.server import CALLER_SCOPE_KEY, Caller, CatalogServer
+from toolrun.mcp.sessions import BoundSessionManager
 
 MCP_PATH = "/mcp"
 
@@ -50,8 +58,13 @@ class RequestGate:
                 await _refuse(send, 401, "unauthorized", "a known bearer token is required",
                               [(b"www-authenticate", b'Bearer realm="toolrun"')])
                 return
-            scope[CALLER_SCOPE_KEY] = Caller(client.name, client.tools)
+            scope[CALLER_SCOPE_KEY] = caller_of(client)
         await self.app(scope, receive, send)
+
+
+def caller_of(client: ClientAccess) -> Caller:
+    """A static client's caller: its sessions belong to its name (not its token, which may be replaced)."""
+    return Caller(client.name, client.tools, identity=f"token:{client.name}", max_sessions=client.max_sessions)
 
 
 async def _refuse(send: Send, status: int, error: str, message: str,
@@ -77,26 +90,33 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def build_app(server: CatalogServer, host: str, port: int, access: AccessList | None) -> ASGIApp:
-    """The SDK's streamable HTTP app at ``/mcp`` behind the gate."""
+def build_app(server: CatalogServer, host: str, port: int, access: AccessList | None,
+              sessions: SessionLimits | None = None) -> ASGIApp:
+    """The SDK's streamable HTTP app at ``/mcp`` behind the gate, its sessions bound and limited."""
     security = TransportSecuritySettings(
         # The gate checks Origin; a Host check would refuse a team's DNS name for the server.
         enable_dns_rebinding_protection=is_loopback(host),
         allowed_hosts=[f"{name}:*" for name in ("127.0.0.1", "localhost", "[::1]")],
         allowed_origins=allowed_origins(host, port),
     )
-    app = server.server.streamable_http_app(streamable_http_path=MCP_PATH, transport_security=security, host=host)
+    manager = BoundSessionManager(server.server, limits=sessions or SessionLimits(), security_settings=security)
+    # What the SDK's streamable_http_app builds, with this session manager in place of its own.
+    app = Starlette(routes=[Route(MCP_PATH, endpoint=StreamableHTTPASGIApp(manager))],
+                    lifespan=lambda _app: manager.run())
     return RequestGate(app, origins=allowed_origins(host, port), access=access)
 
 
 async def serve_http(server: CatalogServer, sock: socket.socket, access: AccessList | None,
-                     on_ready: Callable[[str], None]) -> None:
+                     on_ready: Callable[[str], None], limits: HttpLimits | None = None) -> None:
     """Serve until SIGINT/SIGTERM; ``on_ready`` gets the URL once the socket accepts connections."""
+    limits = limits or HttpLimits()
     host, port = sock.getsockname()[:2]
     shown_host = f"[{host}]" if ":" in host else host
-    app: Any = build_app(server, shown_host, port, access)
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2,
-                            access_log=False)
+    app: Any = build_app(server, shown_host, port, access, limits.sessions)
+    protocol = deadline_protocol(limits.header_timeout, limits.body_timeout, limits.max_connections)
+    # log_config=None: the command's own logging (terminal-safe lines) prints uvicorn's warnings too.
+    config = uvicorn.Config(app, http=protocol, log_level="warning", log_config=None, lifespan="on",
+                            timeout_graceful_shutdown=2, access_log=False)
     http_server = uvicorn.Server(config)
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(server.watch)

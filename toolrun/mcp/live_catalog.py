@@ -46,6 +46,8 @@ class Snapshot:
     problems: list[Problem] = field(default_factory=list)
     secrets: tuple[str, ...] = ()  # the values of the ${env:NAME} the tool files name, set in the environment
     unmatched: list[tuple[str, str | None]] = field(default_factory=list)  # (--tools glob matching no tool, a guess)
+    # The tool names each problem concerns, in the order of ``problems``; None: the whole file or directory.
+    concerns: list[tuple[str, ...] | None] = field(default_factory=list)
 
 
 def _named_secrets(directory: Path) -> tuple[str, ...]:
@@ -62,6 +64,11 @@ def _named_secrets(directory: Path) -> tuple[str, ...]:
             if value:
                 values[value] = None
     return tuple(values)
+
+
+def _declared(names_by_file: dict[Path, list[str]], problem: Problem) -> tuple[str, ...] | None:
+    names = names_by_file.get(Path(problem.file)) if problem.file is not None else None
+    return tuple(names) if names else None
 
 
 class LiveCatalog:
@@ -130,17 +137,28 @@ class LiveCatalog:
             # An MCP server toolset that lists its tools by name, none of them selected, is not started.
             result = load_catalog(self.directory, wanted=lambda name: matches_any(name, self.selection))
         except UserError as exc:
-            return Snapshot(Catalog(directory=self.directory), list(exc.problems))
+            return Snapshot(Catalog(directory=self.directory), list(exc.problems), concerns=[None] * len(exc.problems))
         secrets = _named_secrets(self.directory)
         catalog = result.catalog
         catalog.findings = lint_catalog(catalog)
         problems = list(result.problems)
+        # A load problem concerns every tool its file declares; none known (a YAML error, a server down): the file.
+        concerns = [_declared(result.names_by_file, problem) for problem in problems]
         poisoned = {finding.tool for finding in catalog.lint_errors if finding.tool}
         problems += [lint_problem(finding) for finding in catalog.lint_errors]
+        concerns += [(finding.tool,) if finding.tool else None for finding in catalog.lint_errors]
         served = {name: tool for name, tool in catalog.tools.items()
                   if name not in poisoned and matches_any(name, self.selection)}
         return Snapshot(Catalog(served, self.directory, catalog.findings), problems, secrets,
-                        self._unmatched([*catalog.tools, *catalog.unstarted]))
+                        self._unmatched([*catalog.tools, *catalog.unstarted]), concerns)
+
+    def problems_for(self, visible: Sequence[str] | None) -> list[Problem]:
+        """The problems a client limited to ``visible`` globs may read: those of tools it can see, every one of
+        them; a problem of a whole file only when it may see every tool (None, or ``*``)."""
+        every = visible is None or "*" in visible
+        snapshot = self.snapshot
+        return [problem for problem, names in zip(snapshot.problems, snapshot.concerns, strict=True)
+                if every or (names is not None and all(matches_any(name, visible) for name in names))]
 
     def _unmatched(self, names: list[str]) -> list[tuple[str, str | None]]:
         """The selection's globs that match none of ``names`` (a typo serves nothing), each with a guess."""

@@ -47,10 +47,16 @@ WATCH_INTERVAL_SECONDS = 0.25
 
 @dataclass(frozen=True)
 class Caller:
-    """Who sends a request: a name for the audit log and the globs of the tools it may use."""
+    """Who sends a request: a name for the audit log, the globs of the tools it may use, and the identity
+    its sessions belong to (a string key: ``token:NAME`` for a static ``--auth`` client; None without auth)."""
 
     name: str | None = None
     tools: tuple[str, ...] | None = None  # None: every served tool
+    identity: str | None = None
+    max_sessions: int | None = None  # this client's own session limit; None: the server's per-client one
+
+    def sees_every_tool(self) -> bool:
+        return self.tools is None or "*" in self.tools
 
 
 def refusal_message(tool: Tool) -> str:
@@ -85,7 +91,7 @@ class CatalogServer:
         # still has its arguments logged. Call results keep the redaction of what the call read.
         self._catalog_secrets = Redactor()
         self._reload_lock = asyncio.Lock()
-        self._listeners: dict[str, ServerSession] = {}  # 2025-11-25 sessions to notify, by session id
+        self._listeners: dict[str, tuple[ServerSession, Caller]] = {}  # 2025-11-25 sessions to notify, by session id
         self._bus = InMemorySubscriptionBus()  # 2026-07-28 clients listen here
         self.server = _ToolrunServer(
             "toolrun",
@@ -141,13 +147,12 @@ class CatalogServer:
         self.report(summary + (f"; {count} above: the tools they concern are not served" if problems else ""))
 
     async def _announce(self) -> None:
-        problems = self.live.snapshot.problems
-        for key, session in list(self._listeners.items()):
+        for key, (session, caller) in list(self._listeners.items()):
             try:
                 await session.send_tool_list_changed()
                 with warnings.catch_warnings():  # logging is deprecated in 2026-07-28, still the 2025-11-25 way
                     warnings.simplefilter("ignore")
-                    for problem in problems:
+                    for problem in self.live.problems_for(caller.tools):  # a hidden tool's file stays hidden
                         await session.send_log_message("error", str(problem), logger="toolrun")
             except Exception:  # the client went away: forget it
                 self._listeners.pop(key, None)
@@ -168,8 +173,8 @@ class CatalogServer:
         request = getattr(ctx, "request", None)
         headers = getattr(request, "headers", None)
         key = headers.get("mcp-session-id", "") if headers is not None else "stdio"
-        if key and len(self._listeners) < 10_000:
-            self._listeners[key] = ctx.session
+        if key and (key in self._listeners or len(self._listeners) < 10_000):
+            self._listeners[key] = (ctx.session, self.caller(ctx))
 
     def _input_schema(self, name: str) -> dict[str, Any] | None:
         tool = self.live.get(name)
