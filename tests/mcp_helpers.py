@@ -77,7 +77,7 @@ class HttpServer:
 
 
 @contextmanager
-def http_server(*args: str, env: dict[str, str] | None = None, startup_timeout: float = 20) -> Iterator[HttpServer]:
+def http_server(*args: str, env: dict[str, str] | None = None, startup_timeout: float = 60) -> Iterator[HttpServer]:
     """Start ``toolrun mcp --http 127.0.0.1:0 ARGS`` (a free port), wait for its URL, stop it at exit."""
     process = subprocess.Popen(toolrun_mcp_argv("--http", "127.0.0.1:0", *args), cwd=ROOT, env=server_env(env),
                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
