@@ -45,6 +45,7 @@ from toolrun.providers.transport import HttpxTransport, capped_lines
 from toolrun.results import ToolCallRecord
 from toolrun.runner import RunSettings, run_conversation
 from toolrun.secrets import Redactor, redacting
+from toolrun.templates import first_character_is_authored
 from toolrun.text import excerpt, terminal_safe
 from toolrun.yamlsource import YamlSyntaxError, load_yaml_file
 
@@ -253,6 +254,13 @@ def test_the_option_guard_does_not_trust_a_name_the_template_rebinds(tmp_path, t
     outcome = call(tool, {"word": f"--output={victim}", "flag": ""})
     assert outcome.is_error and "starts with '-' once rendered" in outcome.result
     assert victim.read_text() == "keep me\n"
+
+
+def test_the_option_guard_refuses_when_its_tracing_renders_other_text():
+    # {{ [a, b] | random }} or the like: the traced rendering took the literal "-v" branch, the real one did not.
+    template, arguments = "{% if flip %}-v{% endif %}{{ word }}", {"flip": True, "word": "--output=x"}
+    assert first_character_is_authored(template, arguments, [], "-v--output=x")
+    assert not first_character_is_authored(template, arguments, [], "--output=x")
 
 
 def test_two_parameters_that_share_a_variable_name_do_not_load(tmp_path):

@@ -191,22 +191,23 @@ def _rendered_in_sandbox(source: str, arguments: Mapping[str, Any], environ: Map
 
 
 def first_character_is_authored(source: str, arguments: Mapping[str, Any], authored: Collection[str],
-                                environ: Mapping[str, str] | None = None) -> bool:
-    """True when the first character ``source`` renders to was written by the template's author.
+                                rendered: str, environ: Mapping[str, str] | None = None) -> bool:
+    """True when the first character of ``rendered`` (``source`` rendered) was written by the template's author.
 
     The author wrote the template's literal text (outside ``{{ }}``, ``{% %}`` and ``{# #}``,
     in a block body too) and what an expression makes of ``authored`` values and
     ``${env:...}`` alone. Anything a filter, slice or ``~`` makes of another value is not the
     author's, and neither is output that went through a set block, macro or filter block,
-    whose pieces cannot be told apart: False for those, and for a template that renders nothing.
+    whose pieces cannot be told apart: False for those, for a template that renders nothing,
+    and for one that renders otherwise when traced (``random``).
     """
     from toolrun.template_sandbox import traced_output
 
     traced = _traced(source)
     env_values = {name: read_secret(name, environ) for name in ENV_REFERENCE.findall(source)}
     text, made = traced_output(traced, {**arguments, _ENV_VARIABLE: env_values})
-    if "".join(piece for _, piece in made) != text:
-        return False  # some output was captured and replayed (set block, macro, filter block): origin unknown
+    if not text == rendered == "".join(piece for _, piece in made):
+        return False  # output captured and replayed (set block, macro, filter block), or chance: origin unknown
     trusted = ({*authored} | {_ENV_VARIABLE}) - traced.assigned  # a name the template rebinds may hold anything
     for index, piece in made:
         if piece:

@@ -214,7 +214,7 @@ class ShellBackend(Backend):
             if "{%" in element and not rendered.strip():
                 continue  # an optional flag whose condition was false
             if not operands_only and argv and rendered.startswith("-"):
-                _refuse_model_option(str(element), arguments, properties, context.environ)
+                _refuse_model_option(str(element), rendered, arguments, properties, context.environ)
             operands_only = operands_only or element == "--"
             argv.append(rendered)
         return argv
@@ -253,7 +253,7 @@ class OptionInjection(ValueError):
     """A model-supplied value would be read as an option ("--output=/etc/x") by the command."""
 
 
-def _refuse_model_option(element: str, arguments: Mapping[str, Any], properties: Mapping[str, Any],
+def _refuse_model_option(element: str, rendered: str, arguments: Mapping[str, Any], properties: Mapping[str, Any],
                          environ: Mapping[str, str]) -> None:
     """Raise OptionInjection when an argv element renders to a leading "-" that its author did not write.
 
@@ -269,7 +269,7 @@ def _refuse_model_option(element: str, arguments: Mapping[str, Any], properties:
         return
     enumerated = [name for name in arguments if _enumerated(properties.get(name))]
     try:
-        if first_character_is_authored(element, arguments, enumerated, environ):
+        if first_character_is_authored(element, arguments, enumerated, rendered, environ):
             return
     except Exception:  # noqa: BLE001 - a template that renders differently when traced: refuse, to be safe
         pass
