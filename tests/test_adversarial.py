@@ -45,6 +45,7 @@ from toolrun.providers.transport import HttpxTransport, capped_lines
 from toolrun.results import ToolCallRecord
 from toolrun.runner import RunSettings, run_conversation
 from toolrun.secrets import Redactor, redacting
+from toolrun.templates import first_character_is_authored
 from toolrun.text import excerpt, terminal_safe
 from toolrun.yamlsource import YamlSyntaxError, load_yaml_file
 
@@ -196,6 +197,70 @@ def test_the_option_guard_lets_an_authors_own_dash_through(tmp_path):
                        {"verbose": {"type": "boolean"}, "n": {"type": "integer"}})
     assert call(tool, {"verbose": True, "n": 3}).result == "3"
     assert call(tool, {"verbose": False, "n": 3}).result == "3"
+
+
+@pytest.mark.parametrize(("template", "value"), [
+    ("{{ branch | replace('refs/heads/', '') }}", "refs/heads/--output={victim}"),
+    ("{{ branch[11:] }}", "refs/heads/--output={victim}"),
+    ("{{ branch | replace('x', '-') }}", "x-output={victim}"),
+    ("{{ '-' ~ branch }}", "-output={victim}"),
+    ("{{ branch | join('') }}", ["--output={victim}"]),
+    ("{{ branch | last }}", ["a", "--output={victim}"]),
+    ("{{ '%s' | format(branch) }}", "--output={victim}"),
+    ("{{ branch | default('') | string }}", "--output={victim}"),
+    ("{% if branch %}{% endif %}{{ branch | trim }}", " --output={victim}"),
+])
+def test_a_filter_cannot_turn_a_model_value_into_an_option(tmp_path, template: str, value: Any):
+    # sort --output=FILE truncates FILE: the dash is made by a filter, not written by the author.
+    victim = tmp_path / "victim"
+    victim.write_text("keep me\n")
+    value = [item.format(victim=victim) for item in value] if isinstance(value, list) else value.format(victim=victim)
+    tool = _shell_tool(tmp_path, {"argv": ["sort", template]}, {"branch": {}})
+    outcome = call(tool, {"branch": value})
+    assert outcome.is_error and "starts with '-' once rendered" in outcome.result
+    assert victim.read_text() == "keep me\n"
+
+
+@pytest.mark.parametrize(("template", "arguments", "expected"), [
+    ("{% if verbose %}-v{% endif %}{{ word }}", {"verbose": True, "word": "x"}, "-vx"),  # the author's dash
+    ("{{ word }}-v", {"word": ""}, "-v"),  # the first character is literal text
+    ("-{{ word }}", {"word": "-x"}, "--x"),  # a literal dash before a model value
+    ("{{ flag }}", {"flag": "-n"}, "-n"),  # an enumerated value is the author's option
+    ("{{ flag }}={{ word }}", {"flag": "-n", "word": "--x"}, "-n=--x"),  # the enumerated value comes first
+    ("{{ '-n' }}{{ word }}", {"word": "x"}, "-nx"),  # an expression of constants only
+    ("--{{ word | replace('/', '') }}", {"word": "/x"}, "--x"),
+])
+def test_the_option_guard_lets_what_the_author_wrote_through(tmp_path, template: str, arguments: dict[str, Any],
+                                                             expected: str):
+    properties = {"verbose": {"type": "boolean"}, "word": {"type": "string"}, "flag": {"enum": ["-n", "-e"]}}
+    tool = _shell_tool(tmp_path, {"argv": ["printf", "%s|", template]}, properties)
+    assert call(tool, arguments).result == expected + "|"
+
+
+@pytest.mark.parametrize("template", [
+    "{% for flag in [word] %}{{ flag }}{% endfor %}",  # a loop variable shadowing the enumerated name
+    "{% set flag = word %}{{ flag }}",
+    "{% set captured %}{{ word }}{% endset %}{{ captured }}",
+    "{% filter lower %}{{ word }}{% endfilter %}",
+    "{% macro m(v) %}{{ v }}{% endmacro %}{{ m(word) }}",
+    "{{ flag ~ word }}",
+    "{{ '' }}{{ word }}",
+])
+def test_the_option_guard_does_not_trust_a_name_the_template_rebinds(tmp_path, template: str):
+    victim = tmp_path / "victim"
+    victim.write_text("keep me\n")
+    properties = {"word": {"type": "string"}, "flag": {"enum": ["", "x"]}}
+    tool = _shell_tool(tmp_path, {"argv": ["sort", template]}, properties)
+    outcome = call(tool, {"word": f"--output={victim}", "flag": ""})
+    assert outcome.is_error and "starts with '-' once rendered" in outcome.result
+    assert victim.read_text() == "keep me\n"
+
+
+def test_the_option_guard_refuses_when_its_tracing_renders_other_text():
+    # {{ [a, b] | random }} or the like: the traced rendering took the literal "-v" branch, the real one did not.
+    template, arguments = "{% if flip %}-v{% endif %}{{ word }}", {"flip": True, "word": "--output=x"}
+    assert first_character_is_authored(template, arguments, [], "-v--output=x")
+    assert not first_character_is_authored(template, arguments, [], "--output=x")
 
 
 def test_two_parameters_that_share_a_variable_name_do_not_load(tmp_path):

@@ -31,6 +31,7 @@ from toolrun.providers.openai_responses import ResponsesStreamAssembler
 from toolrun.providers.transport import capped_lines
 from toolrun.runner import UNREADABLE_ANSWER, invalid_json_message
 from toolrun.secrets import Redactor, redacting
+from toolrun.templates import render
 from toolrun.text import excerpt
 
 EXAMPLES = property_examples(120)
@@ -138,6 +139,51 @@ def test_the_option_guard_lets_no_model_dash_through(template: str, value: Any):
     except OptionInjection:
         return
     assert not argv[1].startswith("-"), (template, value, argv)
+
+
+# Pieces of an argv element: ("text", literal) the author wrote, or ("p"/"e", expression) over the model's
+# value p or the enumerated value e. The oracle renders each piece alone: the first that shows anything
+# says who wrote the element's first character.
+EXPRESSIONS = ["{}", "{} | replace('refs/heads/', '')", "{}[11:]", "{}[1:]", "{} | trim", "{} | lower",
+               "{} | join('')", "{} | first", "{} | last", "{} | string", "'%s' | format({})", "'-' ~ {}",
+               "{} | default('')", "({} | string)[2:]", "{} ~ ''", "{} | replace('x', '-')"]
+pieces = st.one_of(
+    st.tuples(st.just("text"), st.sampled_from(["", "-", "--", "x", " ", "-v", "{# c #}",
+                                                 "{% if p %}-v{% endif %}", "{% if not p %}x{% endif %}"])),
+    st.tuples(st.sampled_from(["p", "e"]), st.sampled_from(EXPRESSIONS)),
+)
+option_like = st.one_of(
+    st.text(st.sampled_from([" ", "-", "x", "/", "r"]), max_size=14),
+    st.sampled_from(["refs/heads/--output=f", "x-output", " -x", "\u3000--x"]),
+    st.lists(st.sampled_from(["-a", "b", "", " -c"]), max_size=3),
+    st.integers(-20, 20),
+)
+
+
+def _piece_template(kind: str, text: str) -> str:
+    return "{{ '' }}" + text if kind == "text" else "{{ " + text.format(kind) + " }}"  # Jinja2 even for {# c #}
+
+
+@given(st.lists(pieces, min_size=1, max_size=4), option_like, st.sampled_from(["-l", "", "x"]))
+@FAST
+def test_a_dash_starts_an_element_only_where_the_author_wrote_it(parts: list[tuple[str, str]], value: Any,
+                                                                 enumerated: str):
+    arguments = {"p": value, "e": enumerated}
+    properties = {"p": {}, "e": {"enum": ["-l", "", "x"]}}
+    element = "".join(_piece_template(kind, text) for kind, text in parts)
+    try:
+        shown = [(kind, render(_piece_template(kind, text), arguments)) for kind, text in parts]
+        rendered = render(element, arguments)
+    except Exception:  # noqa: BLE001 - a filter that does not take this value (first of an integer)
+        return
+    first_kind = next((kind for kind, text in shown if text), None)
+    try:
+        argv = ShellBackend()._argv({"argv": ["echo", element]}, arguments, CallContext(environ={}), properties)
+    except OptionInjection:
+        assert rendered.startswith("-") and first_kind == "p", (element, arguments)  # refused only a model dash
+        return
+    assert argv[1:] == [rendered] or ("{%" in element and not rendered.strip())  # or an optional flag dropped
+    assert not rendered.startswith("-") or first_kind in ("text", "e"), (element, arguments, rendered)
 
 
 chunks = st.lists(st.text(st.sampled_from(["a", "b", "\r", "\n", " ", "é"]), max_size=12), max_size=12)

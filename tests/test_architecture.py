@@ -41,6 +41,7 @@ BASE = frozenset(
         "toolrun.messages",
         "toolrun.packaged_schemas",
         "toolrun.plugins",
+        "toolrun.private_files",
         "toolrun.retry_after",
         "toolrun.schema_errors",
         "toolrun.schema_subset",

@@ -130,3 +130,93 @@ def test_an_answer_of_the_wrong_shape_ends_the_run_with_a_message(loopback, name
     result = run_through_runner(provider, [], user("北京?"), stream=False)
     assert result.stop_reason == "error"
     assert result.error.startswith("the provider failed: its answer has a shape toolrun cannot read (")
+
+
+# Numbers in an answer: a usage count of 1e400 or Infinity is a float Python cannot make an int of.
+N = "__NUMBER__"
+ANSWERS_WITH_USAGE = {
+    "openai": ({"choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": N, "completion_tokens": 1}}, "prompt_tokens"),
+    "openai-responses": ({"status": "completed", "output": [{"type": "message", "role": "assistant", "content": [
+        {"type": "output_text", "text": "hi"}]}], "usage": {"input_tokens": 2, "output_tokens": N}}, "output_tokens"),
+    "anthropic": ({"content": [{"type": "text", "text": "hi"}], "stop_reason": "end_turn",
+                   "usage": {"input_tokens": 2, "cache_read_input_tokens": N, "output_tokens": 1}},
+                  "cache_read_input_tokens"),
+    "gemini": ({"candidates": [{"content": {"role": "model", "parts": [{"text": "hi"}]}, "finishReason": "STOP"}],
+                "usageMetadata": {"promptTokenCount": 2, "thoughtsTokenCount": N}}, "thoughtsTokenCount"),
+    "ollama": ({"message": {"role": "assistant", "content": "hi"}, "done": True, "done_reason": "stop",
+                "prompt_eval_count": N, "eval_count": 1}, "prompt_eval_count"),
+}
+STREAMS_WITH_USAGE = {
+    "openai": ('data: {"choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": "stop"}]}\n\n'
+               'data: {"choices": [], "usage": {"prompt_tokens": 2, "completion_tokens": __NUMBER__}}\n\n'
+               'data: [DONE]\n\n', "completion_tokens"),
+    "openai-responses": ('event: response.completed\ndata: {"type": "response.completed", "response": {"status": '
+                         '"completed", "output": [{"type": "message", "role": "assistant", "content": [{"type": '
+                         '"output_text", "text": "hi"}]}], "usage": {"input_tokens": __NUMBER__, '
+                         '"output_tokens": 1}}}\n\n', "input_tokens"),
+    "anthropic": ('event: message_start\ndata: {"type": "message_start", "message": {"model": "c", "content": [], '
+                  '"usage": {"input_tokens": 3, "output_tokens": 0}}}\n\n'
+                  'event: message_delta\ndata: {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, '
+                  '"usage": {"output_tokens": __NUMBER__}}\n\n'
+                  'event: message_stop\ndata: {"type": "message_stop"}\n\n', "output_tokens"),
+    "gemini": ('data: {"candidates": [{"content": {"role": "model", "parts": [{"text": "hi"}]}, "finishReason": '
+               '"STOP"}], "usageMetadata": {"promptTokenCount": __NUMBER__}}\n\n', "promptTokenCount"),
+    "ollama": ('{"message": {"role": "assistant", "content": "hi"}, "done": false}\n'
+               '{"message": {"role": "assistant", "content": ""}, "done": true, "done_reason": "stop", '
+               '"prompt_eval_count": 2, "eval_count": __NUMBER__}\n', "eval_count"),
+}
+IMPOSSIBLE_COUNTS = ["1e400", "-1e400", "Infinity", "NaN", "-1", "1.5", "true", '"12"', "1e15", "[1]"]
+
+
+def _answer_text(name: str, number: str) -> tuple[str, str]:
+    body, field = ANSWERS_WITH_USAGE[name]
+    return json.dumps(body).replace(f'"{N}"', number), field
+
+
+def _provider(name: str, url: str):
+    return get_provider_class(name)("m", ProviderConfig(url, "sk-hostile-key"), HttpxTransport(max_retries=0))
+
+
+@pytest.mark.parametrize("number", IMPOSSIBLE_COUNTS)
+@pytest.mark.parametrize("name", PROVIDERS)
+def test_an_impossible_token_count_ends_the_run_with_a_message_naming_the_field(loopback, name: str, number: str):
+    text, field = _answer_text(name, number)
+    server = loopback(lambda request: Reply(200, text, {"Content-Type": "application/json"}))
+    result = run_through_runner(_provider(name, server.url), [], user("北京?"), stream=False)
+    assert result.stop_reason == "error"
+    assert field in result.error and "\n" not in result.error, result.error
+
+
+@pytest.mark.parametrize("number", ["1e400", "Infinity", "NaN", "-3", "2.5"])
+@pytest.mark.parametrize("name", PROVIDERS)
+def test_an_impossible_token_count_in_a_stream_ends_the_run_with_a_message(loopback, name: str, number: str):
+    stream, field = STREAMS_WITH_USAGE[name]
+    content_type = "application/x-ndjson" if name == "ollama" else "text/event-stream"
+    server = loopback(lambda request: Reply(200, headers={"Content-Type": content_type},
+                                            chunks=[stream.replace(N, number)]))
+    result = run_through_runner(_provider(name, server.url), [], user("北京?"), stream=True)
+    assert result.stop_reason == "error"
+    assert field in result.error and "\n" not in result.error, result.error
+
+
+@pytest.mark.parametrize("name", PROVIDERS)
+@pytest.mark.parametrize("number", ["7", "7.0"])
+def test_a_whole_token_count_is_read_as_before(loopback, name: str, number: str):
+    text, _ = _answer_text(name, number)
+    server = loopback(lambda request: Reply(200, text, {"Content-Type": "application/json"}))
+    result = run_through_runner(_provider(name, server.url), [], user("北京?"), stream=False)
+    assert result.stop_reason != "error", result.error
+    assert result.usage.input_tokens + result.usage.output_tokens in (8, 9, 10)  # 7 plus the fixed counts
+
+
+@pytest.mark.parametrize("index", ["1e400", "Infinity", "-1", "NaN"])
+def test_an_impossible_block_index_in_an_anthropic_stream_is_a_provider_error(loopback, index: str):
+    stream = ('event: message_start\ndata: {"type": "message_start", "message": {"model": "c", "content": [], '
+              '"usage": {"input_tokens": 3, "output_tokens": 0}}}\n\n'
+              'event: content_block_start\ndata: {"type": "content_block_start", "index": ' + index + ', '
+              '"content_block": {"type": "text", "text": ""}}\n\n')
+    server = loopback(lambda request: Reply(200, headers={"Content-Type": "text/event-stream"}, chunks=[stream]))
+    result = run_through_runner(_provider("anthropic", server.url), [], user("北京?"), stream=True)
+    assert result.stop_reason == "error"
+    assert "index" in result.error and "\n" not in result.error, result.error

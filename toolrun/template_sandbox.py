@@ -7,9 +7,11 @@ Imported by ``templates`` only when a template needs more than literal text and
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from jinja2 import StrictUndefined
+from jinja2 import StrictUndefined, Template, nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from toolrun.templates import MAX_EXPONENT, MAX_REPEATED_LENGTH, TemplateError
@@ -53,3 +55,61 @@ def make_environment() -> TemplateEnvironment:
     env = TemplateEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
     env.filters["tojson"] = _to_json  # Jinja's own tojson HTML-escapes; we want plain JSON
     return env
+
+
+# ---------------------------------------------------------------- who wrote the first character
+
+_ORIGIN = "__toolrun_origin__"  # the callable a traced template reports each piece of its output to
+
+
+@dataclass(frozen=True)
+class TracedTemplate:
+    """A template whose output pieces say where they come from.
+
+    ``pieces[i]`` is None for the author's literal text, else the names the i-th ``{{ }}``
+    expression reads; ``assigned`` are the names the template binds itself (for, set,
+    macro arguments), whose values may come from anywhere.
+    """
+
+    template: Template
+    pieces: tuple[frozenset[str] | None, ...]
+    assigned: frozenset[str]
+
+
+def traced_template(environment: TemplateEnvironment, source: str) -> TracedTemplate:
+    """``source`` compiled so that every piece of literal text and every expression it outputs is reported."""
+    tree = environment.parse(source)
+    assigned = frozenset(name.name for name in tree.find_all(nodes.Name) if name.ctx != "load")
+    pieces: list[frozenset[str] | None] = []
+    for output in list(tree.find_all(nodes.Output)):
+        reported: list[nodes.Expr] = []
+        for child in output.nodes:
+            if isinstance(child, nodes.TemplateData):
+                pieces.append(None)
+                value: nodes.Expr = nodes.Const(child.data, lineno=child.lineno)
+            else:
+                pieces.append(_names_read(child))
+                value = child
+            index = nodes.Const(len(pieces) - 1, lineno=child.lineno)
+            reported.append(nodes.Call(nodes.Name(_ORIGIN, "load", lineno=child.lineno), [index, value], [],
+                                       None, None, lineno=child.lineno))
+        output.nodes = reported
+    tree.set_environment(environment)
+    return TracedTemplate(environment.from_string(tree), tuple(pieces), assigned)
+
+
+def _names_read(expression: nodes.Node) -> frozenset[str]:
+    names = [expression, *expression.find_all(nodes.Name)]
+    return frozenset(name.name for name in names if isinstance(name, nodes.Name))
+
+
+def traced_output(traced: TracedTemplate, variables: Mapping[str, Any]) -> tuple[str, list[tuple[int, str]]]:
+    """The rendered text and, in the order they were made, (piece index, text) of every piece output."""
+    made: list[tuple[int, str]] = []
+
+    def report(index: int, value: Any) -> str:
+        text = str(value)  # what Jinja2 outputs for a value with autoescape and finalize off
+        made.append((index, text))
+        return text
+
+    return traced.template.render({**variables, _ORIGIN: report}), made

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from toolrun.secrets import ENV_REFERENCE, read_secret
@@ -22,7 +22,7 @@ from toolrun.secrets import ENV_REFERENCE, read_secret
 if TYPE_CHECKING:
     from jinja2 import Template
 
-    from toolrun.template_sandbox import TemplateEnvironment
+    from toolrun.template_sandbox import TemplateEnvironment, TracedTemplate
 
 _ENV_VARIABLE = "__toolrun_env__"
 MAX_REPEATED_LENGTH = 1_000_000  # what "text" * n may build in a template
@@ -188,6 +188,44 @@ def _rendered_in_sandbox(source: str, arguments: Mapping[str, Any], environ: Map
         return template.render({**arguments, _ENV_VARIABLE: env_values})
     except UndefinedError as exc:
         raise TemplateError(f"template uses an undefined value: {exc.message}") from None
+
+
+def first_character_is_authored(source: str, arguments: Mapping[str, Any], authored: Collection[str],
+                                rendered: str, environ: Mapping[str, str] | None = None) -> bool:
+    """True when the first character of ``rendered`` (``source`` rendered) was written by the template's author.
+
+    The author wrote the template's literal text (outside ``{{ }}``, ``{% %}`` and ``{# #}``,
+    in a block body too) and what an expression makes of ``authored`` values and
+    ``${env:...}`` alone. Anything a filter, slice or ``~`` makes of another value is not the
+    author's, and neither is output that went through a set block, macro or filter block,
+    whose pieces cannot be told apart: False for those, for a template that renders nothing,
+    and for one that renders otherwise when traced (``random``).
+    """
+    from toolrun.template_sandbox import traced_output
+
+    traced = _traced(source)
+    env_values = {name: read_secret(name, environ) for name in ENV_REFERENCE.findall(source)}
+    text, made = traced_output(traced, {**arguments, _ENV_VARIABLE: env_values})
+    if not text == rendered == "".join(piece for _, piece in made):
+        return False  # output captured and replayed (set block, macro, filter block), or chance: origin unknown
+    trusted = ({*authored} | {_ENV_VARIABLE}) - traced.assigned  # a name the template rebinds may hold anything
+    for index, piece in made:
+        if piece:
+            names = traced.pieces[index]
+            return names is None or names <= trusted
+    return False
+
+
+@functools.lru_cache(maxsize=1024)
+def _traced(source: str) -> TracedTemplate:
+    from jinja2 import TemplateSyntaxError
+
+    from toolrun.template_sandbox import traced_template
+
+    try:
+        return traced_template(_environment(), _prepare(source))
+    except TemplateSyntaxError as exc:
+        raise TemplateError(f"template syntax error: {exc.message} (line {exc.lineno} of the template)") from None
 
 
 def render_value(value: Any, arguments: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> Any:

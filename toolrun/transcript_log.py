@@ -21,6 +21,7 @@ epoch (``toolrun view`` draws the timeline from these):
 from __future__ import annotations
 
 import json
+import os
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,6 +29,7 @@ from typing import Any, TextIO
 
 from toolrun.errors import Problem, UserError
 from toolrun.messages import ModelResponse, ToolCall
+from toolrun.private_files import open_private
 from toolrun.replay.divergence import Divergence
 from toolrun.results import RunResult, ToolCallRecord
 from toolrun.runner import RunObserver
@@ -56,7 +58,8 @@ class TranscriptLog(RunObserver):
             raise UserError(Problem(self.path, None, f"--transcript: the folder {self.path.parent} does not exist",
                                     "create it first, or choose a path in an existing folder"))
         try:
-            self._stream = self.path.open("w", encoding="utf-8")
+            descriptor = open_private(self.path, os.O_WRONLY | os.O_TRUNC)
+            self._stream = open(descriptor, "w", encoding="utf-8")
         except OSError as exc:
             raise UserError(Problem(self.path, None, f"--transcript: cannot write this file ({exc.strerror or exc})",
                                     "choose a path in a folder you can write to")) from None

@@ -30,7 +30,7 @@ from toolrun.backends.base import Backend, BackendOutput, CallContext
 from toolrun.backends.warning import BackendWarning
 from toolrun.durations import parse_duration
 from toolrun.errors import Problem
-from toolrun.templates import check_template, placeholders, render, template_fix
+from toolrun.templates import check_template, first_character_is_authored, placeholders, render, template_fix
 from toolrun.text import excerpt
 from toolrun.tool import Tool
 
@@ -214,7 +214,7 @@ class ShellBackend(Backend):
             if "{%" in element and not rendered.strip():
                 continue  # an optional flag whose condition was false
             if not operands_only and argv and rendered.startswith("-"):
-                _refuse_model_option(str(element), arguments, properties, context.environ)
+                _refuse_model_option(str(element), rendered, arguments, properties, context.environ)
             operands_only = operands_only or element == "--"
             argv.append(rendered)
         return argv
@@ -253,29 +253,26 @@ class OptionInjection(ValueError):
     """A model-supplied value would be read as an option ("--output=/etc/x") by the command."""
 
 
-def _refuse_model_option(element: str, arguments: Mapping[str, Any], properties: Mapping[str, Any],
+def _refuse_model_option(element: str, rendered: str, arguments: Mapping[str, Any], properties: Mapping[str, Any],
                          environ: Mapping[str, str]) -> None:
-    """Raise OptionInjection when an argv element renders to a leading "-" that a model value put there.
+    """Raise OptionInjection when an argv element renders to a leading "-" that its author did not write.
 
-    Judged on the rendered text, not the raw value: ``" --version"`` through ``| trim`` and
-    the integer ``-1`` both become options. The element is rendered again with every model
-    value made harmless (leading whitespace and dashes gone, numbers made positive); when that
-    no longer starts with "-", the dash was the model's. Values the tool's schema enumerates
-    (``enum: [-l, -a]``) are the author's own options.
+    Decided from the template's literal text: the first character must be literal text the
+    author wrote (``{% if verbose %}-v{% endif %}``), or come from an expression over values
+    the tool's schema enumerates (``enum: [-l, -a]``: the author's own options). A dash that a
+    filter, slice, ``~`` or ``trim`` makes of a model value (``{{ ref | replace('refs/heads/', '') }}``
+    with ``refs/heads/--output=x``), the integer ``-1``, a value after a ``{# comment #}``: refused.
     """
-    # No shortcut on how the element begins: a leading {# comment #} or a tag that renders
-    # nothing hides a model value at the start. The harmless rendering below tells the author's dash.
     names = sorted(placeholders(element))
     model_values = [name for name in names if name in arguments and not _enumerated(properties.get(name))]
     if not model_values:
         return
-    harmless = {**arguments, **{name: _harmless(arguments[name]) for name in model_values}}
+    enumerated = [name for name in arguments if _enumerated(properties.get(name))]
     try:
-        authored = render(element, harmless, environ).startswith("-")
-    except Exception:  # noqa: BLE001 - a template that cannot take the harmless values: refuse, to be safe
-        authored = False
-    if authored:
-        return
+        if first_character_is_authored(element, arguments, enumerated, rendered, environ):
+            return
+    except Exception:  # noqa: BLE001 - a template that renders differently when traced: refuse, to be safe
+        pass
     shown = " or ".join(f"'{name}'" for name in model_values)
     values = ", ".join(repr(excerpt(str(arguments[name]), 60)) for name in model_values)  # redacted before the cut
     raise OptionInjection(
@@ -287,24 +284,6 @@ def _refuse_model_option(element: str, arguments: Mapping[str, Any], properties:
 
 def _enumerated(schema: Any) -> bool:
     return isinstance(schema, dict) and ("enum" in schema or "const" in schema)
-
-
-def _harmless(value: Any) -> Any:
-    """``value`` with nothing that could start an option: no leading whitespace or dashes, no minus sign."""
-    if isinstance(value, str):
-        start = 0  # past every leading dash and whitespace character a filter such as trim would remove
-        while start < len(value) and (value[start] == "-" or value[start].isspace()):
-            start += 1
-        return value[start:] or "x"
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, (int, float)):
-        return abs(value)
-    if isinstance(value, list):
-        return [_harmless(item) for item in value]
-    if isinstance(value, dict):
-        return {key: _harmless(item) for key, item in value.items()}
-    return value
 
 
 async def _read_capped(stream: asyncio.StreamReader | None) -> bytes:

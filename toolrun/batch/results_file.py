@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from toolrun.errors import Problem, UserError
+from toolrun.private_files import mode_to_keep, open_private
 
 
 def read_results(path: Path) -> list[dict[str, Any]]:
@@ -50,7 +51,7 @@ class ResultsFile:
         try:
             if keep is not None:
                 self._rewrite(keep)
-            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | (0 if keep is not None else os.O_TRUNC), 0o644)
+            self._fd = open_private(path, os.O_WRONLY | os.O_APPEND | (0 if keep is not None else os.O_TRUNC))
         except OSError as exc:
             raise UserError(Problem(path, None, f"--out: cannot write this file ({exc.strerror or exc})",
                                     "choose a path in a folder you can write to")) from None
@@ -58,7 +59,11 @@ class ResultsFile:
     def _rewrite(self, lines: list[dict[str, Any]]) -> None:
         # a new file renamed over the old: a crash during the rewrite keeps the old one whole
         temporary = self.path.with_name(self.path.name + ".resume")
-        temporary.write_bytes(b"".join(encode(line) for line in lines))
+        temporary.unlink(missing_ok=True)  # a left-over of a crash: made anew, with the mode below
+        descriptor = open_private(temporary, os.O_WRONLY | os.O_EXCL)
+        with open(descriptor, "wb") as stream:
+            os.fchmod(descriptor, mode_to_keep(self.path))  # the results file's own mode, 0600 if new
+            stream.write(b"".join(encode(line) for line in lines))
         os.replace(temporary, self.path)
 
     def append(self, line: dict[str, Any]) -> None:

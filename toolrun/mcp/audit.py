@@ -7,12 +7,14 @@ acts on (C0/C1 controls, line separators, bidi controls) is a ``\\u`` escape.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from toolrun.private_files import open_private
 from toolrun.text import json_terminal_safe
 
 
@@ -29,7 +31,8 @@ class AuditLog:
         """The log at ``path`` (appended to), or on stderr when ``path`` is None."""
         if path is None:
             return cls(sys.stderr)
-        return cls(path.open("a", encoding="utf-8", buffering=1), owned=True)
+        descriptor = open_private(path, os.O_WRONLY | os.O_APPEND)  # every argument and result: 0600
+        return cls(open(descriptor, "a", encoding="utf-8", buffering=1), owned=True)
 
     def record(self, *, client: str | None, tool: str, arguments: Any, is_error: bool, duration_ms: int,
                unknown: bool = False) -> None:

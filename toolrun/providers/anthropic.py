@@ -37,6 +37,7 @@ from toolrun.messages import (
     Usage,
 )
 from toolrun.providers.alternation import alternating_turns
+from toolrun.providers.answer_numbers import stream_index, token_count
 from toolrun.providers.base import EventSink, Provider, StreamAssembler, WireItem, WireTool
 from toolrun.providers.streaming import emit, sse_json, stream_lines
 from toolrun.providers.transport import WireRequest
@@ -175,9 +176,9 @@ def normalise_stop_reason(raw: str | None) -> StopReason:
 def parse_usage(usage: dict[str, Any] | None) -> Usage:
     """Tokens of one request; cache writes and reads are input the request paid for."""
     usage = usage or {}
-    input_tokens = sum(int(usage.get(key) or 0) for key in
+    input_tokens = sum(token_count(usage, key) for key in
                        ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
-    return Usage(input_tokens=input_tokens, output_tokens=int(usage.get("output_tokens") or 0), requests=1)
+    return Usage(input_tokens=input_tokens, output_tokens=token_count(usage, "output_tokens"), requests=1)
 
 
 def _tool_call(block: dict[str, Any], raw_arguments: str | None = None) -> ToolCall:
@@ -292,11 +293,11 @@ class AnthropicStreamAssembler:
             self._usage.update(message.get("usage") or {})
         elif kind == "content_block_start":
             block = dict(event.get("content_block") or {})
-            self._blocks[int(event.get("index", len(self._blocks)))] = _Block(block)
+            self._blocks[stream_index(event.get("index", len(self._blocks)))] = _Block(block)
             if block.get("type") == "text" and block.get("text"):
                 return [TextDelta(block["text"])]
         elif kind == "content_block_delta":
-            return self._delta(int(event.get("index", 0)), event.get("delta") or {})
+            return self._delta(stream_index(event.get("index", 0)), event.get("delta") or {})
         elif kind == "message_delta":
             delta = event.get("delta") or {}
             self._stop_reason = delta.get("stop_reason") or self._stop_reason

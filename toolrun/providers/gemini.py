@@ -43,6 +43,7 @@ from toolrun.messages import (
     Usage,
 )
 from toolrun.providers.alternation import alternating_turns
+from toolrun.providers.answer_numbers import token_count
 from toolrun.providers.base import EventSink, Provider, StreamAssembler, WireItem, WireTool
 from toolrun.providers.streaming import emit, sse_json, stream_lines
 from toolrun.providers.transport import WireRequest
@@ -204,8 +205,10 @@ def normalise_stop_reason(raw: str | None, has_calls: bool) -> StopReason:
 def parse_usage(metadata: dict[str, Any] | None) -> Usage:
     """Tokens of one request. Thinking tokens are billed as output, so they count as output."""
     metadata = metadata or {}
-    input_tokens = int(metadata.get("promptTokenCount") or 0) + int(metadata.get("toolUsePromptTokenCount") or 0)
-    output_tokens = int(metadata.get("candidatesTokenCount") or 0) + int(metadata.get("thoughtsTokenCount") or 0)
+    input_tokens = token_count(metadata, "promptTokenCount", "usageMetadata") \
+        + token_count(metadata, "toolUsePromptTokenCount", "usageMetadata")
+    output_tokens = token_count(metadata, "candidatesTokenCount", "usageMetadata") \
+        + token_count(metadata, "thoughtsTokenCount", "usageMetadata")
     return Usage(input_tokens=input_tokens, output_tokens=output_tokens, requests=1)
 
 

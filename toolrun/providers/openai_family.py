@@ -13,6 +13,7 @@ from typing import Any
 
 from toolrun.json_limits import MAX_ARGUMENT_DEPTH, loads_bounded
 from toolrun.messages import StopReason, ToolDefinition, Usage
+from toolrun.providers.answer_numbers import token_count
 from toolrun.providers.base import ProviderConfig, WireItem, WireTool
 
 OFFICIAL_BASE_URL = "https://api.openai.com/v1"
@@ -71,7 +72,7 @@ def token_usage(body: Any, input_key: str, output_key: str) -> Usage:
     """Token counts of one request under the format's own keys (zeros when the server sent none)."""
     if not isinstance(body, dict):
         return Usage(0, 0, 1)
-    return Usage(int(body.get(input_key) or 0), int(body.get(output_key) or 0), 1)
+    return Usage(token_count(body, input_key), token_count(body, output_key), 1)
 
 
 def normalise_stop_reason(raw: str | None, has_tool_calls: bool) -> StopReason:

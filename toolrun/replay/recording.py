@@ -32,6 +32,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from toolrun.errors import Problem, ProviderError, UserError
+from toolrun.private_files import make_private_folders, mode_to_keep
 from toolrun.providers.transport import Transport, WireRequest, WireResponse
 from toolrun.replay.adapters import every_provider, providers_for
 from toolrun.replay.divergence import Divergence, compare_requests
@@ -102,13 +103,14 @@ class Cassette:
 def save_cassette(cassette: Cassette, path: Path) -> None:
     """Write the cassette atomically (a crash never leaves half a file), secrets redacted."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_private_folders(path.parent)
     text = cassette_text(redact(cassette.to_json())) + "\n"
     import tempfile  # only recording writes a cassette: a replay does without its imports (shutil, random)
 
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            os.fchmod(stream.fileno(), mode_to_keep(path))  # mkstemp's 0600, or the mode of the file replaced
             stream.write(text)
         os.replace(temporary, path)
     except BaseException:

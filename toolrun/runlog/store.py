@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolrun.errors import Problem, UserError
+from toolrun.private_files import create_private, make_private_folders
 from toolrun.runlog.schema import migrate
 
 if TYPE_CHECKING:
@@ -81,10 +82,11 @@ class RunLog:
         path = Path(path)
         try:
             if create_folder:
-                path.parent.mkdir(parents=True, exist_ok=True)
+                make_private_folders(path.parent)
             elif not path.parent.is_dir():
                 raise UserError(Problem(path, None, f"--logs: the folder {path.parent} does not exist",
                                         "create it first, or choose a path in an existing folder"))
+            create_private(path)  # SQLite gives the -wal and -shm files it makes the database file's mode
             connection = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
             connection.row_factory = sqlite3.Row
             connection.execute("PRAGMA journal_mode=WAL")

@@ -1,0 +1,45 @@
+"""Files that hold run data (arguments, results, answers): readable by their owner only.
+
+A new file is created 0600 in one step (``os.open`` with the mode, no chmod afterwards and
+no window in between); folders toolrun creates for it are 0700. What the user already has
+keeps its mode: an existing file written again, a folder the user chose.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PRIVATE_FILE_MODE = 0o600
+PRIVATE_FOLDER_MODE = 0o700
+
+
+def make_private_folders(folder: Path) -> None:
+    """Create ``folder`` and its missing parents 0700; folders that exist are left as they are."""
+    missing: list[Path] = []
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    for path in reversed(missing):
+        try:
+            path.mkdir(mode=PRIVATE_FOLDER_MODE)
+        except FileExistsError:  # made meanwhile by another process: theirs to keep
+            continue
+
+
+def open_private(path: Path, flags: int) -> int:
+    """``os.open`` of ``path`` with ``O_CREAT``: a new file is 0600, an existing one keeps its mode."""
+    return os.open(path, flags | os.O_CREAT, PRIVATE_FILE_MODE)
+
+
+def create_private(path: Path) -> None:
+    """Make sure ``path`` exists: a new empty file 0600, an existing one untouched."""
+    os.close(open_private(path, os.O_WRONLY))
+
+
+def mode_to_keep(path: Path) -> int:
+    """The mode a file replacing ``path`` should have: that of ``path`` if it exists, else 0600."""
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except FileNotFoundError:
+        return PRIVATE_FILE_MODE
