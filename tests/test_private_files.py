@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.test_cli_recipe import INVENTORY, clean_env, toolrun
+from tests.test_cli_recipe import INVENTORY, ROOT, TOOLRUN, clean_env, toolrun
 from toolrun.batch.results_file import ResultsFile
 from toolrun.mcp.audit import AuditLog
 from toolrun.replay.recording import Cassette, CassetteFile, save_cassette
@@ -88,3 +89,20 @@ def test_a_file_the_user_made_keeps_its_mode(tmp_path: Path) -> None:
     ResultsFile(tmp_path / "resumed.jsonl", keep=[{"key": "a"}])  # rewritten for a resume, mode kept
     RunLog.open(tmp_path / "logs.db").close()
     assert {name: oct(mode(tmp_path / name)) for name in names} == {name: "0o640" for name in names}
+
+
+def test_a_saved_chat_and_a_timeline_page_are_private(tmp_path: Path) -> None:
+    script = tmp_path / "turns.yaml"
+    script.write_text("- tool_calls: [{name: get_flower_inventory, arguments: {city: 深圳}}]\n- text: 深圳有向日葵。\n",
+                      encoding="utf-8")
+    chatted = subprocess.run([str(TOOLRUN), "chat", "--model", f"scripted:{script}", "--tools-dir", str(ROOT / "tools.d"),
+                              "--no-log"], input="深圳呢?\n/save out\n", cwd=tmp_path, env=clean_env(), capture_output=True,
+                             text=True, timeout=60)
+    assert chatted.returncode == 0, chatted.stderr
+    transcript = tmp_path / "run.jsonl"
+    played = toolrun("recipe", "out.yaml", "--no-log", "--transcript", str(transcript), cwd=tmp_path)
+    assert played.returncode == 0, played.stderr
+    viewed = toolrun("view", str(transcript), "-o", str(tmp_path / "page.html"), cwd=tmp_path)
+    assert viewed.returncode == 0, viewed.stderr
+    for name in ("out.yaml", "out.script.yaml", "page.html"):
+        assert oct(mode(tmp_path / name)) == "0o600", name

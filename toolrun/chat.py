@@ -33,6 +33,7 @@ from toolrun.errors import Problem, UserError
 from toolrun.expect import Expectations
 from toolrun.messages import Usage
 from toolrun.play import arun
+from toolrun.private_files import write_private_text
 from toolrun.providers import SCRIPTED_PROVIDER, split_model
 from toolrun.providers.base import Provider
 from toolrun.providers.scripted_file import load_scripted_model
@@ -139,18 +140,17 @@ class ChatSession:
         document, written = self._document(path), [path]
         if self._scripted is not None:
             script = path.with_name(f"{path.stem}.script.yaml")
-            script.write_text(yaml.safe_dump(script_of(self.last), allow_unicode=True, sort_keys=False), encoding="utf-8")
+            write_private_text(script, yaml.safe_dump(script_of(self.last), allow_unicode=True, sort_keys=False))
             document["model"] = f"{SCRIPTED_PROVIDER}:{script.name}"
             written.append(script)
         elif self._last_recording is not None and self._last_recording.is_file():
             cassette = cassette_beside(path)
             recorded = json.loads(self._last_recording.read_text(encoding="utf-8"))
             recorded["recipe"] = document["name"]
-            cassette.write_text(json.dumps(recorded, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+            write_private_text(cassette, json.dumps(recorded, ensure_ascii=False, indent=2) + "\n")
             written.append(cassette)
         header = SCRIPTED_HEADER if self._scripted is not None else RECORDED_HEADER
-        path.write_text(header + yaml.safe_dump(document, allow_unicode=True, sort_keys=False, width=100),
-                        encoding="utf-8")
+        write_private_text(path, header + yaml.safe_dump(document, allow_unicode=True, sort_keys=False, width=100))
         return written
 
     def _document(self, path: Path) -> dict[str, Any]:

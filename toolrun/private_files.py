@@ -43,3 +43,9 @@ def mode_to_keep(path: Path) -> int:
         return os.stat(path).st_mode & 0o7777
     except FileNotFoundError:
         return PRIVATE_FILE_MODE
+
+
+def write_private_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` (UTF-8): a new file is 0600, an existing one keeps its mode."""
+    with open(open_private(path, os.O_WRONLY | os.O_TRUNC), "w", encoding="utf-8") as stream:
+        stream.write(text)

@@ -23,6 +23,7 @@ from toolrun.cli.display import TerminalDisplay
 from toolrun.cli.run_log_options import open_run_log, run_log_options
 from toolrun.cli.tools_list import first_sentence
 from toolrun.errors import ToolrunError
+from toolrun.private_files import create_private, make_private_folders
 from toolrun.runlog import RunLog, RunLogWriter, default_log_path
 from toolrun.runner import ObserverGroup
 from toolrun.text import counted
@@ -163,7 +164,8 @@ def _line_editing() -> None:
         return
     history = default_log_path().with_name("chat_history")
     try:
-        history.parent.mkdir(parents=True, exist_ok=True)
+        make_private_folders(history.parent)
+        create_private(history)  # what was typed: 0600, like the run log beside it
         readline.read_history_file(history)
     except OSError:
         pass

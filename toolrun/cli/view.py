@@ -10,6 +10,7 @@ import click
 
 from toolrun.cli.logs import read_log
 from toolrun.errors import Problem, UserError
+from toolrun.private_files import write_private_text
 from toolrun.view import render_batch_page, render_page, timeline_from_log, timeline_from_transcript
 
 BATCH_PREFIX = "batch-"  # toolrun batch's ids: batch-YYYYMMDD-HHMMSS-xxxx
@@ -59,7 +60,7 @@ def view_command(source: str | None, output: Path | None, open_page: bool, logs:
         return
     target = output or default
     try:
-        target.write_text(page, encoding="utf-8")
+        write_private_text(target, page)  # the page holds the run's arguments and results
     except OSError as exc:
         raise UserError(Problem(target, None, f"cannot write the page ({exc.strerror or exc})",
                                 "choose another file with -o")) from None
