@@ -34,6 +34,7 @@ PACKAGE_ROOT = Path(toolrun.__file__).resolve().parent
 BASE = frozenset(
     {
         "toolrun.cache_folder",
+        "toolrun.content_decoding",
         "toolrun.daemon_threads",
         "toolrun.durations",
         "toolrun.errors",

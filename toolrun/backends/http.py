@@ -34,6 +34,7 @@ from toolrun.backends.base import Backend, BackendOutput, CallContext
 from toolrun.backends.extract import ExtractError, extract, parse_path
 from toolrun.backends.http_arguments import place, placement_problems, placements
 from toolrun.backends.http_safety import RefusedRequest, check_destination, checked_transport, same_origin
+from toolrun.content_decoding import ACCEPT_ENCODING, BodyTooLarge, RefusedBody, decoded
 from toolrun.durations import parse_duration
 from toolrun.errors import Problem
 from toolrun.retry_after import retry_delay
@@ -144,10 +145,11 @@ def _segment(encoded: str) -> str:
 def _client(timeout: float) -> httpx.AsyncClient:
     """A client that connects only to checked addresses; through a proxy from the environment, the
     proxy resolves names, so only the name checks apply there (docs/security.md)."""
+    headers = {"Accept-Encoding": ACCEPT_ENCODING}  # only what content_decoding bounds, whatever httpx could do
     if _proxied():
-        return httpx.AsyncClient(timeout=timeout, verify=_ssl_context(), follow_redirects=False)
+        return httpx.AsyncClient(timeout=timeout, verify=_ssl_context(), follow_redirects=False, headers=headers)
     context = _ssl_context()
-    return httpx.AsyncClient(timeout=timeout, verify=context, follow_redirects=False,
+    return httpx.AsyncClient(timeout=timeout, verify=context, follow_redirects=False, headers=headers,
                              transport=checked_transport(context))
 
 
@@ -411,14 +413,18 @@ async def _send(client: httpx.AsyncClient, request: httpx.Request, allow_lists: 
 
 
 async def _send_capped(client: httpx.AsyncClient, request: httpx.Request) -> httpx.Response:
-    """Send and read the body, keeping at most MAX_BODY_BYTES of it."""
+    """Send and read the body, decoding it ourselves: a plain body is kept up to MAX_BODY_BYTES, a compressed
+    one that decodes past it is refused (a decompression bomb is stopped at the cap, not inflated first)."""
     response = await client.send(request, stream=True)
+    kept = bytearray()
     try:
-        kept = bytearray()
-        async for chunk in response.aiter_bytes():
-            kept += chunk[: MAX_BODY_BYTES - len(kept)]
-            if len(kept) >= MAX_BODY_BYTES:
-                break
+        async for piece in decoded(response.aiter_raw(), response.headers.get("content-encoding"), MAX_BODY_BYTES):
+            kept += piece
+    except BodyTooLarge as exc:
+        if exc.encoding != "identity":
+            raise RefusedRequest(str(exc)) from None
+    except RefusedBody as exc:
+        raise RefusedRequest(str(exc)) from None
     finally:
         await response.aclose()
     headers = [(k, v) for k, v in response.headers.multi_items()
