@@ -32,7 +32,7 @@ import httpx
 
 from toolrun.backends.base import Backend, BackendOutput, CallContext
 from toolrun.backends.extract import ExtractError, extract, parse_path
-from toolrun.backends.http_arguments import place, placement_problems, placements
+from toolrun.backends.http_arguments import header_problem, place, placement_problems, placements
 from toolrun.backends.http_safety import RefusedRequest, check_destination, checked_transport, same_origin
 from toolrun.content_decoding import ACCEPT_ENCODING, BodyTooLarge, RefusedBody, decoded
 from toolrun.durations import parse_duration
@@ -308,17 +308,16 @@ class HttpBackend(Backend):
         attempts = 1 + retries if (method in IDEMPOTENT_METHODS or config.get("idempotent")) else 1
         allow_lists = [list(h) for h in (config.get("allow_hosts"), context.allow_hosts) if h is not None]
         async with _client(timeout) as client:
-            try:
-                parts = request_parts(config, arguments, context.environ)
-                # httpx replaces the URL's own query with params, even empty ones: the URL is sent as written
-                # when there are none, else merged with them (the query entries winning)
-                params = parts.pop("params")
-                target = httpx.URL(url).copy_merge_params(params) if params else url
-                request = client.build_request(method, target, **parts)
-            except UnicodeEncodeError:
-                return BackendOutput("the request was not sent: a header value is not ASCII text "
-                                     "(HTTP headers carry ASCII only; put the value in the query or body)",
-                                     is_error=True)
+            parts = request_parts(config, arguments, context.environ)
+            if problem := next(filter(None, (header_problem(k, v) for k, v in parts["headers"].items())), None):
+                return BackendOutput(redact(problem), is_error=True)
+            # Bytes: httpx would encode ASCII only. Outer spaces are no part of a field value (RFC 9110): dropped.
+            parts["headers"] = {k: v.strip(" \t").encode("latin-1") for k, v in parts["headers"].items()}
+            # httpx replaces the URL's own query with params, even empty ones: the URL is sent as written
+            # when there are none, else merged with them (the query entries winning)
+            params = parts.pop("params")
+            target = httpx.URL(url).copy_merge_params(params) if params else url
+            request = client.build_request(method, target, **parts)
             try:
                 response = await _send_with_retries(client, request, attempts, timeout, allow_lists,
                                                     follow=config.get("follow_redirects", True) is not False)
@@ -436,10 +435,8 @@ async def _send_capped(client: httpx.AsyncClient, request: httpx.Request) -> htt
 def _redirected(client: httpx.AsyncClient, request: httpx.Request, status: int, target: httpx.URL) -> httpx.Request:
     keep_body = status in (307, 308) or request.method in ("GET", "HEAD")
     method = request.method if keep_body or status not in (301, 302, 303) else "GET"
-    headers = dict(request.headers)
-    if not keep_body:
-        for name in ("content-type", "content-length", "transfer-encoding"):
-            headers.pop(name, None)
+    dropped = () if keep_body else (b"content-type", b"content-length", b"transfer-encoding")
+    headers = [(name, value) for name, value in request.headers.raw if name.lower() not in dropped]  # bytes: Latin-1 kept
     return client.build_request(method, target, headers=headers, content=request.content if keep_body else None)
 
 
