@@ -35,6 +35,7 @@ BASE = frozenset(
     {
         "toolrun.cache_folder",
         "toolrun.content_decoding",
+        "toolrun.credentials",
         "toolrun.daemon_threads",
         "toolrun.durations",
         "toolrun.errors",
