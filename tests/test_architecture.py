@@ -34,6 +34,8 @@ PACKAGE_ROOT = Path(toolrun.__file__).resolve().parent
 BASE = frozenset(
     {
         "toolrun.cache_folder",
+        "toolrun.content_decoding",
+        "toolrun.credentials",
         "toolrun.daemon_threads",
         "toolrun.durations",
         "toolrun.errors",

@@ -32,8 +32,9 @@ import httpx
 
 from toolrun.backends.base import Backend, BackendOutput, CallContext
 from toolrun.backends.extract import ExtractError, extract, parse_path
-from toolrun.backends.http_arguments import place, placement_problems, placements
+from toolrun.backends.http_arguments import header_problem, place, placement_problems, placements
 from toolrun.backends.http_safety import RefusedRequest, check_destination, checked_transport, same_origin
+from toolrun.content_decoding import ACCEPT_ENCODING, BodyTooLarge, RefusedBody, decoded
 from toolrun.durations import parse_duration
 from toolrun.errors import Problem
 from toolrun.retry_after import retry_delay
@@ -144,10 +145,11 @@ def _segment(encoded: str) -> str:
 def _client(timeout: float) -> httpx.AsyncClient:
     """A client that connects only to checked addresses; through a proxy from the environment, the
     proxy resolves names, so only the name checks apply there (docs/security.md)."""
+    headers = {"Accept-Encoding": ACCEPT_ENCODING}  # only what content_decoding bounds, whatever httpx could do
     if _proxied():
-        return httpx.AsyncClient(timeout=timeout, verify=_ssl_context(), follow_redirects=False)
+        return httpx.AsyncClient(timeout=timeout, verify=_ssl_context(), follow_redirects=False, headers=headers)
     context = _ssl_context()
-    return httpx.AsyncClient(timeout=timeout, verify=context, follow_redirects=False,
+    return httpx.AsyncClient(timeout=timeout, verify=context, follow_redirects=False, headers=headers,
                              transport=checked_transport(context))
 
 
@@ -306,17 +308,16 @@ class HttpBackend(Backend):
         attempts = 1 + retries if (method in IDEMPOTENT_METHODS or config.get("idempotent")) else 1
         allow_lists = [list(h) for h in (config.get("allow_hosts"), context.allow_hosts) if h is not None]
         async with _client(timeout) as client:
-            try:
-                parts = request_parts(config, arguments, context.environ)
-                # httpx replaces the URL's own query with params, even empty ones: the URL is sent as written
-                # when there are none, else merged with them (the query entries winning)
-                params = parts.pop("params")
-                target = httpx.URL(url).copy_merge_params(params) if params else url
-                request = client.build_request(method, target, **parts)
-            except UnicodeEncodeError:
-                return BackendOutput("the request was not sent: a header value is not ASCII text "
-                                     "(HTTP headers carry ASCII only; put the value in the query or body)",
-                                     is_error=True)
+            parts = request_parts(config, arguments, context.environ)
+            if problem := next(filter(None, (header_problem(k, v) for k, v in parts["headers"].items())), None):
+                return BackendOutput(redact(problem), is_error=True)
+            # Bytes: httpx would encode ASCII only. Outer spaces are no part of a field value (RFC 9110): dropped.
+            parts["headers"] = {k: v.strip(" \t").encode("latin-1") for k, v in parts["headers"].items()}
+            # httpx replaces the URL's own query with params, even empty ones: the URL is sent as written
+            # when there are none, else merged with them (the query entries winning)
+            params = parts.pop("params")
+            target = httpx.URL(url).copy_merge_params(params) if params else url
+            request = client.build_request(method, target, **parts)
             try:
                 response = await _send_with_retries(client, request, attempts, timeout, allow_lists,
                                                     follow=config.get("follow_redirects", True) is not False)
@@ -411,14 +412,18 @@ async def _send(client: httpx.AsyncClient, request: httpx.Request, allow_lists: 
 
 
 async def _send_capped(client: httpx.AsyncClient, request: httpx.Request) -> httpx.Response:
-    """Send and read the body, keeping at most MAX_BODY_BYTES of it."""
+    """Send and read the body, decoding it ourselves: a plain body is kept up to MAX_BODY_BYTES, a compressed
+    one that decodes past it is refused (a decompression bomb is stopped at the cap, not inflated first)."""
     response = await client.send(request, stream=True)
+    kept = bytearray()
     try:
-        kept = bytearray()
-        async for chunk in response.aiter_bytes():
-            kept += chunk[: MAX_BODY_BYTES - len(kept)]
-            if len(kept) >= MAX_BODY_BYTES:
-                break
+        async for piece in decoded(response.aiter_raw(), response.headers.get("content-encoding"), MAX_BODY_BYTES):
+            kept += piece
+    except BodyTooLarge as exc:
+        if exc.encoding != "identity":
+            raise RefusedRequest(str(exc)) from None
+    except RefusedBody as exc:
+        raise RefusedRequest(str(exc)) from None
     finally:
         await response.aclose()
     headers = [(k, v) for k, v in response.headers.multi_items()
@@ -430,10 +435,8 @@ async def _send_capped(client: httpx.AsyncClient, request: httpx.Request) -> htt
 def _redirected(client: httpx.AsyncClient, request: httpx.Request, status: int, target: httpx.URL) -> httpx.Request:
     keep_body = status in (307, 308) or request.method in ("GET", "HEAD")
     method = request.method if keep_body or status not in (301, 302, 303) else "GET"
-    headers = dict(request.headers)
-    if not keep_body:
-        for name in ("content-type", "content-length", "transfer-encoding"):
-            headers.pop(name, None)
+    dropped = () if keep_body else (b"content-type", b"content-length", b"transfer-encoding")
+    headers = [(name, value) for name, value in request.headers.raw if name.lower() not in dropped]  # bytes: Latin-1 kept
     return client.build_request(method, target, headers=headers, content=request.content if keep_body else None)
 
 

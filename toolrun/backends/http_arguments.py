@@ -11,9 +11,11 @@ Pure functions: the backend renders, httpx sends.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 LOCATIONS = ("query", "header", "cookie", "path", "body", "form", "json")
 # Styles each location accepts, the first being its default (OpenAPI 3 names; tabDelimited for Swagger 2.0 tsv,
@@ -27,6 +29,11 @@ STYLES = {
     "body": (),
     "json": (),
 }
+# RFC 6265 cookie-octet, less "%" (kept for the escapes themselves): everything else in a value is percent-encoded,
+# so a model's "; role=admin" stays one value instead of adding cookies.
+_COOKIE_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) not in '",;\\%')
+# What no header value may hold: line breaks and NUL (a second header, a cut request) and the other controls.
+_HEADER_CONTROLS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 _DELIMITERS = {"form": ",", "simple": ",", "spaceDelimited": " ", "pipeDelimited": "|", "tabDelimited": "\t"}
 
 
@@ -161,7 +168,27 @@ def place(arguments_config: Mapping[str, Any] | None, arguments: Mapping[str, An
         elif placement.location == "header":
             placed.headers[placement.name] = simple_text(placement, value)
         elif placement.location == "cookie":
-            placed.cookies.append((placement.name, simple_text(placement, value)))
+            placed.cookies.append((placement.name, cookie_value(simple_text(placement, value))))
         elif placement.location == "path":
             placed.path[argument] = simple_text(placement, value)
     return placed
+
+
+def cookie_value(text: str) -> str:
+    """``text`` as one cookie value: every character outside RFC 6265's cookie-octet percent-encoded (UTF-8)."""
+    return quote(text, safe=_COOKIE_SAFE)
+
+
+def header_problem(name: str, value: str) -> str | None:
+    """Why ``value`` cannot be sent as header ``name`` (a line break, NUL or other control, or a character
+    outside Latin-1), or None when it can."""
+    control = _HEADER_CONTROLS.search(value)
+    if control:
+        return (f"the request was not sent: the value of header {name} holds the control character "
+                f"{ascii(control.group())[1:-1]} (a line break or NUL could start another header)")
+    try:
+        value.encode("latin-1")
+    except UnicodeEncodeError as exc:
+        return (f"the request was not sent: the value of header {name} holds {ascii(value[exc.start])[1:-1]}, "
+                "which HTTP headers cannot carry (Latin-1 only); put the value in the query or body")
+    return None

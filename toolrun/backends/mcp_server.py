@@ -156,12 +156,12 @@ class _Connection:
 
     def _transport(self, spec: ServerSpec, expand: Any, stdio_client: Any, parameters_class: Any) -> Any:
         if spec.url:
-            import httpx2
             from mcp.client.streamable_http import streamable_http_client
 
+            from toolrun.backends.mcp_http import bounded_client
+
             headers = {name: expand(value) for name, value in spec.headers}
-            hooks = {"response": [self._note_refusal]}
-            client = httpx2.AsyncClient(headers=headers, timeout=spec.timeout, event_hooks=hooks)
+            client = bounded_client(headers, spec.timeout, {"response": [self._note_refusal]})
             return streamable_http_client(spec.url, http_client=client)
         command = [sys.executable if spec.command[0] in ("python", "python3") else spec.command[0], *spec.command[1:]]
         env = {name: expand(value) for name, value in spec.env}

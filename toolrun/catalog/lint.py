@@ -264,7 +264,7 @@ RULES = frozenset({
     "gemini-schema-incompatible", "token-cost", "too-many-tools", "empty-catalog",
     "state-changing-without-annotations", "prompt-injection", "unused-parameter", "secret-in-argv",
     "optional-path-parameter", "argv-option-injection", "model-chosen-host", "model-chosen-path",
-    "shell-exit-code", "python-signature", "unknown-lint-rule",
+    "credentials-withheld", "shell-exit-code", "python-signature", "unknown-lint-rule",
 })
 # A poisoned description must never reach a model, however its file is annotated.
 NEVER_IGNORED = frozenset({"prompt-injection"})

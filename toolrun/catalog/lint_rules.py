@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from toolrun.catalog.cjk import is_cjk
 from toolrun.catalog.schema_convert import SchemaChange, allows_null, to_gemini, to_openai_strict
 from toolrun.catalog.tokens import token_estimate  # also what tools export shows
+from toolrun.credentials import WITHHELD_KEY
 from toolrun.secrets import ENV_REFERENCE
 from toolrun.text import counted
 from toolrun.tool import Tool
@@ -537,6 +538,20 @@ def model_host_findings(tool: Tool) -> Iterator[RawFinding]:
 _SEGMENT_ESCAPES = ("..", "a/b", "a?b", "a#b")
 
 
+def withheld_credential_findings(tool: Tool) -> Iterator[RawFinding]:
+    """credentials-withheld: the toolset's credentials are for its base_url's origin, and this tool goes elsewhere."""
+    withheld = tool.backend.config.get(WITHHELD_KEY)
+    if not isinstance(withheld, dict) or not withheld:
+        return
+    names = ", ".join(f"{key} {name}" for key, entries in withheld.items() for name in entries)
+    yield RawFinding(
+        "credentials-withheld", "warning", f"backend.{tool.backend.kind}.url",
+        f"the toolset's credentials ({names}) are not sent: this tool's url is not on the origin of the "
+        "toolset's base_url (or that origin cannot be told from the file); write them in the tool if it "
+        "should send them there",
+    )
+
+
 def _value_stays_in_segment(schema: Any) -> bool:
     """True when the schema allows no value that climbs out of a path segment or starts a query."""
     if not isinstance(schema, dict):
@@ -690,6 +705,7 @@ TOOL_RULES = (
     argv_findings,
     model_host_findings,
     model_path_findings,
+    withheld_credential_findings,
     annotation_findings,
     schema_compat_findings,
     token_findings,

@@ -14,6 +14,7 @@ from typing import Any
 from toolrun import templates
 from toolrun.backends import BACKENDS, backend_targets, get_backend
 from toolrun.catalog.parameter_checks import LineAt, parameter_schema_problems
+from toolrun.credentials import WITHHELD_KEY, credentials_withheld
 from toolrun.durations import parse_duration
 from toolrun.errors import Problem
 from toolrun.text import did_you_mean
@@ -162,14 +163,20 @@ def _merge_backend_defaults(
     for key in _PLAIN_DEFAULTS.get(kind, ()):
         if key in section and key not in merged:
             merged[key] = section[key]
+    # A toolset's credentials go only to the origin of its base_url (toolrun/credentials.py).
+    withheld = credentials_withheld(section, config) if kind == "http" else {}
     for key in _MERGED_MAPPING_DEFAULTS.get(kind, ()):
         if key in section:
             own = merged.get(key) or {}
             # Header names are case-insensitive: a tool's "authorization" replaces the default "Authorization".
             fold = str.lower if key == "headers" else str
             own_names = {fold(k) for k in own}
-            inherited = {k: v for k, v in section[key].items() if fold(k) not in own_names}
-            merged[key] = {**inherited, **own}
+            kept_back = set(withheld.get(key, ()))
+            inherited = {k: v for k, v in section[key].items() if fold(k) not in own_names and k not in kept_back}
+            # null drops a default: headers: {Authorization: null}
+            merged[key] = {k: v for k, v in {**inherited, **own}.items() if v is not None}
+    if withheld:
+        merged[WITHHELD_KEY] = withheld  # for the credentials-withheld lint rule
     return merged
 
 

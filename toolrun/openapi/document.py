@@ -18,10 +18,12 @@ from urllib.parse import unquote, urljoin, urlsplit
 import httpx
 import yaml
 
+from toolrun.content_decoding import ACCEPT_ENCODING, RefusedBody, decoded_sync
 from toolrun.errors import Problem, UserError
 from toolrun.yamlsource import AliasLimit
 
 FETCH_TIMEOUT_SECONDS = 30.0
+MAX_DOCUMENT_BYTES = 64 * 1024 * 1024  # decoded; OpenAI's document, among the largest, is 3 MB
 
 
 class _Loader(AliasLimit, getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
@@ -94,15 +96,7 @@ def _parsed(text: str, where: str) -> Any:
 def read_location(location: str) -> str:
     """The text at a file path or http(s) URL."""
     if is_url(location):
-        try:
-            response = httpx.get(location, timeout=FETCH_TIMEOUT_SECONDS, follow_redirects=True)
-        except httpx.HTTPError as exc:
-            raise OpenAPIError(f"cannot fetch {location}: {exc or type(exc).__name__}",
-                               "check the URL, or download the document and pass the file", location) from None
-        if response.status_code >= 400:
-            raise OpenAPIError(f"cannot fetch {location}: HTTP {response.status_code}",
-                               "check the URL, or download the document and pass the file", location)
-        return response.text
+        return fetch_document(location)
     path = Path(location)
     try:
         return path.read_text(encoding="utf-8-sig")
@@ -111,6 +105,23 @@ def read_location(location: str) -> str:
                            location) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise OpenAPIError(f"cannot read it: {exc}", "pass a UTF-8 YAML or JSON file", location) from None
+
+
+def fetch_document(url: str) -> str:
+    """The text at an http(s) URL, decoded by toolrun within MAX_DOCUMENT_BYTES (a server is not trusted)."""
+    fix = "check the URL, or download the document and pass the file"
+    try:
+        with httpx.stream("GET", url, timeout=FETCH_TIMEOUT_SECONDS, follow_redirects=True,
+                          headers={"Accept-Encoding": ACCEPT_ENCODING}) as response:
+            if response.status_code >= 400:
+                raise OpenAPIError(f"cannot fetch {url}: HTTP {response.status_code}", fix, url)
+            coding = response.headers.get("content-encoding")
+            content = b"".join(decoded_sync(response.iter_raw(), coding, MAX_DOCUMENT_BYTES))
+            return content.decode(response.encoding or "utf-8", "replace")
+    except httpx.HTTPError as exc:
+        raise OpenAPIError(f"cannot fetch {url}: {exc or type(exc).__name__}", fix, url) from None
+    except RefusedBody as exc:
+        raise OpenAPIError(f"cannot fetch {url}: {exc}", fix, url) from None
 
 
 def join_location(base: str, reference: str) -> str:

@@ -8,6 +8,7 @@ and replay transports in ``toolrun.replay.recording`` wrap or replace it.
 from __future__ import annotations
 
 import asyncio
+import codecs
 import functools
 import re
 from abc import ABC, abstractmethod
@@ -15,6 +16,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from toolrun.content_decoding import ACCEPT_ENCODING, BodyTooLarge, RefusedBody, decoded
 from toolrun.errors import ProviderError
 from toolrun.json_limits import MAX_BODY_DEPTH, loads_bounded
 from toolrun.secrets import redact
@@ -127,6 +129,7 @@ class HttpxTransport(Transport):
         self.max_retry_wait = max_retry_wait  # a longer wait (a daily quota) is reported, not slept
         self._transport_error = httpx.TransportError
         self._client = client or httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=15.0))
+        self._headers = {"Accept-Encoding": ACCEPT_ENCODING}  # only what content_decoding bounds
 
     def _should_retry(self, response: httpx.Response, attempt: int) -> bool:
         if attempt >= self.max_retries:
@@ -154,7 +157,7 @@ class HttpxTransport(Transport):
             try:
                 async with asyncio.timeout(self.timeout):  # the whole answer, however slowly it drips
                     response = await self._client.send(self._client.build_request(
-                        request.method, request.url, headers=request.headers, json=request.body), stream=True)
+                        request.method, request.url, headers={**self._headers, **request.headers}, json=request.body), stream=True)
                     try:  # whatever happens next, the connection goes back to the pool
                         if self.gate is not None:
                             self.gate.observe(response.status_code, response.headers)
@@ -189,7 +192,7 @@ class HttpxTransport(Transport):
             try:
                 async with asyncio.timeout_at(deadline):
                     response = await self._client.send(self._client.build_request(
-                        request.method, request.url, headers=request.headers, json=request.body), stream=True)
+                        request.method, request.url, headers={**self._headers, **request.headers}, json=request.body), stream=True)
                 try:  # whatever happens next, the connection goes back to the pool
                     if self.gate is not None:
                         self.gate.observe(response.status_code, response.headers)
@@ -198,7 +201,7 @@ class HttpxTransport(Transport):
                             content = await _read_capped(response, MAX_ANSWER_BYTES)
                         delay = self._retry_wait(response, content.decode("utf-8", "replace"), attempt)
                     else:
-                        lines = capped_lines(response.aiter_text(), MAX_LINE_CHARS, MAX_ANSWER_BYTES)
+                        lines = capped_lines(_decoded_text(response, MAX_ANSWER_BYTES), MAX_LINE_CHARS, MAX_ANSWER_BYTES)
                         while True:
                             try:
                                 async with asyncio.timeout_at(deadline):
@@ -278,13 +281,39 @@ async def iter_ndjson(lines: AsyncIterator[str]) -> AsyncIterator[str]:
 
 
 async def _read_capped(response: httpx.Response, limit: int) -> bytes:
-    """The body of a streamed response; ``ProviderError`` past ``limit`` bytes."""
+    """The body of a streamed response, decoded within bounds; ``ProviderError`` past ``limit`` decoded bytes."""
     content = bytearray()
-    async for chunk in response.aiter_bytes():
-        content += chunk
-        if len(content) > limit:
-            raise ProviderError(f"the answer is larger than {limit // (1024 * 1024)} MB: toolrun stopped reading it")
+    async for piece in _decoded_pieces(response, limit):
+        content += piece
     return bytes(content)
+
+
+async def _decoded_pieces(response: httpx.Response, limit: int) -> AsyncIterator[bytes]:
+    """The body's bytes as toolrun decodes them (one bounded coding: content_decoding), errors as ProviderError."""
+    try:
+        async for piece in decoded(response.aiter_raw(), response.headers.get("content-encoding"), limit):
+            yield piece
+    except BodyTooLarge:
+        raise ProviderError(f"the answer is larger than {limit // (1024 * 1024)} MB: toolrun stopped reading it") from None
+    except RefusedBody as exc:
+        raise ProviderError(f"HTTP {response.status_code}: {exc}") from None
+
+
+async def _decoded_text(response: httpx.Response, limit: int) -> AsyncIterator[str]:
+    """The body as text, piece by piece, in the response's charset (UTF-8 unless it says otherwise)."""
+    text = codecs.getincrementaldecoder(_codec(response.encoding))("replace")
+    async for piece in _decoded_pieces(response, limit):
+        if chunk := text.decode(piece):
+            yield chunk
+    if rest := text.decode(b"", final=True):
+        yield rest
+
+
+def _codec(name: str | None) -> str:
+    try:
+        return codecs.lookup(name or "utf-8").name
+    except LookupError:  # a charset Python does not know: read it as UTF-8, as httpx would
+        return "utf-8"
 
 
 @functools.cache
@@ -295,23 +324,29 @@ def _line_break() -> re.Pattern[str]:
 
 async def capped_lines(texts: AsyncIterator[str], max_line: int, max_total: int) -> AsyncIterator[str]:
     """Lines of streamed text (\\n, \\r\\n or \\r ends one); ``ProviderError`` for a line or a whole
-    stream past its limit, so a server sending without end cannot grow memory without end."""
-    pending = ""
+    stream past its limit, so a server sending without end cannot grow memory without end. Only the new
+    text is searched for line ends: a line arriving in many pieces costs its length, not its length squared."""
+    pending: list[str] = []  # the pieces of the line not yet ended
+    pending_chars = 0
+    held = ""  # a final \r, maybe the first half of \r\n: decided by the next piece
     total = 0
     async for text in texts:
         total += len(text)
         if total > max_total:
             raise ProviderError(f"the stream is larger than {max_total // (1024 * 1024)} MB: toolrun stopped reading it")
-        pending += text
-        held = pending.endswith("\r")  # maybe the first half of \r\n: wait for the next piece
-        parts = _line_break().split(pending[:-1] if held else pending)
-        pending = parts.pop() + ("\r" if held else "")
-        for line in parts:
-            yield line
-        if len(pending) > max_line:
+        text, held = held + text, ""
+        if text.endswith("\r"):
+            text, held = text[:-1], "\r"
+        parts = _line_break().split(text)
+        if len(parts) > 1:
+            yield "".join(pending) + parts[0]
+            for line in parts[1:-1]:
+                yield line
+            pending, pending_chars = [], 0
+        pending.append(parts[-1])
+        pending_chars += len(parts[-1])
+        if pending_chars > max_line:
             raise ProviderError(f"a line of the stream is longer than {max_line // (1024 * 1024)} MB: "
                                 "toolrun stopped reading it")
-    if pending.endswith("\r"):  # a final \r ends its line, an empty one too
-        yield pending[:-1]
-    elif pending:
-        yield pending
+    if held or pending_chars:  # a final \r ends its line, an empty one too
+        yield "".join(pending)
