@@ -130,9 +130,12 @@ class Documents:
 
     def load(self, location: str) -> Any:
         """The parsed document at ``location`` (cached)."""
-        key = location if is_url(location) else str(Path(location).resolve())
+        if location in self.cache:  # every $ref asks again: no path resolution (a system call or more) each time
+            return self.cache[location]
+        key = self.key(location)
         if key not in self.cache:
             self.cache[key] = parse_text(read_location(location), location)
+        self.cache[location] = self.cache[key]
         return self.cache[key]
 
     def key(self, location: str) -> str:
