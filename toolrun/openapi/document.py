@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,9 @@ from urllib.parse import unquote, urljoin, urlsplit
 import httpx
 import yaml
 
+from toolrun.backends.http_safety import RefusedRequest
 from toolrun.errors import Problem, UserError
+from toolrun.openapi.references import EXTERNAL_FLAG, fetch
 from toolrun.yamlsource import AliasLimit
 
 FETCH_TIMEOUT_SECONDS = 30.0
@@ -91,11 +94,15 @@ def _parsed(text: str, where: str) -> Any:
     return None
 
 
-def read_location(location: str) -> str:
-    """The text at a file path or http(s) URL."""
+def read_location(location: str, refusal: Callable[[str], str | None] | None = None) -> str:
+    """The text at a file path or http(s) URL (``refusal``: why a redirect may not go somewhere, see ``fetch``)."""
     if is_url(location):
         try:
-            response = httpx.get(location, timeout=FETCH_TIMEOUT_SECONDS, follow_redirects=True)
+            response = fetch(location, FETCH_TIMEOUT_SECONDS, refusal)
+        except RefusedRequest as exc:
+            raise OpenAPIError(f"refused to fetch {exc}", "nothing reads link-local or cloud-metadata addresses, "
+                               f"and a $ref's redirect stays on its origin unless {EXTERNAL_FLAG} is given",
+                               location) from None
         except httpx.HTTPError as exc:
             raise OpenAPIError(f"cannot fetch {location}: {exc or type(exc).__name__}",
                                "check the URL, or download the document and pass the file", location) from None
@@ -128,13 +135,13 @@ class Documents:
 
     cache: dict[str, Any] = field(default_factory=dict)
 
-    def load(self, location: str) -> Any:
+    def load(self, location: str, refusal: Callable[[str], str | None] | None = None) -> Any:
         """The parsed document at ``location`` (cached)."""
         if location in self.cache:  # every $ref asks again: no path resolution (a system call or more) each time
             return self.cache[location]
         key = self.key(location)
         if key not in self.cache:
-            self.cache[key] = parse_text(read_location(location), location)
+            self.cache[key] = parse_text(read_location(location, refusal), location)
         self.cache[location] = self.cache[key]
         return self.cache[key]
 

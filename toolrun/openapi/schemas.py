@@ -15,10 +15,12 @@ import datetime
 import json
 import re
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from toolrun.openapi.document import Documents, OpenAPIError, join_location
+from toolrun.openapi.document import Documents, OpenAPIError, is_url, join_location, url_scheme
+from toolrun.openapi.references import EXTERNAL_FLAG, ReferenceRules
 from toolrun.openapi.text import clean_description
 
 MAX_REF_DEPTH = 3  # deep enough for realistic bodies; OpenAI's document stays under 1 MB of YAML
@@ -47,6 +49,10 @@ _SHAPES: dict[str, type | tuple[type, ...]] = {
 _MERGEABLE = frozenset({"type", "properties", "required", "description", "title", "additionalProperties"})
 
 
+class RefusedReference(OpenAPIError):
+    """A ``$ref`` to a place the document may not make the import read: the import stops."""
+
+
 class DanglingRef(Exception):
     """A ``$ref`` that points nowhere; the message names it."""
 
@@ -72,6 +78,7 @@ class Resolver:
 
     documents: Documents
     root: str  # location of the main document
+    rules: ReferenceRules
     dangling: list[str] = field(default_factory=list)  # broken $refs met inside schemas, since the last look
     expanded: int = 0  # schema nodes and listed values converted so far, against MAX_EXPANDED_NODES
     _cache: dict[tuple[str, str], tuple[Any, list[str]]] = field(default_factory=dict)
@@ -103,8 +110,10 @@ class Resolver:
         return (join_location(base, location) if location else base), pointer
 
     def _target(self, location: str, pointer: str, reference: str) -> Any:
+        if location not in self.documents.cache:
+            self._check(location, reference)
         try:
-            node = self.documents.load(location)
+            node = self.documents.load(location, lambda url: self.rules.refusal(url, is_url=True))
         except OpenAPIError as exc:
             problem = exc.problems[0]  # where and what, without the fix meant for the document named on the command line
             raise DanglingRef(f"$ref {reference!r} cannot be read: {replace(problem, fix=None)}") from None
@@ -117,6 +126,21 @@ class Resolver:
             else:
                 raise DanglingRef(f"$ref {reference!r} points to nothing")
         return node
+
+    def _check(self, location: str, reference: str) -> None:
+        """Refuse, for the whole import, a $ref to a place the document may not make us read."""
+        url = is_url(location)
+        why: str | None
+        if not url and (url_scheme(reference.partition("#")[0]) or Path(unquote(reference)).is_absolute()):
+            scheme = url_scheme(reference)
+            why = "an absolute file path" if scheme in ("", "file") else f"a {scheme}: URL, never read"
+        else:
+            why = self.rules.refusal(location, is_url=url)
+        if why is None or (self.rules.allow_external and "never" not in why):
+            return
+        fix = ("nothing reads it" if "never" in why
+               else f"if you trust the document, import again with {EXTERNAL_FLAG}")
+        raise RefusedReference(f"$ref {reference!r} is refused: {why}", fix, self.root)
 
     def schema(self, node: Any, base: str) -> Any:
         """``node`` as a self-contained JSON Schema (see the module's docstring).
