@@ -46,6 +46,10 @@ class OpenAPIError(UserError):
         super().__init__(Problem(where, line, message, fix))
 
 
+class RefusedFetch(OpenAPIError):
+    """A fetch the rules do not allow (a metadata address, a redirect off a $ref's origin)."""
+
+
 def is_url(location: str) -> bool:
     """True for an http(s) URL."""
     return url_scheme(location) in ("http", "https")
@@ -100,7 +104,7 @@ def read_location(location: str, refusal: Callable[[str], str | None] | None = N
         try:
             response = fetch(location, FETCH_TIMEOUT_SECONDS, refusal)
         except RefusedRequest as exc:
-            raise OpenAPIError(f"refused to fetch {exc}", "nothing reads link-local or cloud-metadata addresses, "
+            raise RefusedFetch(f"refused to fetch {exc}", "nothing reads link-local or cloud-metadata addresses, "
                                f"and a $ref's redirect stays on its origin unless {EXTERNAL_FLAG} is given",
                                location) from None
         except httpx.HTTPError as exc:

@@ -26,6 +26,7 @@ COLLECTION_FORMATS = {"csv": ("form", False), "ssv": ("spaceDelimited", False), 
 _SWAGGER_PARAMETER_KEYS = frozenset({"name", "in", "description", "required", "collectionFormat", "allowEmptyValue",
                                      "schema"})
 _IGNORED_HEADERS = frozenset({"accept", "content-type", "authorization"})  # OpenAPI 3: described elsewhere
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _OTHER_THAN_HEADER_TEXT = re.compile(r"[^\x20-\x7e]")
 _LOCATION_ORDER = ("path", "query", "header", "cookie", "body", "form", "json")
 
@@ -90,6 +91,8 @@ def convert_operation(operation: Operation, resolver: Resolver, *, swagger2: boo
     method = operation.method
     if method not in SENDABLE_METHODS:
         raise Unsupported(f"the method {method.upper()} cannot be sent by the http backend")
+    if _CONTROL.search(operation.path):
+        raise Unsupported("its path holds a line break or control character, which no URL can hold")
     if has_template_syntax(operation.path):
         raise Unsupported("its path holds template syntax ({{, {%, {# or ${), which the http backend would "
                           "render: a document's path stays text")

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from toolrun.openapi.document import Documents, OpenAPIError, is_url, join_location, url_scheme
+from toolrun.openapi.document import Documents, OpenAPIError, RefusedFetch, is_url, join_location, url_scheme
 from toolrun.openapi.references import EXTERNAL_FLAG, ReferenceRules
 from toolrun.openapi.text import clean_description
 
@@ -114,6 +114,9 @@ class Resolver:
             self._check(location, reference)
         try:
             node = self.documents.load(location, lambda url: self.rules.refusal(url, is_url=True))
+        except RefusedFetch as exc:
+            raise RefusedReference(f"$ref {reference!r} is refused: {exc.problems[0].message}",
+                                   f"if you trust the document, import again with {EXTERNAL_FLAG}", self.root) from None
         except OpenAPIError as exc:
             problem = exc.problems[0]  # where and what, without the fix meant for the document named on the command line
             raise DanglingRef(f"$ref {reference!r} cannot be read: {replace(problem, fix=None)}") from None
