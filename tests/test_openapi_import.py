@@ -209,8 +209,9 @@ def test_every_location_from_a_document_served_over_http(tmp_path: Path, loopbac
                                 "name", "parent"]  # the body's `id` renamed, `created` (readOnly) not sent
     assert properties["parent"] == {"type": "object", "description": "(recursive: the same structure again, not spelled out)"}
 
-    # the same toolset, pointed at the API server
-    toolset = text.replace(f"{served.url}/api/v1", api.url + "/api/v1")
+    # the same toolset, pointed at the API server (its base URL and the host allow_hosts pins)
+    assert yaml.safe_load(text)["defaults"]["http"]["allow_hosts"] == [served.url.removeprefix("http://")]
+    toolset = text.replace(served.url.removeprefix("http://"), api.url.removeprefix("http://"))
     (folder / "api.yaml").write_text(toolset, encoding="utf-8")
     arguments = {"item_id": "a/b", "id": 3, "fields": ["x", "y"], "filter": {"color": "red"},
                  "ids": [1, 2], "X_Request_ID": "req-1", "session": "s1", "body_id": 9, "name": "Bolt"}

@@ -9,6 +9,7 @@ import click
 from toolrun.errors import EXIT_RUN_FAILED, Problem, UserError
 from toolrun.openapi import group_findings, import_openapi, lint_toolset
 from toolrun.openapi.toolset import HEADER_START, plural
+from toolrun.text import terminal_safe
 
 
 @click.command("openapi")
@@ -21,16 +22,20 @@ from toolrun.openapi.toolset import HEADER_START, plural
 @click.option("--exclude", multiple=True, metavar="GLOB", help="Leave out operations whose path or operationId matches.")
 @click.option("--tag", "tags", multiple=True, metavar="T", help="Only operations with this tag. Repeatable.")
 @click.option("--base-url", help="The API's base URL, instead of the document's first server.")
+@click.option("--allow-external-refs", is_flag=True,
+              help="Let the document's $refs read other hosts and files outside its folder (a document you trust).")
 @click.pass_context
 def openapi_command(ctx: click.Context, spec: str, output: Path | None, include: tuple[str, ...],
-                    exclude: tuple[str, ...], tags: tuple[str, ...], base_url: str | None) -> None:
+                    exclude: tuple[str, ...], tags: tuple[str, ...], base_url: str | None,
+                    allow_external_refs: bool) -> None:
     """Import the OpenAPI 3.x or Swagger 2.0 document SPEC (a file or an http(s) URL) as HTTP tools.
 
     The summary (what was skipped and why, which variables to set) and the lint's findings,
     grouped by rule, go to stderr. Exit 0 when the toolset loads, 1 when it has lint errors,
     2 when the document cannot be read.
     """
-    result = import_openapi(spec, include=include, exclude=exclude, tags=tags, base_url=base_url)
+    result = import_openapi(spec, include=include, exclude=exclude, tags=tags, base_url=base_url,
+                            allow_external_refs=allow_external_refs)
     replaced = False
     if output is not None:
         replaced = _write(output, result.text)
@@ -42,6 +47,8 @@ def openapi_command(ctx: click.Context, spec: str, output: Path | None, include:
         f"{len(result.skipped)} skipped" + (f", {result.not_selected} not selected" if result.not_selected else ""))
     for skipped in result.skipped:
         say(f"  skipped {skipped}")
+    for entry in result.other_origins:
+        say(f"  other origin: {entry}")
     for note in result.notes:
         say(f"  note: {note}")
     if result.variables:
@@ -95,4 +102,4 @@ def _reason(exc: OSError, output: Path | None = None) -> str:
 
 
 def _stderr(text: str) -> None:
-    click.echo(text, err=True)
+    click.echo(terminal_safe(text), err=True)  # a document's text (a path, a reason) cannot drive the terminal

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,8 +19,10 @@ from urllib.parse import unquote, urljoin, urlsplit
 import httpx
 import yaml
 
-from toolrun.content_decoding import ACCEPT_ENCODING, RefusedBody, decoded_sync
+from toolrun.backends.http_safety import RefusedRequest
+from toolrun.content_decoding import RefusedBody
 from toolrun.errors import Problem, UserError
+from toolrun.openapi.references import EXTERNAL_FLAG, fetch
 from toolrun.yamlsource import AliasLimit
 
 FETCH_TIMEOUT_SECONDS = 30.0
@@ -43,6 +46,10 @@ class OpenAPIError(UserError):
 
     def __init__(self, message: str, fix: str | None = None, where: str | None = None, line: int | None = None):
         super().__init__(Problem(where, line, message, fix))
+
+
+class RefusedFetch(OpenAPIError):
+    """A fetch the rules do not allow (a metadata address, a redirect off a $ref's origin)."""
 
 
 def is_url(location: str) -> bool:
@@ -93,10 +100,10 @@ def _parsed(text: str, where: str) -> Any:
     return None
 
 
-def read_location(location: str) -> str:
-    """The text at a file path or http(s) URL."""
+def read_location(location: str, refusal: Callable[[str], str | None] | None = None) -> str:
+    """The text at a file path or http(s) URL (``refusal``: why a redirect may not go somewhere, see ``fetch``)."""
     if is_url(location):
-        return fetch_document(location)
+        return fetch_document(location, refusal)
     path = Path(location)
     try:
         return path.read_text(encoding="utf-8-sig")
@@ -107,21 +114,22 @@ def read_location(location: str) -> str:
         raise OpenAPIError(f"cannot read it: {exc}", "pass a UTF-8 YAML or JSON file", location) from None
 
 
-def fetch_document(url: str) -> str:
-    """The text at an http(s) URL, decoded by toolrun within MAX_DOCUMENT_BYTES (a server is not trusted)."""
+def fetch_document(url: str, refusal: Callable[[str], str | None] | None = None) -> str:
+    """The text at an http(s) URL, decoded by toolrun within MAX_DOCUMENT_BYTES (a server is not
+    trusted); every redirect checked (``refusal``: why a hop may not go somewhere, see ``fetch``)."""
     fix = "check the URL, or download the document and pass the file"
     try:
-        with httpx.stream("GET", url, timeout=FETCH_TIMEOUT_SECONDS, follow_redirects=True,
-                          headers={"Accept-Encoding": ACCEPT_ENCODING}) as response:
-            if response.status_code >= 400:
-                raise OpenAPIError(f"cannot fetch {url}: HTTP {response.status_code}", fix, url)
-            coding = response.headers.get("content-encoding")
-            content = b"".join(decoded_sync(response.iter_raw(), coding, MAX_DOCUMENT_BYTES))
-            return content.decode(response.encoding or "utf-8", "replace")
+        status, text = fetch(url, FETCH_TIMEOUT_SECONDS, MAX_DOCUMENT_BYTES, refusal)
+    except RefusedRequest as exc:
+        raise RefusedFetch(f"refused to fetch {exc}", "nothing reads link-local or cloud-metadata addresses, "
+                           f"and a $ref's redirect stays on its origin unless {EXTERNAL_FLAG} is given", url) from None
     except httpx.HTTPError as exc:
         raise OpenAPIError(f"cannot fetch {url}: {exc or type(exc).__name__}", fix, url) from None
     except RefusedBody as exc:
         raise OpenAPIError(f"cannot fetch {url}: {exc}", fix, url) from None
+    if status >= 400:
+        raise OpenAPIError(f"cannot fetch {url}: HTTP {status}", fix, url)
+    return text
 
 
 def join_location(base: str, reference: str) -> str:
@@ -139,11 +147,14 @@ class Documents:
 
     cache: dict[str, Any] = field(default_factory=dict)
 
-    def load(self, location: str) -> Any:
+    def load(self, location: str, refusal: Callable[[str], str | None] | None = None) -> Any:
         """The parsed document at ``location`` (cached)."""
-        key = location if is_url(location) else str(Path(location).resolve())
+        if location in self.cache:  # every $ref asks again: no path resolution (a system call or more) each time
+            return self.cache[location]
+        key = self.key(location)
         if key not in self.cache:
-            self.cache[key] = parse_text(read_location(location), location)
+            self.cache[key] = parse_text(read_location(location, refusal), location)
+        self.cache[location] = self.cache[key]
         return self.cache[key]
 
     def key(self, location: str) -> str:

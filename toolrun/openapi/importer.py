@@ -16,11 +16,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
+from toolrun.credentials import origin
 from toolrun.openapi.document import Documents, OpenAPIError, is_url, too_deep, url_scheme
 from toolrun.openapi.operations import METHODS, ImportedTool, Operation, Unsupported, convert_operation
+from toolrun.openapi.references import ReferenceRules
 from toolrun.openapi.schemas import DanglingRef, Resolver
 from toolrun.openapi.security import Credentials, credentials, required_schemes, schemes_of
-from toolrun.openapi.text import clean_description, env_prefix, tool_name
+from toolrun.openapi.text import clean_description, env_prefix, has_template_syntax, tool_name
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,8 @@ class ImportResult:
     base_url: str | None
     variables: dict[str, str] = field(default_factory=dict)  # environment variable -> what to put in it
     notes: list[str] = field(default_factory=list)
+    allow_hosts: list[str] = field(default_factory=list)  # the hosts the document's servers name
+    other_origins: list[str] = field(default_factory=list)  # "GET /x (op): https://other.example", sent no credentials
 
 
 @dataclass(frozen=True)
@@ -71,21 +75,25 @@ class Selection:
 
 
 def import_openapi(spec: str | Path, *, include: Iterable[str] = (), exclude: Iterable[str] = (),
-                   tags: Iterable[str] = (), base_url: str | None = None) -> ImportResult:
+                   tags: Iterable[str] = (), base_url: str | None = None,
+                   allow_external_refs: bool = False) -> ImportResult:
     """Import the OpenAPI document at ``spec`` (a path or an http(s) URL) as a toolset.
 
     Raises ``OpenAPIError`` (a ``UserError``) when the document cannot be read or is not
-    OpenAPI; every problem of a single operation is a ``Skipped`` entry instead.
+    OpenAPI, or a ``$ref`` names a place it may not make the import read (another origin, a
+    file outside its folder: ``allow_external_refs`` allows those; a metadata address never);
+    every other problem of a single operation is a ``Skipped`` entry instead.
     """
     shown = str(spec)
     try:
-        return _import(spec, shown, include=include, exclude=exclude, tags=tags, base_url=base_url)
+        return _import(spec, shown, include=include, exclude=exclude, tags=tags, base_url=base_url,
+                       allow_external_refs=allow_external_refs)
     except RecursionError:  # a schema nested hundreds deep: converting or writing it out recurses per level
         raise too_deep(shown) from None
 
 
 def _import(spec: str | Path, shown: str, *, include: Iterable[str], exclude: Iterable[str], tags: Iterable[str],
-            base_url: str | None) -> ImportResult:
+            base_url: str | None, allow_external_refs: bool) -> ImportResult:
     from toolrun.openapi.toolset import render_toolset  # the writer needs the result's parts first
 
     if base_url is not None and not is_url(base_url) and not base_url.startswith("${env:"):
@@ -98,7 +106,7 @@ def _import(spec: str | Path, shown: str, *, include: Iterable[str], exclude: It
     documents = Documents()
     document = documents.load(location)
     swagger2, spec_version = _version(document, shown)
-    resolver = Resolver(documents, location)
+    resolver = Resolver(documents, location, ReferenceRules(location, allow_external_refs))
     info = document.get("info") if isinstance(document.get("info"), dict) else {}
     # markup out ("Legacy <b>Billing</b>"): the title names the variables and heads the file
     title = " ".join(clean_description(str(info.get("title") or "")).split()) or Path(urlsplit(shown).path).stem or "API"
@@ -153,8 +161,50 @@ def _import(spec: str | Path, shown: str, *, include: Iterable[str], exclude: It
                          f"needs {names} set too; move the tool to a toolset of its own if that matters")
     result = ImportResult("", title, shown, spec_version, tools, skipped, not_selected, resolved_base,
                           variables, notes + creds.notes)
+    _pin_origins(result)
     result.text = render_toolset(result, creds)
     return result
+
+
+def _host_entry(url: str) -> str | None:
+    """An ``allow_hosts`` entry for the URL's host: ``api.example.com``, with ``:8443`` when it names a port."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None
+    host = (parts.hostname or "").lower().rstrip(".")
+    if not host:
+        return None
+    return f"{host}:{port}" if port and ":" not in host else host
+
+
+def _pin_origins(result: ImportResult) -> None:
+    """Pin ``allow_hosts`` to the document's servers, and send no credentials to a tool on another origin.
+
+    A tool's own server (``servers:`` of its operation or path, or a path that is a whole URL) is the
+    document's choice: the toolset's credentials stay with the toolset's base URL (the http backend
+    sends ``${env:…}`` defaults only there), and the tool's own are left out.
+    """
+    home = origin(result.base_url) if result.base_url else None  # the one credential rule's origin
+    hosts = [_host_entry(result.base_url)] if home and result.base_url else []
+    for tool in result.tools:
+        own = tool.url if is_url(tool.url) else tool.base_url
+        where = origin(own) if own else None
+        if where is None or where == home:
+            continue
+        hosts.append(_host_entry(own or ""))
+        shown = f"{where[0]}://{where[1]}:{where[2]}"
+        dropped = ", ".join([*tool.headers, *tool.query])
+        tool.headers, tool.query = {}, {}
+        result.other_origins.append(f"{tool.operation.label} is on {shown}: the toolset's credentials are not sent "
+                                    "to it" + (f" (nor its own: {dropped})" if dropped else "")
+                                    + "; add them to the tool by hand if you trust that host")
+    if home:
+        result.allow_hosts = [host for host in dict.fromkeys(hosts) if host]
+    elif result.other_origins:
+        result.notes.append("allow_hosts is not set: the base URL is an environment variable; add it once you know "
+                            "the host")
 
 
 def _version(document: Any, shown: str) -> tuple[bool, str]:
@@ -230,6 +280,8 @@ def _server_url(servers: Any, location: str) -> str | None:
             default = listed[0]  # 3.0 requires a default; a document without one still names the choices
         if default is not None:
             url = url.replace(f"{{{name}}}", str(default))
+    if has_template_syntax(url):  # the http backend renders a base URL: the document's stays text
+        return None
     if url_scheme(url):
         return url
     try:

@@ -16,7 +16,7 @@ from typing import Any
 
 from toolrun.backends.http_arguments import STYLES
 from toolrun.openapi.schemas import DanglingRef, FileUpload, Resolver, object_members, typed
-from toolrun.openapi.text import MAX_DESCRIPTION_CHARS, MAX_PARAMETER_DESCRIPTION_CHARS, clean_description, identifier
+from toolrun.openapi.text import MAX_DESCRIPTION_CHARS, MAX_PARAMETER_DESCRIPTION_CHARS, clean_description, has_template_syntax, identifier
 
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 SENDABLE_METHODS = frozenset({"get", "put", "post", "delete", "options", "head", "patch"})
@@ -26,6 +26,8 @@ COLLECTION_FORMATS = {"csv": ("form", False), "ssv": ("spaceDelimited", False), 
 _SWAGGER_PARAMETER_KEYS = frozenset({"name", "in", "description", "required", "collectionFormat", "allowEmptyValue",
                                      "schema"})
 _IGNORED_HEADERS = frozenset({"accept", "content-type", "authorization"})  # OpenAPI 3: described elsewhere
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_OTHER_THAN_HEADER_TEXT = re.compile(r"[^\x20-\x7e]")
 _LOCATION_ORDER = ("path", "query", "header", "cookie", "body", "form", "json")
 
 
@@ -89,6 +91,11 @@ def convert_operation(operation: Operation, resolver: Resolver, *, swagger2: boo
     method = operation.method
     if method not in SENDABLE_METHODS:
         raise Unsupported(f"the method {method.upper()} cannot be sent by the http backend")
+    if _CONTROL.search(operation.path):
+        raise Unsupported("its path holds a line break or control character, which no URL can hold")
+    if has_template_syntax(operation.path):
+        raise Unsupported("its path holds template syntax ({{, {%, {# or ${), which the http backend would "
+                          "render: a document's path stays text")
     notes: list[str] = []
     resolver.dangling.clear()
     try:
@@ -231,6 +238,8 @@ def _is_json(kind: str) -> bool:
 
 def _own_content_type(kind: str) -> str | None:
     """The Content-Type a JSON body must say when it is not plain JSON (``application/merge-patch+json``)."""
+    if has_template_syntax(kind) or _OTHER_THAN_HEADER_TEXT.search(kind):  # a header value is a template
+        return None
     return kind if _is_json(kind) and kind.partition(";")[0].strip() != "application/json" else None
 
 

@@ -10,12 +10,14 @@ import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from toolrun.catalog.lint import SEVERITY_ORDER, LintFinding, lint_catalog
 from toolrun.catalog.loader import load_tool_file
 from toolrun.catalog.model import Catalog
 from toolrun.errors import Problem
 from toolrun.tool import Tool
+from toolrun.yamlsource import YamlSyntaxError, load_yaml_file
 
 EXAMPLE_TOOLS = 3
 STDOUT = "<stdout>"  # where a toolset printed rather than written is said to be
@@ -66,6 +68,14 @@ def _shown_as(review: ToolsetReview, temporary: str, shown: str) -> ToolsetRevie
 
 
 def _review(path: Path) -> ToolsetReview:
+    try:
+        foreign = _not_http(load_yaml_file(path))
+    except YamlSyntaxError as exc:
+        return ToolsetReview(0, [exc.problem])
+    if foreign:  # loading an mcp_server toolset starts its command: an import never does
+        return ToolsetReview(0, [Problem(path, None, f"the imported toolset holds {foreign}, not only http tools: "
+                                         "not loaded, nothing was started",
+                                         "this is a bug in the importer: please report it with the document")])
     loaded, found = load_tool_file(path)
     problems = list({str(problem): problem for problem in found}.values())  # checks may word one mistake alike
     tools = [tool for _, _, tool in loaded if isinstance(tool, Tool)]
@@ -73,6 +83,22 @@ def _review(path: Path) -> ToolsetReview:
     for tool in tools:
         catalog.tools[tool.name] = tool
     return ToolsetReview(len(tools), problems, lint_catalog(catalog))
+
+
+def _not_http(document: Any) -> str | None:
+    """What in an imported toolset is not an http tool (an ``mcp_server``, another backend), or None."""
+    if not isinstance(document, dict):
+        return "no toolset mapping"
+    extra = sorted(str(key) for key in document if key not in ("defaults", "tools"))
+    defaults = document.get("defaults")
+    if isinstance(defaults, dict):
+        extra += [f"defaults.{key}" for key in defaults if key != "http"]
+    tools = document.get("tools")
+    for index, tool in enumerate(tools if isinstance(tools, list) else []):
+        backend = tool.get("backend") if isinstance(tool, dict) else None
+        if not isinstance(backend, dict) or set(backend) != {"http"}:
+            extra.append(f"tools[{index}].backend {sorted(backend) if isinstance(backend, dict) else backend!r}")
+    return ", ".join(extra[:3]) or None
 
 
 def group_findings(findings: Iterable[LintFinding]) -> list[FindingGroup]:

@@ -15,14 +15,19 @@ import datetime
 import json
 import re
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from toolrun.openapi.document import Documents, OpenAPIError, join_location
+from toolrun.openapi.document import Documents, OpenAPIError, RefusedFetch, is_url, join_location, url_scheme
+from toolrun.openapi.references import EXTERNAL_FLAG, ReferenceRules
 from toolrun.openapi.text import clean_description
 
 MAX_REF_DEPTH = 3  # deep enough for realistic bodies; OpenAI's document stays under 1 MB of YAML
 MAX_SCHEMA_CHARS = 12_000  # ~3,000 tokens of JSON: past this, nesting is cut shallower
+# What one import may expand, in schema nodes and listed values: GitHub's 13 MB document needs ~11,400,
+# a few KB of schemas that refer to each other 80 times over would need hundreds of millions.
+MAX_EXPANDED_NODES = 200_000
 JSON_TYPES = ("string", "number", "integer", "boolean", "object", "array", "null")
 _KEPT = frozenset(
     "type enum const default format title description properties required items prefixItems additionalProperties "
@@ -44,8 +49,23 @@ _SHAPES: dict[str, type | tuple[type, ...]] = {
 _MERGEABLE = frozenset({"type", "properties", "required", "description", "title", "additionalProperties"})
 
 
+class RefusedReference(OpenAPIError):
+    """A ``$ref`` to a place the document may not make the import read: the import stops."""
+
+
 class DanglingRef(Exception):
     """A ``$ref`` that points nowhere; the message names it."""
+
+
+class _Oversized(Exception):
+    """One attempt at a schema already holds more than MAX_SCHEMA_CHARS: try shallower nesting."""
+
+
+def too_many_expansions(root: str) -> OpenAPIError:
+    """The error for a document whose ``$ref``s expand past MAX_EXPANDED_NODES."""
+    return OpenAPIError(f"the document's $refs expand to more than {MAX_EXPANDED_NODES:,} schema nodes "
+                        "(schemas that refer to each other many times over)",
+                        "import a part of it with --include/--tag, or inline the shared schemas", root)
 
 
 class FileUpload(Exception):
@@ -58,7 +78,9 @@ class Resolver:
 
     documents: Documents
     root: str  # location of the main document
+    rules: ReferenceRules
     dangling: list[str] = field(default_factory=list)  # broken $refs met inside schemas, since the last look
+    expanded: int = 0  # schema nodes and listed values converted so far, against MAX_EXPANDED_NODES
     _cache: dict[tuple[str, str], tuple[Any, list[str]]] = field(default_factory=dict)
 
     def follow(self, node: Any, base: str) -> tuple[Any, str]:
@@ -88,8 +110,13 @@ class Resolver:
         return (join_location(base, location) if location else base), pointer
 
     def _target(self, location: str, pointer: str, reference: str) -> Any:
+        if location not in self.documents.cache:
+            self._check(location, reference)
         try:
-            node = self.documents.load(location)
+            node = self.documents.load(location, lambda url: self.rules.refusal(url, is_url=True))
+        except RefusedFetch as exc:
+            raise RefusedReference(f"$ref {reference!r} is refused: {exc.problems[0].message}",
+                                   f"if you trust the document, import again with {EXTERNAL_FLAG}", self.root) from None
         except OpenAPIError as exc:
             problem = exc.problems[0]  # where and what, without the fix meant for the document named on the command line
             raise DanglingRef(f"$ref {reference!r} cannot be read: {replace(problem, fix=None)}") from None
@@ -102,6 +129,21 @@ class Resolver:
             else:
                 raise DanglingRef(f"$ref {reference!r} points to nothing")
         return node
+
+    def _check(self, location: str, reference: str) -> None:
+        """Refuse, for the whole import, a $ref to a place the document may not make us read."""
+        url = is_url(location)
+        why: str | None
+        if not url and (url_scheme(reference.partition("#")[0]) or Path(unquote(reference)).is_absolute()):
+            scheme = url_scheme(reference)
+            why = "an absolute file path" if scheme in ("", "file") else f"a {scheme}: URL, never read"
+        else:
+            why = self.rules.refusal(location, is_url=url)
+        if why is None or (self.rules.allow_external and "never" not in why):
+            return
+        fix = ("nothing reads it" if "never" in why
+               else f"if you trust the document, import again with {EXTERNAL_FLAG}")
+        raise RefusedReference(f"$ref {reference!r} is refused: {why}", fix, self.root)
 
     def schema(self, node: Any, base: str) -> Any:
         """``node`` as a self-contained JSON Schema (see the module's docstring).
@@ -118,7 +160,10 @@ class Resolver:
         before = len(self.dangling)
         for limit in range(MAX_REF_DEPTH, 0, -1):
             del self.dangling[before:]
-            converted = _Converter(self, limit).convert(node, base, (), 0)
+            try:  # the last attempt is kept whatever its size: only the import's budget stops it
+                converted = _Converter(self, limit, size_cap=limit > 1).convert(node, base, (), 0)
+            except _Oversized:
+                continue
             if len(json.dumps(converted, default=str)) <= MAX_SCHEMA_CHARS:
                 break
         if key is not None:
@@ -132,12 +177,24 @@ class _Converter:
 
     resolver: Resolver
     max_depth: int  # references followed before a schema is cut
+    size_cap: bool = False  # give up (_Oversized) once the output must exceed MAX_SCHEMA_CHARS
+    chars: int = 0  # a lower bound of the output's JSON size so far
+
+    def spend(self, nodes: int, chars: int) -> None:
+        """Count what one node adds: the import's budget, and this attempt's size."""
+        self.resolver.expanded += nodes
+        if self.resolver.expanded > MAX_EXPANDED_NODES:
+            raise too_many_expansions(self.resolver.root)
+        self.chars += chars
+        if self.size_cap and self.chars > MAX_SCHEMA_CHARS:
+            raise _Oversized
 
     def convert(self, node: Any, base: str, stack: tuple[tuple[str, str], ...], depth: int) -> Any:
         if isinstance(node, bool):
             return node
         if not isinstance(node, dict):
             return {}
+        self.spend(1, 2)  # a dict is at least "{}" in the output
         key = self.resolver.ref_key(node, base)
         if key is not None:
             try:
@@ -146,7 +203,9 @@ class _Converter:
                 self.resolver.dangling.append(str(exc))
                 return {"type": list(JSON_TYPES), "description": "(not described: the document's $ref is broken)"}
             if key in stack or depth >= self.max_depth:
-                return _cut(target, recursive=key in stack)
+                cut = _cut(target, recursive=key in stack)
+                self.spend(1, len(cut["description"]) + 20)  # its description and type, quoted
+                return cut
             return self.convert(target, target_base, (*stack, key), depth + 1)
         if node.get("type") == "file":
             raise FileUpload("a file upload (type: file)")
@@ -169,6 +228,10 @@ class _Converter:
                     out[keyword] = clean_description(value) if keyword == "description" else value.strip()
             else:
                 out[keyword] = plain_value(value)
+                listed = len(value) if isinstance(value, (list, dict)) else 0
+                self.spend(listed, listed + (len(value) if isinstance(value, str) else 0))
+            if keyword in ("description", "title") and keyword in out:
+                self.spend(0, len(out[keyword]))
         return self._dialect(out, node)
 
     def _properties(self, properties: dict[str, Any], base: str, stack: tuple[tuple[str, str], ...],
@@ -177,6 +240,7 @@ class _Converter:
         for name, sub in properties.items():
             if _read_only(sub, self.resolver, base):
                 continue  # set by the server: the caller does not send it
+            self.spend(0, len(str(name)) + 4)  # "name": and a separator
             schema = self.convert(sub, base, stack, depth)
             if schema is not False:  # `false`: no value is allowed, so nothing to send
                 converted[str(name)] = typed(schema)

@@ -63,3 +63,12 @@ def env_prefix(title: str) -> str:
     if not words:
         return "API"
     return f"API_{words}" if words[0].isdigit() else words[:40].rstrip("_")
+
+
+_TEMPLATE_SYNTAX = re.compile(r"\{\{|\{%|\{#|\$\{")
+
+
+def has_template_syntax(text: str) -> bool:
+    """True for text the http backend would render (``{{ }}``, ``{% %}``, ``{# #}``, ``${env:NAME}``):
+    a document's path or server URL must stay data, not choose which variable is sent."""
+    return _TEMPLATE_SYNTAX.search(text) is not None

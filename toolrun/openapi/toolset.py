@@ -8,6 +8,7 @@ same document again gives the same file.
 
 from __future__ import annotations
 
+import re
 import textwrap
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +37,17 @@ class _OneLineList(list):
     """A list written in flow style: ``[id, name]``."""
 
 
+# Line breaks YAML knows besides \n (and that str.splitlines splits on): written as escapes, never raw.
+_OTHER_BREAKS = re.compile("[\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+# A comment holds one line of printable text: every line break, control and bidirectional or invisible
+# format character of a document's text is shown as an escape (\x85, \u2028), so it cannot end the comment.
+_NOT_COMMENT_TEXT = re.compile("[^\t\x20-\x7e\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
+                               "|[\u061c\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u2069\ufeff]")
+
+
 def _text(dumper: Any, value: str) -> Any:
+    if _OTHER_BREAKS.search(value):  # a double-quoted scalar escapes them: the file's lines are its \n lines
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"')
     style = "|" if "\n" in value and not any(line != line.rstrip() for line in value.splitlines()) else None
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
@@ -99,13 +110,35 @@ def tool_mapping(tool: ImportedTool) -> dict[str, Any]:
     return mapping
 
 
+class _PlainDumper(yaml.SafeDumper):
+    """The pure-Python emitter, for a document whose text holds a lone surrogate ("\\ud800" in JSON): it
+    writes it as an escape, where libyaml's emitter stops with an encoding error."""
+
+
+for _kind, _representer in _Dumper.yaml_representers.items():
+    _PlainDumper.add_representer(_kind, _representer)
+
+
 def _dump(value: Any) -> str:
-    return yaml.dump(value, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=WIDTH,
-                     default_flow_style=False)
+    options: dict[str, Any] = {"sort_keys": False, "allow_unicode": True, "width": WIDTH, "default_flow_style": False}
+    try:
+        return yaml.dump(value, Dumper=_Dumper, **options)
+    except UnicodeEncodeError:
+        return yaml.dump(value, Dumper=_PlainDumper, **options)
 
 
-def _comment(text: str) -> str:
-    return "\n".join(f"# {line}".rstrip() for line in text.splitlines())
+def comment_text(text: str) -> str:
+    """``text`` as the content of one comment line: line breaks and controls escaped (``\\n``, ``\\u2028``)."""
+    return _NOT_COMMENT_TEXT.sub(_escaped, text)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return {10: "\\n", 13: "\\r", 9: "\\t"}.get(code) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def _comment(lines: list[str]) -> str:
+    return "\n".join(f"# {comment_text(line)}".rstrip() for line in lines)
 
 
 def header(result: ImportResult) -> str:
@@ -124,11 +157,15 @@ def header(result: ImportResult) -> str:
         lines.append("")
         lines.append("Skipped:")
         lines += [f"  {entry}" for entry in result.skipped]
+    if result.other_origins:
+        lines.append("")
+        lines.append("On another origin than the base URL:")
+        lines += [f"  {entry}" for entry in result.other_origins]
     if result.notes:
         lines.append("")
         lines.append("Notes:")
         lines += [f"  {note}" for note in result.notes]
-    return _comment("\n".join(lines))
+    return _comment(lines)
 
 
 def render_toolset(result: ImportResult, creds: Credentials) -> str:
@@ -136,6 +173,8 @@ def render_toolset(result: ImportResult, creds: Credentials) -> str:
     http_defaults: dict[str, Any] = {}
     if result.base_url:
         http_defaults["base_url"] = result.base_url
+    if result.allow_hosts:
+        http_defaults["allow_hosts"] = _OneLineList(result.allow_hosts)
     if creds.merged_headers():
         http_defaults["headers"] = creds.merged_headers()
     if creds.query:
@@ -148,8 +187,8 @@ def render_toolset(result: ImportResult, creds: Credentials) -> str:
         return "\n".join(parts) + "\n"
     parts.append("tools:")
     for tool in result.tools:
-        parts.append(f"  # {tool.method} {tool.operation.path}")
+        parts.append(f"  # {tool.method} {comment_text(tool.operation.path)}")
         body = _dump([tool_mapping(tool)]).rstrip()
-        parts.append("\n".join(f"  {line}" if line else line for line in body.splitlines()))
+        parts.append("\n".join(f"  {line}" if line else line for line in body.split("\n")))
         parts.append("")
     return "\n".join(parts).rstrip() + "\n"

@@ -1,0 +1,148 @@
+"""Where an import may read: the rules for ``$ref``s to other files and URLs, and a checked fetch.
+
+A document is not trusted (it may come from a server), so what its ``$ref``s make the
+importer read is limited: references inside the document always; relative references on
+the document's own origin — its folder tree for a file (no ``../`` out of it), its scheme,
+host and port for a URL; any other origin or an absolute file path only with
+``--allow-external-refs``; link-local and cloud-metadata addresses never, by name, by
+address and by what a name resolves to (resolved once, when connecting, as the http
+backend does). Redirects are checked hop by hop by the same rules.
+"""
+
+from __future__ import annotations
+
+import socket
+import urllib.request
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+import httpcore
+import httpx
+
+from toolrun.backends.http_safety import BLOCKED_HOSTNAMES, RefusedRequest, is_forbidden_address
+from toolrun.content_decoding import ACCEPT_ENCODING, decoded_sync
+
+MAX_REDIRECTS = 5
+EXTERNAL_FLAG = "--allow-external-refs"
+
+
+def _origin(url: str) -> tuple[str, str, int]:
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return parts.scheme, (parts.hostname or "").lower().rstrip("."), port
+
+
+def forbidden_host(url: str) -> str | None:
+    """The host of ``url`` when it is a link-local or cloud-metadata address (by name or address), else None."""
+    try:
+        host = (urlsplit(url).hostname or "").lower().rstrip(".")
+    except ValueError:
+        return None
+    return host if host in BLOCKED_HOSTNAMES or is_forbidden_address(host) else None
+
+
+@dataclass(frozen=True)
+class ReferenceRules:
+    """What the ``$ref``s of the document at ``root`` may make the import read."""
+
+    root: str  # the main document: a resolved file path or an http(s) URL
+    allow_external: bool = False
+
+    def refusal(self, target: str, *, is_url: bool) -> str | None:
+        """Why the document at ``target`` may not be read, or None when it may."""
+        if is_url:
+            host = forbidden_host(target)
+            if host is not None:
+                return f"{host} is a link-local or cloud-metadata address, never read"
+            if self.allow_external or (urlsplit(self.root).scheme and _same_origin(target, self.root)):
+                return None
+            return "it is on another origin than the document"
+        if self.allow_external or urlsplit(self.root).scheme in ("http", "https"):
+            return None if self.allow_external else "it is a local file, and the document is a URL"
+        folder = Path(self.root).parent
+        if Path(target).resolve().is_relative_to(folder):
+            return None
+        return f"it is outside the document's folder ({folder})"
+
+
+def _same_origin(a: str, b: str) -> bool:
+    try:
+        return _origin(a) == _origin(b)
+    except ValueError:
+        return False
+
+
+def _checked_addresses(host: str, port: int) -> list[str]:
+    """The addresses ``host`` resolves to, each allowed; RefusedRequest when any is forbidden."""
+    name = host.strip("[]").lower().rstrip(".")
+    if name in BLOCKED_HOSTNAMES or is_forbidden_address(name):
+        raise RefusedRequest(f"{name} is a link-local or cloud-metadata address")
+    try:
+        infos = socket.getaddrinfo(name, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as exc:
+        raise httpcore.ConnectError(f"cannot resolve {name}: {exc.args[-1] if exc.args else exc}") from None
+    addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
+    if not addresses or any(is_forbidden_address(address) for address in addresses):
+        raise RefusedRequest(f"{name} resolves to a link-local or cloud-metadata address")
+    return addresses
+
+
+class _CheckedNetwork(httpcore.NetworkBackend):
+    """httpcore's network, connecting only to addresses ``_checked_addresses`` allowed: one resolution."""
+
+    def __init__(self) -> None:
+        self._network = httpcore.SyncBackend()
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
+                    socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
+        failure: Exception | None = None
+        for address in _checked_addresses(host, port):
+            try:  # TLS still verifies the certificate against the name
+                return self._network.connect_tcp(address, port, timeout, local_address, socket_options)
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+                failure = exc
+        assert failure is not None
+        raise failure
+
+    def connect_unix_socket(self, path: str, timeout: float | None = None,
+                            socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
+        raise httpcore.ConnectError("unix sockets are not used to read documents")
+
+    def sleep(self, seconds: float) -> None:
+        self._network.sleep(seconds)
+
+
+def _client(timeout: float) -> httpx.Client:
+    """Through a proxy from the environment the proxy resolves names: only the name checks apply there."""
+    if any(urllib.request.getproxies().get(scheme) for scheme in ("http", "https", "all")):
+        return httpx.Client(timeout=timeout, follow_redirects=False)
+    transport = httpx.HTTPTransport()
+    # httpx has no public seam for the network backend; its pool is the one documented place.
+    transport._pool = httpcore.ConnectionPool(ssl_context=httpx.create_ssl_context(), network_backend=_CheckedNetwork())
+    return httpx.Client(timeout=timeout, follow_redirects=False, transport=transport)
+
+
+def fetch(url: str, timeout: float, max_bytes: int, refusal: Any = None) -> tuple[int, str]:
+    """GET ``url``: its status and its text, decoded by toolrun within ``max_bytes`` (RefusedBody past
+    it). Redirects (at most 5) are followed each checked: never to a metadata address, and where
+    ``refusal(url)`` says why not, not at all (RefusedRequest)."""
+    with _client(timeout) as client:
+        for _ in range(MAX_REDIRECTS + 1):
+            why = forbidden_host(url) and f"{forbidden_host(url)} is a link-local or cloud-metadata address"
+            why = why or (refusal(url) if refusal is not None else None)
+            if why:
+                raise RefusedRequest(f"{url}: {why}")
+            request = client.build_request("GET", url, headers={"Accept-Encoding": ACCEPT_ENCODING})
+            response = client.send(request, stream=True)
+            try:
+                if not response.is_redirect or "location" not in response.headers:
+                    coding = response.headers.get("content-encoding")
+                    content = b"".join(decoded_sync(response.iter_raw(), coding, max_bytes))
+                    return response.status_code, content.decode(response.encoding or "utf-8", "replace")
+            finally:
+                response.close()
+            url = urljoin(url, response.headers["location"])
+    raise RefusedRequest(f"{url}: more than {MAX_REDIRECTS} redirects")
