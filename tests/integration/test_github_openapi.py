@@ -33,6 +33,7 @@ def test_github_rest_description_imports_whole_and_loads(github_document: Path, 
     assert "0 errors" in outcome.stderr
     toolset = yaml.safe_load(target.read_text(encoding="utf-8"))
     assert toolset["defaults"]["http"]["base_url"] == "https://api.github.com"
+    assert toolset["defaults"]["http"]["allow_hosts"] == ["api.github.com"]  # pinned to the document's server
     tools = toolset["tools"]
     assert len(tools) == 1221
     assert {kind for tool in tools for kind in tool["backend"]} == {"http"}
