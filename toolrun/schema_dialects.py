@@ -348,6 +348,8 @@ GEMINI_KEYWORDS = frozenset(
     }
 )  # fmt: skip
 GEMINI_FORMATS = {"string": {"enum", "date-time"}, "integer": {"int32", "int64"}, "number": {"float", "double"}}
+# Past this many schema objects no $ref is inlined: a definition using another twice, forty deep, never ends.
+GEMINI_MAX_SCHEMAS = 5000  # the largest of 23,000 real tools has 247
 # Dropping these loses nothing a model needs to produce a valid call.
 _GEMINI_QUIET_DROPS = frozenset({"$schema", "$id", "$comment", "$anchor", "deprecated", "readOnly", "writeOnly"})
 
@@ -367,12 +369,14 @@ class GeminiWalker(SchemaWalker):
     def __init__(self, definitions: dict[str, Any]) -> None:
         super().__init__()
         self.definitions = definitions
+        self.schemas_made = 0
 
     def not_an_object(self, schema: Any, place: Place) -> Any:
         self.note(place.path, f"boolean schema {_short(schema)} replaced by an unconstrained one", lossy=True)
         return {}
 
     def make_node(self, schema: JsonSchema, place: Place) -> SchemaNode:
+        self.schemas_made += 1
         return _GeminiNode(dict(schema), place)
 
     def before(self, node: SchemaNode) -> Finished | None:
@@ -533,10 +537,17 @@ class GeminiWalker(SchemaWalker):
         if name in expanding:
             self.note(path, f"recursive $ref {reference!r} cut off here (Gemini has no $ref)", lossy=True)
             return {"$ref": reference, "description": node.get("description", name)}
+        if self.schemas_made > GEMINI_MAX_SCHEMAS:
+            self.note(path, f"$ref {reference!r} not inlined: the schema has grown past {GEMINI_MAX_SCHEMAS} schemas "
+                      "(definitions used many times over); replaced by an object", lossy=True)
+            return {"$ref": reference, "description": node.get("description", "")}
         self.note(path, f"$ref {reference!r} inlined")
+        definition = self.definitions[name]
+        if not isinstance(definition, dict):  # `$defs: {never: false}`: the boolean schema, with the siblings
+            definition = self.not_an_object(definition, Place(path))
         siblings = {k: v for k, v in node.items() if k != "$ref"}
         # No copy: the walker never changes the nodes it reads, only the results it builds.
-        return {**self.definitions[name], **siblings, "__ref__": name}
+        return {**definition, **siblings, "__ref__": name}
 
     def merge_all_of(self, node: JsonSchema, path: str) -> JsonSchema:
         members = node.pop("allOf")
