@@ -356,6 +356,8 @@ _GEMINI_QUIET_DROPS = frozenset({"$schema", "$id", "$comment", "$anchor", "depre
 
 @dataclass
 class _GeminiNode(SchemaNode):
+    """A schema object on its way to Gemini, with what is written into it after its keywords."""
+
     nullable: bool = False  # set by a "null" type, enum member or anyOf branch; written last
     enum_values: list[Any] | None = None  # from enum or const; written last, maybe into the description
 
