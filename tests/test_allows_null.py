@@ -1,4 +1,4 @@
-"""schema_convert.allows_null: the one answer to "does this schema accept null?" (lint and export)."""
+"""schema_dialects.allows_null: the one answer to "does this schema accept null?" (lint and export)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from toolrun.catalog.lint import lint_catalog
-from toolrun.catalog.schema_convert import allows_null
+from toolrun.schema_dialects import allows_null
 from toolrun.tool import BackendSpec, SourceLocation, Tool
 
 

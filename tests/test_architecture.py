@@ -45,6 +45,7 @@ BASE = frozenset(
         "toolrun.plugins",
         "toolrun.private_files",
         "toolrun.retry_after",
+        "toolrun.schema_dialects",
         "toolrun.schema_errors",
         "toolrun.schema_subset",
         "toolrun.secrets",
@@ -149,6 +150,8 @@ NEVER_RULES = [
           "Base -> anything above it: the base is below everything (a new Base module joins BASE here)"),
     Never("anything-to-cli", lambda a, b: a != "cli" and b == "cli",
           "anything below cli/ -> cli/: the core prints nothing, a server has no terminal"),
+    Never("providers-to-catalog", lambda a, b: a == "providers" and b == "catalog",
+          "Providers -> Catalog: an adapter owns its wire shape; the JSON-Schema dialects are in the base"),
 ]
 
 
@@ -321,3 +324,21 @@ def test_the_checker_names_the_offending_module_and_import(tmp_path: Path) -> No
                       "toolrun/backends/__init__.py:3: toolrun.backends imports toolrun.catalog.model; "
                       "toolrun/catalog/model.py:1: toolrun.catalog.model imports toolrun.providers.openai; "
                       "toolrun/providers/openai.py:1: toolrun.providers.openai imports toolrun.backends)"]
+
+
+def test_the_checker_forbids_a_provider_reaching_into_the_catalog(tmp_path: Path) -> None:
+    # The arrow that went with the dialects' move to the base: a lazy, relative import still counts.
+    root = tmp_path / "toolrun"
+    _write(root, {
+        "__init__.py": "",
+        "schema_dialects.py": "",
+        "catalog/__init__.py": "",
+        "catalog/schema_convert.py": "",
+        "providers/__init__.py": "",
+        "providers/openai_family.py": "def strict():\n    from ..catalog.schema_convert import to_openai_strict\n",
+        "providers/gemini.py": "from toolrun.schema_dialects import to_gemini\n",
+    })
+    rule = next(rule for rule in NEVER_RULES if rule.name == "providers-to-catalog")
+    found = violations(imports_in(root, "toolrun"), rule, base={"toolrun.schema_dialects"})
+    assert found == ["toolrun/providers/openai_family.py:2: toolrun.providers.openai_family imports "
+                     "toolrun.catalog.schema_convert — " + rule.why]

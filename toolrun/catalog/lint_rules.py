@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from toolrun.catalog.cjk import is_cjk
-from toolrun.catalog.schema_convert import SchemaChange, allows_null, to_gemini, to_openai_strict
 from toolrun.catalog.tokens import token_estimate  # also what tools export shows
 from toolrun.credentials import WITHHELD_KEY
+from toolrun.schema_dialects import SchemaChange, allows_null, to_gemini, to_openai_strict
 from toolrun.secrets import ENV_REFERENCE
 from toolrun.text import counted
 from toolrun.tool import Tool

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolrun.errors import Problem
+from toolrun.schema_dialects import SUBSCHEMA_LISTS, SUBSCHEMA_MAPS, SUBSCHEMA_SINGLE
 from toolrun.schema_errors import describe_path, describe_value
 from toolrun.text import did_you_mean
 from toolrun.yamlsource import LineDict, line_of, plain
@@ -38,10 +39,6 @@ _SCHEMA_KEYWORDS = frozenset(
 )
 # OpenAPI's own schema keywords: JSON Schema ignores them, and they are nobody's misspelling.
 _OPENAPI_KEYWORDS = frozenset({"nullable", "example", "discriminator", "xml", "externalDocs"})
-_SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
-_SUBSCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
-_SUBSCHEMA_SINGLE = ("not", "if", "then", "else", "items", "contains", "additionalProperties",
-                     "propertyNames", "unevaluatedItems", "unevaluatedProperties", "contentSchema")
 
 
 @lru_cache(maxsize=1)
@@ -177,7 +174,7 @@ def _null_valued_keywords(
     """
     if not isinstance(node, dict):
         return
-    maps = [(steps, node)] + [(steps + (key,), node[key]) for key in _SUBSCHEMA_MAPS if isinstance(node.get(key), dict)]
+    maps = [(steps, node)] + [(steps + (key,), node[key]) for key in SUBSCHEMA_MAPS if isinstance(node.get(key), dict)]
     for where, mapping in maps:
         keys = list(mapping)
         index = 0
@@ -279,13 +276,13 @@ def _keyword_typos(schema: Any, steps: tuple[Any, ...] = ()) -> Iterator[tuple[t
     if not isinstance(schema, dict):
         return
     for key, value in schema.items():
-        if key in _SUBSCHEMA_MAPS and isinstance(value, dict):
+        if key in SUBSCHEMA_MAPS and isinstance(value, dict):
             for name, sub in value.items():
                 yield from _keyword_typos(sub, steps + (key, name))
-        elif key in _SUBSCHEMA_LISTS and isinstance(value, list):
+        elif key in SUBSCHEMA_LISTS and isinstance(value, list):
             for index, sub in enumerate(value):
                 yield from _keyword_typos(sub, steps + (key, index))
-        elif key in _SUBSCHEMA_SINGLE:
+        elif key in SUBSCHEMA_SINGLE:
             yield from _keyword_typos(value, steps + (key,))
         elif isinstance(key, str) and key not in _SCHEMA_KEYWORDS | _OPENAPI_KEYWORDS and not key.startswith("x-"):
             guess = did_you_mean(key, _SCHEMA_KEYWORDS)
@@ -316,15 +313,15 @@ def _metaschema_errors(schema: Any, steps: tuple[Any, ...] = ()) -> Iterator[tup
 def _subschemas(schema: dict[str, Any]) -> Iterator[tuple[tuple[Any, ...], Any]]:
     """(steps, subschema) for every schema-valued keyword of one schema node."""
     for key, value in schema.items():
-        if key in _SUBSCHEMA_MAPS and isinstance(value, dict):
+        if key in SUBSCHEMA_MAPS and isinstance(value, dict):
             for name, sub in value.items():
                 if isinstance(sub, (dict, bool)):
                     yield (key, name), sub
-        elif key in _SUBSCHEMA_LISTS and isinstance(value, list):
+        elif key in SUBSCHEMA_LISTS and isinstance(value, list):
             for index, sub in enumerate(value):
                 if isinstance(sub, (dict, bool)):
                     yield (key, index), sub
-        elif key in _SUBSCHEMA_SINGLE and isinstance(value, (dict, bool)):
+        elif key in SUBSCHEMA_SINGLE and isinstance(value, (dict, bool)):
             yield (key,), value
 
 
@@ -405,9 +402,9 @@ _VALUE_CHECKS: dict[str, Callable[[Any], bool]] = {
     **{key: _is_count for key in ("minLength", "maxLength", "minItems", "maxItems", "minProperties",
                                   "maxProperties", "minContains", "maxContains")},
     **{key: (lambda value: isinstance(value, bool)) for key in ("uniqueItems", "deprecated", "readOnly", "writeOnly")},
-    **{key: _is_schema_map for key in ("properties", "patternProperties", "$defs", "dependentSchemas")},
-    **{key: _is_schema_list for key in _SUBSCHEMA_LISTS},
-    **{key: _is_schema for key in _SUBSCHEMA_SINGLE},
+    **{key: _is_schema_map for key in SUBSCHEMA_MAPS if key != "definitions"},  # draft 7's: the metaschema's
+    **{key: _is_schema_list for key in SUBSCHEMA_LISTS},
+    **{key: _is_schema for key in SUBSCHEMA_SINGLE},
 }
 # Keywords the metaschema checks in ways not worth repeating by hand (URIs, anchors, 2019-09 names).
 _METASCHEMA_ONLY_KEYWORDS = frozenset(

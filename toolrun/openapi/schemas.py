@@ -22,6 +22,8 @@ from urllib.parse import unquote
 from toolrun.openapi.document import Documents, OpenAPIError, RefusedFetch, is_url, join_location, url_scheme
 from toolrun.openapi.references import EXTERNAL_FLAG, ReferenceRules
 from toolrun.openapi.text import clean_description
+from toolrun.schema_dialects import SUBSCHEMA_LISTS as _SUBSCHEMA_LISTS  # what _KEPT leaves of them is walked
+from toolrun.schema_dialects import SUBSCHEMA_SINGLE as _SUBSCHEMA
 
 MAX_REF_DEPTH = 3  # deep enough for realistic bodies; OpenAI's document stays under 1 MB of YAML
 MAX_SCHEMA_CHARS = 12_000  # ~3,000 tokens of JSON: past this, nesting is cut shallower
@@ -35,8 +37,6 @@ _KEPT = frozenset(
     "multipleOf minLength maxLength pattern minItems maxItems uniqueItems contains minProperties maxProperties "
     "dependentRequired".split()
 )
-_SUBSCHEMA = ("items", "additionalProperties", "propertyNames", "not", "contains")
-_SUBSCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
 _NUMBER_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
 _COUNT_KEYWORDS = ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties")
 # What a keyword's value must be for JSON Schema; a document that says otherwise (`enum: abc`,

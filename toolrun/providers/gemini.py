@@ -25,7 +25,6 @@ from itertools import pairwise
 from typing import Any, ClassVar
 from urllib.parse import quote
 
-from toolrun.catalog.schema_convert import to_gemini
 from toolrun.errors import ProviderError
 from toolrun.messages import (
     Message,
@@ -47,6 +46,7 @@ from toolrun.providers.answer_numbers import token_count
 from toolrun.providers.base import EventSink, Provider, StreamAssembler, WireItem, WireTool
 from toolrun.providers.streaming import emit, sse_json, stream_lines
 from toolrun.providers.transport import WireRequest
+from toolrun.schema_dialects import to_gemini
 from toolrun.secrets import redact
 from toolrun.text import excerpt
 

@@ -15,6 +15,7 @@ from toolrun.json_limits import MAX_ARGUMENT_DEPTH, loads_bounded
 from toolrun.messages import StopReason, ToolDefinition, Usage
 from toolrun.providers.answer_numbers import token_count
 from toolrun.providers.base import ProviderConfig, WireItem, WireTool
+from toolrun.schema_dialects import to_openai_strict
 
 OFFICIAL_BASE_URL = "https://api.openai.com/v1"
 # Bearer key, Azure's key header, and the headers that name the account.
@@ -91,8 +92,6 @@ def strict_parameters(parameters: dict[str, Any], changes: list[str]) -> tuple[d
 
     What the conversion changed, or why it could not be done, is added to ``changes``.
     """
-    from toolrun.catalog.schema_convert import to_openai_strict  # only strict tool definitions convert
-
     converted = to_openai_strict(parameters)
     if not converted.compatible or converted.schema is None:
         reasons = "; ".join(str(change) for change in converted.incompatible)
