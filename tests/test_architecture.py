@@ -5,7 +5,7 @@ a function (a lazy import is still a dependency) and under ``if TYPE_CHECKING:``
 from above is still knowledge of above). The layers, top to bottom (``LAYERS``):
 
     cli/ > features (mcp, openapi, batch, runlog, view, ask, chat) > api (toolrun, api, export)
-         > recipes (recipe, recipe_cache, expect, play) > output (transcript_log) > run (runner, execution, ...)
+         > recipes (recipe, recipe_cache, expect, play, run_options) > output (transcript_log) > run (runner, execution, ...)
          > replay/ > providers/ > catalog/ > backends/ > Base
 
 A module imports only modules of its own layer or below; the NEVER rules also name the
@@ -222,7 +222,8 @@ LAYERS: list[tuple[str, Callable[[str], bool]]] = [  # bottom first
     ("replay", lambda m: m.startswith("toolrun.replay")),
     ("run", lambda m: m in RUN_MODULES),
     ("output", lambda m: m in {"toolrun.transcript_log"}),
-    ("recipes", lambda m: m in {"toolrun.recipe", "toolrun.recipe_cache", "toolrun.expect", "toolrun.play"}),
+    ("recipes", lambda m: m in {"toolrun.recipe", "toolrun.recipe_cache", "toolrun.expect", "toolrun.play",
+                                "toolrun.run_options"}),
     ("api", lambda m: m in {"toolrun", "toolrun.api", "toolrun.export"}),
     ("features", lambda m: m.count(".") >= 1 and m.split(".")[1] in FEATURES),
     ("cli", lambda m: m.startswith("toolrun.cli") or m == "toolrun.__main__"),

@@ -298,12 +298,13 @@ def test_an_older_database_is_migrated_when_opened_and_keeps_its_runs(tmp_path: 
 
 def test_a_full_log_never_stops_the_run_and_the_warning_says_why(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     from toolrun.cli.recipe import play_recipe
+    from toolrun.run_options import RunOptions
 
     log = RunLog.open(tmp_path / "logs.db")
     pages = log.connection.execute("PRAGMA page_count").fetchone()[0]
     log.connection.execute(f"PRAGMA max_page_count = {pages}")  # SQLite's own "database or disk is full"
     long_question = "北京、上海和深圳的鲜花库存是多少?" + "。" * 100_000  # needs pages the file may not grow
-    assert play_recipe(INVENTORY, run_log=log, var_overrides={"question": long_question}) == 0
+    assert play_recipe(INVENTORY, RunOptions(vars={"question": long_question}), run_log=log) == 0
     err = capsys.readouterr().err
     assert "stopped accepting writes (database or disk is full); this run is incomplete there" in err
     assert err.strip().splitlines()[-1].startswith("2 turns · 3 tool calls")

@@ -19,12 +19,12 @@ from toolrun.catalog.gate import load_checked_catalog
 from toolrun.catalog.model import DEFAULT_TOOLS_DIR, Catalog
 from toolrun.errors import Problem, UserError
 from toolrun.execution import execute_call
+from toolrun.run_options import Mode, RunOptions
 from toolrun.secrets import redacting, run_redactor
 from toolrun.text import close_matches
 from toolrun.tool import Tool
 
 if TYPE_CHECKING:  # playing a recipe (providers, replay, the runner) is imported by run/load_recipe only
-    from toolrun.play import Mode
     from toolrun.providers.base import Provider
     from toolrun.recipe import Recipe
     from toolrun.results import RunResult
@@ -123,12 +123,12 @@ def run(
 ) -> RunResult:
     """Blocking twin of ``arun`` (see there): play a recipe until the model answers."""
     _not_in_a_running_loop("run", "arun")
-    from toolrun.play import arun
+    from toolrun.play import run_recipe  # start-up: `toolrun call` imports this module, not the providers
 
-    return asyncio.run(arun(recipe, vars=vars, model=model, mode=mode, prompt=prompt, tools_dir=tools_dir,
-                            catalog=catalog, observer=observer, approver=approver, stream=stream,
-                            max_turns=max_turns, record=record, replay=replay, strict=strict,
-                            replay_tools=replay_tools, environ=environ))
+    return asyncio.run(run_recipe(recipe, RunOptions(
+        vars=vars, model=model, mode=mode, prompt=prompt, tools_dir=tools_dir, catalog=catalog, observer=observer,
+        approver=approver, stream=stream, max_turns=max_turns, record=record, replay=replay, strict=strict,
+        replay_tools=replay_tools, environ=environ)))
 
 
 def _not_in_a_running_loop(blocking: str, twin: str) -> None:

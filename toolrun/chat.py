@@ -1,10 +1,10 @@
 """A conversation of several answers, each played like a recipe, that can be saved as one.
 
-Each answer is one run of ``toolrun.arun`` on a recipe made in memory whose messages are
+Each answer is one run of ``toolrun.play.run_recipe`` (``toolrun.arun``) on a recipe made in memory whose messages are
 the conversation so far: every question and every final answer, as text. A saved chat is
 that same recipe as a file, so replaying it sends exactly the requests the chat sent for
 its last answer. Live answers are recorded as they are played (a ``RecordingTransport``
-around the provider's transport, via ``arun(record=...)``); ``save`` puts the last answer's
+around the provider's transport, via ``RunOptions(record=...)``); ``save`` puts the last answer's
 recording beside the recipe, where ``toolrun recipe`` finds it when there is no key.
 A scripted model (``scripted:FILE``) is one object for the whole chat; its save is a script.
 
@@ -32,7 +32,7 @@ from toolrun.catalog.model import Catalog
 from toolrun.errors import Problem, UserError
 from toolrun.expect import Expectations
 from toolrun.messages import Usage
-from toolrun.play import arun
+from toolrun.play import run_recipe
 from toolrun.private_files import write_private_text
 from toolrun.providers import SCRIPTED_PROVIDER, split_model
 from toolrun.providers.base import Provider
@@ -40,6 +40,7 @@ from toolrun.providers.scripted_file import load_scripted_model
 from toolrun.recipe import DEFAULT_MAX_RETRIES, DEFAULT_REQUEST_TIMEOUT, Recipe, RecipeMessage, load_recipe, select_tools
 from toolrun.replay.recording import cassette_beside
 from toolrun.results import RunResult
+from toolrun.run_options import RunOptions
 from toolrun.runner import RunObserver, RunSettings
 from toolrun.tool import Tool
 
@@ -117,9 +118,9 @@ class ChatSession:
             if self._workdir is None:
                 self._workdir = Path(tempfile.mkdtemp(prefix="toolrun-chat-"))
             recording = self._workdir / f"answer-{self.answers}.cassette.json"
-        result = await arun(self.recipe_for(question), model=self._scripted, mode="live", catalog=self.catalog,
-                            observer=observer, approver=approver, stream=stream, record=recording,
-                            environ=self.environ)
+        options = RunOptions(model=self._scripted, mode="live", catalog=self.catalog, observer=observer,
+                             approver=approver, stream=stream, record=recording, environ=self.environ)
+        result = await run_recipe(self.recipe_for(question), options)
         self.usage = self.usage + result.usage
         if not result.failed and result.final:
             self.history += [("user", question), ("assistant", result.final)]

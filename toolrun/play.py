@@ -21,9 +21,9 @@ How the model is reached:
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from toolrun.catalog.gate import load_checked_catalog
 from toolrun.catalog.model import Catalog
@@ -44,13 +44,13 @@ from toolrun.replay.recording import (
     load_cassette,
 )
 from toolrun.results import RunResult
+from toolrun.run_options import MODES, Mode, RunOptions
 from toolrun.runner import RunObserver, run_conversation
 from toolrun.secrets import redacting, run_redactor
 
 if TYPE_CHECKING:
     from toolrun.approval import Approver
 
-Mode = Literal["auto", "live", "replay"]
 STRICT_DIVERGENCE = ("strict: the run diverged from its recording (record it again with --record "
                      "if the change is intended)")
 
@@ -59,7 +59,6 @@ class ReplayDiverged(ProviderError):
     """A strict replay met a request its recording does not hold."""
 
     reason = "the replay stopped"
-MODES: tuple[str, ...] = ("auto", "live", "replay")
 
 
 async def arun(
@@ -104,20 +103,26 @@ async def arun(
     Raises ``UserError`` (``LoadError`` for files) for bad input before any model is asked;
     a provider failure does not raise (``stop_reason == "error"``, ``error`` says why).
     """
-    if mode not in MODES:
-        raise UserError(Problem(None, None, f"mode {mode!r} is not one of {', '.join(MODES)}",
+    return await run_recipe(recipe, RunOptions(
+        vars=vars, model=model, mode=mode, prompt=prompt, tools_dir=tools_dir, catalog=catalog, observer=observer,
+        approver=approver, stream=stream, max_turns=max_turns, record=record, replay=replay, strict=strict,
+        replay_tools=replay_tools, environ=environ, transport=transport))
+
+
+async def run_recipe(recipe: str | Path | Recipe, options: RunOptions) -> RunResult:
+    """``toolrun.arun`` with its keyword arguments as one ``RunOptions``: the package's own way in."""
+    if options.mode not in MODES:
+        raise UserError(Problem(None, None, f"mode {options.mode!r} is not one of {', '.join(MODES)}",
                                 "use auto, live or replay"))
-    if prompt is not None and not prompt.strip():
+    if options.prompt is not None and not options.prompt.strip():
         raise UserError(Problem(None, None, "the prompt is empty", "say what to ask, or leave the prompt out to use "
                                                                    "the recipe's own messages"))
-    if replay_tools and mode == "auto":
-        mode = "replay"  # the tools' results come from a recording: the model's side does too
+    if options.replay_tools and options.mode == "auto":
+        options = replace(options, mode="replay")  # the tools' results come from a recording: the model's side does too
     redactor = run_redactor()
     with redacting(redactor):  # every secret this run reads stays in this run
-        play = _Play(recipe if isinstance(recipe, Recipe) else load_recipe(Path(recipe)), observer or RunObserver(),
-                     dict(vars or {}), environ, strict=strict, replay_tools=replay_tools, transport=transport)
-        result = await play.run(model=model, mode=mode, prompt=prompt, tools_dir=tools_dir, catalog=catalog,
-                                approver=approver, stream=stream, max_turns=max_turns, record=record, replay=replay)
+        play = _Play(recipe if isinstance(recipe, Recipe) else load_recipe(Path(recipe)), options)
+        result = await play.run()
     result.redactor = redactor
     return result
 
@@ -136,39 +141,36 @@ class _Connection:
 
 
 class _Play:
-    """One recipe run: its recipe, observer, vars and the divergences found so far."""
+    """One recipe run: its recipe, its options and the divergences found so far."""
 
-    def __init__(self, recipe: Recipe, observer: RunObserver, vars: dict[str, Any],
-                 environ: Mapping[str, str] | None, *, strict: bool = False, replay_tools: bool = False,
-                 transport: Transport | None = None) -> None:
+    def __init__(self, recipe: Recipe, options: RunOptions) -> None:
         self.recipe = recipe
-        self.shared_transport = transport
-        self.strict = strict
-        self.replay_tools = replay_tools
-        self.observer = observer
-        self.vars = vars
-        self.environ = environ
+        self.options = options
+        self.observer = options.observer or RunObserver()
+        self.vars = dict(options.vars or {})
+        self.environ = options.environ
         self.divergences: list[Divergence] = []
 
-    async def run(self, *, model: str | Provider | None, mode: str, prompt: str | None,
-                  tools_dir: str | Path | None, catalog: Catalog | None, approver: Approver | None,
-                  stream: bool | None, max_turns: int | None, record: str | Path | None,
-                  replay: str | Path | None) -> RunResult:
-        recipe = self.recipe
-        record_path = Path(record) if record is not None else None
+    async def run(self) -> RunResult:
+        options = self.options
+        recipe, model = self.recipe, options.model
+        record_path = Path(options.record) if options.record is not None else None
         # The recipe, its tools and its messages are checked before credentials are looked
         # for: a typo in the tool list is reported as such, not as a missing key.
+        catalog = options.catalog
         if catalog is None:
-            directory = recipe.locate_tools_dir(Path(tools_dir) if tools_dir is not None else None)
+            directory = recipe.locate_tools_dir(Path(options.tools_dir) if options.tools_dir is not None else None)
             # Tools side by side are linted as the recipe offers them: its own selection.
             catalog = load_checked_catalog(directory, on_loaded=self.observer.on_catalog, lint_together=recipe.select_tools,
                                             wanted=recipe.wants_tool)
         tools = recipe.select_tools(catalog)
         system = recipe.render_system(self.vars)
+        prompt = options.prompt
         messages = [Message("user", [TextPart(prompt)])] if prompt is not None else recipe.render_messages(self.vars)
-        connection = self._connect(model, mode, record_path, Path(replay) if replay is not None else None, stream)
+        replay = Path(options.replay) if options.replay is not None else None
+        connection = self._connect(model, options.mode, record_path, replay, options.stream)
         execute = None
-        if self.replay_tools:
+        if options.replay_tools:
             if connection.replay is None:
                 raise UserError(Problem(None, None, f"replaying the tools' results needs a replay; this run is {connection.mode}",
                                         "add --replay FILE (or drop --replay-tools)"))
@@ -176,7 +178,7 @@ class _Play:
 
             execute = RecordedToolResults(connection.replay, type(connection.provider))
             connection.notices.append("tool results are played back from the recording: no tool runs")
-        elif self.strict and connection.replay is None:
+        elif options.strict and connection.replay is None:
             connection.notices.append(f"--strict applies to replays; this run is {connection.mode}")
 
         self.observer.on_run_start(recipe=recipe.name, model=connection.spec, mode=connection.mode)
@@ -185,8 +187,8 @@ class _Play:
         try:
             result = await run_conversation(
                 connection.provider, tools, system=system, messages=messages,
-                settings=recipe.run_settings(max_turns=max_turns, stream=connection.stream),
-                context=recipe.call_context(self.environ), approver=approver, observer=self.observer,
+                settings=recipe.run_settings(max_turns=options.max_turns, stream=connection.stream),
+                context=recipe.call_context(self.environ), approver=options.approver, observer=self.observer,
                 execute=execute,
             )
         finally:
@@ -195,7 +197,7 @@ class _Play:
         self._check_replay_complete(connection, result)
         result.recipe, result.model, result.mode = recipe.name, connection.spec, connection.mode
         result.divergences = self.divergences if connection.mode == "replay" else None
-        if self.strict and self.divergences and not result.failed:  # found after the answer: one request too few
+        if options.strict and self.divergences and not result.failed:  # found after the answer: one request too few
             result.stop_reason = "error"
             result.error = f"{STRICT_DIVERGENCE}: {self.divergences[-1]}"
         result.expect_failures = [] if result.failed else recipe.check(result)
@@ -211,7 +213,7 @@ class _Play:
         """How the run reaches its model: a given object, a script file, a recording, or the provider."""
         recipe = self.recipe
         if isinstance(model, Provider):
-            asked = record is not None or replay is not None or (mode == "replay" and not self.replay_tools)
+            asked = record is not None or replay is not None or (mode == "replay" and not self.options.replay_tools)
             if asked:  # the object would be used anyway: say so rather than ignore the request
                 raise UserError(Problem(None, None, "a model object is used as it is: there is nothing to record "
                                         "or replay", 'drop record=, replay= and mode="replay", or name the model '
@@ -263,8 +265,8 @@ class _Play:
             config = offline_config(provider_class, recipe.provider, self.environ)
         else:
             config = provider_class.resolve_config(recipe.provider_overrides(self.environ), self.environ)
-            if self.shared_transport is not None:
-                transport = _Borrowed(self.shared_transport)
+            if self.options.transport is not None:
+                transport = _Borrowed(self.options.transport)
             else:
                 transport = HttpxTransport(max_retries=recipe.max_retries, timeout=recipe.request_timeout)
             if record is not None:
@@ -292,7 +294,7 @@ class _Play:
     def _report_divergence(self, divergence: Divergence) -> None:
         self.divergences.append(divergence)
         self.observer.on_divergence(divergence)
-        if self.strict:  # stop before a tool runs on a conversation the recording never had
+        if self.options.strict:  # stop before a tool runs on a conversation the recording never had
             raise ReplayDiverged(STRICT_DIVERGENCE)  # the divergence itself is reported just above
 
     def _check_replay_complete(self, connection: _Connection, result: RunResult) -> None:

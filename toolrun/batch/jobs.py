@@ -1,7 +1,7 @@
 """One run of a batch: which row, model and repeat (``Job``), and playing it into a result line.
 
 ``play_job`` is the one code path of a batch run, locally and on a Ray worker alike: it
-calls ``toolrun.arun`` and turns the ``RunResult`` into the line the results file holds.
+calls ``toolrun.play.run_recipe`` (``toolrun.arun``'s way in) and turns the ``RunResult`` into the line the results file holds.
 """
 
 from __future__ import annotations
@@ -10,16 +10,16 @@ import hashlib
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from toolrun.approval import approve_all
 from toolrun.catalog.model import Catalog
 from toolrun.errors import UserError
-from toolrun.play import Mode, arun
+from toolrun.play import run_recipe
 from toolrun.providers.transport import Transport
 from toolrun.recipe import Recipe
 from toolrun.results import RunResult, usage_totals
+from toolrun.run_options import RunOptions
 from toolrun.runner import RunObserver
 
 
@@ -58,28 +58,15 @@ def plan_jobs(rows: list[dict[str, Any]], models: list[str], repeat: int) -> lis
     return jobs
 
 
-@dataclass
-class RunOptions:
-    """What every run of a batch shares besides its row."""
-
-    mode: Mode = "auto"
-    replay: str | None = None
-    max_turns: int | None = None
-    stream: bool | None = None
-    environ: dict[str, str] | None = None  # None: this process's environment
-    approve_all: bool = False  # a tool that asks for approval: False refuses it (nobody is there to say yes)
-
-
 async def play_job(job: Job, recipe: Recipe, catalog: Catalog, options: RunOptions, *, batch_id: str,
                    transport: Transport | None = None, observer: RunObserver | None = None,
                    clock: Callable[[], float] = time.perf_counter) -> dict[str, Any]:
-    """Run ``job`` and return its result line. Raises ``UserError`` only for input that fails every run alike."""
+    """Run ``job`` with the batch's ``options`` and return its result line. Raises ``UserError`` only for
+    input that fails every run alike."""
     started = clock()
     try:
-        result = await arun(recipe, vars=job.vars, model=job.model, mode=options.mode, replay=options.replay,
-                            catalog=catalog, observer=observer, stream=options.stream, max_turns=options.max_turns,
-                            transport=transport, environ=options.environ,
-                            approver=approve_all if options.approve_all else None)
+        result = await run_recipe(recipe, replace(options, vars=job.vars, model=job.model, catalog=catalog,
+                                                  observer=observer, transport=transport))
     except UserError:
         raise
     except Exception as exc:  # a run that crashed is a failed row, not a stopped batch

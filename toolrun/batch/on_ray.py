@@ -25,11 +25,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from toolrun.batch.jobs import Job, RunOptions, play_job
+from toolrun.batch.jobs import Job, play_job
 from toolrun.batch.plan import BatchPlan
 from toolrun.batch.rate_limit import RateLimiter, provider_pause
+from toolrun.batch.run import ProviderTransports
+from toolrun.catalog.gate import load_checked_catalog
 from toolrun.errors import Problem, ToolrunError, UserError
 from toolrun.providers import SCRIPTED_PROVIDER, get_provider_class, split_model
+from toolrun.recipe import load_recipe
+from toolrun.run_options import RunOptions
 
 _ENV_REFERENCE = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -67,9 +71,6 @@ class BatchWorker:
 
     def __init__(self, recipe: str, tools_dir: str | None, options: RunOptions, batch_id: str, cwd: str,
                  concurrency: int, limiters: dict[str, Any]) -> None:
-        from toolrun.catalog.gate import load_checked_catalog
-        from toolrun.recipe import load_recipe
-
         os.chdir(cwd)  # relative paths (a scripted:FILE) mean what they mean to the driver
         self.recipe = load_recipe(Path(recipe))
         self.catalog = load_checked_catalog(self.recipe.locate_tools_dir(Path(tools_dir) if tools_dir else None),
@@ -79,8 +80,6 @@ class BatchWorker:
         self.transports: Any = None  # made on the actor's event loop, at the first job
 
     async def run(self, job: Job) -> dict[str, Any]:
-        from toolrun.batch.run import ProviderTransports
-
         if self.transports is None:
             self.transports = ProviderTransports(self.recipe, self.concurrency,
                                                  make_gate=lambda provider: RemoteGate(self.limiters[provider]))

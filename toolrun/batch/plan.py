@@ -9,13 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from toolrun.batch.inputs import check_rows, read_rows
-from toolrun.batch.jobs import Job, RunOptions, plan_jobs
+from toolrun.batch.jobs import Job, plan_jobs
 from toolrun.batch.results_file import read_results
 from toolrun.catalog.gate import load_checked_catalog
 from toolrun.catalog.model import Catalog
 from toolrun.errors import Problem, UserError
 from toolrun.providers import split_model
 from toolrun.recipe import Recipe, load_recipe
+from toolrun.run_options import RunOptions
 
 # runs at a time when --concurrency is not given: what a provider's usual limits allow
 DEFAULT_CONCURRENCY = {"scripted": 8, "ollama": 2}
@@ -35,7 +36,7 @@ class BatchSpec:
     resume: bool = False
     retry_failed: bool = True
     tools_dir: Path | None = None
-    options: RunOptions = field(default_factory=RunOptions)
+    options: RunOptions = field(default_factory=RunOptions)  # what every run shares; each row sets vars and model
 
 
 @dataclass

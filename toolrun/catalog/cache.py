@@ -40,11 +40,11 @@ from typing import TYPE_CHECKING, Any
 
 from toolrun.backends.python_target import source_file
 from toolrun.cache_folder import cache_directory
+from toolrun.catalog.lint import LintFinding
 from toolrun.catalog.model import UnstartedTool
 from toolrun.tool import Annotations, BackendSpec, SourceLocation, Tool
 
 if TYPE_CHECKING:
-    from toolrun.catalog.lint import LintFinding
     from toolrun.catalog.model import LoadedTool
 
 CACHE_FORMAT = 4
@@ -394,7 +394,5 @@ def _finding_fields(finding: LintFinding) -> tuple[Any, ...]:
 
 
 def _finding(file: Path, fields: tuple[Any, ...]) -> LintFinding:
-    from toolrun.catalog.lint import LintFinding
-
     tool, line, rule, severity, message = fields
     return LintFinding(tool, str(file), line, rule, severity, message)

@@ -12,7 +12,11 @@ A new command: a module with a ``@click.command`` function, and one line in ``CO
 
 from __future__ import annotations
 
+import gc
+import importlib
 import sys
+
+from toolrun import __version__
 
 TYPE_CHECKING = False  # typing itself is not imported for the version either
 if TYPE_CHECKING:
@@ -29,8 +33,6 @@ class _Main:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         script = not args and not kwargs  # the console script; a caller passing arguments keeps its process as it is
         if script and sys.argv[1:] == ["--version"]:
-            from toolrun import __version__
-
             print(f"toolrun, version {__version__}")  # what click's version option prints
             sys.exit(0)
         if script:
@@ -59,8 +61,6 @@ def _load_command(args: list[str]) -> None:
     exit, yet the collector would walk them again and again: a tenth of a short command's time.
     Frozen, later collections skip them; the command itself runs with the collector on.
     """
-    import gc
-
     from toolrun.cli.startup import keep_compiled_code
 
     keep_compiled_code()
@@ -82,8 +82,6 @@ def __getattr__(name: str) -> object:  # ToolrunGroup, COMMANDS ...: from the cl
         raise missing
     # Not "from toolrun.cli import group": before that submodule is imported, the import asks
     # this package for "group" first, which would land here again and recurse without end.
-    import importlib
-
     group = importlib.import_module("toolrun.cli.group")
     if name == "group":
         return group

@@ -13,26 +13,37 @@ import click
 
 from toolrun.ask import adhoc_recipe, choose_model
 from toolrun.cli.recipe import play_recipe
+from toolrun.cli.recipe_options import (
+    assume_yes_option,
+    json_option,
+    max_turns_option,
+    model_option,
+    record_option,
+    replay_option,
+    stream_option,
+    system_option,
+    tool_patterns_option,
+    tools_dir_option,
+    transcript_option,
+)
 from toolrun.cli.run_log_options import open_run_log, run_log_options
 from toolrun.errors import Problem, UserError
+from toolrun.run_options import RunOptions
 
 
 @click.command("ask")
 @click.argument("prompt")
-@click.option("--tools", "tool_patterns", multiple=True, metavar="GLOB",
-              help="a tool the model may call, by name or glob (repeatable; default: the whole catalog)")
-@click.option("--tools-dir", type=click.Path(path_type=Path, file_okay=False), help="tools directory (default: ./tools.d)")
-@click.option("--model", "model_spec", metavar="P:M",
-              help="provider:model (default: $TOOLRUN_MODEL, or the model of the --replay recording); scripted:FILE plays a script")
-@click.option("--system", help="the system prompt")
-@click.option("--json", "as_json", is_flag=True, help="print the run as one JSON document on stdout (as recipe --json)")
-@click.option("--stream/--no-stream", default=None, help="use the provider's streaming API (default) or not")
-@click.option("--max-turns", type=click.IntRange(min=1), help="most model requests in the run (default 8)")
-@click.option("--record", type=click.Path(path_type=Path, dir_okay=False), help="save every model exchange to this cassette")
-@click.option("--replay", type=click.Path(path_type=Path, dir_okay=False), help="play the model side back from this cassette, offline")
-@click.option("--yes", "assume_yes", is_flag=True, help="approve every call of a tool that asks for confirmation")
-@click.option("--transcript", "transcript_path", type=click.Path(path_type=Path, dir_okay=False),
-              help="write the run as JSON Lines, one event per line, as it happens")
+@tool_patterns_option
+@tools_dir_option("./tools.d")
+@model_option("provider:model (default: $TOOLRUN_MODEL, or the model of the --replay recording); scripted:FILE plays a script")
+@system_option
+@json_option("print the run as one JSON document on stdout (as recipe --json)")
+@stream_option
+@max_turns_option("most model requests in the run (default 8)")
+@record_option
+@replay_option
+@assume_yes_option()
+@transcript_option
 @run_log_options
 def ask_command(
     prompt: str,
@@ -61,10 +72,8 @@ def ask_command(
         raise UserError(Problem(None, None, "the prompt is empty", "ask a question, or pipe one in with -"))
     recipe = adhoc_recipe(name="ask", model=choose_model(model_spec, replay=replay), tools=tool_patterns,
                           tools_dir=tools_dir, system=system)
-    code = play_recipe(
-        recipe, as_json=as_json, stream=stream, max_turns=max_turns, record=record, replay=replay,
-        live=replay is None,  # no recipe, so no recording beside it to fall back to
-        prompt=prompt, assume_yes=assume_yes, transcript_path=transcript_path,
-        run_log=open_run_log(logs, no_log), command="ask",
-    )
+    options = RunOptions(mode="live" if replay is None else "auto",  # no recipe file, so no recording beside it to fall back to
+                         prompt=prompt, stream=stream, max_turns=max_turns, record=record, replay=replay)
+    code = play_recipe(recipe, options, as_json=as_json, assume_yes=assume_yes, transcript_path=transcript_path,
+                       run_log=open_run_log(logs, no_log), command="ask")
     sys.exit(code)

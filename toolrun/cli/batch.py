@@ -15,10 +15,20 @@ from typing import Any, TextIO
 
 import click
 
-from toolrun.batch import BatchObserver, BatchPlan, BatchSpec, BatchSummary, RunOptions, run_batch
+from toolrun.approval import approve_all
+from toolrun.batch import BatchObserver, BatchPlan, BatchSpec, BatchSummary, run_batch
+from toolrun.cli.recipe_options import (
+    assume_yes_option,
+    json_option,
+    live_option,
+    max_turns_option,
+    replay_option,
+    tools_dir_option,
+)
 from toolrun.cli.run_log_options import open_run_log, run_log_options
 from toolrun.errors import EXIT_EXPECT_FAILED, EXIT_OK, EXIT_RUN_FAILED
 from toolrun.results import dumps
+from toolrun.run_options import RunOptions
 from toolrun.text import counted
 
 EXIT_INTERRUPTED = 130
@@ -40,13 +50,12 @@ PLAIN_PROGRESS_EVERY_S = 5.0  # without a terminal: one progress line this often
 @click.option("--min-pass-rate", type=click.FloatRange(0, 1), help="exit 3 when fewer runs pass their expect checks (0..1)")
 @click.option("--ray", "ray_address", is_flag=False, flag_value="", default=None, metavar="[ADDRESS]",
               help="run on Ray: a cluster's address, or none for a local cluster (pip install 'toolrun[ray]')")
-@click.option("--tools-dir", type=click.Path(path_type=Path, file_okay=False), help="tools directory (default: the recipe's tools_dir)")
-@click.option("--replay", type=click.Path(path_type=Path, dir_okay=False), help="play the model side back from this cassette, offline")
-@click.option("--live", is_flag=True, help="never fall back to the recording beside the recipe")
-@click.option("--max-turns", type=click.IntRange(min=1), help="most model requests in each run")
-@click.option("--yes", "assume_yes", is_flag=True,
-              help="approve every call of a tool that asks for confirmation (without it, such calls are refused)")
-@click.option("--json", "as_json", is_flag=True, help="print the summary as one JSON document on stdout")
+@tools_dir_option("the recipe's tools_dir")
+@replay_option
+@live_option
+@max_turns_option("most model requests in each run")
+@assume_yes_option("approve every call of a tool that asks for confirmation (without it, such calls are refused)")
+@json_option("print the summary as one JSON document on stdout")
 @run_log_options
 def batch_command(recipe_path: Path, inputs: Path, out: Path | None, concurrency: int | None, models: tuple[str, ...],
                   repeat: int, resume: bool, no_retry_failed: bool, min_pass_rate: float | None,
@@ -63,7 +72,7 @@ def batch_command(recipe_path: Path, inputs: Path, out: Path | None, concurrency
         repeat=repeat, concurrency=concurrency, resume=resume, retry_failed=not no_retry_failed, tools_dir=tools_dir,
         options=RunOptions(mode="replay" if replay is not None else ("live" if live else "auto"),
                            replay=str(replay) if replay is not None else None, max_turns=max_turns,
-                           approve_all=assume_yes))
+                           approver=approve_all if assume_yes else None))
     progress = Progress(sys.stderr)
     run_log = open_run_log(logs, no_log)
     try:

@@ -20,6 +20,14 @@ from toolrun.ask import MODEL_ENV
 from toolrun.chat import ChatSession
 from toolrun.cli.approval_prompt import TerminalApprover
 from toolrun.cli.display import TerminalDisplay
+from toolrun.cli.recipe_options import (
+    assume_yes_option,
+    model_option,
+    stream_option,
+    system_option,
+    tool_patterns_option,
+    tools_dir_option,
+)
 from toolrun.cli.run_log_options import open_run_log, run_log_options
 from toolrun.cli.tools_list import first_sentence
 from toolrun.errors import ToolrunError
@@ -33,15 +41,14 @@ COMMANDS_HELP = "/tools  what the model can call · /save FILE  the chat as a re
 
 
 @click.command("chat")
-@click.option("--tools", "tool_patterns", multiple=True, metavar="GLOB",
-              help="a tool the model may call, by name or glob (repeatable; default: the whole catalog)")
-@click.option("--tools-dir", type=click.Path(path_type=Path, file_okay=False), help="tools directory (default: ./tools.d)")
-@click.option("--model", "model_spec", metavar="P:M", help="provider:model (default: $TOOLRUN_MODEL or the recipe's)")
+@tool_patterns_option
+@tools_dir_option("./tools.d")
+@model_option("provider:model (default: $TOOLRUN_MODEL or the recipe's)")
 @click.option("--recipe", "recipe_path", type=click.Path(path_type=Path, dir_okay=False),
               help="start from a recipe: its model, tools, system prompt and settings")
-@click.option("--system", help="the system prompt")
-@click.option("--stream/--no-stream", default=None, help="use the provider's streaming API (default) or not")
-@click.option("--yes", "assume_yes", is_flag=True, help="approve every call of a tool that asks for confirmation")
+@system_option
+@stream_option
+@assume_yes_option()
 @run_log_options
 def chat_command(tool_patterns: tuple[str, ...], tools_dir: Path | None, model_spec: str | None,
                  recipe_path: Path | None, system: str | None, stream: bool | None, assume_yes: bool,

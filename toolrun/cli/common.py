@@ -14,6 +14,7 @@ from toolrun.catalog.gate import ToolPicker, load_checked_catalog
 from toolrun.catalog.loader import load_catalog as load_catalog_quietly
 from toolrun.catalog.model import DEFAULT_TOOLS_DIR, Catalog
 from toolrun.cli.display import load_summary
+from toolrun.cli.group import report_error
 from toolrun.errors import EXIT_BAD_INPUT, LoadError, Problem
 
 
@@ -78,8 +79,6 @@ def exit_with_load_failure_json(ctx: click.Context, error: LoadError) -> NoRetur
     ``findings`` are the lint's when lint errors stopped loading, else empty. The problems
     go to stderr too, as without ``--json``.
     """
-    from toolrun.cli.group import report_error
-
     findings = getattr(error.catalog, "findings", None) or []
     document = {"tools": 0, "problems": [problem.to_json() for problem in error.problems],
                 "findings": [finding.to_json() for finding in findings]}

@@ -1,6 +1,6 @@
 """``toolrun recipe RECIPE``: play a recipe live, or replay its recording, and show the run.
 
-The run itself is ``toolrun.arun``; what a person sees is ``toolrun.cli.display``;
+The run itself is ``toolrun.play.run_recipe`` (``toolrun.arun``); what a person sees is ``toolrun.cli.display``;
 ``--transcript`` is ``toolrun.transcript_log``. This module parses the options, wires
 those together, and turns the outcome into the exit code.
 """
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,11 +17,24 @@ import click
 
 from toolrun.cli.approval_prompt import TerminalApprover
 from toolrun.cli.display import TerminalDisplay
+from toolrun.cli.recipe_options import (
+    assume_yes_option,
+    json_option,
+    live_option,
+    max_turns_option,
+    model_option,
+    record_option,
+    replay_option,
+    stream_option,
+    tools_dir_option,
+    transcript_option,
+)
 from toolrun.cli.run_log_options import open_run_log, run_log_options
 from toolrun.errors import EXIT_EXPECT_FAILED, EXIT_OK, EXIT_RUN_FAILED, Problem, UserError
-from toolrun.play import arun
+from toolrun.play import run_recipe
 from toolrun.recipe import Recipe, load_recipe
 from toolrun.results import RunResult, dumps
+from toolrun.run_options import RunOptions
 from toolrun.runner import ObserverGroup
 from toolrun.text import counted
 
@@ -44,22 +58,20 @@ def parse_vars(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.command("recipe")
 @click.argument("recipe_path", metavar="RECIPE", type=click.Path(path_type=Path, dir_okay=False))
 @click.argument("prompt", required=False)
-@click.option("--model", "model_spec", metavar="P:M",
-              help="provider:model, overriding the recipe's model; scripted:FILE plays a YAML list of model turns offline")
-@click.option("--tools-dir", type=click.Path(path_type=Path, file_okay=False), help="tools directory (default: the recipe's tools_dir)")
+@model_option("provider:model, overriding the recipe's model; scripted:FILE plays a YAML list of model turns offline")
+@tools_dir_option("the recipe's tools_dir")
 @click.option("--var", "var_pairs", multiple=True, metavar="K=V", help="override one of the recipe's vars (repeatable)")
-@click.option("--json", "as_json", is_flag=True, help="print the run's transcript as one JSON document on stdout")
-@click.option("--stream/--no-stream", default=None, help="use the provider's streaming API (default) or not")
-@click.option("--max-turns", type=click.IntRange(min=1), help="most model requests in the run")
-@click.option("--record", type=click.Path(path_type=Path, dir_okay=False), help="save every model exchange to this cassette")
-@click.option("--replay", type=click.Path(path_type=Path, dir_okay=False), help="play the model side back from this cassette, offline")
-@click.option("--live", is_flag=True, help="never fall back to the recording beside the recipe")
+@json_option("print the run's transcript as one JSON document on stdout")
+@stream_option
+@max_turns_option("most model requests in the run")
+@record_option
+@replay_option
+@live_option
 @click.option("--strict", is_flag=True, help="a replay that diverges from its recording fails the run (exit 1), for CI")
 @click.option("--replay-tools", is_flag=True,
               help="in a replay, play back the tools' recorded results too: no tool runs, no service is needed")
-@click.option("--yes", "assume_yes", is_flag=True, help="approve every call of a tool that asks for confirmation")
-@click.option("--transcript", "transcript_path", type=click.Path(path_type=Path, dir_okay=False),
-              help="write the run as JSON Lines, one event per line, as it happens")
+@assume_yes_option()
+@transcript_option
 @run_log_options
 def recipe_command(
     recipe_path: Path,
@@ -88,30 +100,19 @@ def recipe_command(
     \b
     Exit codes: 0 done; 1 the run failed; 2 bad input; 3 an expect check failed.
     """
-    code = play_recipe(
-        recipe_path, model_spec=model_spec, tools_dir=tools_dir, var_overrides=parse_vars(var_pairs),
-        as_json=as_json, stream=stream, max_turns=max_turns, record=record, replay=replay, live=live, strict=strict,
-        replay_tools=replay_tools, prompt=prompt,
-        assume_yes=assume_yes, transcript_path=transcript_path, run_log=open_run_log(logs, no_log),
-    )
+    options = RunOptions(vars=parse_vars(var_pairs), model=model_spec, mode="live" if live else "auto", prompt=prompt,
+                         tools_dir=tools_dir, stream=stream, max_turns=max_turns, record=record, replay=replay,
+                         strict=strict, replay_tools=replay_tools)
+    code = play_recipe(recipe_path, options, as_json=as_json, assume_yes=assume_yes, transcript_path=transcript_path,
+                       run_log=open_run_log(logs, no_log))
     sys.exit(code)
 
 
 def play_recipe(
     recipe_path: Path | Recipe,
+    options: RunOptions,
     *,
-    model_spec: str | None = None,
-    tools_dir: Path | None = None,
-    var_overrides: dict[str, str] | None = None,
     as_json: bool = False,
-    stream: bool | None = None,
-    max_turns: int | None = None,
-    record: Path | None = None,
-    replay: Path | None = None,
-    live: bool = False,
-    strict: bool = False,
-    replay_tools: bool = False,
-    prompt: str | None = None,
     assume_yes: bool = False,
     transcript_path: Path | None = None,
     run_log: RunLog | None = None,
@@ -119,28 +120,25 @@ def play_recipe(
 ) -> int:
     """Everything ``toolrun recipe`` (and ``toolrun ask``) does; returns the exit code. Raises UserError for bad input.
 
-    ``run_log``: the run is written there as it happens (and the log is closed afterwards).
+    ``options``: the run's, less what this function adds — the terminal as observer and
+    approver. ``run_log``: the run is written there as it happens (and the log is closed afterwards).
     """
     display = TerminalDisplay(info_out=sys.stderr, text_out=None if as_json else sys.stdout)
     log = None
     if transcript_path is not None:
-        from toolrun.transcript_log import TranscriptLog  # only --transcript writes one
+        from toolrun.transcript_log import TranscriptLog  # start-up: only --transcript writes one
 
         log = TranscriptLog(transcript_path)  # opened when the run starts
     recipe = recipe_path if isinstance(recipe_path, Recipe) else load_recipe(recipe_path)
     writer = None
     if run_log is not None:
-        from toolrun.runlog import RunLogWriter  # --no-log does without the run log (and sqlite3)
+        from toolrun.runlog import RunLogWriter  # start-up: --no-log does without the run log (and sqlite3)
 
-        writer = RunLogWriter(run_log, command=command, prompt=prompt, vars={**recipe.vars, **(var_overrides or {})})
+        writer = RunLogWriter(run_log, command=command, prompt=options.prompt, vars={**recipe.vars, **(options.vars or {})})
     try:
         try:
-            result = asyncio.run(arun(
-                recipe, vars=var_overrides, model=model_spec, mode="live" if live else "auto",
-                tools_dir=tools_dir, observer=ObserverGroup(display, log, writer), approver=TerminalApprover(assume_yes),
-                stream=stream, max_turns=max_turns, record=record, replay=replay, strict=strict,
-                replay_tools=replay_tools, prompt=prompt,
-            ))
+            result = asyncio.run(run_recipe(recipe, replace(
+                options, observer=ObserverGroup(display, log, writer), approver=TerminalApprover(assume_yes))))
         except KeyboardInterrupt:
             display.notice("interrupted: the run stopped before it finished")
             if log is not None:
@@ -157,10 +155,10 @@ def play_recipe(
         display.notice(f"warning: {writer.problem}")
     if as_json:
         click.echo(dumps(result.to_json()))
-    return report_outcome(display, result, record)
+    return report_outcome(display, result, options.record)
 
 
-def report_outcome(display: TerminalDisplay, result: RunResult, record: Path | None) -> int:
+def report_outcome(display: TerminalDisplay, result: RunResult, record: str | Path | None) -> int:
     """The summary line and the closing messages on stderr; returns the exit code."""
     display.summary(result, result.mode or "live")
     if result.recorded_exchanges is not None:
