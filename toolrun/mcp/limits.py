@@ -49,6 +49,8 @@ class SessionRefused(Exception):
 
 @dataclass
 class _Session:
+    """One open session: who opened it, when it last did anything, and its requests under way."""
+
     identity: str | None
     last_active: float
     in_flight: int = 0
