@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tests.loopback import LoopbackServer, Reply
-from toolrun.messages import Message, ModelRequest, OpaquePart, TextPart, ToolCall, ToolDefinition, ToolResult
+from toolrun.core.messages import Message, ModelRequest, OpaquePart, TextPart, ToolCall, ToolDefinition, ToolResult
 from toolrun.providers.base import ProviderConfig
 from toolrun.providers.transport import HttpxTransport
 

@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.batch_world import make_world, write_rows  # noqa: E402
 from toolrun.batch import BatchSpec, run_batch  # noqa: E402
 from toolrun.catalog.gate import load_checked_catalog  # noqa: E402
-from toolrun.play import arun  # noqa: E402
-from toolrun.recipe import load_recipe  # noqa: E402
+from toolrun.sessions.play import arun  # noqa: E402
+from toolrun.sessions.recipe import load_recipe  # noqa: E402
 
 
 def single_arun_ms(folder: Path, script: str, *, preloaded: bool, count: int = 100) -> float:

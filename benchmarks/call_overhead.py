@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.loo
 
 from tests.loopback import LoopbackServer, Reply  # noqa: E402
 from toolrun.backends.base import CallContext  # noqa: E402
-from toolrun.execution import execute_call  # noqa: E402
-from toolrun.tool import BackendSpec, SourceLocation, Tool  # noqa: E402
+from toolrun.core.tool import BackendSpec, SourceLocation, Tool  # noqa: E402
+from toolrun.loop.execution import execute_call  # noqa: E402
 
 TOOLS_D = Path(__file__).resolve().parent.parent / "tools.d"
 CITY = {"type": "object", "properties": {"city": {"type": "string", "enum": ["北京", "上海", "深圳"]}},

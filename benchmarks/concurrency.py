@@ -17,9 +17,9 @@ from pathlib import Path
 
 from toolrun.backends.base import CallContext
 from toolrun.catalog.loader import load_catalog_or_raise
-from toolrun.messages import Message, TextPart
+from toolrun.core.messages import Message, TextPart
+from toolrun.loop.runner import RunSettings, run_conversation
 from toolrun.providers.scripted import ScriptedModel
-from toolrun.runner import RunSettings, run_conversation
 
 TOOLS_PY = """
 import asyncio, time

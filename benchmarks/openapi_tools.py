@@ -26,7 +26,7 @@ if str(ROOT) not in sys.path:  # so `python benchmarks/x.py` finds toolrun witho
     sys.path.insert(0, str(ROOT))
 
 from toolrun.catalog.model import Catalog  # noqa: E402
-from toolrun.tool import Annotations, BackendSpec, SourceLocation, Tool  # noqa: E402
+from toolrun.core.tool import Annotations, BackendSpec, SourceLocation, Tool  # noqa: E402
 
 OPENAI_SPEC = ROOT / "tests" / "fixtures" / "specs" / "openai-openapi.subset.json"
 HTTP_METHODS = ("get", "post", "put", "patch", "delete")

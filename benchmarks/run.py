@@ -212,9 +212,9 @@ def timed(function: Callable[[], Any]) -> float:
 def call_rows(repeat: int, folder: Path) -> list[Row]:
     from toolrun.backends.base import CallContext
     from toolrun.catalog.loader import load_catalog_or_raise
-    from toolrun.messages import Message, TextPart
+    from toolrun.core.messages import Message, TextPart
+    from toolrun.loop.runner import RunSettings, run_conversation
     from toolrun.providers.scripted import ScriptedModel
-    from toolrun.runner import RunSettings, run_conversation
 
     (folder / "stock.py").write_text(TOOLS_PY, encoding="utf-8")
     (folder / "stock.yaml").write_text(TOOLS_YAML, encoding="utf-8")
@@ -332,9 +332,9 @@ class MinimalProvider:
 def scripted_rows(repeat: int, folder: Path, turns: int) -> list[Row]:
     from toolrun.backends.base import CallContext
     from toolrun.catalog.loader import load_catalog_or_raise
-    from toolrun.messages import Message, ModelRequest, ModelResponse, TextPart
+    from toolrun.core.messages import Message, ModelRequest, ModelResponse, TextPart
+    from toolrun.loop.runner import RunSettings, run_conversation
     from toolrun.providers.scripted import ScriptedModel
-    from toolrun.runner import RunSettings, run_conversation
 
     catalog = load_catalog_or_raise(folder)
     tool = catalog.tools["async_stock"]

@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from toolrun.messages import Message, ModelResponse, TextPart, ToolCall, Usage
-from toolrun.results import RunResult, ToolCallRecord, TurnRecord
+from toolrun.core.messages import Message, ModelResponse, TextPart, ToolCall, Usage
+from toolrun.loop.results import RunResult, ToolCallRecord, TurnRecord
 from toolrun.runlog import RunLog, RunLogWriter
 from toolrun.view import render_page, timeline_from_log
 

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from toolrun.backends.base import CallContext
-from toolrun.execution import ToolOutcome, execute_call
-from toolrun.tool import Annotations, BackendSpec, SourceLocation, Tool
+from toolrun.core.tool import Annotations, BackendSpec, SourceLocation, Tool
+from toolrun.loop.execution import ToolOutcome, execute_call
 
 
 def make_tool(kind: str, config: dict[str, Any], *, folder: Path, name: str = "t",

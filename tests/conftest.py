@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.loopback import Handler, LoopbackServer
-from toolrun.secrets import Redactor, redacting
+from toolrun.core.secrets import Redactor, redacting
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 _SESSION_DATA: list[str] = []

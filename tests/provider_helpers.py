@@ -13,10 +13,10 @@ from typing import Any, TypeVar
 from toolrun.backends.base import CallContext
 from toolrun.catalog.loader import load_catalog_or_raise
 from toolrun.catalog.model import Catalog
-from toolrun.messages import Message, ModelRequest, ModelResponse, TextPart
+from toolrun.core.messages import Message, ModelRequest, ModelResponse, TextPart
+from toolrun.core.tool import Tool
+from toolrun.loop.runner import RunResult, RunSettings, run_conversation
 from toolrun.providers.base import Provider
-from toolrun.runner import RunResult, RunSettings, run_conversation
-from toolrun.tool import Tool
 
 T = TypeVar("T")
 

@@ -32,22 +32,22 @@ from toolrun.backends.http import ERROR_EXCERPT_CHARS
 from toolrun.catalog.lint import lint_catalog
 from toolrun.cli import main
 from toolrun.cli.display import TerminalDisplay
-from toolrun.errors import ProviderError
-from toolrun.execution import execute_call
-from toolrun.json_limits import MAX_ARGUMENT_DEPTH
+from toolrun.core.errors import ProviderError
+from toolrun.core.json_limits import MAX_ARGUMENT_DEPTH
+from toolrun.core.messages import Message, ModelRequest, ModelResponse, TextPart, ToolResult, Usage
+from toolrun.core.secrets import Redactor, redacting
+from toolrun.core.templates import first_character_is_authored
+from toolrun.core.text import excerpt, terminal_safe
+from toolrun.core.yamlsource import YamlSyntaxError, load_yaml_file
+from toolrun.loop.execution import execute_call
+from toolrun.loop.results import ToolCallRecord
+from toolrun.loop.runner import RunSettings, run_conversation
 from toolrun.mcp.mapping import json_object
-from toolrun.messages import Message, ModelRequest, ModelResponse, TextPart, ToolResult, Usage
 from toolrun.providers import get_provider_class
 from toolrun.providers.base import ProviderConfig
 from toolrun.providers.openai_family import parse_arguments
 from toolrun.providers.scripted import ScriptedModel, tool_call
 from toolrun.providers.transport import HttpxTransport, capped_lines
-from toolrun.results import ToolCallRecord
-from toolrun.runner import RunSettings, run_conversation
-from toolrun.secrets import Redactor, redacting
-from toolrun.templates import first_character_is_authored
-from toolrun.text import excerpt, terminal_safe
-from toolrun.yamlsource import YamlSyntaxError, load_yaml_file
 
 SECRET = "sk-adversarial-0123456789abcdef"
 

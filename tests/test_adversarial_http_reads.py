@@ -29,8 +29,8 @@ from tests.loopback import Reply
 from tests.property_budget import property_examples
 from toolrun.backends.mcp_http import bounded_client
 from toolrun.backends.mcp_server import McpServerUnavailable, list_server_tools
-from toolrun.content_decoding import BodyTooLarge, RefusedBody, content_coding, decoded, decoded_sync
-from toolrun.errors import ProviderError
+from toolrun.core.content_decoding import BodyTooLarge, RefusedBody, content_coding, decoded, decoded_sync
+from toolrun.core.errors import ProviderError
 from toolrun.openapi.document import OpenAPIError, read_location
 from toolrun.providers.transport import HttpxTransport, WireRequest
 

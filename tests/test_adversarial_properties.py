@@ -20,8 +20,12 @@ from tests.property_budget import property_examples
 from toolrun.backends.base import CallContext
 from toolrun.backends.http import build_url
 from toolrun.backends.shell import OptionInjection, ShellBackend
-from toolrun.errors import ProviderError
-from toolrun.json_limits import MAX_ARGUMENT_DEPTH, nesting_depth
+from toolrun.core.errors import ProviderError
+from toolrun.core.json_limits import MAX_ARGUMENT_DEPTH, nesting_depth
+from toolrun.core.secrets import Redactor, redacting
+from toolrun.core.templates import render
+from toolrun.core.text import excerpt
+from toolrun.loop.runner import UNREADABLE_ANSWER, invalid_json_message
 from toolrun.providers.anthropic import AnthropicStreamAssembler
 from toolrun.providers.gemini import GeminiStreamAssembler
 from toolrun.providers.ollama import OllamaStreamAssembler
@@ -29,10 +33,6 @@ from toolrun.providers.openai_chat import ChatStreamAssembler
 from toolrun.providers.openai_family import parse_arguments
 from toolrun.providers.openai_responses import ResponsesStreamAssembler
 from toolrun.providers.transport import capped_lines
-from toolrun.runner import UNREADABLE_ANSWER, invalid_json_message
-from toolrun.secrets import Redactor, redacting
-from toolrun.templates import render
-from toolrun.text import excerpt
 
 EXAMPLES = property_examples(120)
 FAST = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])

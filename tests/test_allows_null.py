@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from toolrun.catalog.lint import lint_catalog
-from toolrun.schema_dialects import allows_null
-from toolrun.tool import BackendSpec, SourceLocation, Tool
+from toolrun.core.schema_dialects import allows_null
+from toolrun.core.tool import BackendSpec, SourceLocation, Tool
 
 
 @pytest.mark.parametrize(("schema", "expected"), [

@@ -2,11 +2,11 @@
 
 Every ``import`` statement of every module counts, wherever it stands: at the top, inside
 a function (a lazy import is still a dependency) and under ``if TYPE_CHECKING:`` (a type
-from above is still knowledge of above). The layers, top to bottom (``LAYERS``):
+from above is still knowledge of above). The layers, top to bottom (``LAYERS``), each a folder of the package:
 
-    cli/ > features (mcp, openapi, batch, runlog, view, ask, chat) > api (toolrun, api, export)
-         > recipes (recipe, recipe_cache, expect, play, run_options) > output (transcript_log) > run (runner, execution, ...)
-         > replay/ > providers/ > catalog/ > backends/ > Base
+    cli/ > features (mcp/, openapi/, batch/, runlog/, view/) > the public face (toolrun, api, export, plugins)
+         > sessions/ (play, ask, chat, recipe, ...) > loop/ (runner, execution, ...)
+         > replay/ > providers/ > catalog/ > backends/ > core/ (the base)
 
 A module imports only modules of its own layer or below; the NEVER rules also name the
 steps the architecture forbids outright (Backends -> Catalog, Catalog -> Providers, ...).
@@ -29,34 +29,18 @@ import toolrun
 
 PACKAGE_ROOT = Path(toolrun.__file__).resolve().parent
 
-# The modules everything else stands on. A new Base module joins this list; until then a
-# Base module importing it fails the Base rule, which is the reminder.
-BASE = frozenset(
-    {
-        "toolrun.cache_folder",
-        "toolrun.content_decoding",
-        "toolrun.credentials",
-        "toolrun.daemon_threads",
-        "toolrun.durations",
-        "toolrun.errors",
-        "toolrun.json_limits",
-        "toolrun.messages",
-        "toolrun.packaged_schemas",
-        "toolrun.plugins",
-        "toolrun.private_files",
-        "toolrun.retry_after",
-        "toolrun.schema_dialects",
-        "toolrun.schema_errors",
-        "toolrun.schema_subset",
-        "toolrun.secrets",
-        "toolrun.template_sandbox",
-        "toolrun.templates",
-        "toolrun.text",
-        "toolrun.tool",
-        "toolrun.url_template",
-        "toolrun.yamlsource",
-    }
-)
+# The modules everything else stands on: the core/ package. A checker test may name others.
+BASE_PACKAGE = "toolrun.core"
+# What toolrun/ itself holds: the public face, and export.py (it asks every adapter, so it stands above them).
+FACE = frozenset({"toolrun", "toolrun.__main__", "toolrun.api", "toolrun.export", "toolrun.plugins"})
+
+
+def is_base(module: str, base: Iterable[str] | None = None) -> bool:
+    if base is not None:
+        return module in set(base)
+    return module == BASE_PACKAGE or module.startswith(BASE_PACKAGE + ".")
+
+
 PACKAGES = ("cli", "catalog", "backends", "providers")
 
 
@@ -116,7 +100,7 @@ def imports_in(root: Path, package: str) -> list[Import]:
     return found
 
 
-def part_of(module: str, package: str = "toolrun", base: Iterable[str] = BASE) -> str:
+def part_of(module: str, package: str = "toolrun", base: Iterable[str] | None = None) -> str:
     """The architectural part a module belongs to: api, cli, catalog, backends, providers, base, other."""
     if module == package:
         return "api"
@@ -125,7 +109,7 @@ def part_of(module: str, package: str = "toolrun", base: Iterable[str] = BASE) -
     first = module.split(".")[1]
     if first in PACKAGES:
         return first
-    return "base" if module in set(base) else "other"
+    return "base" if is_base(module, base) else "other"
 
 
 @dataclass(frozen=True)
@@ -147,7 +131,7 @@ NEVER_RULES = [
     Never("catalog-to-providers", lambda a, b: a == "catalog" and b == "providers",
           "Catalog -> Providers: a tool's wire shape belongs to its adapter"),
     Never("base-to-above", lambda a, b: a == "base" and b != "base",
-          "Base -> anything above it: the base is below everything (a new Base module joins BASE here)"),
+          "Base -> anything above it: the base (core/) is below everything"),
     Never("anything-to-cli", lambda a, b: a != "cli" and b == "cli",
           "anything below cli/ -> cli/: the core prints nothing, a server has no terminal"),
     Never("providers-to-catalog", lambda a, b: a == "providers" and b == "catalog",
@@ -156,8 +140,7 @@ NEVER_RULES = [
 
 
 def violations(imports: Iterable[Import], rule: Never, package: str = "toolrun",
-               base: Iterable[str] = BASE) -> list[str]:
-    base = set(base)
+               base: Iterable[str] | None = None) -> list[str]:
     return [f"{found} — {rule.why}" for found in imports
             if rule.breaks(part_of(found.importer, package, base), part_of(found.imported, package, base))]
 
@@ -211,20 +194,22 @@ def test_never(rule: Never, toolrun_imports: list[Import]) -> None:
     assert not found, f"{len(found)} forbidden import(s):\n" + "\n".join(found)
 
 
-RUN_MODULES = frozenset({"toolrun.runner", "toolrun.execution", "toolrun.scheduling", "toolrun.call_ids",
-                         "toolrun.approval", "toolrun.results", "toolrun.recorded_tools"})
-FEATURES = frozenset({"mcp", "openapi", "batch", "runlog", "view", "ask", "chat"})
+FEATURES = frozenset({"mcp", "openapi", "batch", "runlog", "view"})
+
+
+def _in(folder: str) -> Callable[[str], bool]:
+    return lambda m: m == f"toolrun.{folder}" or m.startswith(f"toolrun.{folder}.")
+
+
 LAYERS: list[tuple[str, Callable[[str], bool]]] = [  # bottom first
-    ("base", lambda m: m in BASE),
-    ("backends", lambda m: m.startswith("toolrun.backends")),
-    ("catalog", lambda m: m.startswith("toolrun.catalog")),
-    ("providers", lambda m: m.startswith("toolrun.providers")),
-    ("replay", lambda m: m.startswith("toolrun.replay")),
-    ("run", lambda m: m in RUN_MODULES),
-    ("output", lambda m: m in {"toolrun.transcript_log"}),
-    ("recipes", lambda m: m in {"toolrun.recipe", "toolrun.recipe_cache", "toolrun.expect", "toolrun.play",
-                                "toolrun.run_options"}),
-    ("api", lambda m: m in {"toolrun", "toolrun.api", "toolrun.export"}),
+    ("base", _in("core")),
+    ("backends", _in("backends")),
+    ("catalog", _in("catalog")),
+    ("providers", _in("providers")),
+    ("replay", _in("replay")),
+    ("run", _in("loop")),
+    ("sessions", _in("sessions")),
+    ("api", lambda m: m in FACE - {"toolrun.__main__"}),
     ("features", lambda m: m.count(".") >= 1 and m.split(".")[1] in FEATURES),
     ("cli", lambda m: m.startswith("toolrun.cli") or m == "toolrun.__main__"),
 ]
@@ -259,9 +244,9 @@ def test_every_import_points_down_the_layers(toolrun_imports: list[Import]) -> N
 
 
 def test_the_layer_check_catches_an_upward_import() -> None:
-    planted = [Import("toolrun.backends.shell", "toolrun.runner", Path("toolrun/backends/shell.py"), 3),
+    planted = [Import("toolrun.backends.shell", "toolrun.loop.runner", Path("toolrun/backends/shell.py"), 3),
                Import("toolrun.catalog.loader", "toolrun.replay.playback", Path("toolrun/catalog/loader.py"), 9),
-               Import("toolrun.runner", "toolrun.catalog.model", Path("toolrun/runner.py"), 1)]
+               Import("toolrun.loop.runner", "toolrun.catalog.model", Path("toolrun/loop/runner.py"), 1)]
     found = upward_imports(planted)
     assert len(found) == 2 and "backends imports run" in found[0] and "catalog imports replay" in found[1]
 
@@ -271,9 +256,10 @@ def test_no_import_cycles_between_catalog_backends_and_providers(toolrun_imports
     assert not cycles, "import cycles between packages:\n" + "\n".join(cycles)
 
 
-def test_every_base_module_exists() -> None:
-    modules = module_names(PACKAGE_ROOT, "toolrun")
-    assert not BASE - set(modules), f"BASE names modules that do not exist: {sorted(BASE - set(modules))}"
+def test_the_package_folder_holds_only_the_public_face() -> None:
+    loose = {module for module in module_names(PACKAGE_ROOT, "toolrun") if module.count(".") == 1
+             and not (PACKAGE_ROOT / module.split(".")[1]).is_dir()} | {"toolrun"}
+    assert loose == FACE, f"modules lying loose in toolrun/ (each belongs in a layer's folder): {sorted(loose - FACE)}"
 
 
 def test_the_scan_sees_lazy_imports_and_the_whole_package(toolrun_imports: list[Import]) -> None:
@@ -281,7 +267,7 @@ def test_the_scan_sees_lazy_imports_and_the_whole_package(toolrun_imports: list[
     lazy = [i for i in toolrun_imports if i.importer == "toolrun.catalog.lint_rules" and i.imported == "toolrun.backends"]
     assert lazy, "the function-level import in catalog/lint_rules.py was not found"
     importers = {i.importer for i in toolrun_imports}
-    assert {"toolrun.runner", "toolrun.cli.recipe", "toolrun.backends.http", "toolrun.catalog.loader"} <= importers
+    assert {"toolrun.loop.runner", "toolrun.cli.recipe", "toolrun.backends.http", "toolrun.catalog.loader"} <= importers
 
 
 # ---------------------------------------------------------------- the checker, on a small package
@@ -298,19 +284,19 @@ def test_the_checker_names_the_offending_module_and_import(tmp_path: Path) -> No
     root = tmp_path / "toolrun"
     _write(root, {
         "__init__.py": "",
-        "text.py": "def helper():\n    from toolrun.runner import run\n",  # Base reaching up, lazily
-        "runner.py": "from toolrun import text\n",
+        "core/text.py": "def helper():\n    from toolrun.loop.runner import run\n",  # Base reaching up, lazily
+        "loop/runner.py": "from toolrun.core import text\n",
         "catalog/__init__.py": "",
         "catalog/model.py": "from ..providers import openai\n",  # relative
         "backends/__init__.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from toolrun.catalog.model import X\n",
         "providers/__init__.py": "",
         "providers/openai.py": "import toolrun.backends\nfrom toolrun.cli import main\n",
-        "cli/__init__.py": "from toolrun.runner import run\n",
+        "cli/__init__.py": "from toolrun.loop.runner import run\n",
     })
     imports = imports_in(root, "toolrun")
-    found = {rule.name: violations(imports, rule, base={"toolrun.text"}) for rule in NEVER_RULES}
+    found = {rule.name: violations(imports, rule, base={"toolrun.core.text"}) for rule in NEVER_RULES}
     assert found["base-to-above"] == [
-        "toolrun/text.py:2: toolrun.text imports toolrun.runner — " + NEVER_RULES[4].why]
+        "toolrun/core/text.py:2: toolrun.core.text imports toolrun.loop.runner — " + NEVER_RULES[4].why]
     assert found["catalog-to-providers"][0].startswith(
         "toolrun/catalog/model.py:1: toolrun.catalog.model imports toolrun.providers.openai — ")
     assert found["backends-to-catalog"][0].startswith(
@@ -332,14 +318,14 @@ def test_the_checker_forbids_a_provider_reaching_into_the_catalog(tmp_path: Path
     root = tmp_path / "toolrun"
     _write(root, {
         "__init__.py": "",
-        "schema_dialects.py": "",
+        "core/schema_dialects.py": "",
         "catalog/__init__.py": "",
         "catalog/schema_convert.py": "",
         "providers/__init__.py": "",
         "providers/openai_family.py": "def strict():\n    from ..catalog.schema_convert import to_openai_strict\n",
-        "providers/gemini.py": "from toolrun.schema_dialects import to_gemini\n",
+        "providers/gemini.py": "from toolrun.core.schema_dialects import to_gemini\n",
     })
     rule = next(rule for rule in NEVER_RULES if rule.name == "providers-to-catalog")
-    found = violations(imports_in(root, "toolrun"), rule, base={"toolrun.schema_dialects"})
+    found = violations(imports_in(root, "toolrun"), rule, base={"toolrun.core.schema_dialects"})
     assert found == ["toolrun/providers/openai_family.py:2: toolrun.providers.openai_family imports "
                      "toolrun.catalog.schema_convert — " + rule.why]

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.test_cli_recipe import ANSWER, ROOT, TOOLRUN, clean_env, fake_openai, invoke, live_env, make_world, toolrun
-from toolrun.ask import adhoc_recipe, literal_template
-from toolrun.templates import render
+from toolrun.core.templates import render
+from toolrun.sessions.ask import adhoc_recipe, literal_template
 
 QUESTION = "北京、上海和深圳的鲜花库存是多少?"
 

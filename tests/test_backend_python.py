@@ -121,7 +121,7 @@ def test_slow_sync_calls_run_concurrently(tmp_path: Path) -> None:
     import asyncio
 
     from toolrun.backends.base import CallContext
-    from toolrun.execution import execute_call
+    from toolrun.loop.execution import execute_call
 
     write(tmp_path, "meeting.py", """
         import threading
@@ -209,7 +209,7 @@ def test_a_tool_thread_finishing_after_its_loop_closed_prints_nothing(tmp_path: 
     script = tmp_path / "late.py"
     script.write_text(textwrap.dedent("""
         import asyncio, threading, time
-        from toolrun.daemon_threads import in_daemon_thread
+        from toolrun.core.daemon_threads import in_daemon_thread
 
         loop_closed = threading.Event()
 
@@ -364,8 +364,8 @@ def test_a_package_whose_init_fails_is_a_load_problem_not_a_crash(tmp_path: Path
 def test_a_tool_file_rewritten_within_its_mtime_runs_the_new_code(tmp_path: Path, monkeypatch) -> None:
     # Python's own .pyc check is the mtime in whole seconds and the size: an edit of the same size
     # within the same second (or with the mtime kept, as cp -p does) would run the old code.
-    from toolrun import cache_folder
     from toolrun.backends import python as python_backend
+    from toolrun.core import cache_folder
 
     monkeypatch.setattr(sys, "dont_write_bytecode", False)
     monkeypatch.setattr(sys, "pycache_prefix", None)

@@ -10,7 +10,7 @@ import pytest
 
 from tests.backend_helpers import call, make_tool
 from toolrun.backends.shell import NO_OUTPUT, ShellBackend
-from toolrun.secrets import register_secret
+from toolrun.core.secrets import register_secret
 
 INJECTIONS = ["x; touch {marker}", "$(touch {marker})", "`touch {marker}`", "x && touch {marker}",
               "x | touch {marker}", "x\ntouch {marker}"]

@@ -24,8 +24,8 @@ from toolrun.batch.run import ProviderTransports
 from toolrun.batch.summary import wilson_interval
 from toolrun.cli import main
 from toolrun.providers.transport import HttpxTransport
-from toolrun.recipe import load_recipe
 from toolrun.runlog import RunLog
+from toolrun.sessions.recipe import load_recipe
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKE_KEY = "sk-test-NEVER-IN-A-FILE-0123456789"

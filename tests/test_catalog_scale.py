@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from toolrun.catalog import loader
 from toolrun.catalog.gate import load_checked_catalog
 from toolrun.cli import main
-from toolrun.errors import LoadError
+from toolrun.core.errors import LoadError
 
 HOUR_AGO_NS = (int(time.time()) - 3600) * 1_000_000_000
 

@@ -27,7 +27,7 @@ from tests.test_cli_recipe import (
     sse_chunks,
     toolrun,
 )
-from toolrun.chat import ChatSession
+from toolrun.sessions.chat import ChatSession
 
 QUESTION = "北京、上海和深圳的鲜花库存是多少?"
 SLOW_WORDS = "这是一个很长很长的回答，" * 20

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from toolrun.catalog import cjk
 from toolrun.catalog.lint import near_duplicate_findings
-from toolrun.tool import BackendSpec, SourceLocation, Tool
+from toolrun.core.tool import BackendSpec, SourceLocation, Tool
 
 REGEX = re.compile("[\u4e00-\u9fff\u3400-\u4dbf\u3040-\u30ff\uac00-\ud7af\uf900-\ufaff]")  # the class as it was written
 # Around every range's ends, and plain text: an off-by-one at any end shows.

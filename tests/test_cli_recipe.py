@@ -459,7 +459,7 @@ def test_each_shipped_cassette_replays_without_divergence(name: str):
 @pytest.mark.parametrize("name", ["inventory-ollama", "ops-triage"])
 def test_live_only_recipes_load_and_select_their_tools(name: str):
     from toolrun.catalog.loader import load_catalog_or_raise
-    from toolrun.recipe import load_recipe
+    from toolrun.sessions.recipe import load_recipe
 
     recipe = load_recipe(ROOT / "recipes" / f"{name}.yaml")
     tools = recipe.select_tools(load_catalog_or_raise(recipe.locate_tools_dir()))

@@ -17,8 +17,8 @@ from tests.loopback import Reply
 from toolrun.backends.base import CallContext
 from toolrun.catalog.lint import lint_catalog
 from toolrun.catalog.loader import load_catalog
-from toolrun.credentials import credential_names, credentials_withheld, is_credential, same_origin
-from toolrun.execution import execute_call
+from toolrun.core.credentials import credential_names, credentials_withheld, is_credential, same_origin
+from toolrun.loop.execution import execute_call
 
 TOKEN = "tok-credentials-origin-0123456789"
 

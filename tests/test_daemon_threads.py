@@ -8,8 +8,8 @@ import sys
 import textwrap
 import threading
 
-from toolrun import daemon_threads
-from toolrun.daemon_threads import DaemonPool, in_daemon_thread
+from toolrun.core import daemon_threads
+from toolrun.core.daemon_threads import DaemonPool, in_daemon_thread
 
 
 def test_sequential_jobs_reuse_one_worker_thread(monkeypatch) -> None:
@@ -35,8 +35,7 @@ def test_jobs_beyond_the_pool_size_all_run_together_when_they_must(monkeypatch) 
 def test_an_idle_worker_ends_and_a_stuck_one_does_not_keep_python_alive() -> None:
     script = textwrap.dedent("""
         import asyncio, threading, time
-        from toolrun import daemon_threads
-
+        from toolrun.core import daemon_threads
         daemon_threads._pool = daemon_threads.DaemonPool(size=4, idle_seconds=0.05)
 
         async def main():

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from toolrun.cli.display import TerminalDisplay, summary_line
-from toolrun.messages import Message, ModelResponse, TextPart, ToolCall, Usage
-from toolrun.results import RunResult, ToolCallRecord, TurnRecord
-from toolrun.runner import ObserverGroup, RunObserver
-from toolrun.secrets import register_secret
-from toolrun.transcript_log import TranscriptLog
+from toolrun.core.messages import Message, ModelResponse, TextPart, ToolCall, Usage
+from toolrun.core.secrets import register_secret
+from toolrun.loop.results import RunResult, ToolCallRecord, TurnRecord
+from toolrun.loop.runner import ObserverGroup, RunObserver
+from toolrun.runlog.transcript_log import TranscriptLog
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -11,9 +11,9 @@ import pytest
 from tests.backend_helpers import call, make_tool
 from toolrun.backends.base import CallContext
 from toolrun.cli.approval_prompt import TerminalApprover
-from toolrun.execution import DENIED_MESSAGE, cap_output, execute_call, validate_arguments
-from toolrun.secrets import register_secret
-from toolrun.tool import Annotations
+from toolrun.core.secrets import register_secret
+from toolrun.core.tool import Annotations
+from toolrun.loop.execution import DENIED_MESSAGE, cap_output, execute_call, validate_arguments
 
 CITY = {"type": "string", "enum": ["北京", "上海", "深圳"], "description": "City"}
 
@@ -227,7 +227,7 @@ def test_the_subset_check_never_accepts_what_jsonschema_refuses() -> None:
 
     from jsonschema import Draft202012Validator
 
-    from toolrun.schema_subset import compile_subset_check as acceptor
+    from toolrun.core.schema_subset import compile_subset_check as acceptor
 
     schemas = [
         {"type": "object", "properties": {"city": {"type": "string", "enum": ["北京", "上海"], "description": "City"},

@@ -15,11 +15,11 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
 from tests.openapi_schemas import openapi_components, validate_against
+from toolrun.core.messages import Message, ModelRequest, TextPart
+from toolrun.core.schema_dialects import GEMINI_KEYWORDS, STRICT_KEYWORDS, to_gemini, to_openai_strict
+from toolrun.core.tool import Annotations, BackendSpec, SourceLocation, Tool
 from toolrun.export import FORMATS, PROVIDER_FORMATS, export_catalog, export_tool, tools_payload
-from toolrun.messages import Message, ModelRequest, TextPart
 from toolrun.providers import anthropic, gemini, openai_chat, openai_responses
-from toolrun.schema_dialects import GEMINI_KEYWORDS, STRICT_KEYWORDS, to_gemini, to_openai_strict
-from toolrun.tool import Annotations, BackendSpec, SourceLocation, Tool
 
 ROOT = Path(__file__).resolve().parent.parent
 MCP_SCHEMA = ROOT / "tests" / "fixtures" / "specs" / "mcp-2025-11-25.schema.json"
@@ -322,7 +322,7 @@ def test_gemini_conversion_leaves_the_tool_schema_untouched() -> None:
     # $refs are inlined without copying the definitions: the converter must only read them.
     import copy
 
-    from toolrun.schema_dialects import to_gemini
+    from toolrun.core.schema_dialects import to_gemini
 
     schema = {
         "type": "object",

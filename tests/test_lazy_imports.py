@@ -32,8 +32,8 @@ AS_FOUND = "as found; this module's owners decide (its area is being reworked)"
 
 LAZY_IMPORTS: dict[str, dict[str, str]] = {
     "toolrun.api": {
-        "toolrun.recipe.load_recipe": "toolrun call and toolrun mcp import this module and read no recipe",
-        "toolrun.play.run_recipe": "toolrun call and toolrun mcp import this module: not the providers, replay and loop",
+        "toolrun.sessions.recipe.load_recipe": "toolrun call and toolrun mcp import this module and read no recipe",
+        "toolrun.sessions.play.run_recipe": "toolrun call and toolrun mcp import this module: not the providers, replay and loop",
     },
     "toolrun.backends": {"toolrun.backends.warning.BackendWarning": AS_FOUND},
     "toolrun.backends.mcp_server": {
@@ -64,14 +64,14 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
     },
     "toolrun.catalog.lint_rules": {
         "toolrun.backends.get_backend": AS_FOUND,
-        "toolrun.templates.placeholders": AS_FOUND,
+        "toolrun.core.templates.placeholders": AS_FOUND,
     },
     "toolrun.catalog.loader": {
         "toolrun.catalog.mcp_toolset.load_mcp_toolset": "only a file the cache does not hold is built and checked",
         "toolrun.catalog.parameter_checks.parameter_problems": "only a file the cache does not hold is built and checked",
         "toolrun.catalog.tool_builder.build_tool": "only a file the cache does not hold is built and checked",
         "toolrun.catalog.tool_schema.schema_problems": "only a file the cache does not hold is built and checked",
-        "toolrun.schema_errors.describe_value": "only a file with a mistake (it brings jsonschema)",
+        "toolrun.core.schema_errors.describe_value": "only a file with a mistake (it brings jsonschema)",
     },
     "toolrun.catalog.mcp_toolset": {
         "toolrun.backends.mcp_server.McpServerUnavailable": "only a catalog with an mcp_server file loads that backend",
@@ -88,7 +88,7 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
     "toolrun.cli.common": {"toolrun.cli.tools_list.first_sentence": "only shell completion: toolrun call does without it"},
     "toolrun.cli.mcp": {"toolrun.mcp.serve": "the MCP SDK loads only for this command"},
     "toolrun.cli.recipe": {
-        "toolrun.transcript_log.TranscriptLog": "only --transcript writes one",
+        "toolrun.runlog.transcript_log.TranscriptLog": "only --transcript writes one",
         "toolrun.runlog.RunLogWriter": "--no-log does without the run log (and sqlite3)",
     },
     "toolrun.cli.run_log_options": {
@@ -96,7 +96,7 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
         "toolrun.runlog.default_log_path": "--no-log does without the run log (and sqlite3)",
     },
     "toolrun.cli.startup": {"tempfile": "only a process that compiled new dataclass code writes (random, shutil)"},
-    "toolrun.execution": {
+    "toolrun.loop.execution": {
         "jsonschema.Draft202012Validator": JSONSCHEMA,
         "jsonschema.exceptions.SchemaError": JSONSCHEMA,
     },
@@ -106,8 +106,8 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
         "toolrun.mcp.audit.AuditLog": AS_FOUND,
         "toolrun.mcp.live_catalog.LiveCatalog": AS_FOUND,
         "toolrun.mcp.server.CatalogServer": AS_FOUND,
-        "toolrun.secrets.Redactor": AS_FOUND,
-        "toolrun.secrets.redacting": AS_FOUND,
+        "toolrun.core.secrets.Redactor": AS_FOUND,
+        "toolrun.core.secrets.redacting": AS_FOUND,
         "toolrun.mcp.stdio.serve_stdio": AS_FOUND,
         "toolrun.mcp.http.bind": AS_FOUND,
         "toolrun.mcp.http.serve_http": AS_FOUND,
@@ -118,45 +118,45 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
     },
     "toolrun.mcp.unreadable": {"anyio": AS_FOUND},
     "toolrun.openapi.importer": {"toolrun.openapi.toolset.render_toolset": AS_FOUND},
-    "toolrun.packaged_schemas": {"importlib.resources": "2-5 ms: only when a schema is read, not on a cached start"},
-    "toolrun.play": {
-        "toolrun.recorded_tools.RecordedToolResults": "only --replay-tools plays results back",
+    "toolrun.core.packaged_schemas": {"importlib.resources": "2-5 ms: only when a schema is read, not on a cached start"},
+    "toolrun.sessions.play": {
+        "toolrun.loop.recorded_tools.RecordedToolResults": "only --replay-tools plays results back",
         "toolrun.providers.scripted.ScriptedModel": "only a caller's own model object is told apart",
         "toolrun.providers.scripted_file.load_scripted_model": "only a scripted: model reads a script",
     },
-    "toolrun.plugins": {"importlib.metadata.entry_points": "~10 ms of imports and a scan of every installed package"},
+    "toolrun.core.registry": {"importlib.metadata.entry_points": "~10 ms of imports and a scan of every installed package"},
     "toolrun.providers.transport": {
         "httpx": AS_FOUND,
-        "toolrun.retry_after.retry_delay": AS_FOUND,
+        "toolrun.core.retry_after.retry_delay": AS_FOUND,
     },
-    "toolrun.recipe": {
-        "toolrun.packaged_schemas.packaged_schema": "a cached recipe is not checked again",
-        "toolrun.schema_errors.schema_problems": "a cached recipe is not checked again",
-        "toolrun.durations.parse_duration": "only a recipe that sets the timeout",
+    "toolrun.sessions.recipe": {
+        "toolrun.core.packaged_schemas.packaged_schema": "a cached recipe is not checked again",
+        "toolrun.core.schema_errors.schema_problems": "a cached recipe is not checked again",
+        "toolrun.core.durations.parse_duration": "only a recipe that sets the timeout",
     },
-    "toolrun.recipe_cache": {"tempfile": "only a recipe not kept yet is written (random, shutil)"},
+    "toolrun.sessions.recipe_cache": {"tempfile": "only a recipe not kept yet is written (random, shutil)"},
     "toolrun.replay.divergence": {"difflib": "only a divergence is described with a diff"},
     "toolrun.replay.recording": {"tempfile": "only recording writes a cassette: a replay does without random and shutil"},
-    "toolrun.retry_after": {
+    "toolrun.core.retry_after": {
         "email.utils": "only a Retry-After given as a date (email brings much of the mail package)",
         "random": "only a retry waits, with jitter",
     },
     "toolrun.runlog.store": {"toolrun.runlog.search.search_runs": AS_FOUND},
-    "toolrun.schema_errors": {
+    "toolrun.core.schema_errors": {
         "jsonschema.Draft202012Validator": JSONSCHEMA,
         "jsonschema.exceptions.best_match": JSONSCHEMA,
     },
-    "toolrun.secrets": {"base64": "only a run that reads a secret needs it"},
-    "toolrun.templates": {
-        "toolrun.template_sandbox.make_environment": AS_FOUND,
-        "toolrun.template_sandbox.traced_output": "jinja2 (template_sandbox): only an element that renders a dash",
-        "toolrun.template_sandbox.traced_template": "jinja2 (template_sandbox): only an element that renders a dash",
+    "toolrun.core.secrets": {"base64": "only a run that reads a secret needs it"},
+    "toolrun.core.templates": {
+        "toolrun.core.template_sandbox.make_environment": AS_FOUND,
+        "toolrun.core.template_sandbox.traced_output": "jinja2 (template_sandbox): only an element that renders a dash",
+        "toolrun.core.template_sandbox.traced_template": "jinja2 (template_sandbox): only an element that renders a dash",
         "jinja2.TemplateSyntaxError": AS_FOUND,
         "jinja2.meta": AS_FOUND,
         "jinja2.UndefinedError": AS_FOUND,
     },
-    "toolrun.text": {"difflib": "only a mistake needs a did-you-mean"},
-    "toolrun.yamlsource": {"yaml": YAML},
+    "toolrun.core.text": {"difflib": "only a mistake needs a did-you-mean"},
+    "toolrun.core.yamlsource": {"yaml": YAML},
 }
 
 

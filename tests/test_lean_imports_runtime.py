@@ -30,10 +30,10 @@ NEVER_IMPORTED = ("httpx", "httpcore", "email", "http.client", "urllib.request",
 # --transcript), another command (toolrun logs search), the lint of a tool not cached, a live
 # request's retry, or only annotations (approval's Approver).
 NOT_ON_A_WARM_REPLAY = ("toolrun.catalog.tool_builder", "toolrun.catalog.parameter_checks", "toolrun.catalog.mcp_toolset",
-                        "toolrun.catalog.tool_schema", "toolrun.packaged_schemas", "toolrun.schema_errors",
-                        "toolrun.durations", "toolrun.providers.scripted", "toolrun.providers.scripted_file",
-                        "toolrun.recorded_tools", "toolrun.transcript_log", "toolrun.runlog.search",
-                        "toolrun.backends.warning", "toolrun.retry_after", "toolrun.approval")
+                        "toolrun.catalog.tool_schema", "toolrun.core.packaged_schemas", "toolrun.core.schema_errors",
+                        "toolrun.core.durations", "toolrun.providers.scripted", "toolrun.providers.scripted_file",
+                        "toolrun.loop.recorded_tools", "toolrun.runlog.transcript_log", "toolrun.runlog.search",
+                        "toolrun.backends.warning", "toolrun.core.retry_after", "toolrun.loop.approval")
 
 REPLAY_IN_PLACE = """
 import gc, json, sys
@@ -64,7 +64,7 @@ def test_an_offline_replay_imports_no_http_client_and_nothing_only_a_mistake_nee
 
     assert report["status"] == 0, done.stderr
     assert "replaying" in done.stderr and "玫瑰: 100" in done.stdout  # the replay did run, its tool too
-    assert "toolrun.play" in report["modules"] and "toolrun.providers.openai_chat" in report["modules"]
+    assert "toolrun.sessions.play" in report["modules"] and "toolrun.providers.openai_chat" in report["modules"]
     assert [name for name in NEVER_IMPORTED if name in report["modules"]] == []
     assert [name for name in NOT_ON_A_WARM_REPLAY if name in report["modules"]] == []
 

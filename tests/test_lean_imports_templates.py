@@ -21,7 +21,7 @@ atexit.register(lambda: open(sys.argv[1], "w").write(json.dumps(sorted(sys.modul
 from toolrun.cli import main
 main(sys.argv[2:])
 """
-HEAVY = ("jinja2", "toolrun.template_sandbox", "toolrun.catalog.lint_rules", "toolrun.catalog.similarity")
+HEAVY = ("jinja2", "toolrun.core.template_sandbox", "toolrun.catalog.lint_rules", "toolrun.catalog.similarity")
 
 
 def modules_after(tmp_path: Path, cache: Path, *args: str) -> tuple[subprocess.CompletedProcess, set[str]]:
@@ -50,7 +50,7 @@ def test_the_offline_inventory_replay_imports_no_jinja2_nor_lint_rules(tmp_path:
 # Loads a recipe and renders its messages, then prints them and whether Jinja2 was imported.
 RENDER_MESSAGES = """
 import json, sys
-from toolrun.recipe import load_recipe
+from toolrun.sessions.recipe import load_recipe
 texts = [message.text for message in load_recipe(sys.argv[1]).render_messages()]
 print(json.dumps({"texts": texts, "jinja2": "jinja2" in sys.modules}))
 """

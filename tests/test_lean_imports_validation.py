@@ -1,5 +1,5 @@
 """The offline replay of recipes/inventory.yaml never imports jsonschema (50-65 ms of imports):
-the recipe, the tool files and every call's arguments are valid, and toolrun.schema_subset
+the recipe, the tool files and every call's arguments are valid, and toolrun.core.schema_subset
 says so on its own. Arguments that are not valid still get jsonschema's exact wording.
 """
 
@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from toolrun.execution import validate_arguments
-from toolrun.tool import BackendSpec, SourceLocation, Tool
+from toolrun.core.tool import BackendSpec, SourceLocation, Tool
+from toolrun.loop.execution import validate_arguments
 
 ROOT = Path(__file__).resolve().parent.parent
 REPLAY_THEN_REPORT = """\

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import toolrun
-from toolrun.secrets import Redactor, active_redactor
+from toolrun.core.secrets import Redactor, active_redactor
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,7 +12,7 @@ from toolrun.catalog.lint import LintFinding, lint_catalog, near_duplicate_findi
 from toolrun.catalog.lint_rules import hidden_characters, prose_values, word_count
 from toolrun.catalog.model import Catalog
 from toolrun.catalog.similarity import all_pairs_similar, similar_pairs, tokenize
-from toolrun.tool import Annotations, BackendSpec, SourceLocation, Tool
+from toolrun.core.tool import Annotations, BackendSpec, SourceLocation, Tool
 
 GOOD_DESCRIPTION = (
     "Returns the current flower stock of one city as 'name: count' lines. Use it when someone asks "
@@ -463,7 +463,7 @@ def test_counts_of_one_are_said_in_the_singular(tmp_path: Path) -> None:
     # "1 words", "1 tool definitions", "1 more tool(s)", "at least 1 characters" read as broken English.
     from toolrun.backends.extract import ExtractError, extract
     from toolrun.catalog.lint import catalog_findings, lint_tool
-    from toolrun.execution import validate_arguments
+    from toolrun.loop.execution import validate_arguments
 
     short = make_tool("get_x", "Gets.")
     [finding] = [f for f in lint_tool(short) if f.rule == "description-too-short"]
@@ -479,7 +479,7 @@ def test_counts_of_one_are_said_in_the_singular(tmp_path: Path) -> None:
 def _near_duplicates_from_all_pairs(tools: list[Tool]) -> list[tuple[str, str]]:
     """The rule spelled out on every pair: (tool, message) per tool that has look-alikes."""
     from toolrun.catalog.lint import NEAR_DUPLICATE_THRESHOLD, _action_meaning
-    from toolrun.text import counted
+    from toolrun.core.text import counted
 
     documents = [f"{tool.name} {tool.description}" for tool in tools]
     actions = [_action_meaning(tool.name) for tool in tools]

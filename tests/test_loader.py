@@ -17,9 +17,9 @@ from jsonschema import Draft202012Validator
 from toolrun.catalog.loader import load_catalog, load_catalog_or_raise, tool_files
 from toolrun.catalog.parameter_checks import parameter_schema_problems
 from toolrun.catalog.tool_schema import tool_schema
-from toolrun.durations import parse_duration
-from toolrun.errors import UserError
-from toolrun.yamlsource import load_yaml_file, plain
+from toolrun.core.durations import parse_duration
+from toolrun.core.errors import UserError
+from toolrun.core.yamlsource import load_yaml_file, plain
 
 TOOLRUN = Path(sys.executable).parent / "toolrun"
 ROOT = Path(__file__).resolve().parent.parent

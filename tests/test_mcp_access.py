@@ -13,13 +13,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.property_budget import property_examples
-from toolrun.errors import LoadError, UserError
+from toolrun.core.errors import LoadError, UserError
+from toolrun.core.text import terminal_safe
 from toolrun.mcp.access import load_access_list
 from toolrun.mcp.addresses import allowed_origins, is_loopback, parse_address
 from toolrun.mcp.audit import AuditLog
 from toolrun.mcp.limits import SessionLedger, SessionLimits, SessionRefused, resolve_session_limits
 from toolrun.mcp.mapping import approval_given, call_result_to_mcp
-from toolrun.text import terminal_safe
 
 
 def auth_file(tmp_path: Path, text: str) -> Path:

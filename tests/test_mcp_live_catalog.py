@@ -19,10 +19,10 @@ import pytest
 from mcp import Client
 
 from tests.mcp_helpers import SLEEPER_TOOL
+from toolrun.core.secrets import Redactor, redacting
 from toolrun.mcp.audit import AuditLog
 from toolrun.mcp.live_catalog import LiveCatalog
 from toolrun.mcp.server import CatalogServer
-from toolrun.secrets import Redactor, redacting
 
 PINGER = """
     name: ping_service

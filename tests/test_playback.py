@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from toolrun.errors import UserError
+from toolrun.core.errors import UserError
 from toolrun.providers.anthropic import AnthropicProvider
 from toolrun.providers.base import ProviderOverrides
 from toolrun.providers.ollama import OllamaProvider

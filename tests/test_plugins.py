@@ -10,8 +10,8 @@ import pytest
 
 from toolrun.backends import backend_targets, get_backend
 from toolrun.backends.python import PythonBackend
-from toolrun.errors import UserError
-from toolrun.plugins import PluginRegistry, UnknownPlugin
+from toolrun.core.errors import UserError
+from toolrun.core.registry import PluginRegistry, UnknownPlugin
 from toolrun.providers import get_provider_class, provider_targets
 
 
@@ -79,3 +79,14 @@ def test_the_built_ins_are_the_entry_points_pyproject_declares() -> None:
     declared = pyproject["project"]["entry-points"]
     assert declared["toolrun.backends"] == BACKENDS._built_in
     assert declared["toolrun.providers"] == PROVIDERS._built_in
+
+
+def test_the_extension_interface_is_one_public_module() -> None:
+    import toolrun.plugins as plugins
+    from toolrun.backends.http import HttpBackend
+    from toolrun.providers.openai_chat import OpenAIChatProvider
+    from toolrun.providers.transport import HttpxTransport
+
+    assert set(plugins.__all__) >= {"Backend", "Provider", "StreamAssembler", "Transport"}
+    assert issubclass(HttpBackend, plugins.Backend) and issubclass(OpenAIChatProvider, plugins.Provider)
+    assert issubclass(HttpxTransport, plugins.Transport)

@@ -19,7 +19,7 @@ from toolrun.batch.results_file import ResultsFile
 from toolrun.mcp.audit import AuditLog
 from toolrun.replay.recording import Cassette, CassetteFile, save_cassette
 from toolrun.runlog import RunLog
-from toolrun.transcript_log import TranscriptLog
+from toolrun.runlog.transcript_log import TranscriptLog
 
 
 @pytest.fixture(autouse=True)

@@ -16,8 +16,8 @@ from tests.loopback import Recorded, Reply
 from tests.provider_helpers import complete, load_tools, recorded_body, recorded_stream, run_through_runner, tool_round
 from tests.provider_roundtrip import CITIES, assert_replayed_offline, record_then_replay
 from tests.provider_roundtrip import WEATHER as CITY_WEATHER
-from toolrun.errors import ProviderError, UserError
-from toolrun.messages import (
+from toolrun.core.errors import ProviderError, UserError
+from toolrun.core.messages import (
     Message,
     ModelRequest,
     ModelResponse,

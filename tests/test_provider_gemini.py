@@ -16,8 +16,8 @@ from tests.loopback import Recorded, Reply
 from tests.provider_helpers import complete, load_tools, recorded_body, recorded_stream, run_through_runner, tool_round
 from tests.provider_roundtrip import CITIES, assert_replayed_offline, record_then_replay
 from tests.provider_roundtrip import WEATHER as CITY_WEATHER
-from toolrun.errors import ProviderError, UserError
-from toolrun.messages import (
+from toolrun.core.errors import ProviderError, UserError
+from toolrun.core.messages import (
     Message,
     ModelRequest,
     ModelResponse,
@@ -29,6 +29,7 @@ from toolrun.messages import (
     ToolDefinition,
     ToolResult,
 )
+from toolrun.core.retry_after import retry_delay
 from toolrun.providers import get_provider_class
 from toolrun.providers.base import ProviderConfig
 from toolrun.providers.gemini import (
@@ -40,7 +41,6 @@ from toolrun.providers.gemini import (
     parse_response,
 )
 from toolrun.providers.transport import HttpxTransport
-from toolrun.retry_after import retry_delay
 
 KEY = "AIzaSy-test-key-0123456789"
 WEATHER = ToolDefinition("weather", "Current weather of one city. Use for weather questions only.",

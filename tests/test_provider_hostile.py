@@ -12,8 +12,8 @@ import pytest
 
 from tests.loopback import Reply
 from tests.provider_helpers import complete, run_through_runner, user
-from toolrun.errors import ProviderError
-from toolrun.messages import Message, ModelRequest, TextPart, ToolDefinition
+from toolrun.core.errors import ProviderError
+from toolrun.core.messages import Message, ModelRequest, TextPart, ToolDefinition
 from toolrun.providers import get_provider_class
 from toolrun.providers.base import ProviderConfig
 from toolrun.providers.transport import HttpxTransport

@@ -9,8 +9,8 @@ import pytest
 
 from tests.loopback import Reply
 from tests.provider_helpers import STOCK_TOOL_PY, STOCK_TOOL_YAML, complete, load_tools, run_through_runner, tool_round, user
-from toolrun.errors import ProviderError
-from toolrun.messages import Message, ModelRequest, ModelSettings, TextDelta, TextPart, ToolDefinition, ToolResult
+from toolrun.core.errors import ProviderError
+from toolrun.core.messages import Message, ModelRequest, ModelSettings, TextDelta, TextPart, ToolDefinition, ToolResult
 from toolrun.providers import get_provider_class
 from toolrun.providers.base import ProviderConfig, ProviderOverrides
 from toolrun.providers.ollama import OllamaProvider, OllamaStreamAssembler, build_request_body, normalise_host, parse_response

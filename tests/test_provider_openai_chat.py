@@ -22,8 +22,8 @@ from tests.provider_helpers import (
     with_provider,
     write_catalog,
 )
-from toolrun.errors import ProviderError, UserError
-from toolrun.messages import (
+from toolrun.core.errors import ProviderError, UserError
+from toolrun.core.messages import (
     Message,
     ModelRequest,
     ModelSettings,

@@ -12,8 +12,8 @@ import pytest
 from tests.loopback import Reply
 from tests.openapi_schemas import validate_against
 from tests.provider_helpers import STOCK_TOOL_PY, STOCK_TOOL_YAML, complete, load_tools, run_through_runner, tool_round, user
-from toolrun.errors import ProviderError
-from toolrun.messages import (
+from toolrun.core.errors import ProviderError
+from toolrun.core.messages import (
     Message,
     ModelRequest,
     ModelSettings,

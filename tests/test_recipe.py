@@ -14,12 +14,12 @@ from jsonschema import Draft202012Validator
 from tests.flower_shop import INVENTORY_PY, INVENTORY_TOOL_ITEM
 from toolrun.catalog.loader import load_catalog_or_raise
 from toolrun.cli import main
-from toolrun.errors import UserError
-from toolrun.expect import Expectations, check_expectations
-from toolrun.messages import Usage
+from toolrun.core.errors import UserError
+from toolrun.core.messages import Usage
+from toolrun.loop.runner import RunResult, ToolCallRecord, TurnRecord, run_conversation
 from toolrun.providers.scripted import ScriptedModel
-from toolrun.recipe import load_recipe, recipe_schema, select_tools
-from toolrun.runner import RunResult, ToolCallRecord, TurnRecord, run_conversation
+from toolrun.sessions.expect import Expectations, check_expectations
+from toolrun.sessions.recipe import load_recipe, recipe_schema, select_tools
 
 TOOL_YAML = "tools:\n" + textwrap.indent(INVENTORY_TOOL_ITEM, "  ") + """\
   - name: get_flower_price

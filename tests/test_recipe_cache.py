@@ -10,10 +10,10 @@ import pytest
 
 from tests.test_catalog_scale import HOUR_AGO_NS
 from tests.test_recipe import GOOD_RECIPE, make_project, write
-from toolrun import recipe as recipe_module
 from toolrun.catalog.loader import load_catalog_or_raise
-from toolrun.errors import LoadError, UserError
-from toolrun.recipe import load_recipe
+from toolrun.core.errors import LoadError, UserError
+from toolrun.sessions import recipe as recipe_module
+from toolrun.sessions.recipe import load_recipe
 
 
 @pytest.fixture

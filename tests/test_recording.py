@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from tests.loopback import Recorded, Reply
-from toolrun.errors import ProviderError, UserError
+from toolrun.core.errors import ProviderError, UserError
+from toolrun.core.secrets import register_secret
 from toolrun.providers.transport import HttpxTransport, Transport, WireRequest, WireResponse
 from toolrun.replay.divergence import compare_requests, first_difference, tool_names
 from toolrun.replay.recording import (
@@ -24,7 +25,6 @@ from toolrun.replay.recording import (
     load_cassette,
     save_cassette,
 )
-from toolrun.secrets import register_secret
 
 FAKE_KEY = "sk-test-FAKEKEY-0123456789abcdef"
 
@@ -461,8 +461,8 @@ def test_a_cassette_file_replaced_behind_its_back_is_saved_whole(tmp_path: Path)
 
 
 def test_a_secret_learned_after_an_exchange_was_written_is_redacted_from_it_too(tmp_path: Path):
+    from toolrun.core.secrets import Redactor, redacting
     from toolrun.replay.recording import CassetteFile
-    from toolrun.secrets import Redactor, redacting
 
     path = tmp_path / "c.cassette.json"
     recorder = RecordingTransport(CannedTransport(bodies=[{"n": 1}, {"n": 2}]), on_exchange=CassetteFile(path).save)

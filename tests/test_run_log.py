@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_cli_recipe import INVENTORY, INVENTORY_CASSETTE, TOOLRUN, clean_env, invoke, toolrun
-from toolrun.errors import UserError
+from toolrun.core.errors import UserError
 from toolrun.runlog import RunLog, default_log_path
 from toolrun.runlog.schema import SCHEMA_VERSION
 from toolrun.runlog.store import CJK_RANGES, match_query, search_text
@@ -298,7 +298,7 @@ def test_an_older_database_is_migrated_when_opened_and_keeps_its_runs(tmp_path: 
 
 def test_a_full_log_never_stops_the_run_and_the_warning_says_why(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     from toolrun.cli.recipe import play_recipe
-    from toolrun.run_options import RunOptions
+    from toolrun.sessions.run_options import RunOptions
 
     log = RunLog.open(tmp_path / "logs.db")
     pages = log.connection.execute("PRAGMA page_count").fetchone()[0]

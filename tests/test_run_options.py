@@ -16,7 +16,7 @@ from toolrun.cli.ask import ask_command
 from toolrun.cli.batch import batch_command
 from toolrun.cli.chat import chat_command
 from toolrun.cli.recipe import recipe_command
-from toolrun.run_options import RunOptions
+from toolrun.sessions.run_options import RunOptions
 
 # The public keyword arguments, in their order: changing them changes toolrun's API.
 RUN_KEYWORDS = ["vars", "model", "mode", "prompt", "tools_dir", "catalog", "observer", "approver", "stream", "max_turns",

@@ -14,13 +14,13 @@ import pytest
 
 from toolrun.backends.base import CallContext
 from toolrun.catalog.loader import load_catalog_or_raise
-from toolrun.errors import ProviderError, UserError
-from toolrun.messages import Message, ModelResponse, TextPart, ToolCall, Usage
+from toolrun.core.errors import ProviderError, UserError
+from toolrun.core.messages import Message, ModelResponse, TextPart, ToolCall, Usage
+from toolrun.core.secrets import register_secret
+from toolrun.core.tool import Tool
+from toolrun.loop.results import dumps
+from toolrun.loop.runner import RunObserver, RunSettings, ToolCallRecord, TurnRecord, run_conversation
 from toolrun.providers.scripted import ScriptedModel
-from toolrun.results import dumps
-from toolrun.runner import RunObserver, RunSettings, ToolCallRecord, TurnRecord, run_conversation
-from toolrun.secrets import register_secret
-from toolrun.tool import Tool
 
 TOOLS_PY = '''
 import json, threading, time
@@ -432,7 +432,7 @@ SEEN: contextvars.ContextVar[int | None] = contextvars.ContextVar("seen", defaul
 
 async def _remembering_executor(tool, call, context, approver, *, turn=()):
     """An executor whose calls each set a context variable, and swallow a cancellation."""
-    from toolrun.execution import ToolOutcome
+    from toolrun.loop.execution import ToolOutcome
 
     seen = SEEN.get()
     SEEN.set(call.arguments["city"])

@@ -16,13 +16,13 @@ from tests.flower_shop import INVENTORY_PY, INVENTORY_TOOL_ITEM, STOCK
 from tests.loopback import Recorded, Reply
 from toolrun.backends.base import CallContext
 from toolrun.catalog.loader import load_catalog_or_raise
-from toolrun.messages import Message, TextPart
+from toolrun.core.messages import Message, TextPart
+from toolrun.core.tool import Tool
+from toolrun.loop.runner import RunSettings, run_conversation
 from toolrun.providers.anthropic import AnthropicProvider
 from toolrun.providers.base import Provider, ProviderConfig
 from toolrun.providers.gemini import GeminiProvider
 from toolrun.providers.openai_chat import OpenAIChatProvider
-from toolrun.runner import RunSettings, run_conversation
-from toolrun.tool import Tool
 
 CITIES = ("北京", "上海", "深圳")
 

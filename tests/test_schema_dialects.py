@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from tests.property_budget import property_examples
 from toolrun.catalog.parameter_checks import _SCHEMA_KEYWORDS
-from toolrun.schema_dialects import (
+from toolrun.core.schema_dialects import (
     GEMINI_KEYWORDS,
     GEMINI_MAX_SCHEMAS,
     STRICT_MAX_DEPTH,

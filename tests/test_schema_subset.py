@@ -1,4 +1,4 @@
-"""toolrun.schema_subset against jsonschema itself: the same verdict on every schema it compiles.
+"""toolrun.core.schema_subset against jsonschema itself: the same verdict on every schema it compiles.
 
 Random schemas of the supported keywords and random JSON values (hypothesis): wherever the
 subset check answers, it says what ``Draft202012Validator`` says, so ``surely_valid`` never
@@ -23,9 +23,9 @@ from jsonschema import Draft202012Validator
 
 from tests.property_budget import property_examples
 from toolrun.catalog.tool_schema import _inlined_tool_schema, tool_file_validator
-from toolrun.recipe import recipe_schema
-from toolrun.schema_subset import DECLINED, SUPPORTED, Undecided, compile_subset_check, surely_valid
-from toolrun.yamlsource import load_yaml_file, plain
+from toolrun.core.schema_subset import DECLINED, SUPPORTED, Undecided, compile_subset_check, surely_valid
+from toolrun.core.yamlsource import load_yaml_file, plain
+from toolrun.sessions.recipe import recipe_schema
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = property_examples(150)
@@ -268,7 +268,7 @@ def test_schemas_it_cannot_judge_get_no_check() -> None:
 
 
 def test_a_schema_is_compiled_once() -> None:
-    from toolrun.schema_subset import subset_check
+    from toolrun.core.schema_subset import subset_check
 
     schema = {"type": "object", "properties": {"x": {"type": "string"}}}
     assert subset_check(schema) is subset_check(schema)

@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from toolrun.errors import ProviderError
-from toolrun.messages import (
+from toolrun.core.errors import ProviderError
+from toolrun.core.messages import (
     Message,
     ModelRequest,
     ModelResponse,

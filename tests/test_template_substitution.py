@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from jinja2 import meta
 
 from tests.property_budget import property_examples
-from toolrun import templates
-from toolrun.templates import TemplateError, check_template, placeholders, render
+from toolrun.core import templates
+from toolrun.core.templates import TemplateError, check_template, placeholders, render
 
 SETTINGS = settings(max_examples=property_examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from jinja2.exceptions import SecurityError
 
-from toolrun.secrets import REDACTED, MissingSecret, redact, register_secret
-from toolrun.templates import TemplateError, check_template, placeholders, render, render_value
+from toolrun.core.secrets import REDACTED, MissingSecret, redact, register_secret
+from toolrun.core.templates import TemplateError, check_template, placeholders, render, render_value
 
 
 def test_model_value_is_never_rendered_as_a_template():

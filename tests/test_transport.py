@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from tests.loopback import Reply
-from toolrun.errors import ProviderError
+from toolrun.core.errors import ProviderError
+from toolrun.core.retry_after import retry_delay
 from toolrun.providers.transport import HttpxTransport, WireRequest, WireResponse, iter_sse
-from toolrun.retry_after import retry_delay
 
 
 def _run(coro):

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from toolrun.yamlsource import YamlSyntaxError, line_of, load_yaml_file, load_yaml_text, plain
+from toolrun.core.yamlsource import YamlSyntaxError, line_of, load_yaml_file, load_yaml_text, plain
 
 
 def test_lines_of_nested_keys_and_items():

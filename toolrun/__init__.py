@@ -32,24 +32,24 @@ _EXPORTS = {
     "load_catalog": "toolrun.api",
     "load_recipe": "toolrun.api",
     "run": "toolrun.api",
-    "arun": "toolrun.play",
+    "arun": "toolrun.sessions.play",
     "call": "toolrun.api",
     "acall": "toolrun.api",
     "CallResult": "toolrun.api",
     "Catalog": "toolrun.catalog.model",
-    "Tool": "toolrun.tool",
-    "Recipe": "toolrun.recipe",
-    "RunResult": "toolrun.results",
-    "TurnRecord": "toolrun.results",
-    "ToolCallRecord": "toolrun.results",
-    "RunObserver": "toolrun.runner",
+    "Tool": "toolrun.core.tool",
+    "Recipe": "toolrun.sessions.recipe",
+    "RunResult": "toolrun.loop.results",
+    "TurnRecord": "toolrun.loop.results",
+    "ToolCallRecord": "toolrun.loop.results",
+    "RunObserver": "toolrun.loop.runner",
     "ScriptedModel": "toolrun.providers.scripted",
-    "ToolError": "toolrun.errors",
-    "ToolrunError": "toolrun.errors",
-    "UserError": "toolrun.errors",
-    "LoadError": "toolrun.errors",
-    "ProviderError": "toolrun.errors",
-    "Problem": "toolrun.errors",
+    "ToolError": "toolrun.core.errors",
+    "ToolrunError": "toolrun.core.errors",
+    "UserError": "toolrun.core.errors",
+    "LoadError": "toolrun.core.errors",
+    "ProviderError": "toolrun.core.errors",
+    "Problem": "toolrun.core.errors",
 }
 
 __all__ = [
@@ -80,13 +80,13 @@ __all__ = [
 if TYPE_CHECKING:
     from toolrun.api import CallResult, acall, call, load_catalog, load_recipe, run
     from toolrun.catalog.model import Catalog
-    from toolrun.errors import LoadError, Problem, ProviderError, ToolError, ToolrunError, UserError
-    from toolrun.play import arun
+    from toolrun.core.errors import LoadError, Problem, ProviderError, ToolError, ToolrunError, UserError
+    from toolrun.core.tool import Tool
+    from toolrun.loop.results import RunResult, ToolCallRecord, TurnRecord
+    from toolrun.loop.runner import RunObserver
     from toolrun.providers.scripted import ScriptedModel
-    from toolrun.recipe import Recipe
-    from toolrun.results import RunResult, ToolCallRecord, TurnRecord
-    from toolrun.runner import RunObserver
-    from toolrun.tool import Tool
+    from toolrun.sessions.play import arun
+    from toolrun.sessions.recipe import Recipe
 
 
 def __getattr__(name: str) -> Any:

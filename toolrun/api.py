@@ -13,22 +13,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolrun.approval import Approver
 from toolrun.backends.base import CallContext
 from toolrun.catalog.gate import load_checked_catalog
 from toolrun.catalog.model import DEFAULT_TOOLS_DIR, Catalog
-from toolrun.errors import Problem, UserError
-from toolrun.execution import execute_call
-from toolrun.run_options import Mode, RunOptions
-from toolrun.secrets import redacting, run_redactor
-from toolrun.text import close_matches
-from toolrun.tool import Tool
+from toolrun.core.errors import Problem, UserError
+from toolrun.core.secrets import redacting, run_redactor
+from toolrun.core.text import close_matches
+from toolrun.core.tool import Tool
+from toolrun.loop.approval import Approver
+from toolrun.loop.execution import execute_call
+from toolrun.sessions.run_options import Mode, RunOptions
 
 if TYPE_CHECKING:  # playing a recipe (providers, replay, the runner) is imported by run/load_recipe only
+    from toolrun.loop.results import RunResult
+    from toolrun.loop.runner import RunObserver
     from toolrun.providers.base import Provider
-    from toolrun.recipe import Recipe
-    from toolrun.results import RunResult
-    from toolrun.runner import RunObserver
+    from toolrun.sessions.recipe import Recipe
 
 
 def load_catalog(tools_dir: str | Path = DEFAULT_TOOLS_DIR, *, lint: bool = True) -> Catalog:
@@ -43,7 +43,7 @@ def load_catalog(tools_dir: str | Path = DEFAULT_TOOLS_DIR, *, lint: bool = True
 
 def load_recipe(path: str | Path) -> Recipe:
     """Read and check a recipe file; raises ``toolrun.LoadError`` listing every problem."""
-    from toolrun.recipe import load_recipe as load_recipe_file
+    from toolrun.sessions.recipe import load_recipe as load_recipe_file
 
     return load_recipe_file(Path(path))
 
@@ -123,7 +123,7 @@ def run(
 ) -> RunResult:
     """Blocking twin of ``arun`` (see there): play a recipe until the model answers."""
     _not_in_a_running_loop("run", "arun")
-    from toolrun.play import run_recipe  # start-up: `toolrun call` imports this module, not the providers
+    from toolrun.sessions.play import run_recipe  # start-up: `toolrun call` imports this module, not the providers
 
     return asyncio.run(run_recipe(recipe, RunOptions(
         vars=vars, model=model, mode=mode, prompt=prompt, tools_dir=tools_dir, catalog=catalog, observer=observer,

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolrun.catalog.model import Catalog
+from toolrun.core.tool import Tool
 from toolrun.providers import get_provider_class
-from toolrun.tool import Tool
 
 PROVIDER_FORMATS = ("openai", "openai-responses", "anthropic", "gemini")  # providers whose shape is exported
 FORMATS = (*PROVIDER_FORMATS, "mcp")

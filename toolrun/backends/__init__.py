@@ -6,7 +6,7 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from toolrun.backends.base import Backend, BackendOutput, CallContext
-from toolrun.plugins import PluginRegistry
+from toolrun.core.registry import PluginRegistry
 
 if TYPE_CHECKING:
     from toolrun.backends.warning import BackendWarning

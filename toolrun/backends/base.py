@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from toolrun.errors import Problem
-from toolrun.tool import Tool
+from toolrun.core.errors import Problem
+from toolrun.core.tool import Tool
 
 if TYPE_CHECKING:
     from toolrun.backends.warning import BackendWarning

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from toolrun.text import counted
+from toolrun.core.text import counted
 
 _TOKEN = re.compile(r'\s*(?:"((?:[^"\\]|\\.)*)"|([A-Za-z_$@][\w$@-]*)|\[\s*(-?\d+|\*)\s*\]|(\.))')
 _MISSING = object()

@@ -34,15 +34,15 @@ from toolrun.backends.base import Backend, BackendOutput, CallContext
 from toolrun.backends.extract import ExtractError, extract, parse_path
 from toolrun.backends.http_arguments import header_problem, place, placement_problems, placements
 from toolrun.backends.http_safety import RefusedRequest, check_destination, checked_transport, same_origin
-from toolrun.content_decoding import ACCEPT_ENCODING, BodyTooLarge, RefusedBody, decoded
-from toolrun.durations import parse_duration
-from toolrun.errors import Problem
-from toolrun.retry_after import retry_delay
-from toolrun.secrets import redact
-from toolrun.templates import TemplateError, check_template, placeholders, render, template_fix, value_placeholders
-from toolrun.text import excerpt
-from toolrun.tool import Tool
-from toolrun.url_template import PATH_PARAMETER, path_parameters
+from toolrun.core.content_decoding import ACCEPT_ENCODING, BodyTooLarge, RefusedBody, decoded
+from toolrun.core.durations import parse_duration
+from toolrun.core.errors import Problem
+from toolrun.core.retry_after import retry_delay
+from toolrun.core.secrets import redact
+from toolrun.core.templates import TemplateError, check_template, placeholders, render, template_fix, value_placeholders
+from toolrun.core.text import excerpt
+from toolrun.core.tool import Tool
+from toolrun.core.url_template import PATH_PARAMETER, path_parameters
 
 METHODS = frozenset({"GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE"})
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx2
 
-from toolrun.content_decoding import ACCEPT_ENCODING, RefusedBody, content_coding, decoded
+from toolrun.core.content_decoding import ACCEPT_ENCODING, RefusedBody, content_coding, decoded
 
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024  # one JSON answer or one SSE stream, decoded
 

@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from toolrun.backends.base import Backend, BackendOutput, CallContext
-from toolrun.errors import Problem
-from toolrun.secrets import ENV_REFERENCE, Redactor, read_secret, register_secret
-from toolrun.tool import Tool
+from toolrun.core.errors import Problem
+from toolrun.core.secrets import ENV_REFERENCE, Redactor, read_secret, register_secret
+from toolrun.core.tool import Tool
 
 DEFAULT_CONNECT_TIMEOUT_SECONDS = 30.0
 STDERR_TAIL_LINES = 15

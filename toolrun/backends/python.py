@@ -32,11 +32,11 @@ from typing import TYPE_CHECKING, Any
 
 from toolrun.backends.base import Backend, BackendOutput, CallContext
 from toolrun.backends.python_target import file_path, is_file_target, split_target
-from toolrun.cache_folder import importing_users_code
-from toolrun.daemon_threads import in_daemon_thread
-from toolrun.errors import TOOL_LOGGER, Problem, ToolError
-from toolrun.text import did_you_mean, exception_text
-from toolrun.tool import Tool
+from toolrun.core.cache_folder import importing_users_code
+from toolrun.core.daemon_threads import in_daemon_thread
+from toolrun.core.errors import TOOL_LOGGER, Problem, ToolError
+from toolrun.core.text import did_you_mean, exception_text
+from toolrun.core.tool import Tool
 
 if TYPE_CHECKING:  # the load-time checks import it: a call never reads the function's source
     from toolrun.backends.python_signature import FunctionSignature, SignatureMismatch

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from toolrun.tool import Tool
+from toolrun.core.tool import Tool
 
 
 def split_target(target: str) -> tuple[str, str]:

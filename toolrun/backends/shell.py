@@ -28,11 +28,11 @@ from typing import Any
 
 from toolrun.backends.base import Backend, BackendOutput, CallContext
 from toolrun.backends.warning import BackendWarning
-from toolrun.durations import parse_duration
-from toolrun.errors import Problem
-from toolrun.templates import check_template, first_character_is_authored, placeholders, render, template_fix
-from toolrun.text import excerpt
-from toolrun.tool import Tool
+from toolrun.core.durations import parse_duration
+from toolrun.core.errors import Problem
+from toolrun.core.templates import check_template, first_character_is_authored, placeholders, render, template_fix
+from toolrun.core.text import excerpt
+from toolrun.core.tool import Tool
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 STDERR_TAIL_LINES = 20

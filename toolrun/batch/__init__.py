@@ -12,7 +12,7 @@ from toolrun.batch.rate_limit import RateLimiter
 from toolrun.batch.results_file import read_results
 from toolrun.batch.run import BatchObserver, run_batch
 from toolrun.batch.summary import BatchSummary, ModelSummary, summarize
-from toolrun.run_options import RunOptions
+from toolrun.sessions.run_options import RunOptions
 
 __all__ = ["BatchObserver", "BatchPlan", "BatchSpec", "BatchSummary", "Job", "ModelSummary", "RateLimiter",
            "RunOptions", "play_job", "plan_batch", "read_results", "run_batch", "summarize"]

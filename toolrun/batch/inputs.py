@@ -12,10 +12,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from toolrun.errors import LoadError, Problem
-from toolrun.recipe import Recipe
-from toolrun.text import did_you_mean
-from toolrun.yamlsource import LineList, YamlSyntaxError, load_yaml_file, plain
+from toolrun.core.errors import LoadError, Problem
+from toolrun.core.text import did_you_mean
+from toolrun.core.yamlsource import LineList, YamlSyntaxError, load_yaml_file, plain
+from toolrun.sessions.recipe import Recipe
 
 INPUT_FORMATS = ("JSON Lines (.jsonl)", "CSV (.csv)", "YAML list (.yaml)")
 

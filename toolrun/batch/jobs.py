@@ -1,7 +1,7 @@
 """One run of a batch: which row, model and repeat (``Job``), and playing it into a result line.
 
 ``play_job`` is the one code path of a batch run, locally and on a Ray worker alike: it
-calls ``toolrun.play.run_recipe`` (``toolrun.arun``'s way in) and turns the ``RunResult`` into the line the results file holds.
+calls ``toolrun.sessions.play.run_recipe`` (``toolrun.arun``'s way in) and turns the ``RunResult`` into the line the results file holds.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from toolrun.catalog.model import Catalog
-from toolrun.errors import UserError
-from toolrun.play import run_recipe
+from toolrun.core.errors import UserError
+from toolrun.loop.results import RunResult, usage_totals
+from toolrun.loop.runner import RunObserver
 from toolrun.providers.transport import Transport
-from toolrun.recipe import Recipe
-from toolrun.results import RunResult, usage_totals
-from toolrun.run_options import RunOptions
-from toolrun.runner import RunObserver
+from toolrun.sessions.play import run_recipe
+from toolrun.sessions.recipe import Recipe
+from toolrun.sessions.run_options import RunOptions
 
 
 @dataclass(frozen=True)

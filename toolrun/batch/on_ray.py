@@ -30,10 +30,10 @@ from toolrun.batch.plan import BatchPlan
 from toolrun.batch.rate_limit import RateLimiter, provider_pause
 from toolrun.batch.run import ProviderTransports
 from toolrun.catalog.gate import load_checked_catalog
-from toolrun.errors import Problem, ToolrunError, UserError
+from toolrun.core.errors import Problem, ToolrunError, UserError
 from toolrun.providers import SCRIPTED_PROVIDER, get_provider_class, split_model
-from toolrun.recipe import load_recipe
-from toolrun.run_options import RunOptions
+from toolrun.sessions.recipe import load_recipe
+from toolrun.sessions.run_options import RunOptions
 
 _ENV_REFERENCE = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 

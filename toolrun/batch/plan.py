@@ -13,10 +13,10 @@ from toolrun.batch.jobs import Job, plan_jobs
 from toolrun.batch.results_file import read_results
 from toolrun.catalog.gate import load_checked_catalog
 from toolrun.catalog.model import Catalog
-from toolrun.errors import Problem, UserError
+from toolrun.core.errors import Problem, UserError
 from toolrun.providers import split_model
-from toolrun.recipe import Recipe, load_recipe
-from toolrun.run_options import RunOptions
+from toolrun.sessions.recipe import Recipe, load_recipe
+from toolrun.sessions.run_options import RunOptions
 
 # runs at a time when --concurrency is not given: what a provider's usual limits allow
 DEFAULT_CONCURRENCY = {"scripted": 8, "ollama": 2}

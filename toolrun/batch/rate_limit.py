@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
 
-from toolrun.retry_after import retry_delay
+from toolrun.core.retry_after import retry_delay
 
 PAUSE_STATUSES = frozenset({429, 503, 529})
 MAX_PAUSE_S = 120.0  # a longer wait (a daily quota) is the transport's to report, not ours to sleep

@@ -12,8 +12,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from toolrun.errors import Problem, UserError
-from toolrun.private_files import mode_to_keep, open_private
+from toolrun.core.errors import Problem, UserError
+from toolrun.core.private_files import mode_to_keep, open_private
 
 
 def read_results(path: Path) -> list[dict[str, Any]]:

@@ -20,8 +20,8 @@ from toolrun.batch.results_file import ResultsFile
 from toolrun.batch.summary import BatchSummary, summarize
 from toolrun.providers import split_model
 from toolrun.providers.transport import HttpxTransport, Transport
-from toolrun.recipe import Recipe
 from toolrun.runlog import RunLog, RunLogWriter
+from toolrun.sessions.recipe import Recipe
 
 BATCH_MIN_RETRIES = 6  # a batch rides out a provider's rate limits: more retries than one run's default
 

@@ -39,10 +39,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolrun.backends.python_target import source_file
-from toolrun.cache_folder import cache_directory
 from toolrun.catalog.lint import LintFinding
 from toolrun.catalog.model import UnstartedTool
-from toolrun.tool import Annotations, BackendSpec, SourceLocation, Tool
+from toolrun.core.cache_folder import cache_directory
+from toolrun.core.tool import Annotations, BackendSpec, SourceLocation, Tool
 
 if TYPE_CHECKING:
     from toolrun.catalog.model import LoadedTool

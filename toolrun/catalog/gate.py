@@ -24,8 +24,8 @@ from toolrun.catalog.lint import (
 )
 from toolrun.catalog.loader import load_catalog
 from toolrun.catalog.model import Catalog
-from toolrun.errors import LoadError, Problem, UserError
-from toolrun.tool import Tool
+from toolrun.core.errors import LoadError, Problem, UserError
+from toolrun.core.tool import Tool
 
 ToolPicker = Callable[[Catalog], Iterable[Tool]]
 

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from toolrun.catalog.model import Catalog
 from toolrun.catalog.tokens import token_estimate
-from toolrun.text import counted, did_you_mean
-from toolrun.tool import Tool
+from toolrun.core.text import counted, did_you_mean
+from toolrun.core.tool import Tool
 
 if TYPE_CHECKING:
     from toolrun.catalog.lint_rules import RawFinding

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 from toolrun.catalog.cjk import is_cjk
 from toolrun.catalog.tokens import token_estimate  # also what tools export shows
-from toolrun.credentials import WITHHELD_KEY
-from toolrun.schema_dialects import SchemaChange, allows_null, to_gemini, to_openai_strict
-from toolrun.secrets import ENV_REFERENCE
-from toolrun.text import counted
-from toolrun.tool import Tool
-from toolrun.url_template import PATH_PARAMETER, path_parameters
+from toolrun.core.credentials import WITHHELD_KEY
+from toolrun.core.schema_dialects import SchemaChange, allows_null, to_gemini, to_openai_strict
+from toolrun.core.secrets import ENV_REFERENCE
+from toolrun.core.text import counted
+from toolrun.core.tool import Tool
+from toolrun.core.url_template import PATH_PARAMETER, path_parameters
 
 if TYPE_CHECKING:
     from toolrun.catalog.lint import Severity
@@ -459,7 +459,7 @@ def _value_cannot_start_with_dash(schema: Any) -> bool:
 
 def argv_findings(tool: Tool) -> Iterator[RawFinding]:
     """secret-in-argv; argv-option-injection: an argv element that starts with a model value, before any "--"."""
-    from toolrun.templates import placeholders
+    from toolrun.core.templates import placeholders
 
     if tool.backend.kind != "shell" or tool.backend.config.get("shell"):
         return
@@ -575,7 +575,7 @@ def model_path_findings(tool: Tool) -> Iterator[RawFinding]:
     """model-chosen-path: a {{ }} template in an http url's path puts a model value in it unencoded."""
     if tool.backend.kind != "http":
         return
-    from toolrun.templates import placeholders
+    from toolrun.core.templates import placeholders
     url = tool.backend.config.get("url")
     if not isinstance(url, str):
         return

@@ -18,8 +18,8 @@ from typing import Any
 
 from toolrun.catalog.cache import CatalogCache
 from toolrun.catalog.model import Catalog, LoadedTool, UnstartedTool
-from toolrun.errors import Problem, UserError
-from toolrun.yamlsource import LineDict, YamlSyntaxError, load_yaml_file
+from toolrun.core.errors import Problem, UserError
+from toolrun.core.yamlsource import LineDict, YamlSyntaxError, load_yaml_file
 
 TOOL_FILE_SUFFIXES = (".yaml", ".yml")
 _SKIPPED_FOLDERS = frozenset({"__pycache__", "node_modules"})
@@ -312,7 +312,7 @@ def _document_shape_problem(document: Any, file: Path) -> Problem | None:
     if document is None:
         return Problem(file, None, "the file is empty", f"{_WRITE_A_TOOL}, or delete the file")
     if not isinstance(document, dict):
-        from toolrun.schema_errors import describe_value
+        from toolrun.core.schema_errors import describe_value
 
         fix = "put the list under 'tools:'" if isinstance(document, list) else _WRITE_A_TOOL
         message = f"expected a mapping (one tool or a toolset), got {describe_value(document)}"

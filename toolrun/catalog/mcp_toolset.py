@@ -21,11 +21,11 @@ from typing import Any
 
 from toolrun.catalog.model import LoadedTool, UnstartedTool
 from toolrun.catalog.parameter_checks import parameter_schema_problems
-from toolrun.durations import parse_duration
-from toolrun.errors import Problem
-from toolrun.text import did_you_mean, is_glob, matches_any
-from toolrun.tool import DEFAULT_MAX_OUTPUT, DEFAULT_TIMEOUT_SECONDS, Annotations, BackendSpec, SourceLocation, Tool
-from toolrun.yamlsource import LineDict, line_of, plain
+from toolrun.core.durations import parse_duration
+from toolrun.core.errors import Problem
+from toolrun.core.text import did_you_mean, is_glob, matches_any
+from toolrun.core.tool import DEFAULT_MAX_OUTPUT, DEFAULT_TIMEOUT_SECONDS, Annotations, BackendSpec, SourceLocation, Tool
+from toolrun.core.yamlsource import LineDict, line_of, plain
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _HINTS = {"readOnlyHint": "read_only", "destructiveHint": "destructive", "idempotentHint": "idempotent",

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from toolrun.tool import SourceLocation, Tool
+from toolrun.core.tool import SourceLocation, Tool
 
 if TYPE_CHECKING:
     from toolrun.catalog.lint import LintFinding

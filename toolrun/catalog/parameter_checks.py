@@ -14,11 +14,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolrun.errors import Problem
-from toolrun.schema_dialects import SUBSCHEMA_LISTS, SUBSCHEMA_MAPS, SUBSCHEMA_SINGLE
-from toolrun.schema_errors import describe_path, describe_value
-from toolrun.text import did_you_mean
-from toolrun.yamlsource import LineDict, line_of, plain
+from toolrun.core.errors import Problem
+from toolrun.core.schema_dialects import SUBSCHEMA_LISTS, SUBSCHEMA_MAPS, SUBSCHEMA_SINGLE
+from toolrun.core.schema_errors import describe_path, describe_value
+from toolrun.core.text import did_you_mean
+from toolrun.core.yamlsource import LineDict, line_of, plain
 
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator

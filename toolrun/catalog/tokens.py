@@ -14,7 +14,7 @@ import math
 from typing import Any
 
 from toolrun.catalog.cjk import cjk_count
-from toolrun.tool import Tool
+from toolrun.core.tool import Tool
 
 CHARS_PER_TOKEN = 4
 

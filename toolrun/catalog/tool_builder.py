@@ -11,15 +11,15 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from toolrun import templates
 from toolrun.backends import BACKENDS, backend_targets, get_backend
 from toolrun.catalog.parameter_checks import LineAt, parameter_schema_problems
-from toolrun.credentials import WITHHELD_KEY, credentials_withheld
-from toolrun.durations import parse_duration
-from toolrun.errors import Problem
-from toolrun.text import did_you_mean
-from toolrun.tool import DEFAULT_MAX_OUTPUT, DEFAULT_TIMEOUT_SECONDS, Annotations, BackendSpec, SourceLocation, Tool
-from toolrun.yamlsource import LineDict, LineList, line_of, plain
+from toolrun.core import templates
+from toolrun.core.credentials import WITHHELD_KEY, credentials_withheld
+from toolrun.core.durations import parse_duration
+from toolrun.core.errors import Problem
+from toolrun.core.text import did_you_mean
+from toolrun.core.tool import DEFAULT_MAX_OUTPUT, DEFAULT_TIMEOUT_SECONDS, Annotations, BackendSpec, SourceLocation, Tool
+from toolrun.core.yamlsource import LineDict, LineList, line_of, plain
 
 _EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 _TEMPLATE_MAP_KEYS = ("headers", "query", "env", "form")
@@ -163,7 +163,7 @@ def _merge_backend_defaults(
     for key in _PLAIN_DEFAULTS.get(kind, ()):
         if key in section and key not in merged:
             merged[key] = section[key]
-    # A toolset's credentials go only to the origin of its base_url (toolrun/credentials.py).
+    # A toolset's credentials go only to the origin of its base_url (toolrun/core/credentials.py).
     withheld = credentials_withheld(section, config) if kind == "http" else {}
     for key in _MERGED_MAPPING_DEFAULTS.get(kind, ()):
         if key in section:

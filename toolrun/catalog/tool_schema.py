@@ -13,12 +13,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolrun.errors import Problem
-from toolrun.packaged_schemas import packaged_schema, packaged_schema_text
-from toolrun.schema_errors import describe_path, describe_value, error_problems
-from toolrun.schema_subset import surely_valid
-from toolrun.text import counted, did_you_mean
-from toolrun.yamlsource import line_of, plain
+from toolrun.core.errors import Problem
+from toolrun.core.packaged_schemas import packaged_schema, packaged_schema_text
+from toolrun.core.schema_errors import describe_path, describe_value, error_problems
+from toolrun.core.schema_subset import surely_valid
+from toolrun.core.text import counted, did_you_mean
+from toolrun.core.yamlsource import line_of, plain
 
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator
@@ -113,7 +113,7 @@ def _with_home(problem: Problem, key: Any) -> Problem:
 
 
 def _translate(error: ValidationError, document: Any, file: Path) -> list[tuple[tuple[Any, ...], Problem]]:
-    """The generic wording comes from toolrun.schema_errors; a few keywords read better with tool-file hints."""
+    """The generic wording comes from toolrun.core.schema_errors; a few keywords read better with tool-file hints."""
     path = tuple(error.absolute_path)
     where = describe_path(path) if path else "the file"
     line = line_of(document, path)

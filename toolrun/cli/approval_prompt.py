@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import click
 
-from toolrun.daemon_threads import in_daemon_thread
-from toolrun.secrets import redact
-from toolrun.text import terminal_safe
+from toolrun.core.daemon_threads import in_daemon_thread
+from toolrun.core.secrets import redact
+from toolrun.core.text import terminal_safe
 
 if TYPE_CHECKING:
-    from toolrun.tool import Tool
+    from toolrun.core.tool import Tool
 
 YES_ANSWERS = frozenset({"y", "yes"})
 POLL_SECONDS = 0.1  # how soon a prompt given up (Ctrl-C in a chat) stops reading the terminal

@@ -1,6 +1,6 @@
 """``toolrun ask PROMPT``: one question with tools from the catalog, shown like a recipe run.
 
-The recipe is made in memory (``toolrun.ask.adhoc_recipe``) and played by the same code
+The recipe is made in memory (``toolrun.sessions.ask.adhoc_recipe``) and played by the same code
 as ``toolrun recipe``: same output, options, approvals, run log and exit codes.
 """
 
@@ -11,7 +11,6 @@ from pathlib import Path
 
 import click
 
-from toolrun.ask import adhoc_recipe, choose_model
 from toolrun.cli.recipe import play_recipe
 from toolrun.cli.recipe_options import (
     assume_yes_option,
@@ -27,8 +26,9 @@ from toolrun.cli.recipe_options import (
     transcript_option,
 )
 from toolrun.cli.run_log_options import open_run_log, run_log_options
-from toolrun.errors import Problem, UserError
-from toolrun.run_options import RunOptions
+from toolrun.core.errors import Problem, UserError
+from toolrun.sessions.ask import adhoc_recipe, choose_model
+from toolrun.sessions.run_options import RunOptions
 
 
 @click.command("ask")

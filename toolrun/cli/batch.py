@@ -15,7 +15,6 @@ from typing import Any, TextIO
 
 import click
 
-from toolrun.approval import approve_all
 from toolrun.batch import BatchObserver, BatchPlan, BatchSpec, BatchSummary, run_batch
 from toolrun.cli.recipe_options import (
     assume_yes_option,
@@ -26,10 +25,11 @@ from toolrun.cli.recipe_options import (
     tools_dir_option,
 )
 from toolrun.cli.run_log_options import open_run_log, run_log_options
-from toolrun.errors import EXIT_EXPECT_FAILED, EXIT_OK, EXIT_RUN_FAILED
-from toolrun.results import dumps
-from toolrun.run_options import RunOptions
-from toolrun.text import counted
+from toolrun.core.errors import EXIT_EXPECT_FAILED, EXIT_OK, EXIT_RUN_FAILED
+from toolrun.core.text import counted
+from toolrun.loop.approval import approve_all
+from toolrun.loop.results import dumps
+from toolrun.sessions.run_options import RunOptions
 
 EXIT_INTERRUPTED = 130
 PLAIN_PROGRESS_EVERY_S = 5.0  # without a terminal: one progress line this often

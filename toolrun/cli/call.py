@@ -17,10 +17,10 @@ import click
 from toolrun.api import acall, find_tool
 from toolrun.cli.approval_prompt import TerminalApprover
 from toolrun.cli.common import complete_tool_names, json_usage_errors, load_catalog_for_cli, tools_dir_option
-from toolrun.errors import EXIT_RUN_FAILED, Problem, UserError
-from toolrun.execution import validate_arguments
-from toolrun.text import terminal_safe
-from toolrun.tool import Tool
+from toolrun.core.errors import EXIT_RUN_FAILED, Problem, UserError
+from toolrun.core.text import terminal_safe
+from toolrun.core.tool import Tool
+from toolrun.loop.execution import validate_arguments
 
 
 def _usage_error_document(problem: Problem) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """``toolrun chat``: a conversation on a terminal — streamed answers, tool calls as they run,
 approvals inline, Ctrl-C cancels the answer in progress, Ctrl-D (or /exit) leaves.
 
-The conversation is ``toolrun.chat.ChatSession``; this module reads lines (with the
+The conversation is ``toolrun.sessions.chat.ChatSession``; this module reads lines (with the
 standard library's readline for editing and history on a terminal) and prints.
 """
 
@@ -16,8 +16,6 @@ from pathlib import Path
 
 import click
 
-from toolrun.ask import MODEL_ENV
-from toolrun.chat import ChatSession
 from toolrun.cli.approval_prompt import TerminalApprover
 from toolrun.cli.display import TerminalDisplay
 from toolrun.cli.recipe_options import (
@@ -30,11 +28,13 @@ from toolrun.cli.recipe_options import (
 )
 from toolrun.cli.run_log_options import open_run_log, run_log_options
 from toolrun.cli.tools_list import first_sentence
-from toolrun.errors import ToolrunError
-from toolrun.private_files import create_private, make_private_folders
+from toolrun.core.errors import ToolrunError
+from toolrun.core.private_files import create_private, make_private_folders
+from toolrun.core.text import counted
+from toolrun.loop.runner import ObserverGroup
 from toolrun.runlog import RunLog, RunLogWriter, default_log_path
-from toolrun.runner import ObserverGroup
-from toolrun.text import counted
+from toolrun.sessions.ask import MODEL_ENV
+from toolrun.sessions.chat import ChatSession
 
 PROMPT = "› "
 COMMANDS_HELP = "/tools  what the model can call · /save FILE  the chat as a recipe + recording · /exit  leave (or Ctrl-D)"

@@ -15,7 +15,7 @@ from toolrun.catalog.loader import load_catalog as load_catalog_quietly
 from toolrun.catalog.model import DEFAULT_TOOLS_DIR, Catalog
 from toolrun.cli.display import load_summary
 from toolrun.cli.group import report_error
-from toolrun.errors import EXIT_BAD_INPUT, LoadError, Problem
+from toolrun.core.errors import EXIT_BAD_INPUT, LoadError, Problem
 
 
 def tools_dir_option(function: Callable[..., Any]) -> Callable[..., Any]:

@@ -12,12 +12,12 @@ import json
 from typing import Any, TextIO
 
 from toolrun.catalog.model import Catalog
-from toolrun.messages import ModelResponse, ToolCall, Usage
+from toolrun.core.messages import ModelResponse, ToolCall, Usage
+from toolrun.core.secrets import redact
+from toolrun.core.text import counted, terminal_safe
+from toolrun.loop.results import RunResult, ToolCallRecord, TurnRecord
+from toolrun.loop.runner import RunObserver
 from toolrun.replay.divergence import Divergence
-from toolrun.results import RunResult, ToolCallRecord, TurnRecord
-from toolrun.runner import RunObserver
-from toolrun.secrets import redact
-from toolrun.text import counted, terminal_safe
 
 _RESULT_EXCERPT = 100  # characters of a tool result shown on its line
 

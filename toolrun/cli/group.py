@@ -17,8 +17,8 @@ from typing import Any
 import click
 
 from toolrun import __version__
-from toolrun.errors import TOOL_LOGGER, ToolrunError
-from toolrun.text import terminal_safe
+from toolrun.core.errors import TOOL_LOGGER, ToolrunError
+from toolrun.core.text import terminal_safe
 
 # command name -> "module:function"; imported on first use
 COMMANDS = {

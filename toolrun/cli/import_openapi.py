@@ -6,10 +6,10 @@ from pathlib import Path
 
 import click
 
-from toolrun.errors import EXIT_RUN_FAILED, Problem, UserError
+from toolrun.core.errors import EXIT_RUN_FAILED, Problem, UserError
+from toolrun.core.text import terminal_safe
 from toolrun.openapi import group_findings, import_openapi, lint_toolset
 from toolrun.openapi.toolset import HEADER_START, plural
-from toolrun.text import terminal_safe
 
 
 @click.command("openapi")

@@ -12,9 +12,9 @@ import click
 
 from toolrun.cli.group import ToolrunGroup
 from toolrun.cli.tools_list import format_table
-from toolrun.errors import Problem, UserError
+from toolrun.core.errors import Problem, UserError
+from toolrun.core.text import counted, terminal_safe
 from toolrun.runlog import RunLog, default_log_path
-from toolrun.text import counted, terminal_safe
 
 _GROUP_LOGS = "toolrun.logs.path"  # click's meta is shared by a command and its subcommands
 _PREVIEW = 100  # characters of an argument or result shown on one line

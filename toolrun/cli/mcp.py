@@ -10,9 +10,9 @@ import click
 
 from toolrun.api import DEFAULT_TOOLS_DIR
 from toolrun.cli.common import tools_dir_option
-from toolrun.durations import parse_duration
+from toolrun.core.durations import parse_duration
+from toolrun.core.text import terminal_safe
 from toolrun.mcp.limits import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS
-from toolrun.text import terminal_safe
 
 
 def _report(line: str) -> None:

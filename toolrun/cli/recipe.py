@@ -1,7 +1,7 @@
 """``toolrun recipe RECIPE``: play a recipe live, or replay its recording, and show the run.
 
-The run itself is ``toolrun.play.run_recipe`` (``toolrun.arun``); what a person sees is ``toolrun.cli.display``;
-``--transcript`` is ``toolrun.transcript_log``. This module parses the options, wires
+The run itself is ``toolrun.sessions.play.run_recipe`` (``toolrun.arun``); what a person sees is ``toolrun.cli.display``;
+``--transcript`` is ``toolrun.runlog.transcript_log``. This module parses the options, wires
 those together, and turns the outcome into the exit code.
 """
 
@@ -30,13 +30,13 @@ from toolrun.cli.recipe_options import (
     transcript_option,
 )
 from toolrun.cli.run_log_options import open_run_log, run_log_options
-from toolrun.errors import EXIT_EXPECT_FAILED, EXIT_OK, EXIT_RUN_FAILED, Problem, UserError
-from toolrun.play import run_recipe
-from toolrun.recipe import Recipe, load_recipe
-from toolrun.results import RunResult, dumps
-from toolrun.run_options import RunOptions
-from toolrun.runner import ObserverGroup
-from toolrun.text import counted
+from toolrun.core.errors import EXIT_EXPECT_FAILED, EXIT_OK, EXIT_RUN_FAILED, Problem, UserError
+from toolrun.core.text import counted
+from toolrun.loop.results import RunResult, dumps
+from toolrun.loop.runner import ObserverGroup
+from toolrun.sessions.play import run_recipe
+from toolrun.sessions.recipe import Recipe, load_recipe
+from toolrun.sessions.run_options import RunOptions
 
 if TYPE_CHECKING:
     from toolrun.runlog import RunLog
@@ -126,7 +126,7 @@ def play_recipe(
     display = TerminalDisplay(info_out=sys.stderr, text_out=None if as_json else sys.stdout)
     log = None
     if transcript_path is not None:
-        from toolrun.transcript_log import TranscriptLog  # start-up: only --transcript writes one
+        from toolrun.runlog.transcript_log import TranscriptLog  # start-up: only --transcript writes one
 
         log = TranscriptLog(transcript_path)  # opened when the run starts
     recipe = recipe_path if isinstance(recipe_path, Recipe) else load_recipe(recipe_path)

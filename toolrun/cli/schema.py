@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from toolrun.catalog.tool_schema import packaged_schema_text
-from toolrun.errors import Problem, UserError
+from toolrun.core.errors import Problem, UserError
 
 SCHEMA_NAMES = ("tool", "recipe")
 

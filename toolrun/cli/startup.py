@@ -34,8 +34,8 @@ from pathlib import Path
 from types import CodeType
 from typing import Any
 
-from toolrun import cache_folder as bytecode_policy
-from toolrun.cache_folder import cache_directory
+from toolrun.core import cache_folder as bytecode_policy
+from toolrun.core.cache_folder import cache_directory
 
 DIGEST_SIZE = 32  # the file starts with the sha256 of the rest
 MAX_KEPT_CODE = 4096  # texts kept; past this (many toolrun versions used) the file starts afresh

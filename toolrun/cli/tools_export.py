@@ -11,10 +11,10 @@ import click
 from toolrun.catalog.gate import every_tool
 from toolrun.catalog.lint_rules import token_estimate
 from toolrun.cli.common import complete_tool_names, load_catalog_for_cli, tools_dir_option
-from toolrun.errors import Problem, UserError
+from toolrun.core.errors import Problem, UserError
+from toolrun.core.text import counted
+from toolrun.core.tool import Tool
 from toolrun.export import FORMATS, ExportedTool, export_catalog, export_tool, tools_payload
-from toolrun.text import counted
-from toolrun.tool import Tool
 
 format_option = click.option(
     "--format",

@@ -16,8 +16,8 @@ from toolrun.cli.common import (
     json_usage_errors,
     tools_dir_option,
 )
-from toolrun.errors import EXIT_RUN_FAILED, LoadError
-from toolrun.text import counted
+from toolrun.core.errors import EXIT_RUN_FAILED, LoadError
+from toolrun.core.text import counted
 
 
 @click.command("lint", cls=json_usage_errors(catalog_usage_error_document, indent=2))

@@ -19,8 +19,8 @@ from toolrun.cli.common import (
     load_catalog_for_cli,
     tools_dir_option,
 )
-from toolrun.errors import LoadError
-from toolrun.tool import Tool
+from toolrun.core.errors import LoadError
+from toolrun.core.tool import Tool
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s|(?<=[。！？])")
 _SUMMARY_WIDTH = 80

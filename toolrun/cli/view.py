@@ -9,8 +9,8 @@ from pathlib import Path
 import click
 
 from toolrun.cli.logs import read_log
-from toolrun.errors import Problem, UserError
-from toolrun.private_files import write_private_text
+from toolrun.core.errors import Problem, UserError
+from toolrun.core.private_files import write_private_text
 from toolrun.view import render_batch_page, render_page, timeline_from_log, timeline_from_transcript
 
 BATCH_PREFIX = "batch-"  # toolrun batch's ids: batch-YYYYMMDD-HHMMSS-xxxx

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from toolrun.errors import Problem, UserError
+from toolrun.core.errors import Problem, UserError
 from toolrun.mcp.addresses import is_loopback, parse_address
 from toolrun.mcp.limits import (
     DEFAULT_BODY_TIMEOUT,
@@ -70,10 +70,10 @@ def serve(
 
     import anyio
 
+    from toolrun.core.secrets import Redactor, redacting
     from toolrun.mcp.audit import AuditLog
     from toolrun.mcp.live_catalog import LiveCatalog
     from toolrun.mcp.server import CatalogServer
-    from toolrun.secrets import Redactor, redacting
 
     # Over HTTP every call is audited (stderr by default); over stdio only when asked.
     audit_log = AuditLog.open(audit) if (audit is not None or address is not None) else None

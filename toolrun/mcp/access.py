@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from toolrun.errors import LoadError, Problem
-from toolrun.secrets import ENV_REFERENCE, MissingSecret, read_secret
-from toolrun.yamlsource import LineDict, YamlSyntaxError, load_yaml_file
+from toolrun.core.errors import LoadError, Problem
+from toolrun.core.secrets import ENV_REFERENCE, MissingSecret, read_secret
+from toolrun.core.yamlsource import LineDict, YamlSyntaxError, load_yaml_file
 
 _CLIENT_KEYS = {"name", "token", "token_sha256", "tools", "max_sessions"}
 _HEX_DIGEST = re.compile(r"^[0-9a-fA-F]{64}$")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from toolrun.errors import Problem, UserError
+from toolrun.core.errors import Problem, UserError
 
 _LOOPBACK_NAMES = {"localhost", "ip6-localhost"}
 

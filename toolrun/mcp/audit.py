@@ -14,8 +14,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from toolrun.private_files import open_private
-from toolrun.text import json_terminal_safe
+from toolrun.core.private_files import open_private
+from toolrun.core.text import json_terminal_safe
 
 
 class AuditLog:

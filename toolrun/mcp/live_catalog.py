@@ -22,10 +22,10 @@ from toolrun.catalog.gate import lint_problem
 from toolrun.catalog.lint import lint_catalog
 from toolrun.catalog.loader import TOOL_FILE_SUFFIXES, load_catalog, tool_files
 from toolrun.catalog.model import Catalog
-from toolrun.errors import Problem, UserError
-from toolrun.secrets import env_references
-from toolrun.text import did_you_mean, matches_any
-from toolrun.tool import Tool
+from toolrun.core.errors import Problem, UserError
+from toolrun.core.secrets import env_references
+from toolrun.core.text import did_you_mean, matches_any
+from toolrun.core.tool import Tool
 
 Signature = tuple[tuple[str, tuple[int, ...], str], ...]
 WATCHED_SUFFIXES = (*TOOL_FILE_SUFFIXES, ".py")  # a python tool's code is part of the tool

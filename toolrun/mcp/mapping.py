@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from toolrun.json_limits import MAX_BODY_DEPTH, loads_bounded
-from toolrun.tool import Tool
+from toolrun.core.json_limits import MAX_BODY_DEPTH, loads_bounded
+from toolrun.core.tool import Tool
 
 
 def call_result_to_mcp(text: str, is_error: bool) -> dict[str, Any]:

@@ -29,15 +29,15 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolrun import __version__
-from toolrun.approval import Approver, approve_all
 from toolrun.backends.base import CallContext
-from toolrun.execution import ToolOutcome, execute_call, validate_arguments
+from toolrun.core.secrets import Redactor, redacting, run_redactor
+from toolrun.core.tool import Tool
 from toolrun.export import mcp_tool
+from toolrun.loop.approval import Approver, approve_all
+from toolrun.loop.execution import ToolOutcome, execute_call, validate_arguments
 from toolrun.mcp.audit import AuditLog
 from toolrun.mcp.live_catalog import LiveCatalog
 from toolrun.mcp.mapping import APPROVAL_SCHEMA, approval_given, approval_question, call_result_to_mcp
-from toolrun.secrets import Redactor, redacting, run_redactor
-from toolrun.tool import Tool
 
 CALLER_SCOPE_KEY = "toolrun.mcp.caller"  # where the HTTP gate leaves the authenticated client
 APPROVAL_KEY = "toolrun_approval"  # the input request of a 2026-07-28 approval round

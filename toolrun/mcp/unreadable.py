@@ -18,7 +18,7 @@ from typing import Any
 import mcp_types as types
 from mcp.shared.message import SessionMessage
 
-from toolrun.json_limits import MAX_BODY_DEPTH, TooDeep, loads_bounded
+from toolrun.core.json_limits import MAX_BODY_DEPTH, TooDeep, loads_bounded
 
 
 class AnsweringUnreadable:

@@ -20,10 +20,10 @@ import httpx
 import yaml
 
 from toolrun.backends.http_safety import RefusedRequest
-from toolrun.content_decoding import RefusedBody
-from toolrun.errors import Problem, UserError
+from toolrun.core.content_decoding import RefusedBody
+from toolrun.core.errors import Problem, UserError
+from toolrun.core.yamlsource import AliasLimit
 from toolrun.openapi.references import EXTERNAL_FLAG, fetch
-from toolrun.yamlsource import AliasLimit
 
 FETCH_TIMEOUT_SECONDS = 30.0
 MAX_DOCUMENT_BYTES = 64 * 1024 * 1024  # decoded; OpenAI's document, among the largest, is 3 MB

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
-from toolrun.credentials import origin
+from toolrun.core.credentials import origin
 from toolrun.openapi.document import Documents, OpenAPIError, is_url, too_deep, url_scheme
 from toolrun.openapi.operations import METHODS, ImportedTool, Operation, Unsupported, convert_operation
 from toolrun.openapi.references import ReferenceRules

@@ -23,7 +23,7 @@ import httpcore
 import httpx
 
 from toolrun.backends.http_safety import BLOCKED_HOSTNAMES, RefusedRequest, is_forbidden_address
-from toolrun.content_decoding import ACCEPT_ENCODING, decoded_sync
+from toolrun.core.content_decoding import ACCEPT_ENCODING, decoded_sync
 
 MAX_REDIRECTS = 5
 EXTERNAL_FLAG = "--allow-external-refs"

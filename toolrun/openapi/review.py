@@ -15,9 +15,9 @@ from typing import Any
 from toolrun.catalog.lint import SEVERITY_ORDER, LintFinding, lint_catalog
 from toolrun.catalog.loader import load_tool_file
 from toolrun.catalog.model import Catalog
-from toolrun.errors import Problem
-from toolrun.tool import Tool
-from toolrun.yamlsource import YamlSyntaxError, load_yaml_file
+from toolrun.core.errors import Problem
+from toolrun.core.tool import Tool
+from toolrun.core.yamlsource import YamlSyntaxError, load_yaml_file
 
 EXAMPLE_TOOLS = 3
 STDOUT = "<stdout>"  # where a toolset printed rather than written is said to be

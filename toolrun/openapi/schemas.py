@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+from toolrun.core.schema_dialects import SUBSCHEMA_LISTS as _SUBSCHEMA_LISTS  # what _KEPT leaves of them is walked
+from toolrun.core.schema_dialects import SUBSCHEMA_SINGLE as _SUBSCHEMA
 from toolrun.openapi.document import Documents, OpenAPIError, RefusedFetch, is_url, join_location, url_scheme
 from toolrun.openapi.references import EXTERNAL_FLAG, ReferenceRules
 from toolrun.openapi.text import clean_description
-from toolrun.schema_dialects import SUBSCHEMA_LISTS as _SUBSCHEMA_LISTS  # what _KEPT leaves of them is walked
-from toolrun.schema_dialects import SUBSCHEMA_SINGLE as _SUBSCHEMA
 
 MAX_REF_DEPTH = 3  # deep enough for realistic bodies; OpenAI's document stays under 1 MB of YAML
 MAX_SCHEMA_CHARS = 12_000  # ~3,000 tokens of JSON: past this, nesting is cut shallower

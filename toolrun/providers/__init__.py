@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from toolrun.errors import Problem, UserError
-from toolrun.plugins import PluginRegistry, UnknownPlugin
+from toolrun.core.errors import Problem, UserError
+from toolrun.core.registry import PluginRegistry, UnknownPlugin
 from toolrun.providers.base import Provider, ProviderConfig, ProviderOverrides
 
 SCRIPTED_PROVIDER = "scripted"  # --model scripted:FILE: a script file (providers/scripted_file.py), not a registered provider

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from toolrun.messages import Message
+from toolrun.core.messages import Message
 
 AssistantTurn = Callable[[Message], dict[str, Any] | None]
 UserTurn = Callable[[list[Message], Message | None], dict[str, Any] | None]

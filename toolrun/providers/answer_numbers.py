@@ -11,8 +11,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from toolrun.errors import ProviderError
-from toolrun.text import excerpt
+from toolrun.core.errors import ProviderError
+from toolrun.core.text import excerpt
 
 MAX_TOKEN_COUNT = 10**12  # no request reads or writes a trillion tokens
 MAX_STREAM_INDEX = 2**31  # content blocks and calls of one answer

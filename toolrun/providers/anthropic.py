@@ -19,9 +19,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from toolrun.errors import ProviderError
-from toolrun.json_limits import MAX_ARGUMENT_DEPTH, MAX_BODY_DEPTH, loads_bounded
-from toolrun.messages import (
+from toolrun.core.errors import ProviderError
+from toolrun.core.json_limits import MAX_ARGUMENT_DEPTH, MAX_BODY_DEPTH, loads_bounded
+from toolrun.core.messages import (
     Message,
     ModelRequest,
     ModelResponse,
@@ -36,13 +36,13 @@ from toolrun.messages import (
     ToolResult,
     Usage,
 )
+from toolrun.core.secrets import redact
+from toolrun.core.text import excerpt
 from toolrun.providers.alternation import alternating_turns
 from toolrun.providers.answer_numbers import stream_index, token_count
 from toolrun.providers.base import EventSink, Provider, StreamAssembler, WireItem, WireTool
 from toolrun.providers.streaming import emit, sse_json, stream_lines
 from toolrun.providers.transport import WireRequest
-from toolrun.secrets import redact
-from toolrun.text import excerpt
 
 PROVIDER = "anthropic"
 ANTHROPIC_VERSION = "2023-06-01"

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol
 from urllib.parse import urlsplit
 
-from toolrun.errors import Problem, UserError
-from toolrun.messages import ModelRequest, ModelResponse, StreamEvent, ToolDefinition
+from toolrun.core.errors import Problem, UserError
+from toolrun.core.messages import ModelRequest, ModelResponse, StreamEvent, ToolDefinition
+from toolrun.core.secrets import register_secret
 from toolrun.providers.transport import HttpxTransport, Transport
-from toolrun.secrets import register_secret
 
 EventSink = Callable[[StreamEvent], None]
 

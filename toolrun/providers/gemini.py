@@ -25,8 +25,8 @@ from itertools import pairwise
 from typing import Any, ClassVar
 from urllib.parse import quote
 
-from toolrun.errors import ProviderError
-from toolrun.messages import (
+from toolrun.core.errors import ProviderError
+from toolrun.core.messages import (
     Message,
     ModelRequest,
     ModelResponse,
@@ -41,14 +41,14 @@ from toolrun.messages import (
     ToolResult,
     Usage,
 )
+from toolrun.core.schema_dialects import to_gemini
+from toolrun.core.secrets import redact
+from toolrun.core.text import excerpt
 from toolrun.providers.alternation import alternating_turns
 from toolrun.providers.answer_numbers import token_count
 from toolrun.providers.base import EventSink, Provider, StreamAssembler, WireItem, WireTool
 from toolrun.providers.streaming import emit, sse_json, stream_lines
 from toolrun.providers.transport import WireRequest
-from toolrun.schema_dialects import to_gemini
-from toolrun.secrets import redact
-from toolrun.text import excerpt
 
 PROVIDER = "gemini"
 SIGNATURE = "thoughtSignature"

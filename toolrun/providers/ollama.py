@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolrun.errors import ProviderError
-from toolrun.messages import (
+from toolrun.core.errors import ProviderError
+from toolrun.core.messages import (
     Message,
     ModelRequest,
     ModelResponse,
@@ -26,6 +26,7 @@ from toolrun.messages import (
     ToolDefinition,
     Usage,
 )
+from toolrun.core.secrets import redact
 from toolrun.providers.base import EventSink, Provider, ProviderConfig, ProviderOverrides, StreamAssembler, WireItem, WireTool
 from toolrun.providers.openai_family import (
     bearer_headers,
@@ -38,7 +39,6 @@ from toolrun.providers.openai_family import (
 )
 from toolrun.providers.streaming import emit, ndjson_json, stream_lines
 from toolrun.providers.transport import WireRequest
-from toolrun.secrets import redact
 
 DEFAULT_HOST = "http://127.0.0.1:11434"
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolrun.errors import ProviderError
-from toolrun.json_limits import MAX_BODY_DEPTH, loads_bounded
-from toolrun.messages import (
+from toolrun.core.errors import ProviderError
+from toolrun.core.json_limits import MAX_BODY_DEPTH, loads_bounded
+from toolrun.core.messages import (
     Message,
     ModelRequest,
     ModelResponse,
@@ -31,6 +31,7 @@ from toolrun.messages import (
     ToolDefinition,
     Usage,
 )
+from toolrun.core.secrets import redact
 from toolrun.providers.base import EventSink, Provider, StreamAssembler, WireItem, WireTool
 from toolrun.providers.openai_family import (
     CREDENTIAL_HEADERS,
@@ -46,7 +47,6 @@ from toolrun.providers.openai_family import (
 )
 from toolrun.providers.streaming import NotAnEventStream, emit, sse_json, stream_lines
 from toolrun.providers.transport import WireRequest
-from toolrun.secrets import redact
 
 PROVIDER = "openai"
 

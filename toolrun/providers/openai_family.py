@@ -11,11 +11,11 @@ import copy
 import json
 from typing import Any
 
-from toolrun.json_limits import MAX_ARGUMENT_DEPTH, loads_bounded
-from toolrun.messages import StopReason, ToolDefinition, Usage
+from toolrun.core.json_limits import MAX_ARGUMENT_DEPTH, loads_bounded
+from toolrun.core.messages import StopReason, ToolDefinition, Usage
+from toolrun.core.schema_dialects import to_openai_strict
 from toolrun.providers.answer_numbers import token_count
 from toolrun.providers.base import ProviderConfig, WireItem, WireTool
-from toolrun.schema_dialects import to_openai_strict
 
 OFFICIAL_BASE_URL = "https://api.openai.com/v1"
 # Bearer key, Azure's key header, and the headers that name the account.

@@ -15,8 +15,8 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from toolrun.errors import ProviderError
-from toolrun.messages import (
+from toolrun.core.errors import ProviderError
+from toolrun.core.messages import (
     Message,
     ModelRequest,
     ModelResponse,
@@ -30,6 +30,7 @@ from toolrun.messages import (
     ToolDefinition,
     Usage,
 )
+from toolrun.core.secrets import redact
 from toolrun.providers.base import EventSink, Provider, StreamAssembler, WireItem, WireTool
 from toolrun.providers.openai_family import (
     CREDENTIAL_HEADERS,
@@ -42,7 +43,6 @@ from toolrun.providers.openai_family import (
 )
 from toolrun.providers.streaming import emit, sse_json, stream_lines
 from toolrun.providers.transport import WireRequest
-from toolrun.secrets import redact
 
 PROVIDER = "openai-responses"
 INCOMPLETE_REASONS: dict[str, StopReason] = {"max_output_tokens": "length", "content_filter": "content_filter"}

@@ -34,9 +34,9 @@ import re
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any
 
-from toolrun.errors import ProviderError
-from toolrun.json_limits import MAX_ARGUMENT_DEPTH, loads_bounded
-from toolrun.messages import (
+from toolrun.core.errors import ProviderError
+from toolrun.core.json_limits import MAX_ARGUMENT_DEPTH, loads_bounded
+from toolrun.core.messages import (
     Message,
     ModelRequest,
     ModelResponse,

@@ -17,9 +17,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from toolrun.errors import LoadError, Problem
+from toolrun.core.errors import LoadError, Problem
+from toolrun.core.yamlsource import LineDict, LineList, YamlSyntaxError, load_yaml_file, plain
 from toolrun.providers.scripted import ScriptedModel
-from toolrun.yamlsource import LineDict, LineList, YamlSyntaxError, load_yaml_file, plain
 
 _EXAMPLE = "- tool_calls: [{name: my_tool, arguments: {key: value}}]\n- text: the answer"
 _ITEM_KEYS = ("text", "tool_calls")

@@ -13,13 +13,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from toolrun.errors import ProviderError
-from toolrun.json_limits import MAX_BODY_DEPTH, loads_bounded
-from toolrun.messages import StreamEvent
+from toolrun.core.errors import ProviderError
+from toolrun.core.json_limits import MAX_BODY_DEPTH, loads_bounded
+from toolrun.core.messages import StreamEvent
+from toolrun.core.secrets import redact
+from toolrun.core.text import excerpt
 from toolrun.providers.base import EventSink
 from toolrun.providers.transport import Transport, WireRequest, body_excerpt, iter_ndjson, iter_sse
-from toolrun.secrets import redact
-from toolrun.text import excerpt
 
 _KEPT_LINES = 2000  # enough of a body that is not a stream to parse it whole (a plain JSON answer)
 _SSE_LINE = re.compile(r"(data|event|id|retry)?:")  # a field or a comment: an event stream, if an empty one

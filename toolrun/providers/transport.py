@@ -16,10 +16,10 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from toolrun.content_decoding import ACCEPT_ENCODING, BodyTooLarge, RefusedBody, decoded
-from toolrun.errors import ProviderError
-from toolrun.json_limits import MAX_BODY_DEPTH, loads_bounded
-from toolrun.secrets import redact
+from toolrun.core.content_decoding import ACCEPT_ENCODING, BodyTooLarge, RefusedBody, decoded
+from toolrun.core.errors import ProviderError
+from toolrun.core.json_limits import MAX_BODY_DEPTH, loads_bounded
+from toolrun.core.secrets import redact
 
 if TYPE_CHECKING:
     import httpx  # imported by HttpxTransport when made: a replay or a scripted run never needs it
@@ -120,7 +120,7 @@ class HttpxTransport(Transport):
     ):
         import httpx
 
-        from toolrun.retry_after import retry_delay  # a live run's retries only: a replay never waits
+        from toolrun.core.retry_after import retry_delay  # a live run's retries only: a replay never waits
 
         self._retry_delay = retry_delay
         self.max_retries = max_retries

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from toolrun.errors import UserError
+from toolrun.core.errors import UserError
 from toolrun.providers import get_provider_class, provider_targets
 from toolrun.providers.base import Provider
 

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from toolrun.core.text import excerpt
 from toolrun.providers.base import Provider, WireItem
 from toolrun.replay.adapters import every_provider
-from toolrun.text import excerpt
 
 
 @dataclass

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from toolrun.errors import Problem, UserError
+from toolrun.core.errors import Problem, UserError
 from toolrun.providers.base import Provider, ProviderConfig, ProviderOverrides
 from toolrun.replay.recording import Cassette, cassette_beside
 

@@ -31,12 +31,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from toolrun.errors import Problem, ProviderError, UserError
-from toolrun.private_files import make_private_folders, mode_to_keep
+from toolrun.core.errors import Problem, ProviderError, UserError
+from toolrun.core.private_files import make_private_folders, mode_to_keep
+from toolrun.core.secrets import REDACTED, active_redactor, redact
 from toolrun.providers.transport import Transport, WireRequest, WireResponse
 from toolrun.replay.adapters import every_provider, providers_for
 from toolrun.replay.divergence import Divergence, compare_requests
-from toolrun.secrets import REDACTED, active_redactor, redact
 
 CASSETTE_VERSION = 1
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from toolrun.errors import Problem, UserError
+from toolrun.core.errors import Problem, UserError
 
 # Migration N brings a database from version N-1 to N. Append; never edit a released one.
 MIGRATIONS: list[list[str]] = [

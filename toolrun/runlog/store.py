@@ -17,8 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolrun.errors import Problem, UserError
-from toolrun.private_files import create_private, make_private_folders
+from toolrun.core.errors import Problem, UserError
+from toolrun.core.private_files import create_private, make_private_folders
 from toolrun.runlog.schema import migrate
 
 if TYPE_CHECKING:

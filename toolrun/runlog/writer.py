@@ -15,12 +15,12 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from toolrun.messages import Message, ModelResponse, OpaquePart, TextPart, ToolCall, ToolResult
+from toolrun.core.messages import Message, ModelResponse, OpaquePart, TextPart, ToolCall, ToolResult
+from toolrun.core.secrets import redact
+from toolrun.loop.results import RunResult, ToolCallRecord, TurnRecord
+from toolrun.loop.runner import RunObserver
 from toolrun.replay.divergence import Divergence
-from toolrun.results import RunResult, ToolCallRecord, TurnRecord
 from toolrun.runlog.store import RunLog
-from toolrun.runner import RunObserver
-from toolrun.secrets import redact
 
 
 def message_json(message: Message) -> list[dict[str, Any]]:

@@ -7,7 +7,7 @@ import json
 from html import escape
 from typing import Any
 
-from toolrun.text import counted
+from toolrun.core.text import counted
 from toolrun.view.page import _CSS
 
 _TABLE_CSS = """

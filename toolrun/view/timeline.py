@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from toolrun.errors import Problem, UserError
+from toolrun.core.errors import Problem, UserError
 from toolrun.runlog import RunLog
 
 

@@ -27,13 +27,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from toolrun.errors import Problem, UserError
-from toolrun.messages import ModelResponse, ToolCall
-from toolrun.private_files import open_private
+from toolrun.core.errors import Problem, UserError
+from toolrun.core.messages import ModelResponse, ToolCall
+from toolrun.core.private_files import open_private
+from toolrun.core.secrets import redact
+from toolrun.loop.results import RunResult, ToolCallRecord
+from toolrun.loop.runner import RunObserver
 from toolrun.replay.divergence import Divergence
-from toolrun.results import RunResult, ToolCallRecord
-from toolrun.runner import RunObserver
-from toolrun.secrets import redact
 
 
 class TranscriptLog(RunObserver):

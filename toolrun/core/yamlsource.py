@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolrun.errors import Problem
+from toolrun.core.errors import Problem
 
 if TYPE_CHECKING:
     import yaml

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
-from toolrun.json_limits import MAX_BODY_DEPTH, loads_bounded
+from toolrun.core.json_limits import MAX_BODY_DEPTH, loads_bounded
 
 
 def body_retry_delay(text: str | None) -> float | None:

@@ -13,12 +13,12 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from toolrun.errors import Problem, UserError
-from toolrun.expect import Expectations
+from toolrun.core.errors import Problem, UserError
+from toolrun.loop.runner import RunSettings
 from toolrun.providers.base import ProviderOverrides
-from toolrun.recipe import DEFAULT_TOOLS_DIR, Recipe, RecipeMessage
 from toolrun.replay.recording import load_cassette
-from toolrun.runner import RunSettings
+from toolrun.sessions.expect import Expectations
+from toolrun.sessions.recipe import DEFAULT_TOOLS_DIR, Recipe, RecipeMessage
 
 MODEL_ENV = "TOOLRUN_MODEL"
 _ENDRAW = re.compile(r"\{%-?\s*endraw\s*-?%\}")

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
 
-from toolrun.runner import RunResult
-from toolrun.text import counted, excerpt
+from toolrun.core.text import counted, excerpt
+from toolrun.loop.runner import RunResult
 
 _EXCERPT_CHARS = 120
 

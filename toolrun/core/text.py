@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterable, Sequence
 from fnmatch import fnmatchcase
 
-from toolrun.secrets import redact
+from toolrun.core.secrets import redact
 
 ELLIPSIS = "…"
 

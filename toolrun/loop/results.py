@@ -11,8 +11,8 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from toolrun.messages import Message, Usage
-from toolrun.secrets import Redactor, redact
+from toolrun.core.messages import Message, Usage
+from toolrun.core.secrets import Redactor, redact
 
 if TYPE_CHECKING:
     from toolrun.replay.divergence import Divergence

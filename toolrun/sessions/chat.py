@@ -1,6 +1,6 @@
 """A conversation of several answers, each played like a recipe, that can be saved as one.
 
-Each answer is one run of ``toolrun.play.run_recipe`` (``toolrun.arun``) on a recipe made in memory whose messages are
+Each answer is one run of ``toolrun.sessions.play.run_recipe`` (``toolrun.arun``) on a recipe made in memory whose messages are
 the conversation so far: every question and every final answer, as text. A saved chat is
 that same recipe as a file, so replaying it sends exactly the requests the chat sent for
 its last answer. Live answers are recorded as they are played (a ``RecordingTransport``
@@ -25,24 +25,24 @@ from typing import Any
 
 import yaml
 
-from toolrun.approval import Approver
-from toolrun.ask import adhoc_recipe, literal_template
 from toolrun.catalog.gate import load_checked_catalog
 from toolrun.catalog.model import Catalog
-from toolrun.errors import Problem, UserError
-from toolrun.expect import Expectations
-from toolrun.messages import Usage
-from toolrun.play import run_recipe
-from toolrun.private_files import write_private_text
+from toolrun.core.errors import Problem, UserError
+from toolrun.core.messages import Usage
+from toolrun.core.private_files import write_private_text
+from toolrun.core.tool import Tool
+from toolrun.loop.approval import Approver
+from toolrun.loop.results import RunResult
+from toolrun.loop.runner import RunObserver, RunSettings
 from toolrun.providers import SCRIPTED_PROVIDER, split_model
 from toolrun.providers.base import Provider
 from toolrun.providers.scripted_file import load_scripted_model
-from toolrun.recipe import DEFAULT_MAX_RETRIES, DEFAULT_REQUEST_TIMEOUT, Recipe, RecipeMessage, load_recipe, select_tools
 from toolrun.replay.recording import cassette_beside
-from toolrun.results import RunResult
-from toolrun.run_options import RunOptions
-from toolrun.runner import RunObserver, RunSettings
-from toolrun.tool import Tool
+from toolrun.sessions.ask import adhoc_recipe, literal_template
+from toolrun.sessions.expect import Expectations
+from toolrun.sessions.play import run_recipe
+from toolrun.sessions.recipe import DEFAULT_MAX_RETRIES, DEFAULT_REQUEST_TIMEOUT, Recipe, RecipeMessage, load_recipe, select_tools
+from toolrun.sessions.run_options import RunOptions
 
 RECORDED_HEADER = ("# Saved from toolrun chat: the conversation so far; its last answer replays offline from the\n"
                    "# recording beside this file (toolrun recipe FILE, with no API key set, or --replay).\n")

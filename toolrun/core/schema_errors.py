@@ -12,10 +12,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolrun.errors import Problem
-from toolrun.schema_subset import surely_valid
-from toolrun.text import counted, did_you_mean, excerpt
-from toolrun.yamlsource import LineDict, line_of, plain
+from toolrun.core.errors import Problem
+from toolrun.core.schema_subset import surely_valid
+from toolrun.core.text import counted, did_you_mean, excerpt
+from toolrun.core.yamlsource import LineDict, line_of, plain
 
 if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError

@@ -14,7 +14,7 @@ from typing import Any
 from jinja2 import StrictUndefined, Template, nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from toolrun.templates import MAX_EXPONENT, MAX_REPEATED_LENGTH, TemplateError
+from toolrun.core.templates import MAX_EXPONENT, MAX_REPEATED_LENGTH, TemplateError
 
 
 def _to_json(value: Any) -> str:

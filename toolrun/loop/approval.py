@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from toolrun.tool import Tool
+    from toolrun.core.tool import Tool
 
 Approver = Callable[["Tool", dict[str, Any]], Awaitable[bool]]
 

@@ -16,17 +16,17 @@ from typing import TYPE_CHECKING, Any
 
 from toolrun.backends import get_backend
 from toolrun.backends.base import CallContext
-from toolrun.errors import TOOL_LOGGER
-from toolrun.json_limits import MAX_ARGUMENT_DEPTH, nesting_depth
-from toolrun.schema_subset import surely_valid
-from toolrun.secrets import MissingSecret, Redactor, active_redactor, redacting
-from toolrun.text import counted, exception_text, excerpt
-from toolrun.tool import Tool
+from toolrun.core.errors import TOOL_LOGGER
+from toolrun.core.json_limits import MAX_ARGUMENT_DEPTH, nesting_depth
+from toolrun.core.schema_subset import surely_valid
+from toolrun.core.secrets import MissingSecret, Redactor, active_redactor, redacting
+from toolrun.core.text import counted, exception_text, excerpt
+from toolrun.core.tool import Tool
 
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator, ValidationError
 
-    from toolrun.approval import Approver
+    from toolrun.loop.approval import Approver
 
 DENIED_MESSAGE = "the user denied this call"
 NO_APPROVER_MESSAGE = "this tool needs a human's approval for each call and nobody can approve it here"

@@ -17,12 +17,12 @@ import re
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
-from toolrun.secrets import ENV_REFERENCE, read_secret
+from toolrun.core.secrets import ENV_REFERENCE, read_secret
 
 if TYPE_CHECKING:
     from jinja2 import Template
 
-    from toolrun.template_sandbox import TemplateEnvironment, TracedTemplate
+    from toolrun.core.template_sandbox import TemplateEnvironment, TracedTemplate
 
 _ENV_VARIABLE = "__toolrun_env__"
 MAX_REPEATED_LENGTH = 1_000_000  # what "text" * n may build in a template
@@ -32,7 +32,7 @@ MAX_EXPONENT = 1000
 @functools.cache
 def _environment() -> TemplateEnvironment:
     # jinja2 is imported here, at the first template that needs more than ``{{ name }}``.
-    from toolrun.template_sandbox import make_environment
+    from toolrun.core.template_sandbox import make_environment
 
     return make_environment()
 
@@ -201,7 +201,7 @@ def first_character_is_authored(source: str, arguments: Mapping[str, Any], autho
     whose pieces cannot be told apart: False for those, for a template that renders nothing,
     and for one that renders otherwise when traced (``random``).
     """
-    from toolrun.template_sandbox import traced_output
+    from toolrun.core.template_sandbox import traced_output
 
     traced = _traced(source)
     env_values = {name: read_secret(name, environ) for name in ENV_REFERENCE.findall(source)}
@@ -220,7 +220,7 @@ def first_character_is_authored(source: str, arguments: Mapping[str, Any], autho
 def _traced(source: str) -> TracedTemplate:
     from jinja2 import TemplateSyntaxError
 
-    from toolrun.template_sandbox import traced_template
+    from toolrun.core.template_sandbox import traced_template
 
     try:
         return traced_template(_environment(), _prepare(source))

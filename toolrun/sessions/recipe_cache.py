@@ -17,9 +17,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from toolrun.cache_folder import cache_directory
 from toolrun.catalog.cache import changed_recently, checked, code_stamp, digest, status_key
-from toolrun.yamlsource import LineDict, LineList
+from toolrun.core.cache_folder import cache_directory
+from toolrun.core.yamlsource import LineDict, LineList
 
 FORMAT = "recipe-2"
 

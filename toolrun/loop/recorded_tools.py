@@ -16,14 +16,14 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from toolrun.approval import Approver
 from toolrun.backends.base import CallContext
-from toolrun.execution import ToolOutcome
-from toolrun.messages import ToolCall
+from toolrun.core.messages import ToolCall
+from toolrun.core.tool import Tool
+from toolrun.loop.approval import Approver
+from toolrun.loop.execution import ToolOutcome
 from toolrun.providers.base import Provider, WireItem
 from toolrun.replay.divergence import WireReading
 from toolrun.replay.recording import ReplayTransport
-from toolrun.tool import Tool
 
 NOT_RECORDED = ("no result for this call in the recording (the recorded run did not make it); "
                 "replay without --replay-tools to run the tool")

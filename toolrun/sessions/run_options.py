@@ -3,7 +3,7 @@
 ``toolrun.run`` and ``toolrun.arun`` take these as keyword arguments (their signatures are
 the public API and are tested against this class); inside the package a run's options
 travel as one ``RunOptions`` — ``toolrun recipe`` and ``ask``, a chat's answers and every
-run of a batch build one and hand it to ``toolrun.play.run_recipe``.
+run of a batch build one and hand it to ``toolrun.sessions.play.run_recipe``.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:  # types only: the options name them, the run imports them
-    from toolrun.approval import Approver
     from toolrun.catalog.model import Catalog
+    from toolrun.loop.approval import Approver
+    from toolrun.loop.runner import RunObserver
     from toolrun.providers.base import Provider
     from toolrun.providers.transport import Transport
-    from toolrun.runner import RunObserver
 
 Mode = Literal["auto", "live", "replay"]
 MODES: tuple[str, ...] = ("auto", "live", "replay")

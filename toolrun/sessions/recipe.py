@@ -19,17 +19,17 @@ from typing import Any
 
 from toolrun.backends.base import CallContext
 from toolrun.catalog.model import Catalog
-from toolrun.errors import LoadError, Problem, UserError
-from toolrun.expect import Expectations, check_expectations
-from toolrun.messages import Message, TextPart
+from toolrun.core.errors import LoadError, Problem, UserError
+from toolrun.core.messages import Message, TextPart
+from toolrun.core.secrets import MissingSecret, env_references
+from toolrun.core.templates import TemplateError, check_template, placeholders, render
+from toolrun.core.text import did_you_mean, is_glob, matches_any
+from toolrun.core.tool import Tool
+from toolrun.core.yamlsource import LineDict, YamlSyntaxError, line_of, load_yaml_file, plain
+from toolrun.loop.runner import RunSettings
 from toolrun.providers.base import ProviderOverrides
-from toolrun.recipe_cache import cached_document, keep_document
-from toolrun.runner import RunSettings
-from toolrun.secrets import MissingSecret, env_references
-from toolrun.templates import TemplateError, check_template, placeholders, render
-from toolrun.text import did_you_mean, is_glob, matches_any
-from toolrun.tool import Tool
-from toolrun.yamlsource import LineDict, YamlSyntaxError, line_of, load_yaml_file, plain
+from toolrun.sessions.expect import Expectations, check_expectations
+from toolrun.sessions.recipe_cache import cached_document, keep_document
 
 DEFAULT_TOOLS_DIR = "tools.d"
 DEFAULT_REQUEST_TIMEOUT = 600.0  # seconds: long answers of slow models take minutes
@@ -39,7 +39,7 @@ DEFAULT_MAX_RETRIES = 2
 @lru_cache(maxsize=1)
 def recipe_schema() -> dict[str, Any]:
     """The published recipe schema (``toolrun schema recipe`` prints it)."""
-    from toolrun.packaged_schemas import packaged_schema  # a cached recipe is not checked again
+    from toolrun.core.packaged_schemas import packaged_schema  # a cached recipe is not checked again
 
     return packaged_schema("recipe")
 
@@ -221,7 +221,7 @@ def load_recipe(path: Path) -> Recipe:
 
 def _read_and_check(path: Path) -> LineDict:
     """The recipe's document, held to the recipe schema and the template checks."""
-    from toolrun.schema_errors import schema_problems  # a cached recipe is not checked again
+    from toolrun.core.schema_errors import schema_problems  # a cached recipe is not checked again
 
     try:
         document = load_yaml_file(path)
@@ -290,7 +290,7 @@ def _template_problems(document: LineDict, path: Path) -> list[Problem]:
 def _request_timeout(settings_map: dict, path: Path) -> float:
     if "request_timeout" not in settings_map:
         return DEFAULT_REQUEST_TIMEOUT
-    from toolrun.durations import parse_duration  # only a recipe that sets the timeout
+    from toolrun.core.durations import parse_duration  # only a recipe that sets the timeout
 
     try:
         return parse_duration(settings_map["request_timeout"])

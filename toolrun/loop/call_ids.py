@@ -8,7 +8,7 @@ value unique in the run and keeps what the provider sent in ``provider_id``.
 
 from __future__ import annotations
 
-from toolrun.messages import ToolCall
+from toolrun.core.messages import ToolCall
 
 
 class CallIdAllocator:

@@ -1,15 +1,15 @@
 """The loop: ask the model, run the tools it calls, send the results back, until it answers.
 
-The runner knows nothing of any provider: it speaks ``toolrun.messages`` and leaves every
+The runner knows nothing of any provider: it speaks ``toolrun.core.messages`` and leaves every
 wire detail (result order, id spelling, ``tool_choice`` spelling) to the adapters. What it
 does own:
 
-- ids: every call gets an id unique in the run (``toolrun.call_ids``);
+- ids: every call gets an id unique in the run (``toolrun.loop.call_ids``);
 - resolution: unknown tools and arguments that are not JSON become error results the model
   can act on; schema validation, approval, timeouts and output caps are
-  ``toolrun.execution.execute_call``'s job;
+  ``toolrun.loop.execution.execute_call``'s job;
 - scheduling: independent calls of a turn run concurrently, ``sequential`` tools are
-  barriers, ``parallel=False`` serialises everything (``toolrun.scheduling``);
+  barriers, ``parallel=False`` serialises everything (``toolrun.loop.scheduling``);
 - limits: ``max_turns`` model requests and ``max_consecutive_failures`` failing calls in a
   row (a streak must outlast the turn it began in: the model first sees its errors).
 
@@ -26,11 +26,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, cast
 
 from toolrun.backends.base import CallContext
-from toolrun.call_ids import CallIdAllocator
-from toolrun.errors import Problem, ProviderError, UserError
-from toolrun.execution import ToolOutcome, execute_call
-from toolrun.json_limits import MAX_ARGUMENT_DEPTH, TooDeep, loads_bounded, nesting_depth
-from toolrun.messages import (
+from toolrun.core.errors import Problem, ProviderError, UserError
+from toolrun.core.json_limits import MAX_ARGUMENT_DEPTH, TooDeep, loads_bounded, nesting_depth
+from toolrun.core.messages import (
     Message,
     ModelRequest,
     ModelResponse,
@@ -41,16 +39,18 @@ from toolrun.messages import (
     ToolResult,
     Usage,
 )
+from toolrun.core.secrets import Redactor, active_redactor, redact, redacting
+from toolrun.core.text import close_matches, counted, excerpt
+from toolrun.core.tool import Tool
+from toolrun.loop.call_ids import CallIdAllocator
+from toolrun.loop.execution import ToolOutcome, execute_call
+from toolrun.loop.results import RunResult, ToolCallRecord, TurnRecord
+from toolrun.loop.scheduling import plan_batches
 from toolrun.providers.base import Provider
-from toolrun.results import RunResult, ToolCallRecord, TurnRecord
-from toolrun.scheduling import plan_batches
-from toolrun.secrets import Redactor, active_redactor, redact, redacting
-from toolrun.text import close_matches, counted, excerpt
-from toolrun.tool import Tool
 
 if TYPE_CHECKING:
-    from toolrun.approval import Approver
     from toolrun.catalog.model import Catalog
+    from toolrun.loop.approval import Approver
     from toolrun.replay.divergence import Divergence
 
 _EXCERPT_CHARS = 200  # of a failing call's result or unparsable arguments, in an error message

@@ -27,12 +27,14 @@ from typing import TYPE_CHECKING, Any
 
 from toolrun.catalog.gate import load_checked_catalog
 from toolrun.catalog.model import Catalog
-from toolrun.errors import Problem, ProviderError, UserError
-from toolrun.messages import Message, TextPart
+from toolrun.core.errors import Problem, ProviderError, UserError
+from toolrun.core.messages import Message, TextPart
+from toolrun.core.secrets import redacting, run_redactor
+from toolrun.loop.results import RunResult
+from toolrun.loop.runner import RunObserver, run_conversation
 from toolrun.providers import SCRIPTED_PROVIDER, get_provider_class, split_model
 from toolrun.providers.base import Provider
 from toolrun.providers.transport import HttpxTransport, Transport, WireRequest, WireResponse
-from toolrun.recipe import Recipe, load_recipe
 from toolrun.replay.divergence import Divergence
 from toolrun.replay.playback import ModeChoice, check_cassette_provider, choose_mode, offline_config
 from toolrun.replay.recording import (
@@ -43,13 +45,11 @@ from toolrun.replay.recording import (
     cassette_beside,
     load_cassette,
 )
-from toolrun.results import RunResult
-from toolrun.run_options import MODES, Mode, RunOptions
-from toolrun.runner import RunObserver, run_conversation
-from toolrun.secrets import redacting, run_redactor
+from toolrun.sessions.recipe import Recipe, load_recipe
+from toolrun.sessions.run_options import MODES, Mode, RunOptions
 
 if TYPE_CHECKING:
-    from toolrun.approval import Approver
+    from toolrun.loop.approval import Approver
 
 STRICT_DIVERGENCE = ("strict: the run diverged from its recording (record it again with --record "
                      "if the change is intended)")
@@ -174,7 +174,7 @@ class _Play:
             if connection.replay is None:
                 raise UserError(Problem(None, None, f"replaying the tools' results needs a replay; this run is {connection.mode}",
                                         "add --replay FILE (or drop --replay-tools)"))
-            from toolrun.recorded_tools import RecordedToolResults  # only --replay-tools plays results back
+            from toolrun.loop.recorded_tools import RecordedToolResults  # only --replay-tools plays results back
 
             execute = RecordedToolResults(connection.replay, type(connection.provider))
             connection.notices.append("tool results are played back from the recording: no tool runs")
