@@ -14,6 +14,7 @@ that carry credentials (``credential_headers``), and how to read a recorded requ
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 from abc import ABC
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -197,7 +198,8 @@ class Provider(ABC):
         """A whole answer's body, which every format sends as a JSON object."""
         if not isinstance(body, dict):
             kind = _JSON_KINDS.get(type(body), type(body).__name__)
-            raise UnreadableAnswer(self.name, redact(f"the body is {kind}, not a JSON object: {excerpt(str(body))!r}"))
+            shown = excerpt(json.dumps(body, ensure_ascii=False))
+            raise UnreadableAnswer(self.name, redact(f"the body is {kind}, not a JSON object: {shown}"))
         return body
 
     # ------------------------------------------------ the adapter's hooks, for ``complete``
