@@ -127,7 +127,7 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
     "toolrun.core.registry": {"importlib.metadata.entry_points": "~10 ms of imports and a scan of every installed package"},
     "toolrun.providers.transport": {
         "httpx": AS_FOUND,
-        "toolrun.core.retry_after.retry_delay": AS_FOUND,
+        "toolrun.core.retry_policy.RetryPolicy": "a live run's retries only: a replay never imports the retry waits",
     },
     "toolrun.sessions.recipe": {
         "toolrun.core.packaged_schemas.packaged_schema": "a cached recipe is not checked again",

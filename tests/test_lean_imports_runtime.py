@@ -33,7 +33,8 @@ NOT_ON_A_WARM_REPLAY = ("toolrun.catalog.tool_builder", "toolrun.catalog.paramet
                         "toolrun.catalog.tool_schema", "toolrun.core.packaged_schemas", "toolrun.core.schema_errors",
                         "toolrun.core.durations", "toolrun.providers.scripted", "toolrun.providers.scripted_file",
                         "toolrun.loop.recorded_tools", "toolrun.runlog.transcript_log", "toolrun.runlog.search",
-                        "toolrun.backends.warning", "toolrun.core.retry_after", "toolrun.loop.approval")
+                        "toolrun.backends.warning", "toolrun.core.retry_after", "toolrun.core.retry_policy",
+                        "toolrun.loop.approval")
 
 REPLAY_IN_PLACE = """
 import gc, json, sys

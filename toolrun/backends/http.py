@@ -37,7 +37,7 @@ from toolrun.backends.http_safety import RefusedRequest, check_destination, chec
 from toolrun.core.content_decoding import ACCEPT_ENCODING, BodyTooLarge, RefusedBody, decoded
 from toolrun.core.durations import parse_duration
 from toolrun.core.errors import Problem
-from toolrun.core.retry_after import retry_delay
+from toolrun.core.retry_policy import RetryPolicy
 from toolrun.core.secrets import redact
 from toolrun.core.templates import TemplateError, check_template, placeholders, render, template_fix, value_placeholders
 from toolrun.core.text import excerpt
@@ -374,22 +374,22 @@ def _pairs_of(mapping: Any) -> list[tuple[str, Any]]:
 async def _send_with_retries(client: httpx.AsyncClient, request: httpx.Request, attempts: int, timeout: float,
                              allow_lists: list[list[str]], *, follow: bool) -> httpx.Response:
     """Retry connection failures and 429/502/503/504, waiting as Retry-After says (never past the timeout)."""
+    policy = RetryPolicy(attempts - 1, RETRY_STATUSES, max_wait=timeout)
     for attempt in range(attempts):
-        last = attempt + 1 == attempts
         try:
             response = await _send(client, request, allow_lists, follow)
         except httpx.LocalProtocolError as exc:  # ours, not the network's: an illegal header value
             raise RefusedRequest(f"the request was not sent: it is malformed ({exc}); "
                                  "header values cannot hold line breaks or control characters") from None
         except httpx.TransportError as exc:  # connect/read failures and timeouts
-            if last:
+            if not policy.may_retry(attempt):
                 raise Unreachable(f"cannot reach {request.url.host}: {str(exc) or type(exc).__name__}") from None
-            await asyncio.sleep(min(retry_delay({}, attempt), timeout))
+            await asyncio.sleep(policy.wait_after_failure(attempt))
             continue
-        if last or response.status_code not in RETRY_STATUSES:
+        if not policy.retries_status(response.status_code, response.headers, attempt):
             return response
-        delay = retry_delay(response.headers, attempt)
-        if delay > timeout:  # waiting would outlive the call: report what the server said now
+        delay = policy.wait_for_status(response.headers, attempt)
+        if policy.too_long(delay):  # waiting would outlive the call: report what the server said now
             return response
         await asyncio.sleep(delay)
     raise AssertionError("unreachable: the last attempt always returns or raises")

@@ -86,3 +86,17 @@ class ProviderError(RunFailed):
         super().__init__(message)
         self.status = status
         self.retryable = retryable
+
+
+class UnreadableAnswer(ProviderError):
+    """A provider's answer arrived whole but is not of the shape its adapter reads (a list for an object ...).
+
+    Raised around parsing only: an adapter's bug elsewhere stays a bug. ``provider`` names the
+    adapter; ``problem`` says what was wrong with the answer.
+    """
+
+    def __init__(self, provider: str, problem: str):
+        super().__init__(f"its answer has a shape toolrun cannot read ({problem}); "
+                         f"is the server really {provider}-compatible?")
+        self.provider = provider
+        self.problem = problem

@@ -54,8 +54,6 @@ if TYPE_CHECKING:
     from toolrun.replay.divergence import Divergence
 
 _EXCERPT_CHARS = 200  # of a failing call's result or unparsable arguments, in an error message
-# What an adapter raises when a body is valid JSON of the wrong shape ({"choices": "x"}).
-UNREADABLE_ANSWER = (AttributeError, TypeError, KeyError, IndexError, ValueError)
 _TOOL_CHOICE_KEYWORDS = ("auto", "none", "required")
 
 
@@ -262,10 +260,6 @@ class _ConversationLoop:
                 )
             except ProviderError as exc:
                 return self._finish("error", f"{exc.reason}: {exc}")
-            except UNREADABLE_ANSWER as exc:  # valid JSON of the wrong shape: an adapter met a list, not an object
-                return self._finish("error", redact(f"the provider failed: its answer has a shape toolrun cannot read "
-                                                    f"({type(exc).__name__}: {exc}); is the server really "
-                                                    f"{self.provider.name}-compatible?"))
             self.usage = self.usage + response.usage
             calls = self.ids.assign_all(response.message.tool_calls)
             self.history.append(response.message)

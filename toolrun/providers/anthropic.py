@@ -37,11 +37,9 @@ from toolrun.core.messages import (
     Usage,
 )
 from toolrun.core.secrets import redact
-from toolrun.core.text import excerpt
 from toolrun.providers.alternation import alternating_turns
 from toolrun.providers.answer_numbers import stream_index, token_count
-from toolrun.providers.base import EventSink, Provider, StreamAssembler, WireItem, WireTool
-from toolrun.providers.streaming import emit, sse_json, stream_lines
+from toolrun.providers.base import Provider, StreamAssembler, WireItem, WireTool
 from toolrun.providers.transport import WireRequest
 
 PROVIDER = "anthropic"
@@ -380,21 +378,12 @@ class AnthropicProvider(Provider):
         headers.update(self.config.headers)
         return headers
 
-    def wire_request(self, request: ModelRequest, *, stream: bool) -> WireRequest:
+    def build_request(self, request: ModelRequest, *, stream: bool) -> WireRequest:
         return WireRequest("POST", f"{self.config.base_url}/v1/messages", self.headers(),
                            build_request_body(request, stream=stream), stream=stream)
 
-    async def complete(
-        self, request: ModelRequest, *, stream: bool, on_event: EventSink | None = None
-    ) -> ModelResponse:
-        wire = self.wire_request(request, stream=stream)
-        if not stream:
-            response = await self.transport.send(wire)
-            if not isinstance(response.body, dict):
-                raise ProviderError(f"Anthropic answered with a non-object body: {excerpt(str(response.body))!r}")
-            return parse_response(response.body)
-        assembler: StreamAssembler = AnthropicStreamAssembler()
-        async with stream_lines(self.transport, wire) as lines:
-            async for name, event in sse_json(lines):
-                emit(assembler.feed(event, name), on_event)
-        return assembler.finish()
+    def parse_answer(self, body: dict[str, Any]) -> ModelResponse:
+        return parse_response(body)
+
+    def stream_assembler(self) -> StreamAssembler:
+        return AnthropicStreamAssembler()

@@ -14,19 +14,26 @@ that carry credentials (``credential_headers``), and how to read a recorded requ
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from abc import ABC
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol
 from urllib.parse import urlsplit
 
-from toolrun.core.errors import Problem, UserError
+from toolrun.core.errors import Problem, ProviderError, UnreadableAnswer, UserError
 from toolrun.core.messages import ModelRequest, ModelResponse, StreamEvent, ToolDefinition
-from toolrun.core.secrets import register_secret
-from toolrun.providers.transport import HttpxTransport, Transport
+from toolrun.core.secrets import redact, register_secret
+from toolrun.core.text import excerpt
+from toolrun.providers.streaming import EventSink, NotAnEventStream, emit, sse_json, stream_lines
+from toolrun.providers.transport import HttpxTransport, Transport, WireRequest
 
-EventSink = Callable[[StreamEvent], None]
+# What reading valid JSON of the wrong shape raises in an adapter ({"choices": "x"}: a str has no .get).
+_SHAPE_ERRORS = (AttributeError, TypeError, KeyError, IndexError, ValueError)
+_JSON_KINDS = {list: "a list", str: "a string", int: "a number", float: "a number", bool: "a boolean",
+               type(None): "null"}
 
 
 class StreamAssembler(Protocol):
@@ -91,7 +98,8 @@ def is_loopback_url(url: str) -> bool:
 
 
 class Provider(ABC):
-    """One wire format. Subclasses set the class attributes and implement ``complete``."""
+    """One wire format. Subclasses set the class attributes and the hooks ``complete`` calls
+    (``build_request``, ``parse_answer``, ``stream_assembler``), or ``complete`` itself."""
 
     name: ClassVar[str]
     default_base_url: ClassVar[str]
@@ -143,11 +151,78 @@ class Provider(ABC):
             return False
         return True
 
-    @abstractmethod
     async def complete(
         self, request: ModelRequest, *, stream: bool, on_event: EventSink | None = None
     ) -> ModelResponse:
-        """Send one request and return the assembled answer (streamed or not)."""
+        """Send one request and return the assembled answer (streamed or not).
+
+        The adapter's hooks build the request (``build_request``) and read the answer
+        (``parse_answer``, ``stream_assembler``); an answer they cannot read is an
+        ``UnreadableAnswer``, any other exception an adapter's bug.
+        """
+        wire = self.build_request(request, stream=stream)
+        if not stream:
+            body = (await self.transport.send(wire)).body
+            with self.reading_answer():
+                return self.parse_answer(self.object_body(body))
+        try:
+            return await self._streamed(wire, on_event)
+        except NotAnEventStream as exc:
+            whole = self.answer_instead_of_stream(exc.text)
+            if whole is None:
+                raise
+            with self.reading_answer():
+                return self.parse_answer(whole)
+
+    async def _streamed(self, wire: WireRequest, on_event: EventSink | None) -> ModelResponse:
+        assembler = self.stream_assembler()
+        async with stream_lines(self.transport, wire) as lines:
+            async for name, event in self.stream_events(lines):
+                with self.reading_answer():
+                    shown = assembler.feed(event, name)
+                emit(shown, on_event)  # the caller's sink: its failure is no fault of the answer
+        with self.reading_answer():
+            return assembler.finish()
+
+    @contextmanager
+    def reading_answer(self) -> Iterator[None]:
+        """Around parsing only: valid JSON of the wrong shape becomes an ``UnreadableAnswer``."""
+        try:
+            yield
+        except ProviderError:
+            raise
+        except _SHAPE_ERRORS as exc:
+            raise UnreadableAnswer(self.name, redact(f"{type(exc).__name__}: {exc}")) from exc
+
+    def object_body(self, body: Any) -> dict[str, Any]:
+        """A whole answer's body, which every format sends as a JSON object."""
+        if not isinstance(body, dict):
+            kind = _JSON_KINDS.get(type(body), type(body).__name__)
+            shown = excerpt(json.dumps(body, ensure_ascii=False))
+            raise UnreadableAnswer(self.name, redact(f"the body is {kind}, not a JSON object: {shown}"))
+        return body
+
+    # ------------------------------------------------ the adapter's hooks, for ``complete``
+
+    def build_request(self, request: ModelRequest, *, stream: bool) -> WireRequest:
+        """The HTTP request for ``request``: endpoint, headers and JSON body."""
+        raise NotImplementedError(f"provider {self.name!r} does not say how it builds a request")
+
+    def parse_answer(self, body: dict[str, Any]) -> ModelResponse:
+        """A whole (non-streamed) answer's JSON object as the neutral answer."""
+        raise NotImplementedError(f"provider {self.name!r} does not say how it reads an answer")
+
+    def stream_assembler(self) -> StreamAssembler:
+        """A new assembler for one streamed answer."""
+        raise NotImplementedError(f"provider {self.name!r} does not say how it reads a stream")
+
+    def stream_events(self, lines: AsyncIterator[str]) -> AsyncIterator[tuple[str | None, dict[str, Any]]]:
+        """(event name, parsed JSON object) of a streamed answer: server-sent events unless the format differs."""
+        return sse_json(lines)
+
+    def answer_instead_of_stream(self, text: str) -> dict[str, Any] | None:
+        """A whole answer to use when a streaming request got one plain body (``text``); None: report it."""
+        return None
 
     async def aclose(self) -> None:
         await self.transport.aclose()

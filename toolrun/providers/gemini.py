@@ -43,11 +43,9 @@ from toolrun.core.messages import (
 )
 from toolrun.core.schema_dialects import to_gemini
 from toolrun.core.secrets import redact
-from toolrun.core.text import excerpt
 from toolrun.providers.alternation import alternating_turns
 from toolrun.providers.answer_numbers import token_count
-from toolrun.providers.base import EventSink, Provider, StreamAssembler, WireItem, WireTool
-from toolrun.providers.streaming import emit, sse_json, stream_lines
+from toolrun.providers.base import Provider, StreamAssembler, WireItem, WireTool
 from toolrun.providers.transport import WireRequest
 
 PROVIDER = "gemini"
@@ -505,18 +503,12 @@ class GeminiProvider(Provider):
         method = "streamGenerateContent?alt=sse" if stream else "generateContent"
         return f"{self.config.base_url}/v1beta/models/{quote(model, safe='-._~')}:{method}"
 
-    async def complete(
-        self, request: ModelRequest, *, stream: bool, on_event: EventSink | None = None
-    ) -> ModelResponse:
-        wire = WireRequest("POST", self.url(request.model or self.model, stream=stream), self.headers(),
+    def build_request(self, request: ModelRequest, *, stream: bool) -> WireRequest:
+        return WireRequest("POST", self.url(request.model or self.model, stream=stream), self.headers(),
                            build_request_body(request, stream=stream), stream=stream)
-        if not stream:
-            response = await self.transport.send(wire)
-            if not isinstance(response.body, dict):
-                raise ProviderError(f"Gemini answered with a non-object body: {excerpt(str(response.body))!r}")
-            return parse_response(response.body)
-        assembler: StreamAssembler = GeminiStreamAssembler()
-        async with stream_lines(self.transport, wire) as lines:
-            async for name, chunk in sse_json(lines):
-                emit(assembler.feed(chunk, name), on_event)
-        return assembler.finish()
+
+    def parse_answer(self, body: dict[str, Any]) -> ModelResponse:
+        return parse_response(body)
+
+    def stream_assembler(self) -> StreamAssembler:
+        return GeminiStreamAssembler()

@@ -10,7 +10,7 @@ by not offering the tools; the others are left to the model.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +27,7 @@ from toolrun.core.messages import (
     Usage,
 )
 from toolrun.core.secrets import redact
-from toolrun.providers.base import EventSink, Provider, ProviderConfig, ProviderOverrides, StreamAssembler, WireItem, WireTool
+from toolrun.providers.base import Provider, ProviderConfig, ProviderOverrides, StreamAssembler, WireItem, WireTool
 from toolrun.providers.openai_family import (
     bearer_headers,
     chat_conversation_item,
@@ -37,7 +37,7 @@ from toolrun.providers.openai_family import (
     parse_arguments,
     token_usage,
 )
-from toolrun.providers.streaming import emit, ndjson_json, stream_lines
+from toolrun.providers.streaming import ndjson_json
 from toolrun.providers.transport import WireRequest
 
 DEFAULT_HOST = "http://127.0.0.1:11434"
@@ -212,13 +212,16 @@ class OllamaProvider(Provider):
     def headers(self) -> dict[str, str]:
         return bearer_headers(self.config)
 
-    async def complete(self, request: ModelRequest, *, stream: bool, on_event: EventSink | None = None) -> ModelResponse:
-        wire = WireRequest("POST", normalise_host(self.config.base_url) + "/api/chat", self.headers(),
+    def build_request(self, request: ModelRequest, *, stream: bool) -> WireRequest:
+        return WireRequest("POST", normalise_host(self.config.base_url) + "/api/chat", self.headers(),
                            build_request_body(request, stream=stream), stream=stream)
-        if not stream:
-            return parse_response((await self.transport.send(wire)).body)
-        assembler: StreamAssembler = OllamaStreamAssembler()
-        async with stream_lines(self.transport, wire) as lines:
-            async for chunk in ndjson_json(lines, "Ollama"):
-                emit(assembler.feed(chunk), on_event)
-        return assembler.finish()
+
+    def parse_answer(self, body: dict[str, Any]) -> ModelResponse:
+        return parse_response(body)
+
+    def stream_assembler(self) -> StreamAssembler:
+        return OllamaStreamAssembler()
+
+    async def stream_events(self, lines: AsyncIterator[str]) -> AsyncIterator[tuple[str | None, dict[str, Any]]]:
+        async for chunk in ndjson_json(lines, "Ollama"):  # NDJSON: one object a line, no event names
+            yield None, chunk

@@ -32,7 +32,7 @@ from toolrun.core.messages import (
     Usage,
 )
 from toolrun.core.secrets import redact
-from toolrun.providers.base import EventSink, Provider, StreamAssembler, WireItem, WireTool
+from toolrun.providers.base import Provider, StreamAssembler, WireItem, WireTool
 from toolrun.providers.openai_family import (
     CREDENTIAL_HEADERS,
     OFFICIAL_BASE_URL,
@@ -45,7 +45,6 @@ from toolrun.providers.openai_family import (
     token_usage,
     tool_choice_value,
 )
-from toolrun.providers.streaming import NotAnEventStream, emit, sse_json, stream_lines
 from toolrun.providers.transport import WireRequest
 
 PROVIDER = "openai"
@@ -299,30 +298,20 @@ class OpenAIChatProvider(Provider):
         # OpenAI itself wants the new name; compatible servers mostly know only the old one.
         return "max_completion_tokens" if self.config.base_url.startswith(OFFICIAL_BASE_URL) else "max_tokens"
 
-    def wire_request(self, body: dict[str, Any], *, stream: bool) -> WireRequest:
+    def build_request(self, request: ModelRequest, *, stream: bool) -> WireRequest:
+        body = build_request_body(request, stream=stream, max_tokens_field=self.max_tokens_field())
         return WireRequest("POST", self.config.base_url + self.path, self.headers(), body, stream=stream)
 
-    async def complete(self, request: ModelRequest, *, stream: bool, on_event: EventSink | None = None) -> ModelResponse:
-        body = build_request_body(request, stream=stream, max_tokens_field=self.max_tokens_field())
-        wire = self.wire_request(body, stream=stream)
-        if not stream:
-            return parse_response((await self.transport.send(wire)).body)
-        assembler: StreamAssembler = ChatStreamAssembler()
+    def parse_answer(self, body: dict[str, Any]) -> ModelResponse:
+        return parse_response(body)
+
+    def stream_assembler(self) -> StreamAssembler:
+        return ChatStreamAssembler()
+
+    def answer_instead_of_stream(self, text: str) -> dict[str, Any] | None:
+        """A server that ignored "stream" and sent one plain JSON body: that body, when it holds choices."""
         try:
-            async with stream_lines(self.transport, wire) as lines:
-                async for name, chunk in sse_json(lines):
-                    emit(assembler.feed(chunk, name), on_event)
-        except NotAnEventStream as exc:
-            whole = _whole_body(exc.text)
-            if whole is None:
-                raise
-            return parse_response(whole)  # a server that ignored "stream": one plain JSON body
-        return assembler.finish()
-
-
-def _whole_body(text: str) -> dict[str, Any] | None:
-    try:
-        body = loads_bounded(text, MAX_BODY_DEPTH)
-    except ValueError:
-        return None
-    return body if isinstance(body, dict) and "choices" in body else None
+            body = loads_bounded(text, MAX_BODY_DEPTH)
+        except ValueError:
+            return None
+        return body if isinstance(body, dict) and "choices" in body else None

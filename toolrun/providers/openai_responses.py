@@ -31,7 +31,7 @@ from toolrun.core.messages import (
     Usage,
 )
 from toolrun.core.secrets import redact
-from toolrun.providers.base import EventSink, Provider, StreamAssembler, WireItem, WireTool
+from toolrun.providers.base import Provider, StreamAssembler, WireItem, WireTool
 from toolrun.providers.openai_family import (
     CREDENTIAL_HEADERS,
     OFFICIAL_BASE_URL,
@@ -41,7 +41,6 @@ from toolrun.providers.openai_family import (
     token_usage,
     tool_choice_value,
 )
-from toolrun.providers.streaming import emit, sse_json, stream_lines
 from toolrun.providers.transport import WireRequest
 
 PROVIDER = "openai-responses"
@@ -273,13 +272,12 @@ class OpenAIResponsesProvider(Provider):
             return WireItem("tool_call", item.get("call_id"), item.get("name"))
         return None
 
-    async def complete(self, request: ModelRequest, *, stream: bool, on_event: EventSink | None = None) -> ModelResponse:
-        wire = WireRequest("POST", self.config.base_url + "/responses", bearer_headers(self.config),
+    def build_request(self, request: ModelRequest, *, stream: bool) -> WireRequest:
+        return WireRequest("POST", self.config.base_url + "/responses", bearer_headers(self.config),
                            build_request_body(request, stream=stream), stream=stream)
-        if not stream:
-            return parse_response((await self.transport.send(wire)).body)
-        assembler: StreamAssembler = ResponsesStreamAssembler()
-        async with stream_lines(self.transport, wire) as lines:
-            async for name, data in sse_json(lines):
-                emit(assembler.feed(data, name), on_event)
-        return assembler.finish()
+
+    def parse_answer(self, body: dict[str, Any]) -> ModelResponse:
+        return parse_response(body)
+
+    def stream_assembler(self) -> StreamAssembler:
+        return ResponsesStreamAssembler()

@@ -9,7 +9,7 @@ shows it, instead of an empty answer.
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -18,8 +18,9 @@ from toolrun.core.json_limits import MAX_BODY_DEPTH, loads_bounded
 from toolrun.core.messages import StreamEvent
 from toolrun.core.secrets import redact
 from toolrun.core.text import excerpt
-from toolrun.providers.base import EventSink
 from toolrun.providers.transport import Transport, WireRequest, body_excerpt, iter_ndjson, iter_sse
+
+EventSink = Callable[[StreamEvent], None]
 
 _KEPT_LINES = 2000  # enough of a body that is not a stream to parse it whole (a plain JSON answer)
 _SSE_LINE = re.compile(r"(data|event|id|retry)?:")  # a field or a comment: an event stream, if an empty one

@@ -120,33 +120,28 @@ class HttpxTransport(Transport):
     ):
         import httpx
 
-        from toolrun.core.retry_after import retry_delay  # a live run's retries only: a replay never waits
+        from toolrun.core.retry_policy import RetryPolicy  # a live run's retries only: a replay never waits
 
-        self._retry_delay = retry_delay
-        self.max_retries = max_retries
+        self.retry = RetryPolicy(max_retries, RETRYABLE_STATUS, max_retry_wait, should_retry_header=True)
         self.gate = gate  # None: no pacing beyond the retries' own waits
         self.timeout = timeout  # from request to last byte; httpx's read timeout is the idle bound
-        self.max_retry_wait = max_retry_wait  # a longer wait (a daily quota) is reported, not slept
         self._transport_error = httpx.TransportError
         self._client = client or httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=15.0))
         self._headers = {"Accept-Encoding": ACCEPT_ENCODING}  # only what content_decoding bounds
 
-    def _should_retry(self, response: httpx.Response, attempt: int) -> bool:
-        if attempt >= self.max_retries:
-            return False
-        hint = response.headers.get("x-should-retry")
-        if hint is not None:
-            return hint.lower() == "true"
-        return response.status_code in RETRYABLE_STATUS
+    @property
+    def max_retry_wait(self) -> float:
+        """The longest wait a retry sleeps; a longer one (a daily quota) is reported, not slept."""
+        return self.retry.max_wait
 
     def _retry_wait(self, response: httpx.Response, text: str, attempt: int) -> float:
         """Seconds to wait before retrying; raises the final ``ProviderError`` when not retrying."""
         message = error_message(response.status_code, text)
-        if self._should_retry(response, attempt):
-            delay = self._retry_delay(response.headers, attempt, text)
-            if delay <= self.max_retry_wait:
+        if self.retry.retries_status(response.status_code, response.headers, attempt):
+            delay = self.retry.wait_for_status(response.headers, attempt, text)
+            if not self.retry.too_long(delay):
                 return delay
-            message += f" (the provider asks to wait {delay:.0f} s before a retry; toolrun waits at most {self.max_retry_wait:.0f} s)"
+            message += f" (the provider asks to wait {delay:.0f} s before a retry; toolrun waits at most {self.retry.max_wait:.0f} s)"
         raise ProviderError(message, status=response.status_code, retryable=response.status_code in RETRYABLE_STATUS)
 
     async def send(self, request: WireRequest) -> WireResponse:
@@ -165,8 +160,8 @@ class HttpxTransport(Transport):
                     finally:
                         await response.aclose()
             except (self._transport_error, TimeoutError) as exc:
-                if attempt < self.max_retries:
-                    await asyncio.sleep(self._retry_delay({}, attempt))
+                if self.retry.may_retry(attempt):
+                    await asyncio.sleep(self.retry.wait_after_failure(attempt))
                     attempt += 1
                     continue
                 raise ProviderError(self._failure(request.url, exc), retryable=True) from None
@@ -217,9 +212,9 @@ class HttpxTransport(Transport):
                     raise ProviderError(
                         f"the stream broke off after {delivered} line{'s' if delivered != 1 else ''}: "
                         + self._failure(request.url, exc), retryable=True) from None
-                if attempt >= self.max_retries:
+                if not self.retry.may_retry(attempt):
                     raise ProviderError(self._failure(request.url, exc), retryable=True) from None
-                delay = self._retry_delay({}, attempt)
+                delay = self.retry.wait_after_failure(attempt)
             await asyncio.sleep(delay)
             attempt += 1
 
