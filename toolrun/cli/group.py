@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 from typing import Any
 
 import click
 
 from toolrun import __version__
 from toolrun.core.errors import TOOL_LOGGER, ToolrunError
+from toolrun.core.secrets import redact
 from toolrun.core.text import terminal_safe
 
 # command name -> "module:function"; imported on first use
@@ -90,6 +92,21 @@ class ToolrunGroup(click.Group):
         except ToolrunError as exc:
             report_error(exc)
             ctx.exit(exc.exit_code)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except Exception as exc:  # noqa: BLE001 - a bug in toolrun: one line that says so, the traceback on --debug
+            if ctx.find_root().params.get("debug") or os.environ.get("TOOLRUN_DEBUG"):
+                raise
+            report_internal_error(exc)
+            ctx.exit(1)
+
+
+def report_internal_error(exc: Exception) -> None:
+    """One line for an exception no part of toolrun meant to raise: it is a bug, not the user's mistake."""
+    what = str(redact(str(exc)))
+    what = f"{type(exc).__name__}: {what[:300]}" if what else type(exc).__name__
+    click.echo(terminal_safe(f"error: internal error ({what}) — this is a bug in toolrun; run the command again "
+                             "with --debug for the traceback and report it"), err=True)
 
 
 def report_error(exc: ToolrunError) -> None:
