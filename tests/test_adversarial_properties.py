@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from tests.property_budget import property_examples
 from toolrun.backends.base import CallContext
 from toolrun.backends.http import build_url
+from toolrun.backends.http_config import HttpConfig
 from toolrun.backends.shell import OptionInjection, ShellBackend
 from toolrun.core.errors import ProviderError, UnreadableAnswer
 from toolrun.core.json_limits import MAX_ARGUMENT_DEPTH, nesting_depth
@@ -109,7 +110,7 @@ path_values = st.one_of(st.text(max_size=30), st.sampled_from([".", "..", "...",
 @given(path_values)
 @FAST
 def test_a_path_parameter_never_leaves_its_segment(value: str):
-    url = build_url({"url": "http://api.example/items/{id}/detail"}, {"id": value}, {})
+    url = build_url(HttpConfig(url="http://api.example/items/{id}/detail"), {"id": value}, {})
     path = url.split("://", 1)[1].split("/", 1)[1]
     assert path.startswith("items/") and path.endswith("/detail") and path.count("/") == 2, url
     segment = path[len("items/"):-len("/detail")]

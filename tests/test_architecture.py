@@ -329,3 +329,44 @@ def test_the_checker_forbids_a_provider_reaching_into_the_catalog(tmp_path: Path
     found = violations(imports_in(root, "toolrun"), rule, base={"toolrun.core.schema_dialects"})
     assert found == ["toolrun/providers/openai_family.py:2: toolrun.providers.openai_family imports "
                      "toolrun.catalog.schema_convert — " + rule.why]
+
+
+# ---------------------------------------------------------------- the catalog asks backends, never names them
+
+BUILT_IN_BACKENDS = frozenset({"http", "shell", "python", "mcp_server"})
+# (module, name) pairs that still compare against a built-in's name, each with the reason it stays.
+BACKEND_NAMES_ALLOWED = {
+    ("toolrun.catalog.tool_builder", "http"): "per-backend file defaults and the json/form and credentials checks: not yet behind Backend",
+    ("toolrun.catalog.tool_builder", "shell"): "per-backend file defaults and the argv/command key checks: not yet behind Backend",
+    ("toolrun.catalog.tool_builder", "python"): "the `python: mod:func` shorthand of the YAML file format",
+    ("toolrun.catalog.cache", "http"): "which backends' load-time checks read only the tool file: not yet behind Backend",
+    ("toolrun.catalog.cache", "shell"): "which backends' load-time checks read only the tool file: not yet behind Backend",
+    ("toolrun.catalog.cache", "python"): "the python backend's source file, for the cache's staleness check",
+    ("toolrun.catalog.loader", "mcp_server"): "an mcp_server toolset file is a file format of its own (its top-level key)",
+    ("toolrun.catalog.mcp_toolset", "mcp_server"): "the mcp_server toolset file format: it builds mcp_server tools",
+}
+
+
+def backend_names_in(root: Path, package: str, folder: str) -> list[tuple[str, str, str]]:
+    """(module, name, where) for each string literal of a built-in backend's name in the folder's modules."""
+    found = []
+    for module, path in module_names(root / folder, f"{package}.{folder}").items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and node.value in BUILT_IN_BACKENDS:
+                found.append((module, node.value, f"{path.relative_to(root.parent)}:{node.lineno}"))
+    return found
+
+
+def test_the_catalog_does_not_name_built_in_backends() -> None:
+    found = [f"{where}: {module} names the backend {name!r} — ask the Backend interface instead (parse, check, "
+             "warnings, arguments_through_templates)" for module, name, where in backend_names_in(
+                 PACKAGE_ROOT, "toolrun", "catalog") if (module, name) not in BACKEND_NAMES_ALLOWED]
+    assert not found, "\n".join(found)
+
+
+def test_the_backend_name_check_catches_a_planted_comparison(tmp_path: Path) -> None:
+    root = tmp_path / "toolrun"
+    _write(root, {"catalog/lint_rules.py": 'def rule(tool):\n    return tool.backend.kind == "http"\n'})
+    assert backend_names_in(root, "toolrun", "catalog") == [("toolrun.catalog.lint_rules", "http",
+                                                             "toolrun/catalog/lint_rules.py:2")]

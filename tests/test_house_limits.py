@@ -20,7 +20,6 @@ MAX_COMPLEXITY = 20
 
 # "path:function" (or "path" for a module) -> what it measures today
 OVER_TODAY: dict[str, str] = {
-    "catalog/lint_rules.py": "717 lines",
     "catalog/lint.py:near_duplicate_findings": "complexity 22",
     "catalog/loader.py:load_tool_file": "complexity 21, 64 lines",
     "catalog/tool_schema.py:_translate": "complexity 30",
@@ -34,7 +33,6 @@ OVER_TODAY: dict[str, str] = {
     "openapi/operations.py:_swagger2_body": "complexity 29",
     "sessions/expect.py:check_expectations": "complexity 24",
     "loop/execution.py:_describe": "complexity 23",
-    "backends/http.py:HttpBackend.check": "complexity 31",
     "backends/shell.py:ShellBackend.check": "complexity 31",
     "backends/http_arguments.py:placement_problems": "complexity 22",
     "mcp/__init__.py:serve": "75 lines",

@@ -64,7 +64,6 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
     },
     "toolrun.catalog.lint_rules": {
         "toolrun.backends.get_backend": AS_FOUND,
-        "toolrun.core.templates.placeholders": AS_FOUND,
     },
     "toolrun.catalog.loader": {
         "toolrun.catalog.mcp_toolset.load_mcp_toolset": "only a file the cache does not hold is built and checked",

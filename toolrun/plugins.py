@@ -9,10 +9,10 @@ replay and tests swap it). The built-in ones are registered the same way (``Plug
 
 from __future__ import annotations
 
-from toolrun.backends.base import Backend, BackendOutput, CallContext
+from toolrun.backends.base import Backend, BackendOutput, CallContext, ConfigProblem
 from toolrun.core.registry import PluginRegistry, UnknownPlugin
 from toolrun.providers.base import Provider, StreamAssembler
 from toolrun.providers.transport import Transport
 
-__all__ = ["Backend", "BackendOutput", "CallContext", "PluginRegistry", "Provider", "StreamAssembler", "Transport",
+__all__ = ["Backend", "BackendOutput", "CallContext", "ConfigProblem", "PluginRegistry", "Provider", "StreamAssembler", "Transport",
            "UnknownPlugin"]

@@ -35,18 +35,58 @@ class CallContext:
     allow_hosts: list[str] | None = None
 
 
+@dataclass(frozen=True)
+class ConfigProblem:
+    """What is wrong with one key of a backend's config: the key under ``backend.<kind>``, why, and the fix."""
+
+    key: str
+    message: str
+    fix: str | None = None
+
+
+class InvalidConfig(ValueError):
+    """A tool's backend config did not parse (the loader reports why before anything runs)."""
+
+
 class Backend(ABC):
-    """A way to run tools. Subclasses are registered under ``kind`` (entry point ``toolrun.backends``)."""
+    """A way to run tools. Subclasses are registered under ``kind`` (entry point ``toolrun.backends``).
+
+    ``parse`` turns the raw ``backend.<kind>`` mapping into the backend's own typed config
+    (or the list of what is wrong with it); ``check`` reports those problems with their lines.
+    A backend that does not override ``parse`` keeps the raw mapping as its config.
+    """
 
     kind: ClassVar[str]
+    # True when arguments reach the tool only through the config's templates: a parameter none uses is a lint warning.
+    arguments_through_templates: ClassVar[bool] = False
+
+    def parse(self, config: Mapping[str, Any]) -> Any:
+        """The typed config, or a ``list[ConfigProblem]``; the default keeps the mapping as it is."""
+        return config
+
+    def config_of(self, tool: Tool) -> Any:
+        """The tool's typed config: the one parsed at load, else parsed now; ``InvalidConfig`` when it does not parse."""
+        parsed = tool.backend.parsed if tool.backend.parsed is not None else self.parse(tool.backend.config)
+        if isinstance(parsed, list):
+            raise InvalidConfig(f"the {self.kind} config of tool {tool.name!r} is invalid: "
+                                + "; ".join(f"{p.key}: {p.message}" for p in parsed))
+        return parsed
+
+    def config_problems(self, tool: Tool) -> list[Problem]:
+        """What ``parse`` finds wrong, each at the line of its key."""
+        parsed = self.parse(tool.backend.config)
+        if not isinstance(parsed, list):
+            return []
+        return [Problem(tool.source.file, tool.source.line_of(f"backend.{self.kind}.{p.key}"), p.message, p.fix)
+                for p in parsed if isinstance(p, ConfigProblem)]
 
     def placeholders(self, tool: Tool) -> set[str]:
         """Names of the arguments the backend's templates use (for the loader's checks)."""
         return set()
 
     def check(self, tool: Tool) -> list[Problem]:
-        """Problems the loader can see before anything runs (bad target, bad template...)."""
-        return []
+        """Problems the loader can see before anything runs (bad target, bad template...): by default, ``parse``'s."""
+        return self.config_problems(tool)
 
     def warnings(self, tool: Tool) -> list[BackendWarning]:
         """What makes some calls fail, for the lint (``check`` reports what makes every call fail)."""

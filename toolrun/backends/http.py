@@ -30,24 +30,23 @@ from urllib.parse import quote
 
 import httpx
 
-from toolrun.backends.base import Backend, BackendOutput, CallContext
-from toolrun.backends.extract import ExtractError, extract, parse_path
-from toolrun.backends.http_arguments import header_problem, place, placement_problems, placements
+from toolrun.backends.base import Backend, BackendOutput, CallContext, ConfigProblem
+from toolrun.backends.extract import ExtractError, extract
+from toolrun.backends.http_arguments import header_problem, place, placements
+from toolrun.backends.http_config import HttpConfig, http_config, parse_http_config
+from toolrun.backends.http_lint import http_warnings
 from toolrun.backends.http_safety import RefusedRequest, check_destination, checked_transport, same_origin
+from toolrun.backends.warning import BackendWarning
 from toolrun.core.content_decoding import ACCEPT_ENCODING, BodyTooLarge, RefusedBody, decoded
-from toolrun.core.durations import parse_duration
-from toolrun.core.errors import Problem
 from toolrun.core.retry_policy import RetryPolicy
 from toolrun.core.secrets import redact
-from toolrun.core.templates import TemplateError, check_template, placeholders, render, template_fix, value_placeholders
+from toolrun.core.templates import TemplateError, placeholders, render, value_placeholders
 from toolrun.core.text import excerpt
 from toolrun.core.tool import Tool
 from toolrun.core.url_template import PATH_PARAMETER, path_parameters
 
-METHODS = frozenset({"GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE"})
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
-DEFAULT_RETRIES = 2
 MAX_REDIRECTS = 5
 MAX_BODY_BYTES = 16 * 1024 * 1024  # memory guard; the tool's max_output cuts the text far earlier
 ERROR_EXCERPT_CHARS = 300
@@ -114,10 +113,10 @@ def _render_json(value: Any, arguments: Mapping[str, Any], environ: Mapping[str,
     return value
 
 
-def build_url(config: Mapping[str, Any], arguments: Mapping[str, Any], environ: Mapping[str, str]) -> str:
+def build_url(config: HttpConfig, arguments: Mapping[str, Any], environ: Mapping[str, str]) -> str:
     """The request URL: path parameters encoded, templates rendered, joined to base_url."""
     path_values: dict[str, str] = {}
-    styled = place(config.get("arguments"), arguments).path  # arguments declared `in: path`
+    styled = place(config.arguments, arguments).path  # arguments declared `in: path`
 
     def to_variable(match: re.Match[str]) -> str:
         name = match.group(1)
@@ -126,14 +125,13 @@ def build_url(config: Mapping[str, Any], arguments: Mapping[str, Any], environ: 
         path_values[name] = _segment(quote(styled.get(name, _as_text(arguments[name])), safe=""))
         return f"{{{{ {_PATH_VARIABLE}[{name!r}] }}}}"
 
-    url = render(PATH_PARAMETER.sub(to_variable, str(config["url"])),
+    url = render(PATH_PARAMETER.sub(to_variable, config.url),
                  {**arguments, _PATH_VARIABLE: path_values}, environ)
     if httpx.URL(url).scheme:  # absolute (file:// too: check_destination refuses it)
         return url
-    base_url = config.get("base_url")
-    if not base_url:
-        raise ValueError(f"the url {config['url']!r} is relative and the tool has no base_url")
-    base = render(str(base_url), arguments, environ)
+    if not config.base_url:
+        raise ValueError(f"the url {config.url!r} is relative and the tool has no base_url")
+    base = render(config.base_url, arguments, environ)
     return base.rstrip("/") + "/" + url.lstrip("/")
 
 
@@ -171,7 +169,7 @@ def _response_json(response: httpx.Response) -> Any:
         return None
 
 
-def result_of(config: Mapping[str, Any], arguments: Mapping[str, Any], response: httpx.Response,
+def result_of(config: HttpConfig, arguments: Mapping[str, Any], response: httpx.Response,
               environ: Mapping[str, str]) -> BackendOutput:
     """The model's view of a response: an error for 4xx/5xx, else extract / result template / body."""
     status = f"HTTP {response.status_code} {response.reason_phrase}".rstrip()
@@ -182,20 +180,20 @@ def result_of(config: Mapping[str, Any], arguments: Mapping[str, Any], response:
         return BackendOutput(f"{status}: redirect to {location} not followed (follow_redirects is false)",
                              is_error=True)
     body = _response_json(response)
-    if config.get("extract"):
+    if config.extract:
         if body is None:
             return BackendOutput(f"{status}: the response is not JSON, so extract "
-                                 f"{config['extract']!r} cannot apply: {_body_excerpt(response.text)}", is_error=True)
+                                 f"{config.extract!r} cannot apply: {_body_excerpt(response.text)}", is_error=True)
         try:
-            value = extract(body, str(config["extract"]))
+            value = extract(body, config.extract)
         except ExtractError as exc:
             return BackendOutput(str(exc), is_error=True)
         return BackendOutput(_as_text(value))
-    if config.get("result"):
+    if config.result:
         view = {"status": response.status_code, "headers": {k.lower(): v for k, v in response.headers.items()},
                 "json": body, "text": response.text}
         try:
-            return BackendOutput(render(str(config["result"]), {**arguments, "response": view}, environ))
+            return BackendOutput(render(config.result, {**arguments, "response": view}, environ))
         except Exception as exc:  # e.g. the API changed shape: show what came back instead
             return BackendOutput(f"{status}: the tool's result template failed ({exc}); "
                                  f"the response was: {_body_excerpt(response.text)}", is_error=True)
@@ -208,6 +206,7 @@ def result_of(config: Mapping[str, Any], arguments: Mapping[str, Any], response:
 
 class HttpBackend(Backend):
     kind = "http"
+    arguments_through_templates = True
 
     def placeholders(self, tool: Tool) -> set[str]:
         """Path parameters plus every argument used by url/query/headers/body/result templates."""
@@ -222,79 +221,22 @@ class HttpBackend(Backend):
             names |= placeholders(config["result"]) - {"response"}
         return names
 
-    def check(self, tool: Tool) -> list[Problem]:
-        """Bad method, unparseable url, template syntax errors, bad retries/timeout/extract."""
-        config = tool.backend.config
-        problems: list[Problem] = []
+    def parse(self, config: Mapping[str, Any]) -> HttpConfig | list[ConfigProblem]:
+        """The typed config (``HttpConfig``), or every problem of ``config``."""
+        return parse_http_config(config)
 
-        def add(key: str, message: str, fix: str | None = None) -> None:
-            problems.append(Problem(tool.source.file, tool.source.line_of(f"backend.http.{key}"), message, fix))
+    def config_of(self, tool: Tool) -> HttpConfig:
+        """The config parsed at load; for a tool built by hand, taken as written (the request-time checks still refuse)."""
+        parsed = tool.backend.parsed
+        return parsed if isinstance(parsed, HttpConfig) else http_config(tool.backend.config)
 
-        method = str(config.get("method", "GET")).upper()
-        if method not in METHODS:
-            add("method", f"unknown HTTP method {config.get('method')!r}", "use one of " + ", ".join(sorted(METHODS)))
-        url = config.get("url")
-        if not isinstance(url, str) or not url.strip():
-            add("url", "http backend needs a url", "e.g. url: /items/{city}")
-        else:
-            self._check_url(url, config, add)
-        if config.get("extract") and config.get("result"):
-            add("result", "use either extract or result, not both", "keep extract for a path, or result for a template")
-        if config.get("extract"):
-            try:
-                parse_path(str(config["extract"]))
-            except ExtractError as exc:
-                add("extract", str(exc), "e.g. extract: data.items[0].name")
-        for key in ("base_url", "result"):
-            if isinstance(config.get(key), str) and (error := check_template(config[key])):
-                add(key, error, template_fix(error))
-        for key in ("query", "headers", "json", "form"):
-            for error in _template_errors(config.get(key)):
-                add(key, error, template_fix(error))
-        for argument, what, fix in placement_problems(config.get("arguments")):
-            add(f"arguments.{argument}" if argument else "arguments",
-                f"arguments.{argument}: {what}" if argument else what, fix)
-        if isinstance(url, str) and not placement_problems(config.get("arguments")):
-            in_url = set(path_parameters(url))
-            for argument, placement in placements(config.get("arguments")).items():
-                if placement.location == "path" and argument not in in_url:
-                    add(f"arguments.{argument}", f"arguments.{argument}: in: path, but the url has no {{{argument}}}",
-                        f"write {{{argument}}} in the url where the value goes")
-        retries = config.get("retries")
-        if retries is not None and (isinstance(retries, bool) or not isinstance(retries, int) or retries < 0):
-            add("retries", f"retries must be a whole number ≥ 0, got {retries!r}", "e.g. retries: 2 (0 for none)")
-        if config.get("timeout") is not None:
-            try:
-                parse_duration(config["timeout"])
-            except ValueError as exc:
-                add("timeout", str(exc), "write it like 30s, 500ms or 2m")
-        allow_hosts = config.get("allow_hosts")
-        if allow_hosts is not None and (not isinstance(allow_hosts, list)
-                                        or not all(isinstance(h, str) for h in allow_hosts)):
-            add("allow_hosts", "allow_hosts must be a list of host names", "e.g. allow_hosts: [api.internal]")
-        return problems
-
-    @staticmethod
-    def _check_url(url: str, config: Mapping[str, Any], add: Any) -> None:
-        if error := check_template(PATH_PARAMETER.sub("x", url)):
-            add("url", error, template_fix(error))
-            return
-        # Templates and secrets stand in as plain text so the URL's shape can be parsed.
-        sample = re.sub(r"\{\{.*?\}\}|\{%.*?%\}|\$\{env:[^}]*\}", "x", PATH_PARAMETER.sub("x", url))
-        try:
-            parsed = httpx.URL(sample)
-        except httpx.InvalidURL as exc:
-            add("url", f"the url does not parse: {exc}", "write a full URL (https://host/path) or a path under base_url")
-            return
-        if not parsed.scheme and not sample.startswith("x") and not config.get("base_url"):
-            add("url", f"the url {url!r} is relative and there is no base_url",
-                "set defaults: {http: {base_url: ...}} in the toolset, or base_url in the tool")
-        elif parsed.scheme and parsed.scheme not in ("http", "https"):
-            add("url", f"only http and https URLs are supported, not {parsed.scheme}", "use an http:// or https:// URL")
+    def warnings(self, tool: Tool) -> list[BackendWarning]:
+        """Where the model picks the host or path, optional path parameters, unannotated writes (http_lint)."""
+        return http_warnings(tool)
 
     async def run(self, tool: Tool, arguments: dict[str, Any], context: CallContext) -> BackendOutput:
-        config = tool.backend.config
-        method = str(config.get("method", "GET")).upper()
+        config: HttpConfig = self.config_of(tool)
+        method = config.method
         try:
             url = build_url(config, arguments, context.environ)
         except ValueError as exc:  # a missing path value or base_url: say it plainly
@@ -303,10 +245,9 @@ class HttpBackend(Backend):
         if scheme not in ("http", "https"):
             return BackendOutput(redact(f"refused: only http and https URLs are allowed, not "
                                         f"{scheme + ':' if scheme else 'a relative URL'}"), is_error=True)
-        timeout = parse_duration(config["timeout"]) if config.get("timeout") is not None else tool.timeout
-        retries = int(config.get("retries", DEFAULT_RETRIES))
-        attempts = 1 + retries if (method in IDEMPOTENT_METHODS or config.get("idempotent")) else 1
-        allow_lists = [list(h) for h in (config.get("allow_hosts"), context.allow_hosts) if h is not None]
+        timeout = config.timeout if config.timeout is not None else tool.timeout
+        attempts = 1 + config.retries if (method in IDEMPOTENT_METHODS or config.idempotent) else 1
+        allow_lists = [list(h) for h in (config.allow_hosts, context.allow_hosts) if h is not None]
         async with _client(timeout) as client:
             parts = request_parts(config, arguments, context.environ)
             if problem := next(filter(None, (header_problem(k, v) for k, v in parts["headers"].items())), None):
@@ -320,25 +261,25 @@ class HttpBackend(Backend):
             request = client.build_request(method, target, **parts)
             try:
                 response = await _send_with_retries(client, request, attempts, timeout, allow_lists,
-                                                    follow=config.get("follow_redirects", True) is not False)
+                                                    follow=config.follow_redirects)
             except (RefusedRequest, Unreachable) as exc:
                 return BackendOutput(redact(str(exc)), is_error=True)
         output = result_of(config, arguments, response, context.environ)
         return BackendOutput(redact(output.text), output.is_error)
 
 
-def request_parts(config: Mapping[str, Any], arguments: Mapping[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
+def request_parts(config: HttpConfig, arguments: Mapping[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
     """Rendered ``params``, ``headers`` and ``json``/``data`` for httpx's build_request."""
     parts: dict[str, Any] = {
-        "params": _render_mapping(config.get("query"), arguments, environ),
-        "headers": {k: str(v) for k, v in _render_mapping(config.get("headers"), arguments, environ).items()},
+        "params": _render_mapping(config.query, arguments, environ),
+        "headers": {k: str(v) for k, v in _render_mapping(config.headers, arguments, environ).items()},
     }
-    if "json" in config:
-        parts["json"] = _render_json(config["json"], arguments, environ)
-    elif "form" in config:
-        parts["data"] = _render_mapping(config["form"], arguments, environ)
-    if config.get("arguments"):
-        _add_placed(parts, config["arguments"], arguments)
+    if config.has_json:
+        parts["json"] = _render_json(config.json, arguments, environ)
+    elif config.has_form:
+        parts["data"] = _render_mapping(config.form, arguments, environ)
+    if config.arguments:
+        _add_placed(parts, config.arguments, arguments)
     return parts
 
 
@@ -439,13 +380,3 @@ def _redirected(client: httpx.AsyncClient, request: httpx.Request, status: int, 
     headers = [(name, value) for name, value in request.headers.raw if name.lower() not in dropped]  # bytes: Latin-1 kept
     return client.build_request(method, target, headers=headers, content=request.content if keep_body else None)
 
-
-def _template_errors(value: Any) -> list[str]:
-    if isinstance(value, str):
-        error = check_template(value)
-        return [error] if error else []
-    if isinstance(value, dict):
-        return [e for v in value.values() for e in _template_errors(v)]
-    if isinstance(value, list):
-        return [e for v in value for e in _template_errors(v)]
-    return []

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from toolrun.backends.base import Backend, BackendOutput, CallContext
+from toolrun.backends.shell_lint import shell_lint_warnings
 from toolrun.backends.warning import BackendWarning
 from toolrun.core.durations import parse_duration
 from toolrun.core.errors import Problem
@@ -73,6 +74,7 @@ def _templates_of(config: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 class ShellBackend(Backend):
     kind = "shell"
+    arguments_through_templates = True
 
     def placeholders(self, tool: Tool) -> set[str]:
         """Arguments used by argv/cwd/env/stdin templates, or by ``$TOOLRUN_ARG_X`` in a shell command."""
@@ -142,20 +144,8 @@ class ShellBackend(Backend):
         return problems
 
     def warnings(self, tool: Tool) -> list[BackendWarning]:
-        """shell-exit-code: grep, diff and the like answer with exit code 1, which is an error result by default."""
-        config = tool.backend.config
-        argv = config.get("argv")
-        if config.get("shell") or "ok_exit_codes" in config or not isinstance(argv, list) or not argv:
-            return []
-        program = os.path.basename(str(argv[0]))
-        meaning = EXIT_ONE_IS_AN_ANSWER.get(program)
-        if meaning is None:
-            return []
-        return [BackendWarning(
-            "shell-exit-code", "backend.shell.argv",
-            f"{program} exits with code 1 when it {meaning}, which is an error result unless ok_exit_codes "
-            "allows it: add ok_exit_codes: [0, 1] (and a result template that says what an empty output means)",
-        )]
+        """Model values read as options, secrets in argv, unannotated commands (shell_lint), and exit code 1."""
+        return [*shell_lint_warnings(tool), *_exit_code_warnings(tool.backend.config)]
 
     async def run(self, tool: Tool, arguments: dict[str, Any], context: CallContext) -> BackendOutput:
         config = tool.backend.config
@@ -230,6 +220,22 @@ class ShellBackend(Backend):
                 if name in declared:  # an undeclared extra is unvalidated and could shadow a declared NAME
                     env[argument_env_name(name)] = _env_value(value)
         return env
+
+
+def _exit_code_warnings(config: Mapping[str, Any]) -> list[BackendWarning]:
+    """shell-exit-code: grep, diff and the like answer with exit code 1, which is an error result by default."""
+    argv = config.get("argv")
+    if config.get("shell") or "ok_exit_codes" in config or not isinstance(argv, list) or not argv:
+        return []
+    program = os.path.basename(str(argv[0]))
+    meaning = EXIT_ONE_IS_AN_ANSWER.get(program)
+    if meaning is None:
+        return []
+    return [BackendWarning(
+        "shell-exit-code", "backend.shell.argv",
+        f"{program} exits with code 1 when it {meaning}, which is an error result unless ok_exit_codes "
+        "allows it: add ok_exit_codes: [0, 1] (and a result template that says what an empty output means)",
+    )]
 
 
 def _is_exit_code(value: Any) -> bool:

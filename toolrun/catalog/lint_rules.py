@@ -17,10 +17,8 @@ from toolrun.catalog.cjk import is_cjk
 from toolrun.catalog.tokens import token_estimate  # also what tools export shows
 from toolrun.core.credentials import WITHHELD_KEY
 from toolrun.core.schema_dialects import SchemaChange, allows_null, to_gemini, to_openai_strict
-from toolrun.core.secrets import ENV_REFERENCE
 from toolrun.core.text import counted
 from toolrun.core.tool import Tool
-from toolrun.core.url_template import PATH_PARAMETER, path_parameters
 
 if TYPE_CHECKING:
     from toolrun.catalog.lint import Severity
@@ -30,7 +28,6 @@ CJK_CHARS_PER_WORD = 2  # a Chinese word is about two characters
 LARGE_TOOL_TOKENS = 1000  # a single definition above this is worth trimming
 PROPERTY_NAME = re.compile(r"^[a-zA-Z0-9_.-]{1,64}$")  # what Anthropic accepts as input_schema property keys
 HUGE_TOOL_TOKENS = 100_000  # above this a request cannot fit most models' context windows
-STATE_CHANGING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
 def _compiled_at_first_use(source: str, flags: int = 0) -> Callable[[], re.Pattern[str]]:
@@ -395,28 +392,16 @@ def backend_findings(tool: Tool) -> Iterator[RawFinding]:
         yield RawFinding(warning.rule, "warning", warning.key_path, warning.message)
 
 
-def optional_path_parameter_findings(tool: Tool) -> Iterator[RawFinding]:
-    """optional-path-parameter: a url {name} whose parameter the model may leave out."""
-    url = tool.backend.config.get("url") if tool.backend.kind == "http" else None
-    if not isinstance(url, str):
-        return
-    required = set(tool.parameters.get("required") or [])
-    declared = tool.parameters.get("properties") or {}
-    for name in dict.fromkeys(path_parameters(url)):
-        if name in declared and name not in required:
-            yield RawFinding(
-                "optional-path-parameter",
-                "warning",
-                f"parameters.properties.{name}",
-                f"the url needs {{{name}}}, but {name!r} is not in parameters.required: calls without it fail; "
-                "add it to required",
-            )
-
-
 def unused_parameter_findings(tool: Tool) -> Iterator[RawFinding]:
-    """unused-parameter: a declared parameter no template uses (shell and http tools only)."""
-    if tool.backend.kind not in ("shell", "http"):
-        return  # python functions receive every argument
+    """unused-parameter: a declared parameter no template uses (backends whose arguments go only through templates)."""
+    from toolrun.backends import get_backend
+
+    try:
+        through_templates = get_backend(tool.backend.kind).arguments_through_templates
+    except Exception:  # a missing or broken backend is a load error, reported there
+        return
+    if not through_templates:
+        return  # e.g. python functions receive every argument
     used = _backend_placeholders(tool)
     if used is None:
         return
@@ -431,113 +416,6 @@ def unused_parameter_findings(tool: Tool) -> Iterator[RawFinding]:
             )
 
 
-def _value_cannot_start_with_dash(schema: Any) -> bool:
-    """True when the schema guarantees a value that is not an option (no leading "-")."""
-    if not isinstance(schema, dict):
-        return False
-    if isinstance(schema.get("enum"), list):
-        return all(not str(value).startswith("-") for value in schema["enum"])
-    if "const" in schema:
-        return not str(schema["const"]).startswith("-")
-    kind = schema.get("type")
-    if kind == "boolean":
-        return True
-    if kind in ("integer", "number"):
-        minimum = schema.get("minimum", schema.get("exclusiveMinimum"))
-        return isinstance(minimum, (int, float)) and minimum >= 0
-    pattern = schema.get("pattern")
-    if isinstance(pattern, str):
-        # The first thing an anchored pattern requires: a class, \d / \w, or a literal.
-        first = re.match(r"\^(\[(?:\\.|[^\]])*\]|\\[dw]|[A-Za-z0-9_/.])", pattern)
-        if first and pattern[first.end() : first.end() + 1] not in ("*", "?") and "|" not in pattern:
-            try:
-                return re.fullmatch(first.group(1), "-") is None
-            except re.error:
-                return False
-    return False
-
-
-def argv_findings(tool: Tool) -> Iterator[RawFinding]:
-    """secret-in-argv; argv-option-injection: an argv element that starts with a model value, before any "--"."""
-    from toolrun.core.templates import placeholders
-
-    if tool.backend.kind != "shell" or tool.backend.config.get("shell"):
-        return
-    argv = tool.backend.config.get("argv")
-    if not isinstance(argv, list):
-        return
-    secrets = sorted({name for element in argv if isinstance(element, str) for name in ENV_REFERENCE.findall(element)})
-    if secrets:
-        moved = ", ".join(f'{name}: "${{env:{name}}}"' for name in secrets)
-        yield RawFinding(
-            "secret-in-argv",
-            "warning",
-            "backend.shell.argv",
-            f"argv carries the secret {', '.join(secrets)}: every user of the machine sees a command line (ps); "
-            f"pass it in the environment instead — env: {{{moved}}} — and read it there",
-        )
-    properties = tool.parameters.get("properties", {}) or {}
-    for index, element in enumerate(argv):
-        if not isinstance(element, str):
-            continue
-        if element == "--":
-            return  # everything after it is an operand
-        if not _TEMPLATE_FIRST().match(element):
-            continue
-        try:
-            names = placeholders(element)
-        except Exception:  # a template syntax error is the loader's to report
-            continue
-        risky = sorted(name for name in names if not _value_cannot_start_with_dash(properties.get(name)))
-        if not risky:
-            continue
-        key_path = "backend.shell.argv"
-        if index == 0:
-            message = (
-                f"argv[0] is chosen by the model ({', '.join(risky)}): it picks the program to run; "
-                "name the program yourself and pass the value as an argument"
-            )
-        else:
-            message = (
-                f"argv[{index}] {element!r} starts with a model-supplied value ({', '.join(risky)}): a value like "
-                '"--output=/etc/x" would be read as an option; put "--" before it in argv, or constrain the '
-                "parameter (enum, or a pattern such as ^[A-Za-z0-9])"
-            )
-        yield RawFinding("argv-option-injection", "warning", key_path, message)
-
-
-# An argv element whose first rendered text comes from a template: past whitespace and {# comments #}.
-_TEMPLATE_FIRST = _compiled_at_first_use(r"\s*(?:\{#.*?#\}\s*)*\{[{%]", re.DOTALL)
-_URL_ORIGIN = _compiled_at_first_use(r"^\s*([^/]*//)?[^/?#]*")  # scheme and host, up to the path
-
-
-def model_host_findings(tool: Tool) -> Iterator[RawFinding]:
-    """model-chosen-host: a template in an http url's scheme or host lets the model pick the server."""
-    if tool.backend.kind != "http":
-        return
-    for key in ("url", "base_url"):
-        url = tool.backend.config.get(key)
-        if not isinstance(url, str):
-            continue
-        origin = _URL_ORIGIN().match(url)
-        text = origin.group(0) if origin else ""
-        if key == "url" and "//" not in text:
-            continue  # a path under base_url: the host is base_url's
-        if "{{" in text or "{%" in text or PATH_PARAMETER.search(text):
-            yield RawFinding(
-                "model-chosen-host",
-                "warning",
-                f"backend.http.{key}",
-                f"the {key}'s host comes from a model value ({text.strip()!r}): the model picks where the "
-                "request — with its headers and credentials — goes; write the host yourself (or "
-                "${env:NAME}) and pass the value in the path or query, or limit it with allow_hosts",
-            )
-
-
-# Values that leave a path segment once put in a URL as written; a parameter that allows none stays in it.
-_SEGMENT_ESCAPES = ("..", "a/b", "a?b", "a#b")
-
-
 def withheld_credential_findings(tool: Tool) -> Iterator[RawFinding]:
     """credentials-withheld: the toolset's credentials are for its base_url's origin, and this tool goes elsewhere."""
     withheld = tool.backend.config.get(WITHHELD_KEY)
@@ -550,82 +428,6 @@ def withheld_credential_findings(tool: Tool) -> Iterator[RawFinding]:
         "toolset's base_url (or that origin cannot be told from the file); write them in the tool if it "
         "should send them there",
     )
-
-
-def _value_stays_in_segment(schema: Any) -> bool:
-    """True when the schema allows no value that climbs out of a path segment or starts a query."""
-    if not isinstance(schema, dict):
-        return False
-    if isinstance(schema.get("enum"), list):
-        return all(not any(escape in str(value) for escape in ("..", "/", "?", "#")) for value in schema["enum"])
-    if "const" in schema:
-        return not any(escape in str(schema["const"]) for escape in ("..", "/", "?", "#"))
-    if schema.get("type") in ("integer", "number", "boolean"):
-        return True
-    pattern = schema.get("pattern")
-    if isinstance(pattern, str):
-        try:
-            return not any(re.search(pattern, probe) for probe in _SEGMENT_ESCAPES)
-        except re.error:
-            return False
-    return False
-
-
-def model_path_findings(tool: Tool) -> Iterator[RawFinding]:
-    """model-chosen-path: a {{ }} template in an http url's path puts a model value in it unencoded."""
-    if tool.backend.kind != "http":
-        return
-    from toolrun.core.templates import placeholders
-    url = tool.backend.config.get("url")
-    if not isinstance(url, str):
-        return
-    origin = _URL_ORIGIN().match(url)
-    path = url[origin.end():] if origin and "//" in origin.group(0) else url
-    path = re.split(r"[?#]", path, maxsplit=1)[0]
-    if "{{" not in path and "{%" not in path:
-        return
-    try:
-        names = placeholders(path)
-    except Exception:  # a template syntax error is the loader's to report
-        return
-    properties = tool.parameters.get("properties", {}) or {}
-    risky = sorted(name for name in names if name in properties and not _value_stays_in_segment(properties[name]))
-    if risky:
-        shown = ", ".join(risky)
-        yield RawFinding(
-            "model-chosen-path",
-            "warning",
-            "backend.http.url",
-            f"the url's path takes {shown} as written: a value like \"../admin\" or \"x?y=1\" leaves its place, "
-            f"and the request goes there with the tool's headers; write {{{risky[0]}}} (a path parameter, encoded as "
-            "one segment) instead of the {{ }} template, or constrain the parameter (enum, or a pattern such as "
-            "^[A-Za-z0-9_-]+$)",
-        )
-
-
-def annotation_findings(tool: Tool) -> Iterator[RawFinding]:
-    """state-changing-without-annotations: POST/PUT/PATCH/DELETE http or shell tools with no hints."""
-    if tool.annotations is not None:
-        return
-    if tool.backend.kind == "http":
-        method = str(tool.backend.config.get("method", "GET")).upper()
-        if method in STATE_CHANGING_METHODS:
-            yield RawFinding(
-                "state-changing-without-annotations",
-                "warning",
-                "backend",
-                f"{method} tool without `annotations`: say whether it is destructive and idempotent, e.g. "
-                "`annotations: {read_only: false, destructive: false, idempotent: true}` "
-                "(destructive: true also asks for approval before each call)",
-            )
-    elif tool.backend.kind == "shell":
-        yield RawFinding(
-            "state-changing-without-annotations",
-            "warning",
-            "backend",
-            "shell tool without `annotations`: a command may change things; say what it does, e.g. "
-            "`annotations: {read_only: true}` for a query, or `{destructive: true}` for one that deletes",
-        )
 
 
 # ---------------------------------------------------------------- provider schemas and cost
@@ -701,12 +503,7 @@ TOOL_RULES = (
     injection_findings,
     unused_parameter_findings,
     backend_findings,
-    optional_path_parameter_findings,
-    argv_findings,
-    model_host_findings,
-    model_path_findings,
     withheld_credential_findings,
-    annotation_findings,
     schema_compat_findings,
     token_findings,
 )

@@ -8,10 +8,11 @@ exist. Those checks live here, each reported with the line it is about.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from toolrun.backends import BACKENDS, backend_targets, get_backend
+from toolrun.backends import BACKENDS, Backend, backend_targets, get_backend
 from toolrun.catalog.parameter_checks import LineAt, parameter_schema_problems
 from toolrun.core import templates
 from toolrun.core.credentials import WITHHELD_KEY, credentials_withheld
@@ -216,6 +217,8 @@ def _backend_problems(
     problems = [
         Problem(p.file or file, p.line or backend_line, _labelled(label, p.message), p.fix) for p in checked
     ]
+    if not checked:  # parsed once here; run reads the typed config (a cached catalog parses at its first call)
+        tool.backend = replace(tool.backend, parsed=_parsed(backend, tool))
     declared = set((tool.parameters.get("properties") or {}) if isinstance(tool.parameters, dict) else {})
     for name in sorted(used - declared):
         guess = did_you_mean(name, declared)
@@ -228,6 +231,15 @@ def _backend_problems(
             )
         )
     return problems
+
+
+def _parsed(backend: Backend, tool: Tool) -> Any:
+    """The backend's typed config, or None (parsed at the first call) when it is the raw mapping or does not parse."""
+    try:
+        parsed = backend.parse(tool.backend.config)
+    except Exception:  # a plugin's parse that fails on a config its check passed: run parses it then
+        return None
+    return None if isinstance(parsed, list) or parsed is tool.backend.config else parsed
 
 
 def _labelled(label: str, message: str) -> str:

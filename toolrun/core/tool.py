@@ -56,11 +56,13 @@ class BackendSpec:
 
     ``kind`` is a registered backend name (``python``, ``shell``, ``http`` or a plugin's).
     ``config`` is the mapping under ``backend.<kind>`` (for ``python: "mod:func"`` it is
-    ``{"function": "mod:func"}``), plain dicts and lists only.
+    ``{"function": "mod:func"}``), plain dicts and lists only. ``parsed`` is the backend's
+    typed config when the loader parsed it (None: the backend parses ``config`` when asked).
     """
 
     kind: str
     config: dict[str, Any]
+    parsed: Any = field(default=None, compare=False, repr=False)
 
 
 @dataclass
