@@ -295,3 +295,25 @@ def test_an_import_past_the_expansion_budget_is_a_one_line_error(tmp_path: Path)
     assert outcome.exit_code == 2
     assert outcome.stderr.count("\n") == 1
     assert "$refs expand to more than 200,000 schema nodes" in outcome.stderr and "--include" in outcome.stderr
+
+
+@pytest.mark.parametrize("where", ["cookie", "header", "query"])
+@pytest.mark.parametrize("name", ["x=${env:HOME}; y", "X-${env:HOME}", "q{{ 'tem' ~ 'plated' }}", "a=b; role=admin", "k\r\nX: 1"])
+def test_an_api_key_name_cannot_choose_a_variable_or_a_template(tmp_path: Path, loopback, monkeypatch,
+                                                                where: str, name: str) -> None:
+    server = loopback(lambda request: Reply(body={"ok": True}))
+    spec = write_json(tmp_path, "spec.json", {
+        **document({"/a": {"get": operation("getA")}}), "servers": [{"url": server.url}],
+        "security": [{"key": []}],
+        "components": {"securitySchemes": {"key": {"type": "apiKey", "in": where, "name": name}}}})
+    result = import_openapi(spec)
+    assert any("'key'" in note and "name" in note for note in result.notes)
+    tools = tmp_path / "tools.d"
+    tools.mkdir()
+    (tools / "api.yaml").write_text(result.text, encoding="utf-8")
+    monkeypatch.setenv("HOME", "/home/victim-home-value")
+    monkeypatch.setenv("SHOP_API_KEY", "the-api-key")
+    cli("call", "getA", "--tools-dir", str(tools))
+    sent = json.dumps([vars(request) for request in server.requests], default=str)
+    assert "victim-home-value" not in sent and "templated" not in sent
+    assert all("role" not in request.headers.get("cookie", "") for request in server.requests)
