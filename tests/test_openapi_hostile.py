@@ -317,3 +317,38 @@ def test_an_api_key_name_cannot_choose_a_variable_or_a_template(tmp_path: Path, 
     sent = json.dumps([vars(request) for request in server.requests], default=str)
     assert "victim-home-value" not in sent and "templated" not in sent
     assert all("role" not in request.headers.get("cookie", "") for request in server.requests)
+
+
+def alias_fan_out(levels: int) -> str:
+    """A YAML document of a few hundred bytes whose body schema, its aliases expanded, is millions of characters."""
+    lines = ["openapi: 3.0.3", "info: {title: Shop, version: '1'}", "servers: [{url: 'https://api.shop.example'}]",
+             "x-s0: &s0 {type: object, properties: {a: {type: string}, b: {type: string}}}"]
+    for level in range(1, levels + 1):
+        members = ", ".join(f"p{i}: *s{level - 1}" for i in range(8))
+        lines.append(f"x-s{level}: &s{level} {{type: object, properties: {{{members}}}}}")
+    body = f"{{content: {{application/json: {{schema: *s{levels}}}}}}}"
+    lines += ["paths:", f"  /a: {{post: {{operationId: big, requestBody: {body}, responses: {{'200': {{description: ok}}}}}}}}",
+              "  /b: {get: {operationId: small, responses: {'200': {description: ok}}}}"]
+    return "\n".join(lines) + "\n"
+
+
+def test_a_schema_blown_up_by_yaml_aliases_is_skipped_not_written(tmp_path: Path) -> None:
+    spec = tmp_path / "aliases.yaml"
+    spec.write_text(alias_fan_out(4), encoding="utf-8")
+    assert spec.stat().st_size < 1_000
+    result = import_openapi(spec)
+    assert [tool.name for tool in result.tools] == ["small"]
+    assert "too large" in result.skipped[0].reason
+    assert len(result.text) < 20_000  # was 1.5 MB, and the lint took half a minute to read it back
+
+
+def test_one_schema_written_into_thousands_of_operations_is_a_one_line_error(tmp_path: Path) -> None:
+    shared = {f"p{i}": {"type": "string", "description": "x" * 90} for i in range(100)}  # ~11,000 characters
+    paths = {f"/things/{i}": {"post": operation(f"op{i}", requestBody={"content": {"application/json": {
+        "schema": {"$ref": "#/components/schemas/Thing"}}}})} for i in range(1500)}
+    spec = write_json(tmp_path, "many.json", document(paths, components={"schemas": {
+        "Thing": {"type": "object", "properties": shared}}}))
+    assert spec.stat().st_size < 400_000
+    outcome = cli("import", "openapi", str(spec))
+    assert outcome.exit_code == 2, outcome.stderr[-300:]  # was a 16 MB file and minutes of lint
+    assert outcome.stderr.count("\n") == 1 and "--include" in outcome.stderr
