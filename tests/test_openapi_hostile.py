@@ -352,3 +352,15 @@ def test_one_schema_written_into_thousands_of_operations_is_a_one_line_error(tmp
     outcome = cli("import", "openapi", str(spec))
     assert outcome.exit_code == 2, outcome.stderr[-300:]  # was a 16 MB file and minutes of lint
     assert outcome.stderr.count("\n") == 1 and "--include" in outcome.stderr
+
+
+@pytest.mark.parametrize("suffix", ["json", "yaml"])
+def test_a_number_longer_than_python_reads_is_a_one_line_error(tmp_path: Path, suffix: str) -> None:
+    huge = "1" + "0" * 5000
+    parameter = {"name": "n", "in": "query", "schema": {"type": "integer", "maximum": "HUGE"}}
+    text = json.dumps(document({"/a": {"get": operation(parameters=[parameter])}})).replace('"HUGE"', huge)
+    spec = tmp_path / f"spec.{suffix}"
+    spec.write_text(text, encoding="utf-8")
+    outcome = cli("import", "openapi", str(spec))
+    assert outcome.exit_code == 2 and outcome.stderr.count("\n") == 1
+    assert "a number longer than" in outcome.stderr
