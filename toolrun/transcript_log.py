@@ -34,6 +34,7 @@ from toolrun.replay.divergence import Divergence
 from toolrun.results import RunResult, ToolCallRecord
 from toolrun.runner import RunObserver
 from toolrun.secrets import redact
+from toolrun.text import json_terminal_safe
 
 
 class TranscriptLog(RunObserver):
@@ -69,6 +70,7 @@ class TranscriptLog(RunObserver):
         if self._stream is None:
             return
         line = json.dumps(redact({"event": event, "at": round(time.time(), 6), **fields}), ensure_ascii=False, default=str)
+        line = json_terminal_safe(line)  # U+2028, NEL, CSI as \u escapes: one event a line, safe to `tail -f`
         self._stream.write(line + "\n")
         self._stream.flush()
 
