@@ -295,3 +295,72 @@ def test_an_import_past_the_expansion_budget_is_a_one_line_error(tmp_path: Path)
     assert outcome.exit_code == 2
     assert outcome.stderr.count("\n") == 1
     assert "$refs expand to more than 200,000 schema nodes" in outcome.stderr and "--include" in outcome.stderr
+
+
+@pytest.mark.parametrize("where", ["cookie", "header", "query"])
+@pytest.mark.parametrize("name", ["x=${env:HOME}; y", "X-${env:HOME}", "q{{ 'tem' ~ 'plated' }}", "a=b; role=admin", "k\r\nX: 1"])
+def test_an_api_key_name_cannot_choose_a_variable_or_a_template(tmp_path: Path, loopback, monkeypatch,
+                                                                where: str, name: str) -> None:
+    server = loopback(lambda request: Reply(body={"ok": True}))
+    spec = write_json(tmp_path, "spec.json", {
+        **document({"/a": {"get": operation("getA")}}), "servers": [{"url": server.url}],
+        "security": [{"key": []}],
+        "components": {"securitySchemes": {"key": {"type": "apiKey", "in": where, "name": name}}}})
+    result = import_openapi(spec)
+    assert any("'key'" in note and "name" in note for note in result.notes)
+    tools = tmp_path / "tools.d"
+    tools.mkdir()
+    (tools / "api.yaml").write_text(result.text, encoding="utf-8")
+    monkeypatch.setenv("HOME", "/home/victim-home-value")
+    monkeypatch.setenv("SHOP_API_KEY", "the-api-key")
+    cli("call", "getA", "--tools-dir", str(tools))
+    sent = json.dumps([vars(request) for request in server.requests], default=str)
+    assert "victim-home-value" not in sent and "templated" not in sent
+    assert all("role" not in request.headers.get("cookie", "") for request in server.requests)
+
+
+def alias_fan_out(levels: int) -> str:
+    """A YAML document of a few hundred bytes whose body schema, its aliases expanded, is millions of characters."""
+    lines = ["openapi: 3.0.3", "info: {title: Shop, version: '1'}", "servers: [{url: 'https://api.shop.example'}]",
+             "x-s0: &s0 {type: object, properties: {a: {type: string}, b: {type: string}}}"]
+    for level in range(1, levels + 1):
+        members = ", ".join(f"p{i}: *s{level - 1}" for i in range(8))
+        lines.append(f"x-s{level}: &s{level} {{type: object, properties: {{{members}}}}}")
+    body = f"{{content: {{application/json: {{schema: *s{levels}}}}}}}"
+    lines += ["paths:", f"  /a: {{post: {{operationId: big, requestBody: {body}, responses: {{'200': {{description: ok}}}}}}}}",
+              "  /b: {get: {operationId: small, responses: {'200': {description: ok}}}}"]
+    return "\n".join(lines) + "\n"
+
+
+def test_a_schema_blown_up_by_yaml_aliases_is_skipped_not_written(tmp_path: Path) -> None:
+    spec = tmp_path / "aliases.yaml"
+    spec.write_text(alias_fan_out(4), encoding="utf-8")
+    assert spec.stat().st_size < 1_000
+    result = import_openapi(spec)
+    assert [tool.name for tool in result.tools] == ["small"]
+    assert "too large" in result.skipped[0].reason
+    assert len(result.text) < 20_000  # was 1.5 MB, and the lint took half a minute to read it back
+
+
+def test_one_schema_written_into_thousands_of_operations_is_a_one_line_error(tmp_path: Path) -> None:
+    shared = {f"p{i}": {"type": "string", "description": "x" * 90} for i in range(100)}  # ~11,000 characters
+    paths = {f"/things/{i}": {"post": operation(f"op{i}", requestBody={"content": {"application/json": {
+        "schema": {"$ref": "#/components/schemas/Thing"}}}})} for i in range(1500)}
+    spec = write_json(tmp_path, "many.json", document(paths, components={"schemas": {
+        "Thing": {"type": "object", "properties": shared}}}))
+    assert spec.stat().st_size < 400_000
+    outcome = cli("import", "openapi", str(spec))
+    assert outcome.exit_code == 2, outcome.stderr[-300:]  # was a 16 MB file and minutes of lint
+    assert outcome.stderr.count("\n") == 1 and "--include" in outcome.stderr
+
+
+@pytest.mark.parametrize("suffix", ["json", "yaml"])
+def test_a_number_longer_than_python_reads_is_a_one_line_error(tmp_path: Path, suffix: str) -> None:
+    huge = "1" + "0" * 5000
+    parameter = {"name": "n", "in": "query", "schema": {"type": "integer", "maximum": "HUGE"}}
+    text = json.dumps(document({"/a": {"get": operation(parameters=[parameter])}})).replace('"HUGE"', huge)
+    spec = tmp_path / f"spec.{suffix}"
+    spec.write_text(text, encoding="utf-8")
+    outcome = cli("import", "openapi", str(spec))
+    assert outcome.exit_code == 2 and outcome.stderr.count("\n") == 1
+    assert "a number longer than" in outcome.stderr

@@ -220,3 +220,35 @@ def test_an_impossible_block_index_in_an_anthropic_stream_is_a_provider_error(lo
     result = run_through_runner(_provider("anthropic", server.url), [], user("北京?"), stream=True)
     assert result.stop_reason == "error"
     assert "index" in result.error and "\n" not in result.error, result.error
+
+
+# A number Python will not read: int() stops at 4,300 digits (a ValueError that is not a JSONDecodeError).
+HUGE = "1" + "0" * 5000
+CALLS_WITH_A_HUGE_NUMBER = {
+    "openai": ({"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "t", "arguments": '{"n": ' + HUGE + "}"}}]}}]}, False),
+    "openai-responses": ({"status": "completed", "output": [{"type": "function_call", "call_id": "c1", "name": "t",
+                                                             "arguments": '{"n": ' + HUGE + "}"}]}, False),
+    "anthropic": ('event: message_start\ndata: {"type": "message_start", "message": {"model": "c", "content": []}}\n\n'
+                  'event: content_block_start\ndata: {"type": "content_block_start", "index": 0, "content_block": '
+                  '{"type": "tool_use", "id": "c1", "name": "t", "input": {}}}\n\n'
+                  'event: content_block_delta\ndata: {"type": "content_block_delta", "index": 0, "delta": '
+                  '{"type": "input_json_delta", "partial_json": "{\\"n\\": ' + HUGE + '}"}}\n\n'
+                  'event: content_block_stop\ndata: {"type": "content_block_stop", "index": 0}\n\n'
+                  'event: message_delta\ndata: {"type": "message_delta", "delta": {"stop_reason": "tool_use"}}\n\n'
+                  'event: message_stop\ndata: {"type": "message_stop"}\n\n', True),
+}
+
+
+@pytest.mark.parametrize("name", list(CALLS_WITH_A_HUGE_NUMBER))
+def test_a_number_too_long_for_python_in_a_calls_arguments_is_an_error_the_model_sees(loopback, tmp_path, name: str):
+    from tests.backend_helpers import make_tool
+
+    answer, streamed = CALLS_WITH_A_HUGE_NUMBER[name]
+    replies = iter([Reply(200, headers={"Content-Type": "text/event-stream"}, chunks=[answer]) if streamed
+                    else Reply(200, json.dumps(answer), {"Content-Type": "application/json"})])
+    server = loopback(lambda request: next(replies, Reply(500, "no more answers")))
+    tool = make_tool("shell", {"argv": ["echo", "ran"]}, folder=tmp_path, properties={"n": {"type": "integer"}})
+    result = run_through_runner(_provider(name, server.url), [tool], user("北京?"), stream=streamed)
+    call = result.turns[0].tool_calls[0]  # the run went on: the model was told, nothing ran
+    assert call.is_error and "not valid JSON" in call.result and "ran" not in call.result, call.result

@@ -228,3 +228,25 @@ def test_an_interrupted_transcript_counts_the_requests_and_tokens_it_saw(tmp_pat
     assert "330 in / 157 out tokens" in render_page(run) and "2 model requests" in render_page(run)
     assert timeline_from_transcript(inventory_run[1])["usage"] == {"input_tokens": 330, "output_tokens": 157,
                                                                    "requests": 2}
+
+
+def test_a_transcript_whose_tool_printed_line_separators_and_terminal_controls_is_drawn(tmp_path: Path) -> None:
+    """A tool's output with U+2028, NEL or CSI: the transcript stays one event a line, safe to tail on a terminal."""
+    tools = tmp_path / "tools.d"
+    tools.mkdir()
+    (tools / "echo.yaml").write_text(
+        "tools:\n  - name: echo_text\n    description: Echoes its text back; for tests only.\n"
+        "    parameters: {type: object, properties: {text: {type: string}}}\n"
+        "    backend: {shell: {argv: [echo, '{{ text }}']}}\n", encoding="utf-8")
+    script = tmp_path / "script.yaml"
+    script.write_text('- tool_calls:\n    - {name: echo_text, arguments: {text: "a\\u2028b\\x85c\\x9b31md\\u2029e"}}\n'
+                      "- text: done\n", encoding="utf-8")
+    transcript = tmp_path / "run.jsonl"
+    ran = invoke("ask", "hi", "--model", f"scripted:{script}", "--tools-dir", str(tools), "--no-log",
+                 "--transcript", str(transcript))
+    assert ran.exit_code == 0, ran.stderr
+    text = transcript.read_text(encoding="utf-8")
+    assert not set(text) & {"\u2028", "\u2029", "\x85", "\x9b"}  # written as \u escapes, as the audit log does
+    assert all(json.loads(line) for line in text.split("\n") if line)
+    drawn = invoke("view", str(transcript), "-o", str(tmp_path / "page.html"))
+    assert drawn.exit_code == 0, drawn.stderr  # was "run.jsonl:4: not a JSON line"

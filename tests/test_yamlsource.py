@@ -92,3 +92,10 @@ def test_yaml_nested_thousands_deep_is_a_problem_not_a_recursion_error():
     with pytest.raises(YamlSyntaxError) as info:
         load_yaml_text("a: " + "[" * depth + "]" * depth + "\n", "f.yaml")
     assert info.value.problem.message == "the YAML is nested too deeply to read"
+
+
+def test_a_number_longer_than_python_reads_is_a_problem_at_its_line(tmp_path: Path):
+    huge = "1" + "0" * 5000  # int() stops at 4,300 digits with a ValueError, not a YAML error
+    with pytest.raises(YamlSyntaxError, match="a number longer than") as info:
+        load_yaml_text(f"name: x\nmaximum: {huge}\n", "f.yaml")
+    assert info.value.problem.line == 2

@@ -32,8 +32,9 @@ STYLES = {
 # RFC 6265 cookie-octet, less "%" (kept for the escapes themselves): everything else in a value is percent-encoded,
 # so a model's "; role=admin" stays one value instead of adding cookies.
 _COOKIE_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) not in '",;\\%')
-# What no header value may hold: line breaks and NUL (a second header, a cut request) and the other controls.
-_HEADER_CONTROLS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+# What no header value may hold: line breaks and NUL (a second header, a cut request) and the other controls,
+# C1 included: Latin-1 would send NEL (\x85) and CSI (\x9b) as raw bytes, which some parsers split or obey.
+_HEADER_CONTROLS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
 _DELIMITERS = {"form": ",", "simple": ",", "spaceDelimited": " ", "pipeDelimited": "|", "tabDelimited": "\t"}
 
 

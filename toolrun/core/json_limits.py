@@ -9,6 +9,7 @@ A model's arguments or a server's body deeper than any real one is refused here,
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 MAX_ARGUMENT_DEPTH = 64  # a tool's parameters are a handful of levels; a model nesting deeper is attacking
@@ -46,6 +47,11 @@ def loads_bounded(text: str | bytes, max_depth: int) -> Any:
         value = json.loads(text)
     except RecursionError:
         raise TooDeep(max_depth) from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError:  # int() refuses a number past sys.get_int_max_str_digits(): bad JSON like any other
+        raise json.JSONDecodeError(f"a number longer than {sys.get_int_max_str_digits()} digits",
+                                   text if isinstance(text, str) else text.decode("utf-8", "replace"), 0) from None
     if nesting_depth(value) > max_depth:
         raise TooDeep(max_depth)
     return value

@@ -7,6 +7,7 @@ PyYAML is imported on the first parse: a command whose files all come from a cac
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -116,6 +117,19 @@ def _refuse_non_json_value(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
     )
 
 
+def construct_bounded_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    """An int as PyYAML reads it; a number longer than Python reads is a ConstructorError at its line."""
+    import yaml
+
+    try:
+        return yaml.constructor.SafeConstructor.construct_yaml_int(loader, node)
+    except ValueError:  # int() reads at most sys.get_int_max_str_digits() digits: a problem at its line
+        raise yaml.constructor.ConstructorError(
+            None, None, f"a number longer than {sys.get_int_max_str_digits()} digits", node.start_mark
+        ) from None
+
+
+INT_TAG = "tag:yaml.org,2002:int"
 _TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
 _NON_JSON_TAGS = tuple(f"tag:yaml.org,2002:{name}" for name in ("binary", "set", "omap", "pairs"))
 
@@ -126,6 +140,7 @@ def _add_constructors(loader: type[yaml.SafeLoader | yaml.CSafeLoader]) -> None:
     loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
     loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
     loader.add_constructor(_TIMESTAMP_TAG, _construct_timestamp_as_text)
+    loader.add_constructor(INT_TAG, construct_bounded_int)
     for tag in _NON_JSON_TAGS:
         loader.add_constructor(tag, _refuse_non_json_value)
 

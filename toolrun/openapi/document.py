@@ -22,7 +22,7 @@ import yaml
 from toolrun.backends.http_safety import RefusedRequest
 from toolrun.core.content_decoding import RefusedBody
 from toolrun.core.errors import Problem, UserError
-from toolrun.core.yamlsource import AliasLimit
+from toolrun.core.yamlsource import INT_TAG, AliasLimit, construct_bounded_int
 from toolrun.openapi.references import EXTERNAL_FLAG, fetch
 
 FETCH_TIMEOUT_SECONDS = 30.0
@@ -39,6 +39,7 @@ class _Loader(AliasLimit, getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # typ
 
 _Loader.add_implicit_resolver(
     "tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789"))
+_Loader.add_constructor(INT_TAG, construct_bounded_int)
 
 
 class OpenAPIError(UserError):

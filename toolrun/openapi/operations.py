@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolrun.backends.http_arguments import STYLES
-from toolrun.openapi.schemas import DanglingRef, FileUpload, Resolver, object_members, typed
+from toolrun.openapi.schemas import DanglingRef, FileUpload, OversizedSchema, Resolver, object_members, typed
 from toolrun.openapi.text import MAX_DESCRIPTION_CHARS, MAX_PARAMETER_DESCRIPTION_CHARS, clean_description, has_template_syntax, identifier
 
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
@@ -107,6 +107,8 @@ def convert_operation(operation: Operation, resolver: Resolver, *, swagger2: boo
         raise Unsupported(str(exc)) from None
     except FileUpload as exc:
         raise Unsupported(f"{exc}: a file upload cannot be sent by the http backend") from None
+    except OversizedSchema as exc:
+        raise Unsupported(str(exc)) from None
     url, properties, required, arguments = _merge(path, found)
     in_url = set(re.findall(r"\{([A-Za-z_][A-Za-z0-9_]*)\}", url))
     for name in [n for n, where in arguments.items() if _location(where) == "path" and n not in in_url]:

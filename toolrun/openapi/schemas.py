@@ -30,6 +30,11 @@ MAX_SCHEMA_CHARS = 12_000  # ~3,000 tokens of JSON: past this, nesting is cut sh
 # What one import may expand, in schema nodes and listed values: GitHub's 13 MB document needs ~11,400,
 # a few KB of schemas that refer to each other 80 times over would need hundreds of millions.
 MAX_EXPANDED_NODES = 200_000
+# A schema still this large with its $refs cut shallowest (YAML aliases expand without any $ref): not a tool definition.
+MAX_TOOL_SCHEMA_CHARS = 4 * MAX_SCHEMA_CHARS
+# What one import may write of schemas, a shared one counted each time it is written: GitHub's needs ~920,000.
+# Each character costs the lint that reads the file back; 1,500 operations sharing an 11 KB body wrote 16 MB.
+MAX_WRITTEN_SCHEMA_CHARS = 8_000_000
 JSON_TYPES = ("string", "number", "integer", "boolean", "object", "array", "null")
 _KEPT = frozenset(
     "type enum const default format title description properties required items prefixItems additionalProperties "
@@ -57,6 +62,10 @@ class DanglingRef(Exception):
     """A ``$ref`` that points nowhere; the message names it."""
 
 
+class OversizedSchema(Exception):
+    """A schema past MAX_TOOL_SCHEMA_CHARS even with its $refs cut shallowest: its operation is skipped."""
+
+
 class _Oversized(Exception):
     """One attempt at a schema already holds more than MAX_SCHEMA_CHARS: try shallower nesting."""
 
@@ -81,7 +90,8 @@ class Resolver:
     rules: ReferenceRules
     dangling: list[str] = field(default_factory=list)  # broken $refs met inside schemas, since the last look
     expanded: int = 0  # schema nodes and listed values converted so far, against MAX_EXPANDED_NODES
-    _cache: dict[tuple[str, str], tuple[Any, list[str]]] = field(default_factory=dict)
+    written: int = 0  # characters of schemas handed out so far, against MAX_WRITTEN_SCHEMA_CHARS
+    _cache: dict[tuple[str, str], tuple[Any, list[str], int]] = field(default_factory=dict)
 
     def follow(self, node: Any, base: str) -> tuple[Any, str]:
         """``node`` with its ``$ref`` chain followed (siblings of the last $ref kept), and the location it lives in."""
@@ -154,21 +164,35 @@ class Resolver:
         """
         key = self.ref_key(node, base)
         if key is not None and key in self._cache:  # a body schema shared by many operations
-            converted, dangling = self._cache[key]
+            converted, dangling, size = self._cache[key]
             self.dangling += dangling
+            self._write(size)
             return converted
         before = len(self.dangling)
         for limit in range(MAX_REF_DEPTH, 0, -1):
             del self.dangling[before:]
-            try:  # the last attempt is kept whatever its size: only the import's budget stops it
+            try:  # the last attempt is kept up to MAX_TOOL_SCHEMA_CHARS: the import's budget bounds the work
                 converted = _Converter(self, limit, size_cap=limit > 1).convert(node, base, (), 0)
             except _Oversized:
                 continue
-            if len(json.dumps(converted, default=str)) <= MAX_SCHEMA_CHARS:
+            size = len(json.dumps(converted, default=str))
+            if size <= MAX_SCHEMA_CHARS:
                 break
         if key is not None:
-            self._cache[key] = (converted, self.dangling[before:])
+            self._cache[key] = (converted, self.dangling[before:], size)
+        self._write(size)
         return converted
+
+    def _write(self, size: int) -> None:
+        """Count a schema about to be written into a tool; refuse one too large, or an import writing too much."""
+        if size > MAX_TOOL_SCHEMA_CHARS:
+            raise OversizedSchema(f"a schema of its arguments is {size:,} characters even with $refs cut "
+                                  f"shallowest (the limit is {MAX_TOOL_SCHEMA_CHARS:,}): too large for a tool")
+        self.written += size
+        if self.written > MAX_WRITTEN_SCHEMA_CHARS:
+            raise OpenAPIError(f"the document's schemas write more than {MAX_WRITTEN_SCHEMA_CHARS:,} characters "
+                               "into its tools (a large schema shared by many operations is written into each)",
+                               "import a part of it with --include/--tag", self.root)
 
 
 @dataclass

@@ -63,9 +63,12 @@ def credentials(title: str, schemes: dict[str, Any], used: list[str], resolve: A
         suffix = suffixes[scheme_name]
         kind = str(scheme.get("type", "")).lower()
         http_scheme = str(scheme.get("scheme", "")).lower()
-        if kind == "apikey":
+        where, name = str(scheme.get("in", "header")), str(scheme.get("name") or "X-API-Key")
+        if kind == "apikey" and not _TOKEN.fullmatch(name):
+            found.notes.append(f"security scheme {scheme_name!r}: its {where} name "
+                               f"{name!r} is not a plain name (letters, digits, -_.): add it by hand")
+        elif kind == "apikey":
             variable = _variable(prefix, suffix, "_API_KEY")
-            where, name = str(scheme.get("in", "header")), str(scheme.get("name") or "X-API-Key")
             reference = f"${{env:{variable}}}"
             {"query": found.query, "cookie": found.cookies}.get(where, found.headers)[name] = reference
             found.variables[variable] = f"the API key ({name} in {where})"
@@ -82,6 +85,11 @@ def credentials(title: str, schemes: dict[str, Any], used: list[str], resolve: A
             found.notes.append(f"security scheme {scheme_name!r} ({scheme.get('type')} {http_scheme}) "
                                "is not supported: add its header by hand")
     return found
+
+
+# A header, cookie or query name as RFC 9110 spells a token: no `=`, `;`, braces or `${`, so a
+# document's name cannot add a cookie, render a template or pick which variable is sent.
+_TOKEN = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+")
 
 
 def _variable(prefix: str, scheme: str, kind: str) -> str:

@@ -31,6 +31,7 @@ from toolrun.core.errors import Problem, UserError
 from toolrun.core.messages import ModelResponse, ToolCall
 from toolrun.core.private_files import open_private
 from toolrun.core.secrets import redact
+from toolrun.core.text import json_terminal_safe
 from toolrun.loop.results import RunResult, ToolCallRecord
 from toolrun.loop.runner import RunObserver
 from toolrun.replay.divergence import Divergence
@@ -69,6 +70,7 @@ class TranscriptLog(RunObserver):
         if self._stream is None:
             return
         line = json.dumps(redact({"event": event, "at": round(time.time(), 6), **fields}), ensure_ascii=False, default=str)
+        line = json_terminal_safe(line)  # U+2028, NEL, CSI as \u escapes: one event a line, safe to `tail -f`
         self._stream.write(line + "\n")
         self._stream.flush()
 

@@ -39,7 +39,7 @@ def timeline_from_log(log: RunLog, run_id: int | None = None) -> dict[str, Any]:
 def timeline_from_transcript(path: Path) -> dict[str, Any]:
     """The run a ``--transcript`` file tells, event by event; UserError for a file that is not one."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = path.read_text(encoding="utf-8").split("\n")  # JSON Lines: only \n ends a line (not U+2028)
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(Problem(path, None, f"cannot read this transcript ({exc})", "name a file --transcript wrote")) from None
     events = []
