@@ -30,7 +30,6 @@ OVER_TODAY: dict[str, str] = {
     "openapi/schemas.py:_Converter._dialect": "complexity 33",
     "openapi/schemas.py:_Converter.convert": "complexity 28",
     "openapi/schemas.py:_merge_all_of": "complexity 25",
-    "openapi/importer.py:_import": "complexity 35, 72 lines",
     "openapi/operations.py:_swagger2_body": "complexity 29",
     "sessions/expect.py:check_expectations": "complexity 24",
     "loop/execution.py:_describe": "complexity 23",
