@@ -25,7 +25,6 @@ OVER_TODAY: dict[str, str] = {
     "catalog/loader.py:load_tool_file": "complexity 21, 64 lines",
     "providers/scripted_file.py:_answer": "complexity 21",
     "providers/openai_chat.py:ChatStreamAssembler._add_fragment": "complexity 21",
-    "loop/execution.py:_describe": "complexity 23",
     "backends/http.py:HttpBackend.check": "complexity 31",
     "backends/shell.py:ShellBackend.check": "complexity 31",
     "backends/http_arguments.py:placement_problems": "complexity 22",
