@@ -21,7 +21,6 @@ MAX_COMPLEXITY = 20
 # "path:function" (or "path" for a module) -> what it measures today
 OVER_TODAY: dict[str, str] = {
     "catalog/lint_rules.py": "717 lines",
-    "catalog/loader.py:load_tool_file": "complexity 21, 64 lines",
     "providers/scripted_file.py:_answer": "complexity 21",
     "providers/openai_chat.py:ChatStreamAssembler._add_fragment": "complexity 21",
     "backends/http.py:HttpBackend.check": "complexity 31",
