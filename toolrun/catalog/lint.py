@@ -20,6 +20,7 @@ from toolrun.core.tool import Tool
 
 if TYPE_CHECKING:
     from toolrun.catalog.lint_rules import RawFinding
+    from toolrun.catalog.similarity import SimilarGroups
 
 Severity = Literal["error", "warning", "info"]
 
@@ -126,14 +127,7 @@ def near_duplicate_findings(tools: list[Tool], threshold: float = NEAR_DUPLICATE
     documents = [f"{tool.name} {tool.description}" for tool in tools]
     actions = [_action_meaning(tool.name) for tool in tools]
     groups = similar_groups(documents, threshold, labels=actions)
-    action_of = [actions[members[0]] for members in groups.members]
-    neighbours: dict[int, list[tuple[float, int]]] = {}
-    for pair in groups.pairs:
-        first_action, second_action = action_of[pair.first], action_of[pair.second]
-        if first_action and second_action and first_action != second_action:
-            continue  # get_x vs delete_x: the verb tells them apart
-        neighbours.setdefault(pair.first, []).append((pair.score, pair.second))
-        neighbours.setdefault(pair.second, []).append((pair.score, pair.first))
+    neighbours = _look_alike_groups(groups, [actions[members[0]] for members in groups.members])
 
     def by_name(index: int) -> tuple[str, int]:
         return tools[index].name, index
@@ -158,6 +152,18 @@ def near_duplicate_findings(tools: list[Tool], threshold: float = NEAR_DUPLICATE
             count = count_outside + (len(members) - 1 if inside else 0)
             findings.append((index, _near_duplicate(tools[index], tools[closest], -negative_score, count)))
     return [finding for _, finding in sorted(findings, key=lambda item: item[0])]
+
+
+def _look_alike_groups(groups: SimilarGroups, action_of: list[str | None]) -> dict[int, list[tuple[float, int]]]:
+    """Each group -> the (score, group) of its similar groups, but for those whose verbs tell them apart."""
+    neighbours: dict[int, list[tuple[float, int]]] = {}
+    for pair in groups.pairs:
+        first_action, second_action = action_of[pair.first], action_of[pair.second]
+        if first_action and second_action and first_action != second_action:
+            continue  # get_x vs delete_x: the verb tells them apart
+        neighbours.setdefault(pair.first, []).append((pair.score, pair.second))
+        neighbours.setdefault(pair.second, []).append((pair.score, pair.first))
+    return neighbours
 
 
 def _near_duplicate(tool: Tool, other: Tool, score: float, look_alikes: int) -> LintFinding:

@@ -19,6 +19,7 @@ from typing import Any
 from toolrun.catalog.cache import CatalogCache
 from toolrun.catalog.model import Catalog, LoadedTool, UnstartedTool
 from toolrun.core.errors import Problem, UserError
+from toolrun.core.tool import Tool
 from toolrun.core.yamlsource import LineDict, YamlSyntaxError, load_yaml_file
 
 TOOL_FILE_SUFFIXES = (".yaml", ".yml")
@@ -191,8 +192,6 @@ def load_tool_file(file: Path, *, wanted: Callable[[str], bool] | None = None) -
     """
     # What checks a file is imported when one is read: a warm cache serves every file without them.
     from toolrun.catalog.mcp_toolset import load_mcp_toolset
-    from toolrun.catalog.parameter_checks import parameter_problems
-    from toolrun.catalog.tool_builder import build_tool
     from toolrun.catalog.tool_schema import schema_problems
 
     try:
@@ -212,41 +211,47 @@ def load_tool_file(file: Path, *, wanted: Callable[[str], bool] | None = None) -
     if "mcp_server" in document:
         server_tools, toolset_problems = load_mcp_toolset(document, file, broken_paths, wanted)
         return server_tools, problems + toolset_problems
-    if "tools" in document or "defaults" in document:
-        listed = document.get("tools")
-        entries: list[tuple[tuple[Any, ...], Any]] = (
-            [(("tools", index), raw) for index, raw in enumerate(listed)] if isinstance(listed, list) else []
-        )
-        defaults = document.get("defaults")
-        defaults_broken = ("defaults",) in broken_paths
-    else:
-        entries = [((), document)]
-        defaults = None
-        defaults_broken = False
-
+    entries, defaults, defaults_broken = _tool_entries(document, broken_paths)
     tools: list[LoadedTool] = []
     for path, raw in entries:
         if not isinstance(raw, LineDict):
             continue  # the schema already said it is not a mapping
         name = raw.get("name")
-        line = raw.key_lines.get("name", raw.line)
-        broken_keys = _broken_keys(broken_paths, path)
-        type_only = "parameters" in broken_keys and _only_type_is_wrong(raw.get("parameters"))
-        if type_only:  # BFCL's `type: dict`: still check the arguments and the backend, all at once
-            raw, broken_keys = _with_object_parameters(raw), broken_keys - {"parameters"}
-        tool = None
-        if not defaults_broken and _checkable(raw, broken_keys):
-            # Still run the semantic checks past a bad description or timeout: report everything at once.
-            usable = _without(raw, broken_keys - {""})
-            tool, tool_problems = build_tool(usable, file=file, document=document, path=path, defaults=defaults)
-            problems += tool_problems
-            if broken_keys or type_only:
-                tool = None
-        elif "parameters" not in broken_keys:
-            problems += parameter_problems(raw, file=file, document=document, path=path)
+        tool = _entry_tool(raw, path, file, document, defaults, _broken_keys(broken_paths, path), defaults_broken,
+                           problems)
         if isinstance(name, str) and name:
-            tools.append((name, line, tool))
+            tools.append((name, raw.key_lines.get("name", raw.line), tool))
     return tools, problems
+
+
+def _tool_entries(document: Any, broken_paths: set[tuple[Any, ...]]
+                  ) -> tuple[list[tuple[tuple[Any, ...], Any]], Any, bool]:
+    """(path, mapping) of each tool of a file, its defaults, and whether those are broken: a list or a lone tool."""
+    if "tools" not in document and "defaults" not in document:
+        return [((), document)], None, False
+    listed = document.get("tools")
+    entries = [(("tools", index), raw) for index, raw in enumerate(listed)] if isinstance(listed, list) else []
+    return entries, document.get("defaults"), ("defaults",) in broken_paths
+
+
+def _entry_tool(raw: LineDict, path: tuple[Any, ...], file: Path, document: Any, defaults: Any,
+                broken_keys: set[str], defaults_broken: bool, problems: list[Problem]) -> Tool | None:
+    """One entry's Tool, None when it has a mistake; every mistake it has goes to ``problems``."""
+    from toolrun.catalog.parameter_checks import parameter_problems
+    from toolrun.catalog.tool_builder import build_tool
+
+    type_only = "parameters" in broken_keys and _only_type_is_wrong(raw.get("parameters"))
+    if type_only:  # BFCL's `type: dict`: still check the arguments and the backend, all at once
+        raw, broken_keys = _with_object_parameters(raw), broken_keys - {"parameters"}
+    if not defaults_broken and _checkable(raw, broken_keys):
+        # Still run the semantic checks past a bad description or timeout: report everything at once.
+        usable = _without(raw, broken_keys - {""})
+        tool, tool_problems = build_tool(usable, file=file, document=document, path=path, defaults=defaults)
+        problems += tool_problems
+        return None if broken_keys or type_only else tool
+    if "parameters" not in broken_keys:
+        problems += parameter_problems(raw, file=file, document=document, path=path)
+    return None
 
 
 def _unique(problems: list[Problem]) -> list[Problem]:

@@ -43,22 +43,13 @@ def load_mcp_toolset(document: LineDict, file: Path, broken_paths: set[tuple[Any
     server and of which none is wanted gives ``UnstartedTool``s: no server is started.
     """
     server_line = line_of(document, ("mcp_server",))
-    problems: list[Problem] = []
-    if "defaults" in document:
-        problems.append(Problem(file, line_of(document, ("defaults",)), "a file of MCP server tools has no defaults",
-                                "put timeout under mcp_server:, and per-tool settings under tools:"))
+    problems = _misplaced_defaults(document, file)
     if any(path[:1] == ("mcp_server",) for path in broken_paths):
         return [], problems  # the server's own settings are wrong: do not start anything
-    config = plain(document["mcp_server"])
-    if bool(config.get("command")) == bool(config.get("url")):
-        fix = "write command: [python, -m, our_mcp_server] for a local server, or url: https://host/mcp"
-        return [], problems + [Problem(file, server_line, "mcp_server needs exactly one of command and url", fix)]
-    timeout = DEFAULT_TIMEOUT_SECONDS
-    if "timeout" in config:
-        try:
-            timeout = config["timeout"] = parse_duration(config["timeout"])
-        except ValueError as exc:
-            return [], problems + [Problem(file, line_of(document, ("mcp_server", "timeout")), f"mcp_server.timeout: {exc}", _DURATION_FIX)]
+    settings = _server_settings(document, file, problems)
+    if settings is None:
+        return [], problems
+    config, timeout = settings
     names = declared_names(config)
     if wanted is not None and names is not None and not problems and not any(map(wanted, names)):
         return [(name, server_line, UnstartedTool(name, SourceLocation(file, server_line or 1))) for name in names], []
@@ -70,7 +61,37 @@ def load_mcp_toolset(document: LineDict, file: Path, broken_paths: set[tuple[Any
     except McpServerUnavailable as exc:
         fix = "run the command yourself (or open the url) to see why; the other tool files are not affected by it"
         return [], problems + [Problem(file, server_line, str(exc), fix)]
+    return _served_tools(remote_tools, config, timeout, document, file, broken_paths, problems), problems
 
+
+def _misplaced_defaults(document: LineDict, file: Path) -> list[Problem]:
+    if "defaults" not in document:
+        return []
+    return [Problem(file, line_of(document, ("defaults",)), "a file of MCP server tools has no defaults",
+                    "put timeout under mcp_server:, and per-tool settings under tools:")]
+
+
+def _server_settings(document: LineDict, file: Path, problems: list[Problem]) -> tuple[dict[str, Any], float] | None:
+    """The ``mcp_server`` settings with the timeout read, or None after adding the problem that stops the file."""
+    config = plain(document["mcp_server"])
+    if bool(config.get("command")) == bool(config.get("url")):
+        fix = "write command: [python, -m, our_mcp_server] for a local server, or url: https://host/mcp"
+        problems.append(Problem(file, line_of(document, ("mcp_server",)), "mcp_server needs exactly one of command and url", fix))
+        return None
+    timeout = DEFAULT_TIMEOUT_SECONDS
+    if "timeout" in config:
+        try:
+            timeout = config["timeout"] = parse_duration(config["timeout"])
+        except ValueError as exc:
+            problems.append(Problem(file, line_of(document, ("mcp_server", "timeout")), f"mcp_server.timeout: {exc}", _DURATION_FIX))
+            return None
+    return config, timeout
+
+
+def _served_tools(remote_tools: list[Any], config: dict[str, Any], timeout: float, document: LineDict, file: Path,
+                  broken_paths: set[tuple[Any, ...]], problems: list[Problem]) -> list[LoadedTool]:
+    """The selected tools of the server as catalog tools, each with its override; their problems go to ``problems``."""
+    server_line = line_of(document, ("mcp_server",))
     by_name = {tool.name: tool for tool in remote_tools}
     selection = config.get("tools")
     problems += _unknown_selection(selection, by_name, file, document)
@@ -86,10 +107,7 @@ def load_mcp_toolset(document: LineDict, file: Path, broken_paths: set[tuple[Any
         override_path, override = overrides.get(remote.name, (None, None))
         line = line_of(document, override_path) if override_path else server_line
         if not _TOOL_NAME.match(name):
-            message = f"the server's tool {remote.name!r} gives the catalog name {name!r}, which is not 1-64 letters, digits, _ or -"
-            fix = ("choose a shorter prefix, or leave the tool out under mcp_server.tools" if len(name) > 64
-                   else "leave the tool out: list the tools you want under mcp_server.tools")
-            problems.append(Problem(file, server_line, message, fix))
+            problems.append(_unusable_name(remote.name, name, file, server_line))
             continue
         if remote.name in broken:  # its override has a mistake: not served without it (a confirm: it names, say)
             loaded.append((name, line, None))
@@ -97,7 +115,14 @@ def load_mcp_toolset(document: LineDict, file: Path, broken_paths: set[tuple[Any
         tool, tool_problems = _tool(name, remote, override or {}, server_config, timeout, file, document, override_path, line)
         problems += tool_problems
         loaded.append((name, line, tool))
-    return loaded, problems
+    return loaded
+
+
+def _unusable_name(remote_name: str, name: str, file: Path, server_line: int | None) -> Problem:
+    message = f"the server's tool {remote_name!r} gives the catalog name {name!r}, which is not 1-64 letters, digits, _ or -"
+    fix = ("choose a shorter prefix, or leave the tool out under mcp_server.tools" if len(name) > 64
+           else "leave the tool out: list the tools you want under mcp_server.tools")
+    return Problem(file, server_line, message, fix)
 
 
 def declared_names(config: dict[str, Any]) -> list[str] | None:

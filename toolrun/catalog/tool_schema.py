@@ -9,6 +9,8 @@ this module uses for those words, so the wording lives next to the rule it expla
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -112,46 +114,109 @@ def _with_home(problem: Problem, key: Any) -> Problem:
     return Problem(problem.file, problem.line, problem.message, f"'{key}' belongs under {' or '.join(homes)}")
 
 
-def _translate(error: ValidationError, document: Any, file: Path) -> list[tuple[tuple[Any, ...], Problem]]:
+_Found = list[tuple[tuple[Any, ...], Problem]]
+
+
+@dataclass(frozen=True)
+class _Violation:
+    """One schema error of a tool file, with what every wording of it needs."""
+
+    error: ValidationError
+    document: Any
+    file: Path
+    path: tuple[Any, ...]
+    where: str  # the path in words, "the file" at the top
+    line: int | None
+    schema: dict[str, Any]  # the failing subschema, with its x- hints
+    value: Any
+
+    @property
+    def fix(self) -> str | None:
+        return self.schema.get("x-fix")
+
+    def generic(self) -> list[Problem]:
+        return error_problems(self.error, self.document, self.file)
+
+
+def _translate(error: ValidationError, document: Any, file: Path) -> _Found:
     """The generic wording comes from toolrun.core.schema_errors; a few keywords read better with tool-file hints."""
     path = tuple(error.absolute_path)
-    where = describe_path(path) if path else "the file"
-    line = line_of(document, path)
-    schema = error.schema if isinstance(error.schema, dict) else {}
-    keyword = error.validator
-    value = error.instance
-    fix = schema.get("x-fix")
+    violation = _Violation(error, document, file, path, describe_path(path) if path else "the file",
+                           line_of(document, path), error.schema if isinstance(error.schema, dict) else {},
+                           error.instance)
+    rule = _RULES.get(str(error.validator))
+    found = rule(violation) if rule is not None else None
+    if found is not None:
+        return found
+    return [(path, problem) for problem in violation.generic()]
 
-    if keyword == "additionalProperties" and isinstance(value, dict):
-        allowed = set(schema.get("properties", {}))
-        unknown = [key for key in value if key not in allowed]
-        problems = error_problems(error, document, file)
-        if not path:  # "in the document" says nothing at the top of a tool file
-            problems = [Problem(p.file, p.line, p.message.replace(" in the document", ""), p.fix) for p in problems]
-        return [(path + (key,), _with_home(problem, key)) for key, problem in zip(unknown, problems, strict=False)]
-    if keyword == "required" and isinstance(value, dict):
-        results = []
-        for key in error.validator_value:
-            if key not in value:
-                example = _hint(schema.get("properties", {}).get(key, {}), "x-example") or "..."
-                message = f"{where} is missing the required key '{key}'"
-                results.append((path, Problem(file, line, message, f"add '{key}: {example}'")))
-        return results
-    if keyword == "enum":
-        choices = list(dict.fromkeys(str(c).upper() if isinstance(c, str) else str(c) for c in error.validator_value))
-        guess = did_you_mean(str(value).upper(), choices)
-        message = f"{where} must be one of {', '.join(choices)}, not {describe_value(value)}"
-        return [(path, Problem(file, line, message, f"did you mean '{guess}'?" if guess else fix))]
-    if keyword in ("minProperties", "maxProperties", "minItems") and isinstance(value, (dict, list)):
-        keys = ", ".join(str(k) for k in value) if isinstance(value, dict) else ""
-        what = f"has {counted(len(value), 'key')} ({keys})" if keys else "is empty"
-        return [(path, Problem(file, line, f"{where} {what}", fix))]
-    if keyword == "pattern" and path[-1:] == ("name",) and isinstance(value, str):
-        # "ChaDri.change_drink" (BFCL's module.function style) -> a name the providers accept
-        suggestion = re.sub(r"[^A-Za-z0-9_-]+", "_", value.strip()).strip("_")[:64] or "get_weather"
-        return [(path, Problem(p.file, p.line, p.message, f"rename it, e.g. {suggestion}"))
-                for p in error_problems(error, document, file)]
-    return [(path, problem) for problem in error_problems(error, document, file)]
+
+def _unknown_keys(violation: _Violation) -> _Found | None:
+    """Each unknown key on its own, with the place it belongs when it belongs elsewhere."""
+    if not isinstance(violation.value, dict):
+        return None
+    allowed = set(violation.schema.get("properties", {}))
+    unknown = [key for key in violation.value if key not in allowed]
+    problems = violation.generic()
+    if not violation.path:  # "in the document" says nothing at the top of a tool file
+        problems = [Problem(p.file, p.line, p.message.replace(" in the document", ""), p.fix) for p in problems]
+    return [(violation.path + (key,), _with_home(problem, key))
+            for key, problem in zip(unknown, problems, strict=False)]
+
+
+def _missing_keys(violation: _Violation) -> _Found | None:
+    """Each missing required key, with an example of it to add."""
+    if not isinstance(violation.value, dict):
+        return None
+    results = []
+    for key in violation.error.validator_value:
+        if key not in violation.value:
+            example = _hint(violation.schema.get("properties", {}).get(key, {}), "x-example") or "..."
+            message = f"{violation.where} is missing the required key '{key}'"
+            results.append((violation.path, Problem(violation.file, violation.line, message, f"add '{key}: {example}'")))
+    return results
+
+
+def _not_one_of(violation: _Violation) -> _Found | None:
+    """A value outside an enum: the choices, and the closest of them."""
+    choices = list(dict.fromkeys(str(c).upper() if isinstance(c, str) else str(c)
+                                 for c in violation.error.validator_value))
+    guess = did_you_mean(str(violation.value).upper(), choices)
+    message = f"{violation.where} must be one of {', '.join(choices)}, not {describe_value(violation.value)}"
+    fix = f"did you mean '{guess}'?" if guess else violation.fix
+    return [(violation.path, Problem(violation.file, violation.line, message, fix))]
+
+
+def _wrong_count(violation: _Violation) -> _Found | None:
+    """A mapping or list with too few or too many members: what it has."""
+    value = violation.value
+    if not isinstance(value, (dict, list)):
+        return None
+    keys = ", ".join(str(k) for k in value) if isinstance(value, dict) else ""
+    what = f"has {counted(len(value), 'key')} ({keys})" if keys else "is empty"
+    return [(violation.path, Problem(violation.file, violation.line, f"{violation.where} {what}", violation.fix))]
+
+
+def _unusable_name(violation: _Violation) -> _Found | None:
+    """A tool name the providers refuse: a name they accept, made of it."""
+    if violation.path[-1:] != ("name",) or not isinstance(violation.value, str):
+        return None
+    # "ChaDri.change_drink" (BFCL's module.function style) -> a name the providers accept
+    suggestion = re.sub(r"[^A-Za-z0-9_-]+", "_", violation.value.strip()).strip("_")[:64] or "get_weather"
+    return [(violation.path, Problem(p.file, p.line, p.message, f"rename it, e.g. {suggestion}"))
+            for p in violation.generic()]
+
+
+# a JSON Schema keyword -> its tool-file wording (None where it does not apply: the generic one then)
+_RULES: dict[str, Callable[[_Violation], _Found | None]] = {
+    "additionalProperties": _unknown_keys,
+    "required": _missing_keys,
+    "enum": _not_one_of,
+    "minProperties": _wrong_count,
+    "maxProperties": _wrong_count,
+    "minItems": _wrong_count,
+    "pattern": _unusable_name,
+}
 
 
 __all__ = ["packaged_schema_text", "schema_problems", "tool_file_validator", "tool_schema"]

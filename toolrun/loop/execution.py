@@ -10,6 +10,7 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -84,38 +85,68 @@ def _type_name(value: Any) -> str:
 
 def _describe(error: ValidationError) -> str:
     """One precise sentence: where, what was expected, what was given."""
-    where = _json_path(error.absolute_path)
-    expected = error.validator_value
+    wording = _WORDINGS.get(error.validator)
+    return f"at {_json_path(error.absolute_path)}: {wording(error) if wording else error.message}"
+
+
+def _missing_property(error: ValidationError) -> str:
     given = error.instance
-    kind = error.validator
-    if kind == "required":
-        missing = [p for p in expected if isinstance(given, dict) and p not in given]
-        named = next((p for p in missing if repr(p) in error.message), missing[0] if missing else "?")
-        return f"at {where}: missing required property {named!r}"
-    if kind == "type":
-        wanted = " or ".join(expected) if isinstance(expected, list) else expected
-        return f"at {where}: expected {wanted}, got {_shown(given)}"
-    if kind == "enum":
-        return f"at {where}: expected one of {_shown(expected)}, got {_shown(given)}"
-    if kind == "const":
-        return f"at {where}: expected {_shown(expected)}, got {_shown(given)}"
-    if kind == "additionalProperties":
-        allowed = sorted((error.schema.get("properties") or {}).keys())
-        extra = sorted(set(given) - set(allowed)) if isinstance(given, dict) else []
-        hint = f" (allowed: {', '.join(allowed)})" if allowed else " (this tool takes no arguments)"
-        return f"at {where}: unexpected propert{'y' if len(extra) == 1 else 'ies'} {', '.join(map(repr, extra))}{hint}"
-    bounds = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}
-    if kind in bounds:
-        return f"at {where}: expected a number {bounds[kind]} {expected}, got {_shown(given)}"
-    if kind in ("minLength", "maxLength"):
-        limit = "at least" if kind == "minLength" else "at most"
-        return f"at {where}: expected {limit} {counted(expected, 'character')}, got {len(given)}: {_shown(given)}"
-    if kind in ("minItems", "maxItems"):
-        limit = "at least" if kind == "minItems" else "at most"
-        return f"at {where}: expected {limit} {counted(expected, 'item')}, got {len(given)}"
-    if kind == "pattern":
-        return f"at {where}: expected a string matching {expected!r}, got {_shown(given)}"
-    return f"at {where}: {error.message}"
+    missing = [p for p in error.validator_value if isinstance(given, dict) and p not in given]
+    named = next((p for p in missing if repr(p) in error.message), missing[0] if missing else "?")
+    return f"missing required property {named!r}"
+
+
+def _wrong_type(error: ValidationError) -> str:
+    expected = error.validator_value
+    wanted = " or ".join(expected) if isinstance(expected, list) else expected
+    return f"expected {wanted}, got {_shown(error.instance)}"
+
+
+def _not_one_of(error: ValidationError) -> str:
+    return f"expected one of {_shown(error.validator_value)}, got {_shown(error.instance)}"
+
+
+def _not_the_constant(error: ValidationError) -> str:
+    return f"expected {_shown(error.validator_value)}, got {_shown(error.instance)}"
+
+
+def _unexpected_properties(error: ValidationError) -> str:
+    given = error.instance
+    allowed = sorted((error.schema.get("properties") or {}).keys())
+    extra = sorted(set(given) - set(allowed)) if isinstance(given, dict) else []
+    hint = f" (allowed: {', '.join(allowed)})" if allowed else " (this tool takes no arguments)"
+    return f"unexpected propert{'y' if len(extra) == 1 else 'ies'} {', '.join(map(repr, extra))}{hint}"
+
+
+_BOUNDS = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}
+
+
+def _out_of_bounds(error: ValidationError) -> str:
+    return f"expected a number {_BOUNDS[str(error.validator)]} {error.validator_value}, got {_shown(error.instance)}"
+
+
+def _wrong_length(error: ValidationError) -> str:
+    limit = "at least" if error.validator == "minLength" else "at most"
+    given = error.instance
+    return f"expected {limit} {counted(error.validator_value, 'character')}, got {len(given)}: {_shown(given)}"
+
+
+def _wrong_item_count(error: ValidationError) -> str:
+    limit = "at least" if error.validator == "minItems" else "at most"
+    return f"expected {limit} {counted(error.validator_value, 'item')}, got {len(error.instance)}"
+
+
+def _no_match(error: ValidationError) -> str:
+    return f"expected a string matching {error.validator_value!r}, got {_shown(error.instance)}"
+
+
+# a JSON Schema keyword -> what its failure says after "at $.path: " (others: jsonschema's own message)
+_WORDINGS: dict[Any, Callable[[ValidationError], str]] = {
+    "required": _missing_property, "type": _wrong_type, "enum": _not_one_of, "const": _not_the_constant,
+    "additionalProperties": _unexpected_properties, **dict.fromkeys(_BOUNDS, _out_of_bounds),
+    "minLength": _wrong_length, "maxLength": _wrong_length, "minItems": _wrong_item_count,
+    "maxItems": _wrong_item_count, "pattern": _no_match,
+}
 
 
 def validate_arguments(tool: Tool, arguments: Any) -> list[str]:

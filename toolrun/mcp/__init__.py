@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from toolrun.core.errors import Problem, UserError
 from toolrun.mcp.addresses import is_loopback, parse_address
@@ -17,8 +18,13 @@ from toolrun.mcp.limits import (
     DEFAULT_HEADER_TIMEOUT,
     DEFAULT_MAX_CONNECTIONS,
     HttpLimits,
+    SessionLimits,
     resolve_session_limits,
 )
+
+if TYPE_CHECKING:
+    from toolrun.mcp.access import AccessList
+    from toolrun.mcp.server import CatalogServer
 
 __all__ = ["parse_address", "serve"]
 
@@ -49,26 +55,12 @@ def serve(
     ``body_timeout`` more for its body; at most ``max_connections`` connections are open.
     """
     address = parse_address(http) if http is not None else None
-    if address is not None and auth is None:
-        if not is_loopback(address[0]):
-            raise UserError(Problem(None, None, f"refusing to serve on {address[0]} without --auth: "
-                                                "anyone who can reach it could call every tool",
-                                    "pass --auth FILE listing the clients and their tokens (see docs/mcp.md), "
-                                    "or bind to 127.0.0.1"))
-    if not tools_dir.is_dir():
-        raise UserError(Problem(tools_dir, None, "tools directory not found",
-                                "pass --tools-dir DIR with the folder of tool files"))
+    _check_place(address, auth, tools_dir)
     from toolrun.mcp.access import load_access_list
 
     access = load_access_list(auth) if auth is not None else None  # a bad file fails before the SDK loads
-    own_limits = [(client.name, client.max_sessions) for client in access.clients] if access else None
-    try:
-        sessions = resolve_session_limits(max_sessions, max_client_sessions, own_limits)
-    except ValueError as exc:
-        raise UserError(Problem(auth, None, str(exc), "raise --max-sessions, or lower the clients' limits")) from None
-    limits = HttpLimits(sessions, header_timeout, body_timeout, max_connections)
-
-    import anyio
+    limits = HttpLimits(_session_limits(access, auth, max_sessions, max_client_sessions), header_timeout,
+                        body_timeout, max_connections)
 
     from toolrun.core.secrets import Redactor, redacting
     from toolrun.mcp.audit import AuditLog
@@ -83,18 +75,54 @@ def serve(
         server.load()
         try:
             if address is None:
-                from toolrun.mcp.stdio import serve_stdio
-
-                anyio.run(serve_stdio, server)
+                _serve_stdio(server)
             else:
-                from toolrun.mcp.http import bind, serve_http
-
-                try:
-                    sock = bind(*address)
-                except OSError as exc:
-                    raise UserError(Problem(None, None, f"cannot listen on {http}: {exc.strerror or exc}",
-                                            "pick another port, or stop what is using it")) from None
-                anyio.run(serve_http, server, sock, access, lambda url: report(f"listening on {url}"), limits)
+                _serve_http(server, address, http, access, report, limits)
         finally:
             if audit_log is not None:
                 audit_log.close()
+
+
+def _check_place(address: tuple[str, int] | None, auth: Path | None, tools_dir: Path) -> None:
+    """Refuse a non-loopback address without ``--auth``, and a missing tools directory."""
+    if address is not None and auth is None:
+        if not is_loopback(address[0]):
+            raise UserError(Problem(None, None, f"refusing to serve on {address[0]} without --auth: "
+                                                "anyone who can reach it could call every tool",
+                                    "pass --auth FILE listing the clients and their tokens (see docs/mcp.md), "
+                                    "or bind to 127.0.0.1"))
+    if not tools_dir.is_dir():
+        raise UserError(Problem(tools_dir, None, "tools directory not found",
+                                "pass --tools-dir DIR with the folder of tool files"))
+
+
+def _session_limits(access: AccessList | None, auth: Path | None, max_sessions: int | None,
+                    max_client_sessions: int | None) -> SessionLimits:
+    """The server's and each client's session limits, refused when one client could fill the server."""
+    own_limits = [(client.name, client.max_sessions) for client in access.clients] if access else None
+    try:
+        return resolve_session_limits(max_sessions, max_client_sessions, own_limits)
+    except ValueError as exc:
+        raise UserError(Problem(auth, None, str(exc), "raise --max-sessions, or lower the clients' limits")) from None
+
+
+def _serve_stdio(server: CatalogServer) -> None:
+    import anyio
+
+    from toolrun.mcp.stdio import serve_stdio
+
+    anyio.run(serve_stdio, server)
+
+
+def _serve_http(server: CatalogServer, address: tuple[str, int], http: str | None, access: AccessList | None,
+                report: Callable[[str], None], limits: HttpLimits) -> None:
+    import anyio
+
+    from toolrun.mcp.http import bind, serve_http
+
+    try:
+        sock = bind(*address)
+    except OSError as exc:
+        raise UserError(Problem(None, None, f"cannot listen on {http}: {exc.strerror or exc}",
+                                "pick another port, or stop what is using it")) from None
+    anyio.run(serve_http, server, sock, access, lambda url: report(f"listening on {url}"), limits)

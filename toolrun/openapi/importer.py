@@ -96,38 +96,88 @@ def _import(spec: str | Path, shown: str, *, include: Iterable[str], exclude: It
             base_url: str | None, allow_external_refs: bool) -> ImportResult:
     from toolrun.openapi.toolset import render_toolset  # the writer needs the result's parts first
 
+    _check_locations(spec, base_url)
+    location = str(spec) if is_url(str(spec)) else str(Path(spec).resolve())
+    documents = Documents()
+    document = documents.load(location)
+    swagger2, spec_version = _version(document, shown)
+    resolver = Resolver(documents, location, ReferenceRules(location, allow_external_refs))
+    title = _title(document, shown)
+    selection = Selection(tuple(include), tuple(exclude), tuple(tags))
+    found = _convert_selected(document, location, resolver, selection, swagger2)
+    found.not_selected += _skip_webhooks(document, location, selection, found.skipped)
+    if not found.tools:
+        fix = ("check --include/--exclude/--tag" if found.not_selected else "see the reasons above" if found.skipped
+               else "an OpenAPI document lists its operations under `paths:`")
+        raise OpenAPIError(_nothing_imported(shown, found.skipped, found.not_selected), fix, shown)
+    _name_tools(found.tools)
+
+    notes = found.notes
+    variables: dict[str, str] = {}
+    resolved_base = base_url or _base_url(document, swagger2, location, title, variables, notes)
+    schemes = schemes_of(document, swagger2)
+    everywhere = required_schemes(document, schemes)
+    creds = _credentials(schemes, everywhere, title, resolver, location, notes)
+    variables.update(creds.variables)
+    for tool in found.tools:
+        tool.base_url = None if base_url else _operation_base(tool.operation, location)
+        variables.update(_tool_credentials(tool, creds, schemes, everywhere, title, resolver, location, notes))
+    result = ImportResult("", title, shown, spec_version, found.tools, found.skipped, found.not_selected,
+                          resolved_base, variables, notes + creds.notes)
+    _pin_origins(result)
+    result.text = render_toolset(result, creds)
+    return result
+
+
+def _check_locations(spec: str | Path, base_url: str | None) -> None:
+    """Refuse a --base-url that is no http(s) URL, and a document URL whose host does not parse."""
     if base_url is not None and not is_url(base_url) and not base_url.startswith("${env:"):
         raise OpenAPIError(f"the base URL {base_url!r} is not an http(s) URL",
                            "give its scheme and host, e.g. --base-url https://api.example.com/v1 (or ${env:NAME})")
     if str(spec).lower().startswith(("http://", "https://")) and not is_url(str(spec)):
         raise OpenAPIError(f"{spec} is not a URL that can be read (its host does not parse)",
                            "check the URL, e.g. https://api.example.com/openapi.json", str(spec))
-    location = str(spec) if is_url(str(spec)) else str(Path(spec).resolve())
-    documents = Documents()
-    document = documents.load(location)
-    swagger2, spec_version = _version(document, shown)
-    resolver = Resolver(documents, location, ReferenceRules(location, allow_external_refs))
-    info = document.get("info") if isinstance(document.get("info"), dict) else {}
-    # markup out ("Legacy <b>Billing</b>"): the title names the variables and heads the file
-    title = " ".join(clean_description(str(info.get("title") or "")).split()) or Path(urlsplit(shown).path).stem or "API"
-    selection = Selection(tuple(include), tuple(exclude), tuple(tags))
 
-    tools: list[ImportedTool] = []
-    skipped: list[Skipped] = []
-    notes: list[str] = []
-    not_selected = 0
-    consumes = document.get("consumes") if isinstance(document.get("consumes"), list) else []
-    for operation in _operations(document, location, resolver, skipped):
+
+def _title(document: dict[str, Any], shown: str) -> str:
+    """The API's title, markup out ("Legacy <b>Billing</b>"): it names the variables and heads the file."""
+    info = document.get("info")
+    info = info if isinstance(info, dict) else {}
+    return " ".join(clean_description(str(info.get("title") or "")).split()) or Path(urlsplit(shown).path).stem or "API"
+
+
+@dataclass
+class _Converted:
+    """The selected operations as tools, those skipped, the notes on the way, and how many were not selected."""
+
+    tools: list[ImportedTool] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    not_selected: int = 0
+
+
+def _convert_selected(document: dict[str, Any], location: str, resolver: Resolver, selection: Selection,
+                      swagger2: bool) -> _Converted:
+    found = _Converted()
+    listed = document.get("consumes")
+    consumes = listed if isinstance(listed, list) else []
+    for operation in _operations(document, location, resolver, found.skipped):
         if not selection.wants(operation):
-            not_selected += 1
+            found.not_selected += 1
             continue
         try:
             tool = convert_operation(operation, resolver, swagger2=swagger2, consumes=consumes)
         except Unsupported as exc:
-            skipped.append(Skipped(operation.label, str(exc)))
+            found.skipped.append(Skipped(operation.label, str(exc)))
             continue
-        tools.append(tool)
-        notes += [f"{operation.label}: {note}" for note in tool.notes]
+        found.tools.append(tool)
+        found.notes += [f"{operation.label}: {note}" for note in tool.notes]
+    return found
+
+
+def _skip_webhooks(document: dict[str, Any], location: str, selection: Selection, skipped: list[Skipped]) -> int:
+    """Each selected webhook as a Skipped entry; returns how many were outside the selection."""
+    not_selected = 0
     webhooks = document.get("webhooks")
     for name, item in webhooks.items() if isinstance(webhooks, dict) else ():
         hooks = [Operation(method, str(name), item, item[method], location)
@@ -136,34 +186,22 @@ def _import(spec: str | Path, shown: str, *, include: Iterable[str], exclude: It
             not_selected += 1  # outside --include/--tag: not worth a line in the summary
             continue
         skipped.append(Skipped(f"webhook {name!r}", "the API calls you with it: nothing for a tool to send"))
-    if not tools:
-        fix = ("check --include/--exclude/--tag" if not_selected else "see the reasons above" if skipped
-               else "an OpenAPI document lists its operations under `paths:`")
-        raise OpenAPIError(_nothing_imported(shown, skipped, not_selected), fix, shown)
-    _name_tools(tools)
+    return not_selected
 
-    variables: dict[str, str] = {}
-    resolved_base = base_url or _base_url(document, swagger2, location, title, variables, notes)
-    schemes = schemes_of(document, swagger2)
-    everywhere = required_schemes(document, schemes)
-    creds = _credentials(schemes, everywhere, title, resolver, location, notes)
-    variables.update(creds.variables)
-    for tool in tools:
-        tool.base_url = None if base_url else _operation_base(tool.operation, location)
-        own = [name for name in _operation_schemes(tool.operation, schemes) if name not in everywhere]
-        if own:  # an operation that needs another scheme than the whole API: its own header or query
-            extra = _credentials(schemes, own, title, resolver, location, notes)
-            tool.headers, tool.query = extra.merged_headers(), extra.query
-            variables.update(extra.variables)
-        elif creds.variables and _needs_no_credentials(tool.operation):  # the defaults cannot be unset per tool
-            names = ", ".join(creds.variables)
-            notes.append(f"{tool.operation.label}: needs no credentials, but the toolset sends them, so a call "
-                         f"needs {names} set too; move the tool to a toolset of its own if that matters")
-    result = ImportResult("", title, shown, spec_version, tools, skipped, not_selected, resolved_base,
-                          variables, notes + creds.notes)
-    _pin_origins(result)
-    result.text = render_toolset(result, creds)
-    return result
+
+def _tool_credentials(tool: ImportedTool, creds: Credentials, schemes: dict[str, Any], everywhere: list[str],
+                      title: str, resolver: Resolver, location: str, notes: list[str]) -> dict[str, str]:
+    """The variables of a tool's own scheme (set on the tool), or a note when it needs none but gets the API's."""
+    own = [name for name in _operation_schemes(tool.operation, schemes) if name not in everywhere]
+    if own:  # an operation that needs another scheme than the whole API: its own header or query
+        extra = _credentials(schemes, own, title, resolver, location, notes)
+        tool.headers, tool.query = extra.merged_headers(), extra.query
+        return extra.variables
+    if creds.variables and _needs_no_credentials(tool.operation):  # the defaults cannot be unset per tool
+        names = ", ".join(creds.variables)
+        notes.append(f"{tool.operation.label}: needs no credentials, but the toolset sends them, so a call "
+                     f"needs {names} set too; move the tool to a toolset of its own if that matters")
+    return {}
 
 
 def _host_entry(url: str) -> str | None:

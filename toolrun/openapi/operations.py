@@ -279,26 +279,44 @@ def _body(operation: Operation, resolver: Resolver, swagger2: bool, consumes: li
 
 def _swagger2_body(operation: Operation, resolver: Resolver,
                    consumes: list[str]) -> tuple[list[_Argument], str | None]:
+    parameters = _swagger2_body_parameters(operation, resolver)
+    listed = operation.spec.get("consumes") or consumes
+    kinds = [str(kind) for kind in listed] if isinstance(listed, list) else []
+    body = [(p, b) for p, b in parameters if p.get("in") == "body"]
+    if body:
+        return _swagger2_json_body(body[-1], kinds, resolver)
+    if not parameters:
+        return [], None
+    return _swagger2_form(parameters, kinds, resolver), None
+
+
+def _swagger2_body_parameters(operation: Operation, resolver: Resolver) -> list[tuple[dict[str, Any], str]]:
+    """The path's and the operation's parameters ``in: body`` or ``in: formData``, each with its base."""
     parameters = []
     for source in (operation.item.get("parameters") or [], operation.spec.get("parameters") or []):
         for raw in source if isinstance(source, list) else []:
             parameter, base = resolver.follow(raw, operation.base)
             if isinstance(parameter, dict) and parameter.get("in") in ("body", "formData"):
                 parameters.append((parameter, base))
-    listed = operation.spec.get("consumes") or consumes
-    kinds = [str(kind) for kind in listed] if isinstance(listed, list) else []
-    body = [(p, b) for p, b in parameters if p.get("in") == "body"]
-    if body:
-        chosen = next((kind for kind in kinds if _is_json(kind) or kind in ("*/*", "application/*")), None)
-        if kinds and chosen is None:  # the API takes XML or text only: a JSON body would be refused
-            raise Unsupported(f"its body is {', '.join(kinds)}, not JSON: the http backend sends JSON or form bodies")
-        parameter, base = body[-1]
-        schema = resolver.schema(parameter.get("schema") or {}, base)
-        return (_body_arguments(schema, "body", bool(parameter.get("required")), parameter.get("description"),
-                                identifier(str(parameter.get("name") or "body"))),
-                _own_content_type(chosen) if chosen else None)
-    if not parameters:
-        return [], None
+    return parameters
+
+
+def _swagger2_json_body(body: tuple[dict[str, Any], str], kinds: list[str],
+                        resolver: Resolver) -> tuple[list[_Argument], str | None]:
+    """A body parameter's arguments and content type, unless the operation consumes no JSON."""
+    chosen = next((kind for kind in kinds if _is_json(kind) or kind in ("*/*", "application/*")), None)
+    if kinds and chosen is None:  # the API takes XML or text only: a JSON body would be refused
+        raise Unsupported(f"its body is {', '.join(kinds)}, not JSON: the http backend sends JSON or form bodies")
+    parameter, base = body
+    schema = resolver.schema(parameter.get("schema") or {}, base)
+    return (_body_arguments(schema, "body", bool(parameter.get("required")), parameter.get("description"),
+                            identifier(str(parameter.get("name") or "body"))),
+            _own_content_type(chosen) if chosen else None)
+
+
+def _swagger2_form(parameters: list[tuple[dict[str, Any], str]], kinds: list[str],
+                   resolver: Resolver) -> list[_Argument]:
+    """formData parameters as form arguments, unless they need a multipart body (a file among them)."""
     if any(p.get("type") == "file" for p, _ in parameters):
         raise Unsupported("its formData includes a file (multipart/form-data): a file upload cannot be sent "
                           "by the http backend")
@@ -310,7 +328,7 @@ def _swagger2_body(operation: Operation, resolver: Resolver,
         argument = _parameter_argument(parameter, base, "form", resolver, swagger2=True)
         if argument is not None:
             found.append(argument)
-    return found, None
+    return found
 
 
 def _body_arguments(schema: Any, location: str, required: bool, description: Any, whole_name: str) -> list[_Argument]:

@@ -221,42 +221,48 @@ class _Converter:
         self.spend(1, 2)  # a dict is at least "{}" in the output
         key = self.resolver.ref_key(node, base)
         if key is not None:
-            try:
-                target, target_base = self.resolver.follow(node, base)
-            except DanglingRef as exc:  # one hole in a schema: the rest of the operation still imports
-                self.resolver.dangling.append(str(exc))
-                return {"type": list(JSON_TYPES), "description": "(not described: the document's $ref is broken)"}
-            if key in stack or depth >= self.max_depth:
-                cut = _cut(target, recursive=key in stack)
-                self.spend(1, len(cut["description"]) + 20)  # its description and type, quoted
-                return cut
-            return self.convert(target, target_base, (*stack, key), depth + 1)
+            return self._referenced(node, base, stack, depth, key)
         if node.get("type") == "file":
             raise FileUpload("a file upload (type: file)")
         out: dict[str, Any] = {}
         for keyword, value in node.items():
-            if keyword not in _KEPT or (value is None and keyword not in ("const", "default")):
-                continue
-            if keyword in _SHAPES and not isinstance(value, _SHAPES[keyword]):
-                continue
-            if keyword == "properties":
-                out[keyword] = self._properties(value, base, stack, depth)
-            elif keyword in _SUBSCHEMA:
-                out[keyword] = self.convert(value, base, stack, depth)
-            elif keyword in _SUBSCHEMA_LISTS:
-                out[keyword] = [self.convert(item, base, stack, depth) for item in value]
-            elif keyword == "patternProperties":
-                out[keyword] = {k: self.convert(v, base, stack, depth) for k, v in value.items()}
-            elif keyword in ("description", "title"):
-                if isinstance(value, str) and value.strip():
-                    out[keyword] = clean_description(value) if keyword == "description" else value.strip()
-            else:
-                out[keyword] = plain_value(value)
-                listed = len(value) if isinstance(value, (list, dict)) else 0
-                self.spend(listed, listed + (len(value) if isinstance(value, str) else 0))
-            if keyword in ("description", "title") and keyword in out:
-                self.spend(0, len(out[keyword]))
+            if _kept(keyword, value):
+                self._keep(out, keyword, value, base, stack, depth)
         return self._dialect(out, node)
+
+    def _referenced(self, node: dict[str, Any], base: str, stack: tuple[tuple[str, str], ...], depth: int,
+                    key: tuple[str, str]) -> Any:
+        """A $ref's target converted, or a stand-in where the reference is broken, recurs or nests too deep."""
+        try:
+            target, target_base = self.resolver.follow(node, base)
+        except DanglingRef as exc:  # one hole in a schema: the rest of the operation still imports
+            self.resolver.dangling.append(str(exc))
+            return {"type": list(JSON_TYPES), "description": "(not described: the document's $ref is broken)"}
+        if key in stack or depth >= self.max_depth:
+            cut = _cut(target, recursive=key in stack)
+            self.spend(1, len(cut["description"]) + 20)  # its description and type, quoted
+            return cut
+        return self.convert(target, target_base, (*stack, key), depth + 1)
+
+    def _keep(self, out: dict[str, Any], keyword: str, value: Any, base: str, stack: tuple[tuple[str, str], ...],
+              depth: int) -> None:
+        """One kept keyword into ``out``: subschemas converted, text cleaned, the rest as plain data."""
+        if keyword == "properties":
+            out[keyword] = self._properties(value, base, stack, depth)
+        elif keyword in _SUBSCHEMA:
+            out[keyword] = self.convert(value, base, stack, depth)
+        elif keyword in _SUBSCHEMA_LISTS:
+            out[keyword] = [self.convert(item, base, stack, depth) for item in value]
+        elif keyword == "patternProperties":
+            out[keyword] = {k: self.convert(v, base, stack, depth) for k, v in value.items()}
+        elif keyword in ("description", "title"):
+            if isinstance(value, str) and value.strip():
+                out[keyword] = clean_description(value) if keyword == "description" else value.strip()
+                self.spend(0, len(out[keyword]))
+        else:
+            out[keyword] = plain_value(value)
+            listed = len(value) if isinstance(value, (list, dict)) else 0
+            self.spend(listed, listed + (len(value) if isinstance(value, str) else 0))
 
     def _properties(self, properties: dict[str, Any], base: str, stack: tuple[tuple[str, str], ...],
                     depth: int) -> dict[str, Any]:
@@ -271,44 +277,73 @@ class _Converter:
         return converted
 
     def _dialect(self, out: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
-        kind = out.get("type")
-        if isinstance(kind, list):
-            kind = [t for t in kind if t in JSON_TYPES] or None
-        elif kind is not None and kind not in JSON_TYPES:
-            kind = None  # "int", "date": not JSON Schema types; the format or description still says
-        if kind is None:
-            out.pop("type", None)
-            implied = _implied_type(out)
-            if implied:  # `items` without `type: array`: say what the keywords already mean
-                out = {"type": implied, **out}
-        else:
-            out["type"] = kind
-        for bound, plain_bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
-            if isinstance(out.get(bound), bool):
-                if out.pop(bound) and plain_bound in out:
-                    out[bound] = out.pop(plain_bound)
-        for keyword in _NUMBER_KEYWORDS:
-            if keyword in out and (isinstance(out[keyword], bool) or not isinstance(out[keyword], (int, float))):
-                out.pop(keyword)  # "1e-05" as text, or a leftover boolean: not a bound JSON Schema can use
-        for keyword in _COUNT_KEYWORDS:
-            if keyword in out and (isinstance(out[keyword], bool) or not isinstance(out[keyword], int)
-                                   or out[keyword] < 0):
-                out.pop(keyword)
-        if isinstance(out.get("pattern"), str) and not _compiles(out["pattern"]):
-            out.pop("pattern")
-        if isinstance(out.get("required"), list):
-            names = list(dict.fromkeys(n for n in out["required"] if isinstance(n, str)))
-            if isinstance(out.get("properties"), dict):
-                names = [n for n in names if n in out["properties"]]
-            if names:
-                out["required"] = names
-            else:
-                out.pop("required")
+        """OpenAPI's dialect as JSON Schema: known types, numeric bounds, usable values, merged allOf, nullable."""
+        out = _with_json_type(out)
+        _numeric_exclusive_bounds(out)
+        _drop_unusable_values(out)
         if isinstance(out.get("allOf"), list):
             out = _merge_all_of(out)
         if node.get("nullable") is True:  # 3.1 documents use it too (OpenAI's)
             out = _with_null(out)
         return _described_union(out)
+
+
+def _kept(keyword: str, value: Any) -> bool:
+    """Whether a schema keyword goes into the tool's schema: one JSON Schema knows, of the shape it needs."""
+    if keyword not in _KEPT or (value is None and keyword not in ("const", "default")):
+        return False
+    return keyword not in _SHAPES or isinstance(value, _SHAPES[keyword])
+
+
+def _with_json_type(out: dict[str, Any]) -> dict[str, Any]:
+    """``type`` kept only as JSON Schema types; where none is left, the one the keywords imply."""
+    kind = out.get("type")
+    if isinstance(kind, list):
+        kind = [t for t in kind if t in JSON_TYPES] or None
+    elif kind is not None and kind not in JSON_TYPES:
+        kind = None  # "int", "date": not JSON Schema types; the format or description still says
+    if kind is not None:
+        out["type"] = kind
+        return out
+    out.pop("type", None)
+    implied = _implied_type(out)
+    if implied:  # `items` without `type: array`: say what the keywords already mean
+        return {"type": implied, **out}
+    return out
+
+
+def _numeric_exclusive_bounds(out: dict[str, Any]) -> None:
+    """3.0's boolean ``exclusiveMinimum: true`` beside ``minimum`` -> 2020-12's numeric ``exclusiveMinimum``."""
+    for bound, plain_bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+        if isinstance(out.get(bound), bool):
+            if out.pop(bound) and plain_bound in out:
+                out[bound] = out.pop(plain_bound)
+
+
+def _drop_unusable_values(out: dict[str, Any]) -> None:
+    """Bounds that are no numbers, counts that are no counts, patterns that do not compile; unknown required names."""
+    for keyword in _NUMBER_KEYWORDS:
+        if keyword in out and (isinstance(out[keyword], bool) or not isinstance(out[keyword], (int, float))):
+            out.pop(keyword)  # "1e-05" as text, or a leftover boolean: not a bound JSON Schema can use
+    for keyword in _COUNT_KEYWORDS:
+        if keyword in out and (isinstance(out[keyword], bool) or not isinstance(out[keyword], int)
+                               or out[keyword] < 0):
+            out.pop(keyword)
+    if isinstance(out.get("pattern"), str) and not _compiles(out["pattern"]):
+        out.pop("pattern")
+    if isinstance(out.get("required"), list):
+        _keep_known_required(out)
+
+
+def _keep_known_required(out: dict[str, Any]) -> None:
+    """``required`` as distinct names of the schema's properties; dropped when none is left."""
+    names = list(dict.fromkeys(n for n in out["required"] if isinstance(n, str)))
+    if isinstance(out.get("properties"), dict):
+        names = [n for n in names if n in out["properties"]]
+    if names:
+        out["required"] = names
+    else:
+        out.pop("required")
 
 
 _KEYWORDS_OF_TYPE = {
@@ -399,18 +434,13 @@ def _with_null(schema: dict[str, Any]) -> dict[str, Any]:
 def _merge_all_of(schema: dict[str, Any]) -> dict[str, Any]:
     """``allOf`` of plain object schemas merged into one (what a reader and Gemini want); others kept."""
     parts = [p for p in schema["allOf"] if p != {}]
-    if not all(isinstance(p, dict) and set(p) <= _MERGEABLE for p in parts):
-        return schema
-    if any(p.get("type", "object") != "object" for p in parts):
+    if not _plain_objects(parts):
         return schema
     merged: dict[str, Any] = {k: v for k, v in schema.items() if k != "allOf"}
-    properties: dict[str, Any] = dict(merged.get("properties") or {})
-    required: list[str] = list(merged.get("required") or [])
+    properties, required = _merged_members(merged, parts)
     for part in parts:
-        properties.update(part.get("properties") or {})
-        required += [r for r in part.get("required") or [] if r not in required]
         for key in ("description", "title", "additionalProperties"):
-            if key in part and key not in merged:
+            if key in part and key not in merged:  # the schema's own first, then the first part's that says it
                 merged[key] = part[key]
     merged["type"] = "object"
     if properties:
@@ -419,6 +449,23 @@ def _merge_all_of(schema: dict[str, Any]) -> dict[str, Any]:
     if required:
         merged["required"] = required
     return merged
+
+
+def _merged_members(schema: dict[str, Any], parts: list[dict[str, Any]]) -> tuple[dict[str, Any], list[str]]:
+    """The properties and required names of a schema and its allOf parts together, a later part's winning."""
+    properties: dict[str, Any] = dict(schema.get("properties") or {})
+    required: list[str] = list(schema.get("required") or [])
+    for part in parts:
+        properties.update(part.get("properties") or {})
+        required += [r for r in part.get("required") or [] if r not in required]
+    return properties, required
+
+
+def _plain_objects(parts: list[Any]) -> bool:
+    """Whether every part of an allOf is an object schema of members alone, which merge without losing anything."""
+    if not all(isinstance(p, dict) and set(p) <= _MERGEABLE for p in parts):
+        return False
+    return all(p.get("type", "object") == "object" for p in parts)
 
 
 def _compiles(pattern: str) -> bool:

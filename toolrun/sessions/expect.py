@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
@@ -55,7 +56,11 @@ def check_expectations(expect: Expectations | None, result: RunResult) -> list[s
     """
     if not expect:
         return []
-    failures: list[str] = []
+    return [failure for check in _CHECKS for failure in check(expect, result)]
+
+
+def _tools_called(expect: Expectations, result: RunResult) -> list[str]:
+    failures = []
     calls = result.tool_calls
     for pattern in expect.tools_called:
         matching = [c for c in calls if fnmatchcase(c.name, pattern)]
@@ -66,17 +71,29 @@ def check_expectations(expect: Expectations | None, result: RunResult) -> list[s
         elif all(c.is_error for c in matching):
             failures.append(f"expect.tools_called: {pattern} was called {counted(len(matching), 'time')} "
                             f"but every call failed; last result: {excerpt(matching[-1].result, _EXCERPT_CHARS)}")
+    return failures
+
+
+def _tools_not_called(expect: Expectations, result: RunResult) -> list[str]:
+    failures = []
     for pattern in expect.tools_not_called:
-        matching = [c for c in calls if fnmatchcase(c.name, pattern)]
+        matching = [c for c in result.tool_calls if fnmatchcase(c.name, pattern)]
         if matching:
             failures.append(f"expect.tools_not_called: {pattern} was called {counted(len(matching), 'time')}")
+    return failures
+
+
+def _final_answer(expect: Expectations, result: RunResult) -> list[str]:
     final = result.final or ""
-    for text in expect.final_contains:
-        if text not in final:
-            failures.append(f"expect.final_contains: {text!r} is not in the final answer: {_shown(result.final)}")
-    for text in expect.final_not_contains:
-        if text in final:
-            failures.append(f"expect.final_not_contains: {text!r} is in the final answer: {_shown(result.final)}")
+    missing = [f"expect.final_contains: {text!r} is not in the final answer: {_shown(result.final)}"
+               for text in expect.final_contains if text not in final]
+    present = [f"expect.final_not_contains: {text!r} is in the final answer: {_shown(result.final)}"
+               for text in expect.final_not_contains if text in final]
+    return missing + present
+
+
+def _how_it_ended(expect: Expectations, result: RunResult) -> list[str]:
+    failures = []
     if expect.max_turns is not None and len(result.turns) > expect.max_turns:
         failures.append(f"expect.max_turns: the run took {counted(len(result.turns), 'model request')}, "
                         f"more than {expect.max_turns}")
@@ -84,6 +101,11 @@ def check_expectations(expect: Expectations | None, result: RunResult) -> list[s
         failures.append(f"expect.stop_reason: the run stopped with {result.stop_reason!r}, "
                         f"not {expect.stop_reason!r}" + (f" ({result.error})" if result.error else ""))
     return failures
+
+
+# in the order a report lists them
+_CHECKS: tuple[Callable[[Expectations, RunResult], list[str]], ...] = (
+    _tools_called, _tools_not_called, _final_answer, _how_it_ended)
 
 
 def _shown(final: str | None) -> str:
