@@ -95,8 +95,9 @@ def test_a_saved_chat_and_a_timeline_page_are_private(tmp_path: Path) -> None:
     script = tmp_path / "turns.yaml"
     script.write_text("- tool_calls: [{name: get_flower_inventory, arguments: {city: 深圳}}]\n- text: 深圳有向日葵。\n",
                       encoding="utf-8")
-    chatted = subprocess.run([str(TOOLRUN), "chat", "--model", f"scripted:{script}", "--tools-dir", str(ROOT / "tools.d"), "--tools", "get_flower_*",
-                              "--no-log"], input="深圳呢?\n/save out\n", cwd=tmp_path, env=clean_env(), capture_output=True,
+    chat = [str(TOOLRUN), "chat", "--model", f"scripted:{script}", "--tools-dir", str(ROOT / "tools.d"),
+            "--tools", "get_flower_*", "--no-log"]  # the flower tools only: no MCP server to start
+    chatted = subprocess.run(chat, input="深圳呢?\n/save out\n", cwd=tmp_path, env=clean_env(), capture_output=True,
                              text=True, timeout=60)
     assert chatted.returncode == 0, chatted.stderr
     transcript = tmp_path / "run.jsonl"
