@@ -185,7 +185,8 @@ def test_chat_reads_lines_from_a_pipe_and_saves_a_scripted_chat(tmp_path: Path) 
     script.write_text("- tool_calls: [{name: get_flower_inventory, arguments: {city: 深圳}}]\n- text: 深圳有向日葵。\n",
                       encoding="utf-8")
     completed = subprocess.run(
-        [str(TOOLRUN), "chat", "--model", f"scripted:{script}", "--tools-dir", str(ROOT / "tools.d"), "--no-log"],
+        [str(TOOLRUN), "chat", "--model", f"scripted:{script}", "--tools-dir", str(ROOT / "tools.d"),
+         "--tools", "get_flower_*", "--no-log"],  # no MCP server to start (the ticket tools are not needed)
         input="深圳呢?\n/nope\n/save out\n", cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=60)
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout == "深圳有向日葵。\n"
