@@ -116,3 +116,33 @@ def test_the_rule(tmp_path):
     assert credentials_withheld(defaults, {"url": "/x", "base_url": "https://other.example.com"}) != kept
     assert credentials_withheld(defaults, {"url": "{{ target }}"}) != kept  # may render to any absolute URL
     assert credentials_withheld({"headers": {"A": "${env:T}"}}, {"url": "https://x.example.com"}) == {"headers": ["A"]}
+    templated = {**defaults, "base_url": "http://{{ host }}"}  # the model would choose where the token goes
+    assert credentials_withheld(templated, {"url": "/items"}) == credential_names(defaults)
+    assert credentials_withheld({**defaults, "base_url": "${env:API_URL}"}, {"url": "/items"}) == kept
+
+
+def test_a_base_url_whose_host_the_model_fills_gets_no_credentials(tmp_path, loopback):
+    received: list[str | None] = []
+    chosen = loopback(lambda request: (received.append(request.headers.get("Authorization")), Reply(200, "ok"))[1])
+    (tmp_path / "tools.yaml").write_text(textwrap.dedent("""
+        defaults:
+          http:
+            base_url: "http://{{ host }}"
+            headers: {Authorization: "Bearer ${env:API_TOKEN}"}
+        tools:
+          - name: fetch_from_host
+            description: Fetch the items of whichever host the caller names, as plain JSON text.
+            parameters:
+              type: object
+              properties: {host: {type: string, description: The host and port to ask.}}
+              required: [host]
+            backend:
+              http: {url: /items}
+        """), encoding="utf-8")
+    catalog = load_catalog(tmp_path).catalog
+    tool = catalog.tools["fetch_from_host"]
+    host = chosen.url.split("://", 1)[1]
+    context = CallContext(environ={"API_TOKEN": TOKEN})
+    outcome = asyncio.run(execute_call(tool, {"host": host}, context, None))
+    assert not outcome.is_error, outcome.result
+    assert received == [None]

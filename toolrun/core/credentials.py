@@ -77,9 +77,11 @@ def credentials_withheld(defaults: Mapping[str, Any], config: Mapping[str, Any])
     if not names or not isinstance(base_url, str):
         return names  # no base_url: the toolset names no origin for its credentials
     url = str(config.get("url") or "")
-    if _relative(url) and "base_url" not in config:  # a path under the toolset's own base_url
-        return {}
-    target = str(config["base_url"]) if _relative(url) else url  # where the request goes instead
+    if _relative(url):  # a path under the tool's own base_url, else the toolset's
+        target = str(config["base_url"]) if "base_url" in config else base_url
+    else:
+        target = url
+    # same_origin of base_url with itself is False where a template decides its host: nothing is sent there
     return {} if same_origin(base_url, target) else names
 
 
