@@ -123,7 +123,7 @@ def test_the_rule(tmp_path):
 
 def test_a_base_url_whose_host_the_model_fills_gets_no_credentials(tmp_path, loopback):
     received: list[str | None] = []
-    chosen = loopback(lambda request: (received.append(request.headers.get("Authorization")), Reply(200, "ok"))[1])
+    chosen = loopback(lambda request: (received.append(request.headers.get("authorization")), Reply(200, "ok"))[1])
     (tmp_path / "tools.yaml").write_text(textwrap.dedent("""
         defaults:
           http:
