@@ -364,3 +364,17 @@ def test_a_number_longer_than_python_reads_is_a_one_line_error(tmp_path: Path, s
     outcome = cli("import", "openapi", str(spec))
     assert outcome.exit_code == 2 and outcome.stderr.count("\n") == 1
     assert "a number longer than" in outcome.stderr
+
+
+def test_a_server_s_odd_answers_are_one_line_errors_or_read_as_utf8(loopback) -> None:
+    spec = json.dumps(document({"/thing": {"get": operation()}}))
+    answers = {"/bad-redirect": Reply(302, "", headers={"Location": "http://[x/"}),
+               "/base64": Reply(200, spec, headers={"Content-Type": "application/json; charset=base64"})}
+    server = loopback(lambda request: answers[request.path])
+    redirected = cli("import", "openapi", f"{server.url}/bad-redirect")
+    assert redirected.exit_code == 2, redirected.stderr
+    assert redirected.stderr.startswith("error: ") and "names no URL" in redirected.stderr
+    assert "internal error" not in redirected.stderr and len(redirected.stderr.strip().splitlines()) == 1
+    read = cli("import", "openapi", f"{server.url}/base64")  # a charset that is no text encoding: read as UTF-8
+    assert read.exit_code == 0, read.stderr
+    assert "imported 1 tool" in read.stderr

@@ -124,7 +124,7 @@ def fetch_document(url: str, refusal: Callable[[str], str | None] | None = None)
     except RefusedRequest as exc:
         raise RefusedFetch(f"refused to fetch {exc}", "nothing reads link-local or cloud-metadata addresses, "
                            f"and a $ref's redirect stays on its origin unless {EXTERNAL_FLAG} is given", url) from None
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:  # InvalidURL is no HTTPError
         raise OpenAPIError(f"cannot fetch {url}: {exc or type(exc).__name__}", fix, url) from None
     except RefusedBody as exc:
         raise OpenAPIError(f"cannot fetch {url}: {exc}", fix, url) from None

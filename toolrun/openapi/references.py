@@ -115,6 +115,14 @@ class _CheckedNetwork(httpcore.NetworkBackend):
         self._network.sleep(seconds)
 
 
+def _text(content: bytes, charset: str | None) -> str:
+    """The body as text in its declared charset; a charset that is no text encoding (base64) is read as UTF-8."""
+    try:
+        return content.decode(charset or "utf-8", "replace")
+    except LookupError:
+        return content.decode("utf-8", "replace")
+
+
 def _client(timeout: float) -> httpx.Client:
     """Through a proxy from the environment the proxy resolves names: only the name checks apply there."""
     if any(urllib.request.getproxies().get(scheme) for scheme in ("http", "https", "all")):
@@ -141,8 +149,11 @@ def fetch(url: str, timeout: float, max_bytes: int, refusal: Any = None) -> tupl
                 if not response.is_redirect or "location" not in response.headers:
                     coding = response.headers.get("content-encoding")
                     content = b"".join(decoded_sync(response.iter_raw(), coding, max_bytes))
-                    return response.status_code, content.decode(response.encoding or "utf-8", "replace")
+                    return response.status_code, _text(content, response.encoding)
             finally:
                 response.close()
-            url = urljoin(url, response.headers["location"])
+            try:
+                url = urljoin(url, response.headers["location"])
+            except ValueError:  # "http://[x/": the server's redirect names no place
+                raise httpx.InvalidURL(f"the redirect from {url} names no URL: {response.headers['location']!r}") from None
     raise RefusedRequest(f"{url}: more than {MAX_REDIRECTS} redirects")
