@@ -48,3 +48,12 @@ def test_a_secret_in_the_bug_s_message_is_redacted(monkeypatch: pytest.MonkeyPat
 def test_a_user_mistake_keeps_its_exit_code(tmp_path: Path) -> None:
     outcome = CliRunner().invoke(main, ["tools", "list", "--tools-dir", str(tmp_path / "missing")])
     assert outcome.exit_code == 2 and "internal error" not in outcome.stderr
+
+
+def test_a_reader_that_closes_the_pipe_is_no_bug(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    def closed_pipe(*args: object, **kwargs: object) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(toolrun.cli.tools_list, "load_catalog_for_cli", closed_pipe)
+    outcome = CliRunner().invoke(main, ["tools", "list", "--tools-dir", str(tmp_path)])
+    assert "internal error" not in outcome.stderr

@@ -92,8 +92,8 @@ class ToolrunGroup(click.Group):
         except ToolrunError as exc:
             report_error(exc)
             ctx.exit(exc.exit_code)
-        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
-            raise
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort, BrokenPipeError):
+            raise  # click's own: its messages and exit codes, and a reader that closed the pipe (| head)
         except Exception as exc:  # noqa: BLE001 - a bug in toolrun: one line that says so, the traceback on --debug
             if ctx.find_root().params.get("debug") or os.environ.get("TOOLRUN_DEBUG"):
                 raise
