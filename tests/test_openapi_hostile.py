@@ -378,3 +378,15 @@ def test_a_server_s_odd_answers_are_one_line_errors_or_read_as_utf8(loopback) ->
     read = cli("import", "openapi", f"{server.url}/base64")  # a charset that is no text encoding: read as UTF-8
     assert read.exit_code == 0, read.stderr
     assert "imported 1 tool" in read.stderr
+
+
+def test_a_document_host_that_resolves_to_a_metadata_address_is_not_read(monkeypatch) -> None:
+    import socket
+
+    def rebinding(*args: object, **kwargs: object) -> list:  # the DNS answer a hostile resolver gives
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("169.254.169.254", 80))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    with pytest.raises(OpenAPIError) as refused:
+        import_openapi("http://docs.internal.example/openapi.json")
+    assert "resolves to a link-local or cloud-metadata address" in str(refused.value)

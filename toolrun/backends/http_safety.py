@@ -115,22 +115,48 @@ async def check_destination(url: httpx.URL, allow_lists: list[list[str]]) -> Non
     # resolving twice would let a rebinding DNS server answer the check and the connection apart.
 
 
-async def resolve_checked(host: str, port: int) -> list[str]:
-    """The addresses ``host`` resolves to, each allowed; RefusedRequest when any is forbidden."""
+def _named(host: str) -> str:
+    """The host as compared; RefusedRequest when its name or literal address is forbidden."""
     name = host.strip("[]").lower().rstrip(".")
-    if name in BLOCKED_HOSTNAMES:
+    if name in BLOCKED_HOSTNAMES or is_forbidden_address(name):
         raise RefusedRequest(f"refused: {name} is a link-local or cloud-metadata address")
-    if _ip(name) is not None:
-        addresses = [name]
-    else:
-        try:
-            infos = await asyncio.get_running_loop().getaddrinfo(name, port, type=socket.SOCK_STREAM)
-        except (OSError, UnicodeError) as exc:
-            raise httpcore.ConnectError(f"cannot resolve {name}: {exc.args[-1] if exc.args else exc}") from None
-        addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
+    return name
+
+
+def _allowed(name: str, infos: list[Any]) -> list[str]:
+    """The addresses getaddrinfo gave for ``name``, each allowed; RefusedRequest when any is forbidden."""
+    addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
     if not addresses or any(is_forbidden_address(address) for address in addresses):
         raise RefusedRequest(f"refused: {name} resolves to a link-local or cloud-metadata address")
     return addresses
+
+
+def _unresolved(name: str, exc: BaseException) -> httpcore.ConnectError:
+    return httpcore.ConnectError(f"cannot resolve {name}: {exc.args[-1] if exc.args else exc}")
+
+
+async def resolve_checked(host: str, port: int) -> list[str]:
+    """The addresses ``host`` resolves to, each allowed; RefusedRequest when any is forbidden."""
+    name = _named(host)
+    if _ip(name) is not None:
+        return [name]
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(name, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as exc:
+        raise _unresolved(name, exc) from None
+    return _allowed(name, infos)
+
+
+def resolve_checked_sync(host: str, port: int) -> list[str]:
+    """``resolve_checked`` for blocking code (the importer's fetch of a document)."""
+    name = _named(host)
+    if _ip(name) is not None:
+        return [name]
+    try:
+        infos = socket.getaddrinfo(name, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as exc:
+        raise _unresolved(name, exc) from None
+    return _allowed(name, infos)
 
 
 class CheckedNetwork(httpcore.AsyncNetworkBackend):
@@ -164,4 +190,36 @@ def checked_transport(ssl_context: ssl.SSLContext) -> httpx.AsyncBaseTransport:
     transport = httpx.AsyncHTTPTransport(verify=ssl_context, trust_env=False)
     # httpx has no public seam for the network backend; its pool is the one documented place.
     transport._pool = httpcore.AsyncConnectionPool(ssl_context=ssl_context, network_backend=CheckedNetwork())
+    return transport
+
+
+class CheckedSyncNetwork(httpcore.NetworkBackend):
+    """``CheckedNetwork`` for blocking code: connects only to addresses ``resolve_checked_sync`` allowed."""
+
+    def __init__(self) -> None:
+        self._network = httpcore.SyncBackend()
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
+                    socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
+        failure: Exception | None = None
+        for address in resolve_checked_sync(host, port):
+            try:  # TLS still verifies the certificate against the name
+                return self._network.connect_tcp(address, port, timeout, local_address, socket_options)
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+                failure = exc
+        assert failure is not None  # resolve_checked_sync returns at least one address
+        raise failure
+
+    def connect_unix_socket(self, path: str, timeout: float | None = None,
+                            socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
+        raise httpcore.ConnectError("unix sockets are not used to read documents")
+
+    def sleep(self, seconds: float) -> None:
+        self._network.sleep(seconds)
+
+
+def checked_sync_transport() -> httpx.HTTPTransport:
+    """A blocking httpx transport whose connections go only where ``resolve_checked_sync`` allowed."""
+    transport = httpx.HTTPTransport()
+    transport._pool = httpcore.ConnectionPool(ssl_context=httpx.create_ssl_context(), network_backend=CheckedSyncNetwork())
     return transport

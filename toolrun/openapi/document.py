@@ -122,7 +122,7 @@ def fetch_document(url: str, refusal: Callable[[str], str | None] | None = None)
     try:
         status, text = fetch(url, FETCH_TIMEOUT_SECONDS, MAX_DOCUMENT_BYTES, refusal)
     except RefusedRequest as exc:
-        raise RefusedFetch(f"refused to fetch {exc}", "nothing reads link-local or cloud-metadata addresses, "
+        raise RefusedFetch(f"refused: {str(exc).removeprefix('refused: ')}", "nothing reads link-local or cloud-metadata addresses, "
                            f"and a $ref's redirect stays on its origin unless {EXTERNAL_FLAG} is given", url) from None
     except (httpx.HTTPError, httpx.InvalidURL) as exc:  # InvalidURL is no HTTPError
         raise OpenAPIError(f"cannot fetch {url}: {exc or type(exc).__name__}", fix, url) from None

@@ -11,18 +11,15 @@ backend does). Redirects are checked hop by hop by the same rules.
 
 from __future__ import annotations
 
-import socket
 import urllib.request
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
-import httpcore
 import httpx
 
-from toolrun.backends.http_safety import BLOCKED_HOSTNAMES, RefusedRequest, is_forbidden_address
+from toolrun.backends.http_safety import BLOCKED_HOSTNAMES, RefusedRequest, checked_sync_transport, is_forbidden_address
 from toolrun.core.content_decoding import ACCEPT_ENCODING, decoded_sync
 
 MAX_REDIRECTS = 5
@@ -75,46 +72,6 @@ def _same_origin(a: str, b: str) -> bool:
         return False
 
 
-def _checked_addresses(host: str, port: int) -> list[str]:
-    """The addresses ``host`` resolves to, each allowed; RefusedRequest when any is forbidden."""
-    name = host.strip("[]").lower().rstrip(".")
-    if name in BLOCKED_HOSTNAMES or is_forbidden_address(name):
-        raise RefusedRequest(f"{name} is a link-local or cloud-metadata address")
-    try:
-        infos = socket.getaddrinfo(name, port, type=socket.SOCK_STREAM)
-    except (OSError, UnicodeError) as exc:
-        raise httpcore.ConnectError(f"cannot resolve {name}: {exc.args[-1] if exc.args else exc}") from None
-    addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
-    if not addresses or any(is_forbidden_address(address) for address in addresses):
-        raise RefusedRequest(f"{name} resolves to a link-local or cloud-metadata address")
-    return addresses
-
-
-class _CheckedNetwork(httpcore.NetworkBackend):
-    """httpcore's network, connecting only to addresses ``_checked_addresses`` allowed: one resolution."""
-
-    def __init__(self) -> None:
-        self._network = httpcore.SyncBackend()
-
-    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
-                    socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
-        failure: Exception | None = None
-        for address in _checked_addresses(host, port):
-            try:  # TLS still verifies the certificate against the name
-                return self._network.connect_tcp(address, port, timeout, local_address, socket_options)
-            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
-                failure = exc
-        assert failure is not None
-        raise failure
-
-    def connect_unix_socket(self, path: str, timeout: float | None = None,
-                            socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
-        raise httpcore.ConnectError("unix sockets are not used to read documents")
-
-    def sleep(self, seconds: float) -> None:
-        self._network.sleep(seconds)
-
-
 def _text(content: bytes, charset: str | None) -> str:
     """The body as text in its declared charset; a charset that is no text encoding (base64) is read as UTF-8."""
     try:
@@ -127,10 +84,7 @@ def _client(timeout: float) -> httpx.Client:
     """Through a proxy from the environment the proxy resolves names: only the name checks apply there."""
     if any(urllib.request.getproxies().get(scheme) for scheme in ("http", "https", "all")):
         return httpx.Client(timeout=timeout, follow_redirects=False)
-    transport = httpx.HTTPTransport()
-    # httpx has no public seam for the network backend; its pool is the one documented place.
-    transport._pool = httpcore.ConnectionPool(ssl_context=httpx.create_ssl_context(), network_backend=_CheckedNetwork())
-    return httpx.Client(timeout=timeout, follow_redirects=False, transport=transport)
+    return httpx.Client(timeout=timeout, follow_redirects=False, transport=checked_sync_transport())
 
 
 def fetch(url: str, timeout: float, max_bytes: int, refusal: Any = None) -> tuple[int, str]:
