@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from tests.backend_helpers import call, make_tool
 from tests.loopback import Reply
 from tests.provider_helpers import STOCK_TOOL_PY, STOCK_TOOL_YAML, complete, load_tools, run_through_runner, user
+from tests.property_budget import property_examples
 from tests.test_cli_recipe import FAKE_KEY, TOOLRUN, live_env, make_world
 from toolrun.backends import get_backend
 from toolrun.backends.base import CallContext
@@ -582,7 +583,7 @@ def test_an_error_result_from_toolrun_call_is_escaped(tmp_path):
 
 
 @given(st.text())
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=property_examples(300), deadline=None)
 def test_terminal_safe_leaves_no_control_a_terminal_acts_on(text: str):
     shown = terminal_safe(text)
     _no_terminal_controls(shown)

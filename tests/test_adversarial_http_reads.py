@@ -34,6 +34,7 @@ from toolrun.core.errors import ProviderError
 from toolrun.openapi.document import OpenAPIError, read_location
 from toolrun.providers.transport import HttpxTransport, WireRequest
 
+pytestmark = pytest.mark.xdist_group("http-bombs")  # --dist loadgroup: the bombs are compressed once, on one worker
 BOMB_BYTES = 256 * 1024 * 1024  # decoded size of each bomb; a few hundred KB on the wire, 3 KB stacked
 
 _COMPRESSORS: dict[str, Callable[[bytes], bytes]] = {

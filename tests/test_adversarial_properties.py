@@ -33,7 +33,7 @@ from toolrun.providers.base import ProviderConfig
 from toolrun.providers.openai_family import parse_arguments
 from toolrun.providers.transport import Transport, WireRequest, WireResponse, capped_lines
 
-EXAMPLES = property_examples(120)
+EXAMPLES = property_examples(60)
 FAST = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 json_values = st.recursive(

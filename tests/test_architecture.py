@@ -27,6 +27,7 @@ import pytest
 
 import toolrun
 
+pytestmark = pytest.mark.xdist_group("architecture")  # --dist loadgroup: the package's imports are parsed once, on one worker
 PACKAGE_ROOT = Path(toolrun.__file__).resolve().parent
 
 # The modules everything else stands on: the core/ package. A checker test may name others.

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.property_budget import property_examples
 from toolrun.catalog import cjk
 from toolrun.catalog.lint import near_duplicate_findings
 from toolrun.core.tool import BackendSpec, SourceLocation, Tool
@@ -25,7 +26,7 @@ def test_the_class_is_the_one_the_regex_was_written_with() -> None:
 
 
 @given(texts)
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=property_examples(150), deadline=None)
 def test_characters_told_by_code_point_agree_with_the_regex(text: str) -> None:
     assert cjk.is_cjk(text) == (REGEX.match(text) is not None)
     assert cjk.has_cjk(text) == (REGEX.search(text) is not None)

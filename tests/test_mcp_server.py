@@ -40,6 +40,7 @@ from tests.mcp_helpers import (
     wire,
 )
 
+pytestmark = pytest.mark.xdist_group("mcp-servers")  # loadgroup: its servers start once, on one worker
 TOOLS_D = ROOT / "tools.d"
 EXAMPLE_CALLS: dict[str, dict[str, Any]] = {
     "get_flower_inventory": {"city": "北京"},

@@ -26,6 +26,7 @@ from toolrun.catalog.lint import lint_catalog
 from toolrun.catalog.loader import load_catalog
 from toolrun.providers.scripted import ScriptedModel
 
+pytestmark = pytest.mark.xdist_group("mcp-servers")  # loadgroup: the team server starts once, with test_mcp_server.py
 EXAMPLE_FILES = {"tools.d": ("tickets.yaml", "ticket_server.py"), "recipes": ("tickets.yaml", "tickets.script.yaml")}
 
 PROBE_SERVER = '''

@@ -28,7 +28,7 @@ from toolrun.core.yamlsource import load_yaml_file, plain
 from toolrun.sessions.recipe import recipe_schema
 
 ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = property_examples(150)
+EXAMPLES = property_examples(75)
 PROPERTY = settings(max_examples=EXAMPLES, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 

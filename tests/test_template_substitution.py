@@ -16,7 +16,7 @@ from tests.property_budget import property_examples
 from toolrun.core import templates
 from toolrun.core.templates import TemplateError, check_template, placeholders, render
 
-SETTINGS = settings(max_examples=property_examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=property_examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 NAMES = ["a", "b", "city", "_x", "a1", "class", "for", "range", "dict", "self", "loop", "true", "None",
          "not", "in", "__toolrun_env__"]
