@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 
 from tests.backend_helpers import call, make_tool
 from tests.loopback import Reply
-from tests.provider_helpers import STOCK_TOOL_PY, STOCK_TOOL_YAML, complete, load_tools, run_through_runner, user
 from tests.property_budget import property_examples
+from tests.provider_helpers import STOCK_TOOL_PY, STOCK_TOOL_YAML, complete, load_tools, run_through_runner, user
 from tests.test_cli_recipe import FAKE_KEY, TOOLRUN, live_env, make_world
 from toolrun.backends import get_backend
 from toolrun.backends.base import CallContext
