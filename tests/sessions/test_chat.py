@@ -281,8 +281,12 @@ def test_approvals_inline_concurrent_and_cancelled_with_ctrl_c(tmp_path: Path) -
 def test_a_run_log_that_cannot_be_opened_stops_the_chat_before_it_starts_and_leaves_nothing(tmp_path: Path) -> None:
     temporary = tmp_path / "tmp"
     temporary.mkdir()
+    tools = tmp_path / "tools.d"  # the flower tools alone: the whole tools.d would start the ticket MCP server first
+    tools.mkdir()
+    for name in ("flowers.yaml", "flowers.py"):
+        shutil.copy(ROOT / "tools.d" / name, tools / name)
     completed = subprocess.run(
-        [str(TOOLRUN), "chat", "--model", "openai:gpt-4o-mini", "--tools-dir", str(ROOT / "tools.d"),
+        [str(TOOLRUN), "chat", "--model", "openai:gpt-4o-mini", "--tools-dir", str(tools),
          "--logs", str(tmp_path / "no" / "logs.db")],
         input="", cwd=tmp_path, env=clean_env(TMPDIR=str(temporary)), capture_output=True, text=True, timeout=60)
     assert completed.returncode == 2 and "--logs: the folder" in completed.stderr
