@@ -9,6 +9,7 @@ import click
 
 from toolrun.catalog.gate import load_checked_catalog
 from toolrun.catalog.lint import count_by_severity
+from toolrun.catalog.lint_selection import FindingFilter, summarised_info
 from toolrun.catalog.model import DEFAULT_TOOLS_DIR
 from toolrun.cli.common import (
     catalog_usage_error_document,
@@ -25,13 +26,22 @@ from toolrun.core.text import counted
 @click.option("--json", "as_json", is_flag=True,
               help='Print {"tools": N, "problems": [...], "findings": [...]} on stdout, also when the files do not load.')
 @click.option("--strict", is_flag=True, help="Fail (exit 1) on warnings too, not only on errors.")
+@click.option("--rule", "rules", multiple=True, metavar="RULE", help="Only this rule's findings (repeatable).")
+@click.option("--severity", type=click.Choice(["error", "warning", "info"]), default="info", show_default=True,
+              help="Only findings at least this severe.")
+@click.option("--tool", "tool_globs", multiple=True, metavar="GLOB", help="Only the findings of these tools (repeatable).")
+@click.option("--verbose", is_flag=True, help="List every info finding of every tool, not one line per rule.")
 @click.pass_context
-def lint_command(ctx: click.Context, tools_dir: Path | None, as_json: bool, strict: bool) -> None:
+def lint_command(ctx: click.Context, tools_dir: Path | None, as_json: bool, strict: bool, rules: tuple[str, ...],
+                 severity: str, tool_globs: tuple[str, ...], verbose: bool) -> None:
     """Check that each tool tells a model enough to choose and call it (rules: docs/lint.md).
 
     Exit 0 when clean or only warnings/info, 1 on a lint error (or a warning with
-    --strict), 2 when the tool files do not load.
+    --strict) among the findings shown, 2 when the tool files do not load.
     """
+    selection = FindingFilter(rules, severity, tool_globs)
+    if selection.unknown_rule():
+        raise click.UsageError(str(selection.unknown_rule()))
     directory = tools_dir if tools_dir is not None else DEFAULT_TOOLS_DIR
     try:
         catalog = load_checked_catalog(directory)  # the per-tool findings of unchanged files come from the cache
@@ -42,14 +52,17 @@ def lint_command(ctx: click.Context, tools_dir: Path | None, as_json: bool, stri
             raise
         else:
             exit_with_load_failure_json(ctx, error)
-    findings = catalog.findings
+    findings = selection.apply(catalog.findings)
     counts = count_by_severity(findings)
     if as_json:
         document = {"tools": len(catalog), "problems": [], "findings": [finding.to_json() for finding in findings]}
         click.echo(json.dumps(document, ensure_ascii=False, indent=2))
     else:
-        for finding in findings:
+        shown, info_lines = (findings, []) if verbose or rules else summarised_info(findings)
+        for finding in shown:
             click.echo(str(finding))
+        for line in info_lines:
+            click.echo(line)
         click.echo(
             f"{counted(len(catalog), 'tool')}: {counted(counts['error'], 'error')}, "
             f"{counted(counts['warning'], 'warning')}, {counts['info']} info"
