@@ -98,7 +98,22 @@ def parse_value(tool: Tool, key: str, text: str) -> Any:
     try:
         return json.loads(text)
     except ValueError:
-        return text
+        if "string" in types or not types & {"array", "object"}:
+            return text  # the schema's own check words the mistake
+        raise UserError(Problem(None, None, f"--arg {key}: {text!r} is not JSON, and {key} is an {_kind(types)}",
+                                f"write it in JSON: --arg '{key}={_json_form(types, text)}'")) from None
+
+
+def _kind(types: set[str]) -> str:
+    return "array" if "array" in types else "object"
+
+
+def _json_form(types: set[str], text: str) -> str:
+    """``ops,sev2`` as the JSON array ``["ops","sev2"]``; an object as an example of one."""
+    if "array" in types:
+        return json.dumps([item.strip() for item in text.split(",") if item.strip()], ensure_ascii=False,
+                          separators=(",", ":"))
+    return '{"name": "value"}'
 
 
 def parse_arguments(tool: Tool, arg_pairs: tuple[str, ...], args_json: str | None) -> dict[str, Any]:
