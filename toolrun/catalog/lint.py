@@ -60,8 +60,12 @@ class LintFinding:
             document["ignored"] = True
         return document
 
+    def where(self) -> str:
+        """``FILE:LINE: `` (or ``FILE: ``, or nothing): how the finding's line begins."""
+        return f"{self.file}:{self.line}: " if self.file and self.line else (f"{self.file}: " if self.file else "")
+
     def __str__(self) -> str:
-        where = f"{self.file}:{self.line}: " if self.file and self.line else (f"{self.file}: " if self.file else "")
+        where = self.where()
         subject = f"{self.tool}: " if self.tool else ""
         accepted = " (ignored: lint.ignore)" if self.ignored else ""
         return f"{where}{self.severity}: {subject}{self.message} [{self.rule}]{accepted}"

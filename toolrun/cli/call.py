@@ -16,6 +16,7 @@ import click
 
 from toolrun.api import acall, find_tool
 from toolrun.cli.approval_prompt import TerminalApprover
+from toolrun.cli.color import echo_err
 from toolrun.cli.common import complete_tool_names, json_usage_errors, load_catalog_for_cli, tools_dir_option
 from toolrun.core.errors import EXIT_RUN_FAILED, Problem, UserError
 from toolrun.core.text import terminal_safe
@@ -69,7 +70,7 @@ def call_command(name: str, arg_pairs: tuple[str, ...], args_json: str | None, t
     if as_json:
         click.echo(json.dumps(outcome.to_json(), ensure_ascii=False))
     elif outcome.is_error:
-        click.echo(terminal_safe(f"error result: {outcome.result}"), err=True)
+        echo_err(terminal_safe(f"error result: {outcome.result}"), "error")
     else:  # a terminal shows the result escaped; a pipe or a file gets it as the tool wrote it
         click.echo(terminal_safe(outcome.result) if sys.stdout.isatty() else outcome.result)
     if outcome.is_error:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import click
@@ -11,6 +12,7 @@ from toolrun.catalog.gate import load_checked_catalog
 from toolrun.catalog.lint import count_by_severity
 from toolrun.catalog.lint_selection import FindingFilter, summarised_info
 from toolrun.catalog.model import DEFAULT_TOOLS_DIR
+from toolrun.cli.color import color_enabled, paint
 from toolrun.cli.common import (
     catalog_usage_error_document,
     exit_with_load_failure_json,
@@ -18,7 +20,7 @@ from toolrun.cli.common import (
     tools_dir_option,
 )
 from toolrun.core.errors import EXIT_RUN_FAILED, LoadError
-from toolrun.core.text import counted
+from toolrun.core.text import counted, terminal_safe
 
 
 @click.command("lint", cls=json_usage_errors(catalog_usage_error_document, indent=2))
@@ -59,10 +61,13 @@ def lint_command(ctx: click.Context, tools_dir: Path | None, as_json: bool, stri
         click.echo(json.dumps(document, ensure_ascii=False, indent=2))
     else:
         shown, info_lines = (findings, []) if verbose or rules else summarised_info(findings)
-        for finding in shown:
-            click.echo(str(finding))
+        color = color_enabled(sys.stdout)
+        for finding in shown:  # escaped first (a description's text is in some messages), then coloured
+            where, severity = terminal_safe(finding.where()), finding.severity
+            rest = terminal_safe(str(finding)[len(finding.where()) + len(severity):])
+            click.echo(where + paint(severity, severity, color) + rest, color=color)
         for line in info_lines:
-            click.echo(line)
+            click.echo(paint(terminal_safe(line), "info", color), color=color)
         click.echo(
             f"{counted(len(catalog), 'tool')}: {counted(counts['error'], 'error')}, "
             f"{counted(counts['warning'], 'warning')}, {counts['info']} info"

@@ -247,6 +247,14 @@ def _syntax_problem(exc: Any, path: Path | str, text: str) -> Problem:
                        f"(the parser stops at line {line}: {what})", _QUOTE_FIX)
     if exc.context:
         what = f"{exc.context}, {what}"
+    what, fix = _worded(exc, what)
+    return Problem(path, line, f"YAML syntax error: {what}", fix)
+
+
+def _worded(exc: Any, what: str) -> tuple[str, str]:
+    """The message and fix of a syntax error no quote explains: the common mistakes get their own."""
+    import yaml
+
     fix = "fix the YAML syntax at this line"
     if what == "mapping values are not allowed here":
         fix = _UNQUOTED_COLON_FIX
@@ -262,7 +270,7 @@ def _syntax_problem(exc: Any, path: Path | str, text: str) -> Problem:
     if exc.context and "flow" in exc.context:
         # {a: b} / [a, b] end a plain value at ? : , — a frequent surprise with prose values
         fix = 'quote the value ("...") or use block style: inside {…} and […] a ?, : or , ends an unquoted value'
-    return Problem(path, line, f"YAML syntax error: {what}", fix)
+    return what, fix
 
 
 class YamlSyntaxError(Exception):
