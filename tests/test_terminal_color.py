@@ -133,3 +133,17 @@ def test_color_always_colours_a_pipe_and_errors_are_red(tmp_path: Path) -> None:
     assert result.exit_code == 2 and result.stderr.startswith("\x1b[1;31merror:\x1b[0m ")
     plain = CliRunner().invoke(main, ["tools", "lint", "--tools-dir", str(tmp_path)])
     assert plain.stderr.startswith("error: ")
+
+
+def test_the_live_line_keeps_still_while_an_approval_question_is_up() -> None:
+    out = TerminalLike()
+    live = LiveElapsed(out)
+    live.started("a", "deploy")
+    live._running["a"] = ("deploy", time.monotonic() - 5)  # as if it had been running five seconds
+    with live.paused():
+        time.sleep(0.5)
+        assert "deploy" not in out.getvalue()
+    time.sleep(0.5)
+    assert "… deploy 5." in out.getvalue()
+    live.ended("a")
+    assert out.getvalue().endswith("\r\x1b[K")
