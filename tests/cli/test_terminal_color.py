@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_chat import EXITED, Terminal
+from tests.sessions.test_chat import EXITED, Terminal
 from toolrun.cli.color import color_enabled, paint
 from toolrun.cli.display import TerminalDisplay
 from toolrun.cli.live_line import LiveElapsed
 from toolrun.core.messages import ToolCall
 from toolrun.loop.results import ToolCallRecord
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class TerminalLike(io.StringIO):

@@ -7,8 +7,8 @@ import json
 import re
 from pathlib import Path
 
-from tests.test_cli_recipe import INVENTORY, invoke, toolrun
-from tests.test_view import open_in_chromium, turn_section
+from tests.cli.test_cli_recipe import INVENTORY, invoke, toolrun
+from tests.view.test_view import open_in_chromium, turn_section
 from toolrun.loop.execution import DENIED_MESSAGE, NO_APPROVER_MESSAGE
 from toolrun.view import render_page
 from toolrun.view.call_outcome import NEVER_RAN_PREFIXES

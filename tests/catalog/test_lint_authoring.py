@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.test_lint import GOOD_DESCRIPTION, make_tool
+from tests.catalog.test_lint import GOOD_DESCRIPTION, make_tool
 from toolrun.catalog.lint import LintFinding, lint_catalog
 from toolrun.core.tool import Annotations, BackendSpec
 
