@@ -72,7 +72,8 @@ def command_samples(repeat: int, toolrun: list[str], env: dict[str, str], cwd: P
 
 
 def writer_samples(repeat: int, folder: Path) -> list[float]:
-    """Seconds per event of ``RunLogWriter`` writing a run of one 1,000-call turn, on an event loop."""
+    """CPU seconds per event of ``RunLogWriter`` writing a run of one 1,000-call turn, on an event loop
+    (CPU time, not wall time: on a shared machine the wall clock measures the neighbours)."""
     from toolrun.core.messages import Message, ModelResponse, TextPart, ToolCall, Usage
     from toolrun.loop.results import RunResult, ToolCallRecord, TurnRecord
     from toolrun.runlog import RunLog, RunLogWriter
@@ -86,7 +87,7 @@ def writer_samples(repeat: int, folder: Path) -> list[float]:
         records = [ToolCallRecord(c.id, c.name, c.arguments, "玫瑰: 100, 郁金香: 150", False, 1) for c in calls]
         turn = TurnRecord("tool_calls", None, Usage(95, 67, 1), records)
         final = Message("assistant", [TextPart("都查完了。")])
-        started = time.perf_counter()
+        started = time.process_time()
         writer = RunLogWriter(log, command="recipe", prompt=f"run {number}")
         writer.on_run_start(recipe="many", model="scripted:many", mode="live")
         writer.on_message(question)
@@ -100,7 +101,7 @@ def writer_samples(repeat: int, folder: Path) -> list[float]:
         writer.on_run_end(RunResult(final.text, "stop", Usage(95, 67, 1), [turn], [question, answer, final],
                                     recipe="many", model="scripted:many", mode="live"))
         events = 6 + 2 * CALLS + 1  # start, 3 messages, answer, the calls' starts and ends, turn end, run end
-        return time.perf_counter() - started, events
+        return time.process_time() - started, events
 
     samples = []
     asyncio.run(one_run(0))  # warm-up

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
 import sqlite3
 import time
@@ -228,6 +227,8 @@ def retry_busy(action: Callable[[], object], deadline: float) -> None:
         except sqlite3.OperationalError as exc:
             if not _busy(exc) or time.monotonic() >= deadline:
                 raise
+        import random  # start-up: only a busy log is retried
+
         time.sleep(random.uniform(0.005, 0.05))  # apart, so racing processes do not retry in step
 
 
@@ -255,7 +256,7 @@ def _use_wal(connection: sqlite3.Connection) -> None:
 def _summary(row: sqlite3.Row) -> dict[str, Any]:
     keys = row.keys()
     status = row["status"]
-    if status == "running" and row["pid"] and not _alive(row["pid"]):
+    if status == "running" and row["pid"] and not process_alive(row["pid"]):
         status = "unfinished"  # the process that wrote it is gone: killed or crashed mid-run
     summary = {
         "id": row["id"], "command": row["command"], "session": row["session"], "recipe": row["recipe"],
@@ -270,7 +271,8 @@ def _summary(row: sqlite3.Row) -> dict[str, Any]:
     return summary
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a run row "running" whose process is gone never finished)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
