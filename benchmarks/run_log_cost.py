@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 HERE = Path(__file__).resolve().parent
 CALLS = 1000
@@ -59,16 +59,30 @@ def command_samples(repeat: int, toolrun: list[str], env: dict[str, str], cwd: P
     recipe = write_recipe(folder)
     logged = [*toolrun, "recipe", str(recipe), "--logs", str(folder / "cost.db")]
     commands = {"logged": logged, "no-log": [*toolrun, "recipe", str(recipe), "--no-log"]}
-    samples: dict[str, list[float]] = {name: [] for name in commands}
+    samples: dict[str, list[float]] = {f"{name}{kind}": [] for name in commands for kind in ("", " cpu")}
     for argv in commands.values():  # warm-up: the tool module compiled, the catalog cached
         subprocess.run(argv, env=env, cwd=cwd, capture_output=True, check=True)
     for _ in range(repeat):
         for name, argv in commands.items():
-            started = time.perf_counter()
-            subprocess.run(argv, env=env, cwd=cwd, capture_output=True, check=True)
-            samples[name].append(time.perf_counter() - started)
-    samples["per call"] = [(a - b) / CALLS for a, b in zip(samples["logged"], samples["no-log"], strict=True)]
+            wall, cpu = _run(argv, env, cwd)
+            samples[name].append(wall)
+            samples[f"{name} cpu"].append(cpu)
+    for kind in ("", " cpu"):
+        samples[f"per call{kind}"] = [(a - b) / CALLS for a, b in
+                                      zip(samples[f"logged{kind}"], samples[f"no-log{kind}"], strict=True)]
     return samples
+
+
+def _run(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (user + system) of one command."""
+    started = time.perf_counter()
+    process = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - started
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode:
+        raise SystemExit(f"{' '.join(argv)} exited {process.returncode}")
+    return wall, usage.ru_utime + usage.ru_stime
 
 
 def writer_samples(repeat: int, folder: Path) -> list[float]:
@@ -119,14 +133,16 @@ def main() -> None:
     root = HERE.parent
     sys.path.insert(0, str(root))
     toolrun = [sys.executable, "-m", "toolrun"]
-    env: dict[str, Any] = {"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"}
+    env = {"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp")}
     with tempfile.TemporaryDirectory(prefix="toolrun-bench-") as temporary:
         folder = Path(temporary)
         commands = command_samples(options.repeat, toolrun, env, root, folder)
         per_event = writer_samples(options.repeat, folder)
     for name in ("no-log", "logged"):
         print(f"toolrun recipe, {CALLS:,} calls in a turn, {name}: median {statistics.median(commands[name]) * 1e3:.0f} ms")
-    print(f"the log's cost per call (logged - no-log, per round): median {statistics.median(commands['per call']) * 1e6:.1f} µs")
+    for kind in ("", " cpu"):
+        print(f"the log's cost per call{kind} (logged - no-log, per round): "
+              f"median {statistics.median(commands['per call' + kind]) * 1e6:.1f} µs")
     print(f"RunLogWriter per written event: median {statistics.median(per_event) * 1e6:.1f} µs")
 
 
