@@ -85,6 +85,7 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
     },
     "toolrun.cli.chat": {"readline": "optional in a Python build, and only a terminal edits lines"},
     "toolrun.cli.common": {"toolrun.cli.tools_list.first_sentence": "only shell completion: toolrun call does without it"},
+    "toolrun.cli.logs": {"toolrun.runlog.prune.prune_runs": "only prune needs it"},
     "toolrun.cli.mcp": {"toolrun.mcp.serve": "the MCP SDK loads only for this command"},
     "toolrun.cli.recipe": {
         "toolrun.runlog.transcript_log.TranscriptLog": "only --transcript writes one",
@@ -140,7 +141,10 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
         "email.utils": "only a Retry-After given as a date (email brings much of the mail package)",
         "random": "only a retry waits, with jitter",
     },
-    "toolrun.runlog.store": {"toolrun.runlog.search.search_runs": AS_FOUND},
+    "toolrun.runlog.store": {
+        "toolrun.runlog.search.search_runs": AS_FOUND,
+        "random": "only a busy log is retried, with jitter",
+    },
     "toolrun.core.schema_errors": {
         "jsonschema.Draft202012Validator": JSONSCHEMA,
         "jsonschema.exceptions.best_match": JSONSCHEMA,
