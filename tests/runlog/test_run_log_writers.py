@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from tests.run_log_writer_process import write_run
-from tests.test_cli_recipe import invoke
+from tests.cli.test_cli_recipe import invoke
 from toolrun.runlog import RunLog, RunLogWriter
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_open_waits_for_a_writer_holding_a_new_file_in_rollback_mode(tmp_path: Path) -> None:
