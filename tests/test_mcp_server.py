@@ -475,12 +475,14 @@ def test_http_admits_a_browser_page_of_an_allowed_origin_with_cors(team_mcp_serv
         assert httpx.options(team_mcp_server.url, timeout=10, headers={"Origin": other}).status_code == 403
 
 
-def test_allow_origin_must_be_an_origin_and_needs_http() -> None:
+def test_allow_origin_must_be_an_origin_and_needs_http_and_recipes_a_folder() -> None:
     for origin in ("*", "localhost:6274", "https://inspector.example/path", "ftp://x"):
         with pytest.raises(UserError, match="is not an origin"):
             serve(ROOT / "tools.d", http="127.0.0.1:0", allow_origins=[origin])
     with pytest.raises(UserError, match="--allow-origin is for browser clients"):
         serve(ROOT / "tools.d", allow_origins=["http://localhost:6274"])
+    with pytest.raises(UserError, match="recipes directory not found"):
+        serve(ROOT / "tools.d", recipes=ROOT / "no-such-recipes")
 
 
 def test_http_answers_200_concurrent_calls_from_10_clients_each_with_its_own_result(team_mcp_server: Any) -> None:

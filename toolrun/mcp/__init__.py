@@ -60,13 +60,7 @@ def serve(
     """
     address = parse_address(http) if http is not None else None
     _check_place(address, auth, tools_dir)
-    origins = [check_origin(origin) for origin in allow_origins]
-    if origins and address is None:
-        raise UserError(Problem(None, None, "--allow-origin is for browser clients, which reach the server over HTTP",
-                                "add --http 127.0.0.1:PORT, or leave --allow-origin out for stdio"))
-    if recipes is not None and not recipes.is_dir():
-        raise UserError(Problem(recipes, None, "recipes directory not found",
-                                "pass --recipes DIR with the folder of recipe files"))
+    origins = _checked_additions(address, recipes, allow_origins)
     from toolrun.mcp.access import load_access_list
 
     access = load_access_list(auth) if auth is not None else None  # a bad file fails before the SDK loads
@@ -108,6 +102,19 @@ def _check_place(address: tuple[str, int] | None, auth: Path | None, tools_dir: 
     if not tools_dir.is_dir():
         raise UserError(Problem(tools_dir, None, "tools directory not found",
                                 "pass --tools-dir DIR with the folder of tool files"))
+
+
+def _checked_additions(address: tuple[str, int] | None, recipes: Path | None,
+                       allow_origins: Sequence[str]) -> list[str]:
+    """The ``--allow-origin`` origins as a browser sends them; UserError for a bad one or a missing ``--recipes``."""
+    origins = [check_origin(origin) for origin in allow_origins]
+    if origins and address is None:
+        raise UserError(Problem(None, None, "--allow-origin is for browser clients, which reach the server over HTTP",
+                                "add --http 127.0.0.1:PORT, or leave --allow-origin out for stdio"))
+    if recipes is not None and not recipes.is_dir():
+        raise UserError(Problem(recipes, None, "recipes directory not found",
+                                "pass --recipes DIR with the folder of recipe files"))
+    return origins
 
 
 def _session_limits(access: AccessList | None, auth: Path | None, max_sessions: int | None,

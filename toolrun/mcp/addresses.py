@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+from urllib.parse import urlsplit
 
 from toolrun.core.errors import Problem, UserError
 
@@ -39,8 +40,6 @@ def allowed_origins(host: str, port: int) -> list[str]:
 
 def check_origin(text: str) -> str:
     """An ``--allow-origin`` value as a browser sends it (``https://inspector.example.com:6274``); UserError otherwise."""
-    from urllib.parse import urlsplit
-
     try:
         parts = urlsplit(text.strip())
         port = parts.port
