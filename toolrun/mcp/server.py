@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 import warnings
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -106,7 +107,8 @@ class CatalogServer:
         self._catalog_secrets = Redactor()
         self._reload_lock = asyncio.Lock()
         self._listeners: dict[str, tuple[ServerSession, Caller]] = {}  # 2025-11-25 sessions to notify, by session id
-        self._log_levels: dict[str, str] = {}  # the level each 2025-11-25 session asked for, by session id
+        # The level each 2025-11-25 session asked for; forgotten with the session.
+        self._log_levels: weakref.WeakKeyDictionary[ServerSession, str] = weakref.WeakKeyDictionary()
         self._bus = InMemorySubscriptionBus()  # 2026-07-28 clients listen here
         prompt_handlers: dict[str, Any] = {}
         if prompts is not None:  # the prompts and completions capabilities only when there are recipes to serve
@@ -179,7 +181,7 @@ class CatalogServer:
                 with warnings.catch_warnings():  # logging is deprecated in 2026-07-28, still the 2025-11-25 way
                     warnings.simplefilter("ignore")
                     for problem in self.live.problems_for(caller.tools):  # a hidden tool's file stays hidden
-                        if self._logs_at(key, "error"):
+                        if self._logs_at(session, "error"):
                             await session.send_log_message("error", str(problem), logger="toolrun")
             except Exception:  # the client went away: forget it
                 self._listeners.pop(key, None)
@@ -201,15 +203,13 @@ class CatalogServer:
         if key and (key in self._listeners or len(self._listeners) < 10_000):
             self._listeners[key] = (ctx.session, self.caller(ctx))
 
-    def _logs_at(self, session_key: str, level: str) -> bool:
+    def _logs_at(self, session: ServerSession, level: str) -> bool:
         """Whether a session gets a message of ``level``: all of them until it sets a level."""
-        asked = self._log_levels.get(session_key)
+        asked = self._log_levels.get(session)
         return asked is None or LOG_LEVELS.index(level) >= LOG_LEVELS.index(asked)
 
     async def _set_logging_level(self, ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
-        key = _session_key(ctx)
-        if key and (key in self._log_levels or len(self._log_levels) < 10_000):
-            self._log_levels[key] = params.level
+        self._log_levels[ctx.session] = params.level
         self._remember(ctx)
         return types.EmptyResult()
 
