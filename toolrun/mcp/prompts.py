@@ -29,6 +29,8 @@ class PromptError(ValueError):
 
 @dataclass(frozen=True)
 class PromptArgument:
+    """One var of a recipe as a prompt argument: required when the recipe gives it no default."""
+
     name: str
     required: bool
     description: str | None
