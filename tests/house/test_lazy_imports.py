@@ -105,6 +105,7 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
         "anyio": AS_FOUND,
         "toolrun.mcp.audit.AuditLog": AS_FOUND,
         "toolrun.mcp.live_catalog.LiveCatalog": AS_FOUND,
+        "toolrun.mcp.prompts.RecipePrompts": AS_FOUND,
         "toolrun.mcp.server.CatalogServer": AS_FOUND,
         "toolrun.core.secrets.Redactor": AS_FOUND,
         "toolrun.core.secrets.redacting": AS_FOUND,

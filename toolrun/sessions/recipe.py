@@ -73,6 +73,7 @@ class Recipe:
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT  # seconds per model request
     max_retries: int = DEFAULT_MAX_RETRIES  # of one model request
     rate_limit: float | None = None  # most model requests per minute across a batch's runs
+    var_choices: dict[str, list[str]] = field(default_factory=dict)  # the values a var may take
     document: Any = field(default=None, repr=False, compare=False)  # the YAML, for lines
 
     def line_of(self, *path: Any) -> int | None:
@@ -110,7 +111,16 @@ class Recipe:
                 hint = f"did you mean {guess!r}?" if guess else (
                     f"this recipe's vars are: {', '.join(sorted(known))}" if known else "this recipe uses no vars")
                 raise UserError(Problem(self.path, self.line_of("vars"), f"--var {key}: the recipe has no var {key!r}", hint))
+            choices = self.var_choices.get(key)
+            if choices is not None and overrides[key] not in choices:
+                raise UserError(Problem(self.path, self.line_of("var_choices", key),
+                                        f"--var {key}: {overrides[key]!r} is not one of {', '.join(choices)}",
+                                        f"pass one of them, e.g. --var {key}={choices[0]}"))
         return {**self.vars, **overrides}
+
+    def arguments(self) -> list[str]:
+        """The names of the recipe's vars and of the vars its templates use, declared ones first."""
+        return [*self.vars, *sorted(self.placeholders() - set(self.vars))]
 
     def placeholders(self) -> set[str]:
         """Every var the system prompt and messages use."""
@@ -328,6 +338,7 @@ def _build(document: LineDict, path: Path) -> Recipe:
         request_timeout=_request_timeout(settings_map, path),
         max_retries=settings_map.get("max_retries", DEFAULT_MAX_RETRIES),
         rate_limit=settings_map.get("rate_limit"),
+        var_choices={name: list(values) for name, values in plain(document.get("var_choices") or {}).items()},
         name=document.get("name") or path.stem,
         model=document.get("model"),
         tools=list(tools) if tools is not None else None,
