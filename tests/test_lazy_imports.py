@@ -97,6 +97,7 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
     "toolrun.cli.startup": {"tempfile": "only a process that compiled new dataclass code writes (random, shutil)"},
     "toolrun.loop.execution": {
         "jsonschema.Draft202012Validator": JSONSCHEMA,
+        "jsonschema.FormatChecker": JSONSCHEMA,
         "jsonschema.exceptions.SchemaError": JSONSCHEMA,
     },
     "toolrun.mcp": {

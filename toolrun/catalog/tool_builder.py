@@ -80,6 +80,7 @@ def build_tool(
         confirm=bool(_own_or_default(raw, defaults, "confirm", False)),
         annotations=_annotations(raw, defaults),
         lint_ignore=_lint_ignore(raw, defaults),
+        check_formats=_own_or_default(raw, defaults, "check_formats", True) is not False,
     )
     problems += _backend_problems(tool, raw, defaults, file, label, at)
     return (None if problems else tool), problems
