@@ -54,7 +54,7 @@ def openapi_command(ctx: click.Context, spec: str, output: Path | None, include:
     where = f" to {output}" + (" (replacing the earlier import)" if replaced else "") if output is not None else ""
     say(f"imported {plural(len(result.tools), 'tool')}{where} from {result.title} ({result.spec_version}); "
         f"{len(result.skipped)} skipped" + (f", {result.not_selected} not selected" if result.not_selected else ""))
-    if result.overrides_name:
+    if result.overrides_applied:
         say(f"  applied the edits in {result.overrides_name}")
     for skipped in result.skipped:
         say(f"  skipped {skipped}")

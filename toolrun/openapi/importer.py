@@ -57,7 +57,8 @@ class ImportResult:
     allow_hosts: list[str] = field(default_factory=list)  # the hosts the document's servers name
     other_origins: list[str] = field(default_factory=list)  # "GET /x (op): https://other.example", sent no credentials
     without_credentials: list[str] = field(default_factory=list)  # operations that need none (`security: []`)
-    overrides_name: str | None = None  # the file of hand edits applied (billing.overrides)
+    overrides_name: str | None = None  # the file of hand edits (billing.overrides), there or not
+    overrides_applied: bool = False
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,7 @@ def import_openapi(spec: str | Path, *, include: Iterable[str] = (), exclude: It
     options = CredentialOptions.parse(headers, auth_env, env_prefix)  # a typed secret stops before any reading
     edits = read_overrides(Path(overrides)) if overrides is not None else None
     request = _Request(spec, shown, Selection(tuple(include), tuple(exclude), tuple(tags)), base_url,
-                       allow_external_refs, options, edits)
+                       allow_external_refs, options, edits, Path(overrides).name if overrides is not None else None)
     try:
         return _import(request)
     except RecursionError:  # a schema nested hundreds deep: converting or writing it out recurses per level
@@ -118,6 +119,7 @@ class _Request:
     allow_external_refs: bool
     options: CredentialOptions
     overrides: Overrides | None
+    overrides_name: str | None
 
 
 def _import(request: _Request) -> ImportResult:
@@ -156,7 +158,7 @@ def _import(request: _Request) -> ImportResult:
         variables.update(_tool_credentials(tool, creds, schemes, everywhere, prefix, resolver, location, notes))
     result = ImportResult("", title, shown, spec_version, found.tools, found.skipped, found.not_selected,
                           resolved_base, variables, notes + creds.notes,
-                          overrides_name=request.overrides.path.name if request.overrides else None)
+                          overrides_name=request.overrides_name, overrides_applied=request.overrides is not None)
     _pin_origins(result)
     result.text = render_toolset(result, creds, request.overrides)
     return result

@@ -146,7 +146,7 @@ def _comment(lines: list[str]) -> str:
 
 def header(result: ImportResult) -> str:
     """The comment block at the top: origin, counts, variables to set, what was skipped and why."""
-    edits = result.overrides_name or "FILE.overrides"
+    edits = result.overrides_name or "the .overrides file of this file's name"
     lines = [f"{HEADER_START[2:]} from {result.source}",
              f"({result.title}, {result.spec_version}): {plural(len(result.tools), 'tool')}, "
              f"{len(result.skipped)} skipped"
