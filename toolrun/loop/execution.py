@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from toolrun.backends import get_backend
 from toolrun.backends.base import CallContext
 from toolrun.core.errors import TOOL_LOGGER
-from toolrun.core.formats import FORMATS, expected_form, matches_format, uses_checked_format
+from toolrun.core.formats import EXPECTED_FORMS, expected_form, uses_checked_format
 from toolrun.core.json_limits import MAX_ARGUMENT_DEPTH, nesting_depth
 from toolrun.core.schema_subset import surely_valid
 from toolrun.core.secrets import MissingSecret, Redactor, active_redactor, redacting
@@ -58,8 +58,10 @@ def _validator(schema_json: str, check_formats: bool = False) -> Draft202012Vali
 def _format_checker() -> FormatChecker:
     from jsonschema import FormatChecker  # only a schema that uses a checked format gets here
 
+    from toolrun.core.format_checks import matches_format  # ipaddress, uuid, datetime: likewise
+
     checker = FormatChecker(formats=())  # toolrun's checks alone: jsonschema's need optional packages
-    for name in FORMATS:
+    for name in EXPECTED_FORMS:
         checker.checks(name)(partial(matches_format, name))
     return checker
 
