@@ -98,6 +98,8 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
     "toolrun.cli.startup": {"tempfile": "only a process that compiled new dataclass code writes (random, shutil)"},
     "toolrun.loop.execution": {
         "jsonschema.Draft202012Validator": JSONSCHEMA,
+        "jsonschema.FormatChecker": JSONSCHEMA,
+        "toolrun.core.format_checks.matches_format": "ipaddress, uuid and datetime: only a schema that uses a format",
         "jsonschema.exceptions.SchemaError": JSONSCHEMA,
     },
     "toolrun.mcp": {

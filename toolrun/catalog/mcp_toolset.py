@@ -203,5 +203,6 @@ def _tool(name: str, remote: Any, override: dict[str, Any], server_config: dict[
         max_output=int(override.get("max_output", DEFAULT_MAX_OUTPUT)),
         confirm=bool(override.get("confirm", False)),
         annotations=Annotations(**hints) if hints else None,
+        check_formats=override.get("check_formats", True) is not False,
     )
     return (None if problems else tool), problems

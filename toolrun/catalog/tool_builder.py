@@ -25,7 +25,7 @@ from toolrun.core.yamlsource import LineDict, LineList, line_of, plain
 _EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 _TEMPLATE_MAP_KEYS = ("headers", "query", "env", "form")
 _MERGED_MAPPING_DEFAULTS = {"http": ("headers", "query"), "shell": ("env",)}
-_PLAIN_DEFAULTS = {"http": ("base_url", "timeout", "retries", "allow_hosts"), "shell": ("cwd",)}
+_PLAIN_DEFAULTS = {"http": ("base_url", "timeout", "retries", "allow_hosts", "error_excerpt"), "shell": ("cwd",)}
 _DURATION_FIX = "write it like 30s, 500ms or 2m"
 
 
@@ -80,6 +80,7 @@ def build_tool(
         confirm=bool(_own_or_default(raw, defaults, "confirm", False)),
         annotations=_annotations(raw, defaults),
         lint_ignore=_lint_ignore(raw, defaults),
+        check_formats=_own_or_default(raw, defaults, "check_formats", True) is not False,
     )
     problems += _backend_problems(tool, raw, defaults, file, label, at)
     return (None if problems else tool), problems

@@ -81,6 +81,7 @@ class Tool:
     confirm: bool = False
     annotations: Annotations | None = None
     lint_ignore: tuple[str, ...] = ()  # lint rules the author accepts for this tool (listed as ignored)
+    check_formats: bool = True  # refuse arguments whose date-time, uuid, email... does not match (core/formats.py)
 
     @property
     def base_dir(self) -> Path:

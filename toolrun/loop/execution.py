@@ -12,12 +12,13 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import TYPE_CHECKING, Any
 
 from toolrun.backends import get_backend
 from toolrun.backends.base import CallContext
 from toolrun.core.errors import TOOL_LOGGER
+from toolrun.core.formats import EXPECTED_FORMS, expected_form, uses_checked_format
 from toolrun.core.json_limits import MAX_ARGUMENT_DEPTH, nesting_depth
 from toolrun.core.schema_subset import surely_valid
 from toolrun.core.secrets import MissingSecret, Redactor, active_redactor, redacting
@@ -25,7 +26,7 @@ from toolrun.core.text import counted, exception_text, excerpt
 from toolrun.core.tool import Tool
 
 if TYPE_CHECKING:
-    from jsonschema import Draft202012Validator, ValidationError
+    from jsonschema import Draft202012Validator, FormatChecker, ValidationError
 
     from toolrun.loop.approval import Approver
 
@@ -46,25 +47,52 @@ class ToolOutcome:
 
 
 @lru_cache(maxsize=1024)
-def _validator(schema_json: str) -> Draft202012Validator:
+def _validator(schema_json: str, check_formats: bool = False) -> Draft202012Validator:
     from jsonschema import Draft202012Validator  # 50-65 ms to import: only once some arguments need it
 
-    return Draft202012Validator(json.loads(schema_json))
+    checker = _format_checker() if check_formats else None
+    return Draft202012Validator(json.loads(schema_json), format_checker=checker)
 
 
-_by_schema_object: dict[int, tuple[dict[str, Any], Draft202012Validator]] = {}
+@lru_cache(maxsize=1)
+def _format_checker() -> FormatChecker:
+    from jsonschema import FormatChecker  # only a schema that uses a checked format gets here
+
+    from toolrun.core.format_checks import matches_format  # ipaddress, uuid, datetime: likewise
+
+    checker = FormatChecker(formats=())  # toolrun's checks alone: jsonschema's need optional packages
+    for name in EXPECTED_FORMS:
+        checker.checks(name)(partial(matches_format, name))
+    return checker
 
 
-def _validator_for(tool: Tool) -> Draft202012Validator:
+_by_schema_object: dict[tuple[int, bool], tuple[dict[str, Any], Draft202012Validator]] = {}
+_formats_by_schema_object: dict[int, tuple[dict[str, Any], bool]] = {}
+
+
+def _validator_for(tool: Tool, check_formats: bool) -> Draft202012Validator:
     # Fast path by identity (the entry keeps the dict alive, so its id cannot be reused);
     # equal schemas of different tools share one validator through the JSON-keyed cache.
-    entry = _by_schema_object.get(id(tool.parameters))
+    entry = _by_schema_object.get((id(tool.parameters), check_formats))
     if entry is not None and entry[0] is tool.parameters:
         return entry[1]
-    validator = _validator(json.dumps(tool.parameters, sort_keys=True, default=str))
+    validator = _validator(json.dumps(tool.parameters, sort_keys=True, default=str), check_formats)
     if len(_by_schema_object) < 4096:
-        _by_schema_object[id(tool.parameters)] = (tool.parameters, validator)
+        _by_schema_object[(id(tool.parameters), check_formats)] = (tool.parameters, validator)
     return validator
+
+
+def _checks_formats(tool: Tool) -> bool:
+    """The tool checks formats and its schema uses one (walked once per schema object)."""
+    if not tool.check_formats:
+        return False
+    entry = _formats_by_schema_object.get(id(tool.parameters))
+    if entry is not None and entry[0] is tool.parameters:
+        return entry[1]
+    uses = uses_checked_format(tool.parameters)
+    if len(_formats_by_schema_object) < 4096:
+        _formats_by_schema_object[id(tool.parameters)] = (tool.parameters, uses)
+    return uses
 
 
 def _json_path(parts: Any) -> str:
@@ -140,12 +168,16 @@ def _no_match(error: ValidationError) -> str:
     return f"expected a string matching {error.validator_value!r}, got {_shown(error.instance)}"
 
 
+def _wrong_format(error: ValidationError) -> str:
+    return f"expected {expected_form(str(error.validator_value))}, got {_shown(error.instance)}"
+
+
 # a JSON Schema keyword -> what its failure says after "at $.path: " (others: jsonschema's own message)
 _WORDINGS: dict[Any, Callable[[ValidationError], str]] = {
     "required": _missing_property, "type": _wrong_type, "enum": _not_one_of, "const": _not_the_constant,
     "additionalProperties": _unexpected_properties, **dict.fromkeys(_BOUNDS, _out_of_bounds),
     "minLength": _wrong_length, "maxLength": _wrong_length, "minItems": _wrong_item_count,
-    "maxItems": _wrong_item_count, "pattern": _no_match,
+    "maxItems": _wrong_item_count, "pattern": _no_match, "format": _wrong_format,
 }
 
 
@@ -155,12 +187,13 @@ def validate_arguments(tool: Tool, arguments: Any) -> list[str]:
         return [f"at $: expected an object with the arguments, got {_type_name(arguments)} {_shown(arguments)}"]
     if nesting_depth(arguments) > MAX_ARGUMENT_DEPTH:  # from an MCP client or a caller: never walked by recursion
         return [f"at $: the arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels; no tool's parameters are that deep"]
-    if surely_valid(tool.parameters, arguments):  # no need for jsonschema, its import or its tens of microseconds
+    check_formats = _checks_formats(tool)  # surely_valid reads no format: a schema that uses one pays for jsonschema
+    if not check_formats and surely_valid(tool.parameters, arguments):  # no jsonschema import, no tens of µs
         return []
     from jsonschema.exceptions import SchemaError
 
     try:
-        validator = _validator_for(tool)
+        validator = _validator_for(tool, check_formats)
         errors = sorted(validator.iter_errors(arguments),
                         key=lambda e: ([str(p) for p in e.absolute_path], e.message))
         mistyped = {tuple(e.absolute_path) for e in errors if e.validator == "type"}
