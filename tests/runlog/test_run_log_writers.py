@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.run_log_writer_process import write_run
 from tests.cli.test_cli_recipe import invoke
+from tests.run_log_writer_process import write_run
 from toolrun.runlog import RunLog, RunLogWriter
 
 ROOT = Path(__file__).resolve().parents[2]

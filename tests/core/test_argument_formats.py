@@ -19,7 +19,7 @@ from toolrun.core.formats import uses_checked_format
 from toolrun.core.tool import BackendSpec, SourceLocation, Tool
 from toolrun.loop.execution import validate_arguments
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 GOOD_AND_BAD = {
     "date-time": (["2024-05-01T09:30:00Z", "2024-05-01t09:30:00.5+02:00"],

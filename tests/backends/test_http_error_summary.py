@@ -18,7 +18,7 @@ from toolrun.catalog.loader import load_catalog
 from toolrun.core.version import USER_AGENT, VERSION
 from toolrun.providers.transport import HttpxTransport, WireRequest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # GitHub's answer to an issue without a title (docs.github.com, "Client errors"): the reason sits
 # after a documentation URL in the body, past what a 300-character cut kept once padded.
