@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from toolrun.backends.base import Backend, BackendOutput, CallContext
+from toolrun.core.content import BLOCK_TYPES, capped_blocks
 from toolrun.core.errors import Problem
 from toolrun.core.secrets import ENV_REFERENCE, Redactor, read_secret, register_secret
 from toolrun.core.tool import Tool
@@ -340,7 +341,7 @@ class ServerHub:
                 return BackendOutput(f"the MCP server {spec.label} stopped during the call ({restart})"
                                      + (f"; its stderr ends with:\n{tail}" if tail else ""), True)
             return BackendOutput(f"the MCP server {spec.label} refused the call: {_describe(exc)}", True)
-        return BackendOutput(result_text(result), bool(result.is_error))
+        return result_output(result)
 
     def list_tools(self, spec: ServerSpec) -> list[RemoteTool]:
         """The server's tools (blocking; any thread, any loop). ``McpServerUnavailable`` when it cannot answer."""
@@ -416,19 +417,22 @@ def _remote_tool(tool: Any) -> RemoteTool:
                       tool.title or annotations.get("title"), annotations)
 
 
-def result_text(result: Any) -> str:
-    """A ``CallToolResult`` as the text a model gets: its text blocks, else its structured content as JSON."""
+def result_output(result: Any) -> BackendOutput:
+    """A ``CallToolResult`` as a backend's output: its text blocks (else its structured content as JSON) as the
+    text, its images, audio and resources as blocks, up to ``MAX_CONTENT_BYTES`` (a note names what is over)."""
     texts = [block.text for block in result.content if getattr(block, "type", None) == "text"]
-    others = [block.type for block in result.content if getattr(block, "type", None) != "text"]
+    others = [block.model_dump(by_alias=True, mode="json", exclude_none=True)
+              for block in result.content if getattr(block, "type", None) in BLOCK_TYPES]
     if texts:
         text = "\n".join(texts)
     elif result.structured_content is not None:
         text = json.dumps(result.structured_content, ensure_ascii=False)
     else:
         text = ""
-    if others:  # images, audio, resources: a model reading text cannot use them, but should know they exist
-        text += ("\n" if text else "") + f"[the server also returned {', '.join(others)} content, not shown]"
-    return text
+    blocks, notes = capped_blocks(others)
+    if notes:
+        text = "\n".join([text, *notes] if text else notes)
+    return BackendOutput(text, bool(result.is_error), blocks)
 
 
 _hub: ServerHub | None = None

@@ -273,7 +273,7 @@ class _ConversationLoop:
                 self._end_turn(turn)
                 return self._finish_answer(response)
             turn.tool_calls = await self._run_calls(calls, response.stop_reason)
-            results = Message("tool", [ToolResult(r.id, r.name, r.result, r.is_error, c.provider_id)
+            results = Message("tool", [ToolResult(r.id, r.name, r.result, r.is_error, c.provider_id, r.blocks)
                                        for c, r in zip(calls, turn.tool_calls, strict=True)])
             self.history.append(results)
             self.observer.on_message(results)
@@ -364,7 +364,7 @@ class _ConversationLoop:
             tool = self.tools[call.name]
             outcome = await self.execute(tool, call, self.context, self.approver, turn=turn)
             record = ToolCallRecord(call.id, call.name, shown_arguments, outcome.result, outcome.is_error,
-                                    outcome.duration_ms)
+                                    outcome.duration_ms, outcome.blocks)
         self.observer.on_tool_call_end(record)
         return record
 
