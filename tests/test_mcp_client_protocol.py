@@ -204,3 +204,72 @@ def test_the_run_log_keeps_the_blocks_of_a_tool_result() -> None:
 
     [part] = message_json(Message("tool", [pixel_result()]))
     assert part["content"] == "one red pixel" and [block["type"] for block in part["blocks"]] == ["image", "audio"]
+
+
+# ---------------------------------------------------------------- notifications/tools/list_changed
+
+
+@pytest.fixture
+def growing_url() -> Iterator[str]:
+    """A server of its own: add_late_tool changes its tool list for good."""
+    with served(protocol_server("growing").streamable_http_app()) as base:
+        yield base + "/mcp"
+
+
+def test_a_recipe_is_offered_a_tool_the_server_adds_from_the_next_request(tmp_path: Path, growing_url: str) -> None:
+    (tmp_path / "tools.d").mkdir()
+    toolset(tmp_path / "tools.d", growing_url)
+    recipe = tmp_path / "grow.yaml"
+    recipe.write_text("name: grow\nmodel: openai:gpt-4o-mini\nmessages: [{user: Grow.}]\n", encoding="utf-8")
+    notices: list[str] = []
+
+    class Notices(toolrun.RunObserver):
+        def on_notice(self, message: str) -> None:
+            notices.append(message)
+
+    model = ScriptedModel([ScriptedModel.calls([("add_late_tool", {})]), ScriptedModel.calls([("late_tool", {})]), "grown"])
+    result = toolrun.run(recipe, model=model, observer=Notices())
+    assert "late_tool" not in [tool.name for tool in model.requests[0].tools]
+    assert "late_tool" in [tool.name for tool in model.requests[1].tools]
+    assert [call.result for call in result.tool_calls] == ["added late_tool", "late"]
+    assert "the tools changed (an MCP server said so): added late_tool" in notices
+
+
+def test_toolrun_mcp_lists_a_tool_the_server_behind_it_adds(tmp_path: Path, growing_url: str) -> None:
+    from mcp import Client
+
+    from toolrun.core.secrets import Redactor, redacting
+    from toolrun.mcp.audit import AuditLog
+    from toolrun.mcp.live_catalog import LiveCatalog
+    from toolrun.mcp.server import CatalogServer
+
+    server = CatalogServer(LiveCatalog(toolset(tmp_path, growing_url)), audit=AuditLog(io.StringIO()))
+    seen: list[Any] = []
+
+    async def main() -> None:
+        with redacting(Redactor()):
+            server.load()
+            async with Client(server.server, mode="legacy") as client:
+                seen.append([tool.name for tool in (await client.list_tools()).tools])
+                await client.call_tool("add_late_tool", {})
+                await anyio.sleep(0.2)  # the notification reaches toolrun's client connection
+                seen.append([tool.name for tool in (await client.list_tools()).tools])
+                seen.append((await client.call_tool("late_tool", {})).content[0].text)
+
+    anyio.run(main)
+    assert "late_tool" not in seen[0] and "late_tool" in seen[1]
+    assert seen[2] == "late"
+
+
+def test_a_chat_offers_the_added_tool_at_the_next_question(tmp_path: Path, growing_url: str) -> None:
+    from toolrun.sessions.chat import ChatSession
+
+    script = tmp_path / "chat.script.yaml"
+    script.write_text("- tool_calls: [{name: add_late_tool, arguments: {}}]\n- text: added\n"
+                      "- tool_calls: [{name: late_tool, arguments: {}}]\n- text: called it\n", encoding="utf-8")
+    (tmp_path / "tools").mkdir()
+    session = ChatSession.open(model=f"scripted:{script}", tools_dir=toolset(tmp_path / "tools", growing_url))
+    first = anyio.run(session.answer, "Grow.")
+    assert first.final == "added" and "late_tool" not in [tool.name for tool in session.tools]
+    second = anyio.run(session.answer, "Call the new one.")
+    assert [call.result for call in second.tool_calls] == ["late"] and "late_tool" in [tool.name for tool in session.tools]

@@ -150,7 +150,6 @@ class _Connection:
         self.secrets: tuple[str, ...] = ()  # the ${env:...} values the server was given: every caller redacts them
         self.http_refusal: str | None = None  # "HTTP 401 Unauthorized": the SDK's error does not say (url servers)
         self.legacy_sse = bool(spec.url and is_legacy_sse_url(spec.url))  # protocol 2024-11-05: GET /sse, POST messages
-        self.on_tools_changed: list[Any] = []  # callables of no argument, told when the server says its list changed
 
     @property
     def alive(self) -> bool:
@@ -231,8 +230,7 @@ class _Connection:
 
     async def _on_message(self, message: Any) -> None:
         if getattr(message, "method", None) == "notifications/tools/list_changed":
-            for listener in list(self.on_tools_changed):
-                listener()
+            _tools_changed()
 
     async def closed(self, timeout: float = 5.0) -> None:
         """Let the holding task notice the end of the session and finish."""
@@ -437,6 +435,18 @@ def result_output(result: Any) -> BackendOutput:
 
 _hub: ServerHub | None = None
 _hub_lock = threading.Lock()
+_tool_list_generation = 0  # how many times a server of this process said its tools changed (list_changed)
+
+
+def _tools_changed() -> None:
+    global _tool_list_generation
+    _tool_list_generation += 1  # only the hub's loop thread writes it
+
+
+def tool_list_generation() -> int:
+    """A number that grows each time a connected server sends ``notifications/tools/list_changed``: a catalog
+    loaded at another number may be out of date (load it again; the servers are asked afresh)."""
+    return _tool_list_generation
 
 
 def server_hub() -> ServerHub:
