@@ -183,20 +183,18 @@ class _Connection:
 
     async def hold(self) -> None:
         """Open the session, serve calls until ``closing`` is set or the server goes away."""
-        from mcp import Client
-
         self.starts += 1
         self.finished = False
         self.http_refusal = None
         try:
             try:
-                await self._serve(Client)
+                await self._serve()
             except Exception:
                 if not self._answered_like_legacy_sse():
                     raise
                 self.legacy_sse, refusal = True, self.http_refusal  # the spec's fallback: try the 2024-11-05 transport
                 try:
-                    await self._serve(Client)
+                    await self._serve()
                 except Exception:
                     self.legacy_sse, self.http_refusal = False, refusal
                     raise
@@ -207,17 +205,18 @@ class _Connection:
             self.client = None
             self.ready.set()
 
-    async def _serve(self, client_class: Any) -> None:
+    async def _serve(self) -> None:
         """One session: ``initialize`` first (never ``server/discover``), toolrun named as the client."""
         from importlib.metadata import PackageNotFoundError, version
 
+        from mcp import Client
         from mcp_types import Implementation
 
         try:
             identity = Implementation(name="toolrun", version=version("toolrun"))
         except PackageNotFoundError:  # run from a source tree that was never installed
             identity = Implementation(name="toolrun", version="unknown")
-        async with client_class(self.transport(), mode="legacy", client_info=identity, read_timeout_seconds=None,
+        async with Client(self.transport(), mode="legacy", client_info=identity, read_timeout_seconds=None,
                                 message_handler=self._on_message, cache=None) as client:
             self.client = client
             self.ready.set()
