@@ -273,3 +273,16 @@ def test_a_chat_offers_the_added_tool_at_the_next_question(tmp_path: Path, growi
     assert first.final == "added" and "late_tool" not in [tool.name for tool in session.tools]
     second = anyio.run(session.answer, "Call the new one.")
     assert [call.result for call in second.tool_calls] == ["late"] and "late_tool" in [tool.name for tool in session.tools]
+
+
+def test_a_server_whose_cursor_comes_back_is_a_paging_loop_not_a_hang() -> None:
+    from types import SimpleNamespace
+
+    from toolrun.backends.mcp_server import _every_page
+
+    class LoopingPages:  # a server that answers every page with the same cursor
+        async def list_tools(self, cursor: str | None = None) -> Any:
+            return SimpleNamespace(tools=[SimpleNamespace(name="again")], next_cursor="same")
+
+    with pytest.raises(ValueError, match="gave the cursor 'same' twice"):
+        anyio.run(_every_page, LoopingPages())
