@@ -39,9 +39,11 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
     "toolrun.backends.mcp_server": {
         "mcp.client.stdio.StdioServerParameters": AS_FOUND,
         "mcp.client.stdio.stdio_client": AS_FOUND,
-        "mcp.client.streamable_http.streamable_http_client": AS_FOUND,
-        "toolrun.backends.mcp_http.bounded_client": "only a server reached by url needs it (it brings httpx2)",
+        "toolrun.backends.mcp_http.http_transport": "only a server reached by url needs it (it brings httpx2)",
         "mcp.Client": AS_FOUND,
+        "mcp_types.Implementation": AS_FOUND,
+        "importlib.metadata.version": "only a connection names toolrun's version (importlib.metadata is ~10 ms)",
+        "importlib.metadata.PackageNotFoundError": "only a connection names toolrun's version (importlib.metadata is ~10 ms)",
         "mcp_types.CONNECTION_CLOSED": AS_FOUND,
     },
     "toolrun.backends.python": {

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from toolrun.core.content import ContentBlock
 from toolrun.core.errors import Problem
 from toolrun.core.tool import Tool
 
@@ -17,10 +18,12 @@ if TYPE_CHECKING:
 
 @dataclass
 class BackendOutput:
-    """What a backend produced: the text for the model, and whether it is an error."""
+    """What a backend produced: the text for the model, whether it is an error, and any images, audio or
+    resources beside the text (an MCP server's; see ``toolrun.core.content``)."""
 
     text: str
     is_error: bool = False
+    blocks: list[ContentBlock] = field(default_factory=list)
 
 
 @dataclass

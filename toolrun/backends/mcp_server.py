@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from toolrun.backends.base import Backend, BackendOutput, CallContext
+from toolrun.core.content import BLOCK_TYPES, capped_blocks
 from toolrun.core.errors import Problem
 from toolrun.core.secrets import ENV_REFERENCE, Redactor, read_secret, register_secret
 from toolrun.core.tool import Tool
@@ -37,6 +38,7 @@ from toolrun.core.tool import Tool
 DEFAULT_CONNECT_TIMEOUT_SECONDS = 30.0
 STDERR_TAIL_LINES = 15
 MAX_RESTARTS = 1
+MAX_TOOL_PAGES = 1000  # a server whose cursors never end cannot hang a load
 
 
 class McpServerUnavailable(Exception):
@@ -110,6 +112,19 @@ def _tail(path: Path, secrets: tuple[str, ...] = ()) -> str:
     return Redactor(secrets).redact("\n".join(lines[-STDERR_TAIL_LINES:]))
 
 
+def is_legacy_sse_url(url: str) -> bool:
+    """A url of the HTTP+SSE transport of protocol 2024-11-05 (``…/sse``), not streamable HTTP."""
+    return url.split("?", 1)[0].rstrip("/").endswith("/sse")
+
+
+def _refusal_hint(refusal: str) -> str:
+    if refusal.startswith("HTTP 401"):
+        return " — check the token in headers"
+    if refusal.startswith(("HTTP 404", "HTTP 405")):
+        return " — is the url the server's MCP endpoint? a legacy HTTP+SSE server's url ends in /sse"
+    return ""
+
+
 def _describe(exc: BaseException) -> str:
     # anyio task groups wrap the real failure; the innermost one says what happened.
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
@@ -134,6 +149,7 @@ class _Connection:
         self.stderr_path = Path(name)
         self.secrets: tuple[str, ...] = ()  # the ${env:...} values the server was given: every caller redacts them
         self.http_refusal: str | None = None  # "HTTP 401 Unauthorized": the SDK's error does not say (url servers)
+        self.legacy_sse = bool(spec.url and is_legacy_sse_url(spec.url))  # protocol 2024-11-05: GET /sse, POST messages
 
     @property
     def alive(self) -> bool:
@@ -156,13 +172,10 @@ class _Connection:
 
     def _transport(self, spec: ServerSpec, expand: Any, stdio_client: Any, parameters_class: Any) -> Any:
         if spec.url:
-            from mcp.client.streamable_http import streamable_http_client
-
-            from toolrun.backends.mcp_http import bounded_client
+            from toolrun.backends.mcp_http import http_transport
 
             headers = {name: expand(value) for name, value in spec.headers}
-            client = bounded_client(headers, spec.timeout, {"response": [self._note_refusal]})
-            return streamable_http_client(spec.url, http_client=client)
+            return http_transport(spec.url, headers, spec.timeout, [self._note_refusal], legacy_sse=self.legacy_sse)
         command = [sys.executable if spec.command[0] in ("python", "python3") else spec.command[0], *spec.command[1:]]
         env = {name: expand(value) for name, value in spec.env}
         parameters = parameters_class(command=command[0], args=command[1:], env=env, cwd=spec.cwd)
@@ -170,22 +183,53 @@ class _Connection:
 
     async def hold(self) -> None:
         """Open the session, serve calls until ``closing`` is set or the server goes away."""
-        from mcp import Client
-
         self.starts += 1
         self.finished = False
         self.http_refusal = None
         try:
-            async with Client(self.transport(), mode="auto", read_timeout_seconds=None) as client:
-                self.client = client
-                self.ready.set()
-                await self.closing.wait()
+            try:
+                await self._serve()
+            except Exception:
+                if not self._answered_like_legacy_sse():
+                    raise
+                self.legacy_sse, refusal = True, self.http_refusal  # the spec's fallback: try the 2024-11-05 transport
+                try:
+                    await self._serve()
+                except Exception:
+                    self.legacy_sse, self.http_refusal = False, refusal
+                    raise
         except BaseException as exc:  # noqa: BLE001 - kept for the callers; this task just ends
             self.failure = exc
         finally:
             self.finished = True
             self.client = None
             self.ready.set()
+
+    async def _serve(self) -> None:
+        """One session: ``initialize`` first (never ``server/discover``), toolrun named as the client."""
+        from importlib.metadata import PackageNotFoundError, version
+
+        from mcp import Client
+        from mcp_types import Implementation
+
+        try:
+            identity = Implementation(name="toolrun", version=version("toolrun"))
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            identity = Implementation(name="toolrun", version="unknown")
+        async with Client(self.transport(), mode="legacy", client_info=identity, read_timeout_seconds=None,
+                                message_handler=self._on_message, cache=None) as client:
+            self.client = client
+            self.ready.set()
+            await self.closing.wait()
+
+    def _answered_like_legacy_sse(self) -> bool:
+        # A streamable-HTTP POST that a 2024-11-05 server does not route: 404 or 405 (400 from some).
+        return (not self.legacy_sse and self.client is None and self.http_refusal is not None
+                and self.http_refusal.split()[1] in ("400", "404", "405"))
+
+    async def _on_message(self, message: Any) -> None:
+        if getattr(message, "method", None) == "notifications/tools/list_changed":
+            _tools_changed()
 
     async def closed(self, timeout: float = 5.0) -> None:
         """Let the holding task notice the end of the session and finish."""
@@ -206,7 +250,7 @@ class _Connection:
     def unavailable(self, doing: str) -> McpServerUnavailable:
         reason = _describe(self.failure) if self.failure is not None else "the connection closed"
         if self.http_refusal is not None:
-            reason += f" ({self.http_refusal}{' — check the token in headers' if self.http_refusal.startswith('HTTP 401') else ''})"
+            reason += f" ({self.http_refusal}{_refusal_hint(self.http_refusal)})"
         reason = Redactor(self.secrets).redact(reason)
         return McpServerUnavailable(f"the MCP server {self.spec.label} {doing}: {reason}", self.stderr_tail())
 
@@ -266,14 +310,14 @@ class ServerHub:
         connection = await self._connected(spec)
         try:
             async with asyncio.timeout(spec.timeout):
-                listed = await connection.client.list_tools()
+                listed = await _every_page(connection.client)
         except TimeoutError:
             raise McpServerUnavailable(f"the MCP server {spec.label} did not list its tools within {spec.timeout:g}s",
                                        connection.stderr_tail()) from None
         except Exception as exc:
             connection.failure = exc
             raise connection.unavailable("failed to list its tools") from None
-        return [_remote_tool(tool) for tool in listed.tools]
+        return [_remote_tool(tool) for tool in listed]
 
     async def _call(self, spec: ServerSpec, name: str, arguments: dict[str, Any]) -> BackendOutput:
         from mcp_types import CONNECTION_CLOSED  # the SDK's code for a session whose transport went away
@@ -294,7 +338,7 @@ class ServerHub:
                 return BackendOutput(f"the MCP server {spec.label} stopped during the call ({restart})"
                                      + (f"; its stderr ends with:\n{tail}" if tail else ""), True)
             return BackendOutput(f"the MCP server {spec.label} refused the call: {_describe(exc)}", True)
-        return BackendOutput(result_text(result), bool(result.is_error))
+        return result_output(result)
 
     def list_tools(self, spec: ServerSpec) -> list[RemoteTool]:
         """The server's tools (blocking; any thread, any loop). ``McpServerUnavailable`` when it cannot answer."""
@@ -347,29 +391,61 @@ class ServerHub:
         self._connections.clear()
 
 
+async def _every_page(client: Any) -> list[Any]:
+    """Every tool of the server, following ``nextCursor`` to the last page."""
+    tools: list[Any] = []
+    cursor: str | None = None
+    seen: set[str] = set()
+    for _ in range(MAX_TOOL_PAGES):
+        page = await client.list_tools(cursor=cursor)
+        tools += page.tools
+        cursor = page.next_cursor
+        if not cursor:
+            return tools
+        if cursor in seen:
+            raise ValueError(f"its tools/list gave the cursor {cursor[:40]!r} twice (a paging loop)")
+        seen.add(cursor)
+    raise ValueError(f"its tools/list did not end within {MAX_TOOL_PAGES} pages")
+
+
 def _remote_tool(tool: Any) -> RemoteTool:
     annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else {}
     return RemoteTool(tool.name, tool.description or "", dict(tool.input_schema or {"type": "object"}),
                       tool.title or annotations.get("title"), annotations)
 
 
-def result_text(result: Any) -> str:
-    """A ``CallToolResult`` as the text a model gets: its text blocks, else its structured content as JSON."""
+def result_output(result: Any) -> BackendOutput:
+    """A ``CallToolResult`` as a backend's output: its text blocks (else its structured content as JSON) as the
+    text, its images, audio and resources as blocks, up to ``MAX_CONTENT_BYTES`` (a note names what is over)."""
     texts = [block.text for block in result.content if getattr(block, "type", None) == "text"]
-    others = [block.type for block in result.content if getattr(block, "type", None) != "text"]
+    others = [block.model_dump(by_alias=True, mode="json", exclude_none=True)
+              for block in result.content if getattr(block, "type", None) in BLOCK_TYPES]
     if texts:
         text = "\n".join(texts)
     elif result.structured_content is not None:
         text = json.dumps(result.structured_content, ensure_ascii=False)
     else:
         text = ""
-    if others:  # images, audio, resources: a model reading text cannot use them, but should know they exist
-        text += ("\n" if text else "") + f"[the server also returned {', '.join(others)} content, not shown]"
-    return text
+    blocks, notes = capped_blocks(others)
+    if notes:
+        text = "\n".join([text, *notes] if text else notes)
+    return BackendOutput(text, bool(result.is_error), blocks)
 
 
 _hub: ServerHub | None = None
 _hub_lock = threading.Lock()
+_tool_list_generation = 0  # how many times a server of this process said its tools changed (list_changed)
+
+
+def _tools_changed() -> None:
+    global _tool_list_generation
+    _tool_list_generation += 1  # only the hub's loop thread writes it
+
+
+def tool_list_generation() -> int:
+    """A number that grows each time a connected server sends ``notifications/tools/list_changed``: a catalog
+    loaded at another number may be out of date (load it again; the servers are asked afresh)."""
+    return _tool_list_generation
 
 
 def server_hub() -> ServerHub:

@@ -11,12 +11,13 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from typing import TYPE_CHECKING, Any
 
 from toolrun.backends import get_backend
-from toolrun.backends.base import CallContext
+from toolrun.backends.base import BackendOutput, CallContext
+from toolrun.core.content import ContentBlock
 from toolrun.core.errors import TOOL_LOGGER
 from toolrun.core.formats import EXPECTED_FORMS, expected_form, uses_checked_format
 from toolrun.core.json_limits import MAX_ARGUMENT_DEPTH, nesting_depth
@@ -44,6 +45,7 @@ class ToolOutcome:
     result: str
     is_error: bool
     duration_ms: int
+    blocks: list[ContentBlock] = field(default_factory=list)  # images, audio, resources beside the text
 
 
 @lru_cache(maxsize=1024)
@@ -246,25 +248,33 @@ async def _execute(tool: Tool, arguments: Any, context: CallContext, approver: A
     if refusal:
         return ToolOutcome(refusal, True, 0)
     started = time.perf_counter()  # after approval: a human's thinking time is not the tool's
-    text, is_error = await _run_backend(tool, arguments, context)
+    output = await _run_backend(tool, arguments, context)
     duration_ms = round((time.perf_counter() - started) * 1000)
-    return ToolOutcome(cap_output(redactor.redact(text), tool.max_output), is_error, duration_ms)
+    text = output.text if isinstance(output.text, str) else str(output.text)
+    blocks = [_redacted_block(block, redactor) for block in output.blocks]
+    return ToolOutcome(cap_output(redactor.redact(text), tool.max_output), bool(output.is_error), duration_ms, blocks)
 
 
-async def _run_backend(tool: Tool, arguments: dict[str, Any], context: CallContext) -> tuple[str, bool]:
+def _redacted_block(block: ContentBlock, redactor: Redactor) -> ContentBlock:
+    # A text resource is read like any output; image and audio bytes are not text to search.
+    text = block.resource.get("text")
+    if not isinstance(text, str):
+        return block
+    return ContentBlock({**block.wire, "resource": {**block.resource, "text": redactor.redact(text)}})
+
+
+async def _run_backend(tool: Tool, arguments: dict[str, Any], context: CallContext) -> BackendOutput:
     try:
         backend = get_backend(tool.backend.kind)
     except KeyError:
-        return f"no backend named {tool.backend.kind!r} is installed", True
+        return BackendOutput(f"no backend named {tool.backend.kind!r} is installed", True)
     try:
         async with asyncio.timeout(tool.timeout):  # cancels the backend's task on expiry
-            output = await backend.run(tool, arguments, context)
+            return await backend.run(tool, arguments, context)
     except TimeoutError:
-        return f"the tool timed out after {tool.timeout:g}s", True
+        return BackendOutput(f"the tool timed out after {tool.timeout:g}s", True)
     except MissingSecret as exc:
-        return f"the tool is not configured: {exc}", True
+        return BackendOutput(f"the tool is not configured: {exc}", True)
     except Exception as exc:  # the model gets the type and message, never a traceback
         logging.getLogger(TOOL_LOGGER).debug("tool %s failed in its backend", tool.name, exc_info=True)
-        return exception_text(exc), True
-    text = output.text if isinstance(output.text, str) else str(output.text)
-    return text, bool(output.is_error)
+        return BackendOutput(exception_text(exc), True)

@@ -271,7 +271,7 @@ class CatalogServer:
                     return early
                 outcome = await self._run(ctx, tool, arguments, approver)
                 is_error = outcome.is_error
-                return _typed(call_result_to_mcp(outcome.result, outcome.is_error))
+                return _typed(call_result_to_mcp(outcome.result, outcome.is_error, outcome.blocks))
             finally:
                 if self.audit is not None:
                     shown = self._catalog_secrets.redact(redactor.redact(arguments))

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolrun.core.content import text_with_notes
 from toolrun.core.errors import ProviderError
 from toolrun.core.json_limits import MAX_BODY_DEPTH, loads_bounded
 from toolrun.core.messages import (
@@ -93,7 +94,9 @@ def chat_messages(request: ModelRequest) -> list[dict[str, Any]]:
             continue
         # One role:tool message per result, in call order, tied by the runner's call id.
         for result in message.tool_results:
-            wire.append({"role": "tool", "tool_call_id": result.call_id, "content": result.content})
+            # A tool message takes text parts only: images, audio and resources are named in a note.
+            wire.append({"role": "tool", "tool_call_id": result.call_id,
+                         "content": text_with_notes(result.content, result.blocks)})
         if message.text is not None:
             wire.append({"role": "user", "content": message.text})
     return wire

@@ -41,8 +41,11 @@ def message_json(message: Message) -> list[dict[str, Any]]:
             arguments = part.arguments if part.arguments is not None else part.raw_arguments
             parts.append({"type": "tool_call", "id": part.id, "name": part.name, "arguments": arguments})
         elif isinstance(part, ToolResult):
-            parts.append({"type": "tool_result", "call_id": part.call_id, "name": part.name,
-                          "content": part.content, "is_error": part.is_error})
+            shown = {"type": "tool_result", "call_id": part.call_id, "name": part.name,
+                     "content": part.content, "is_error": part.is_error}
+            if part.blocks:  # images, audio, resources: kept (already capped where the tool answered)
+                shown["blocks"] = [block.wire for block in part.blocks]
+            parts.append(shown)
         elif isinstance(part, OpaquePart):
             parts.append({"type": "opaque", "provider": part.provider})
     return parts

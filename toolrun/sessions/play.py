@@ -47,6 +47,7 @@ from toolrun.replay.recording import (
 )
 from toolrun.sessions.recipe import Recipe, load_recipe
 from toolrun.sessions.run_options import MODES, Mode, RunOptions
+from toolrun.sessions.tool_refresh import ServerToolWatch
 
 if TYPE_CHECKING:
     from toolrun.loop.approval import Approver
@@ -189,7 +190,7 @@ class _Play:
                 connection.provider, tools, system=system, messages=messages,
                 settings=recipe.run_settings(max_turns=options.max_turns, stream=connection.stream),
                 context=recipe.call_context(self.environ), approver=options.approver, observer=self.observer,
-                execute=execute,
+                execute=execute, tools_update=None if options.replay_tools else ServerToolWatch(catalog, recipe.tools).changed_tools,
             )
         finally:
             if not isinstance(model, Provider):  # a caller's own provider object stays theirs to close
