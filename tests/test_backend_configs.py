@@ -31,3 +31,50 @@ def test_an_mcp_server_config_without_a_server_or_a_tool_is_two_problems_at_the_
     assert [(p.line, p.message) for p in problems] == [
         (1, "mcp_server needs exactly one of command and url"), (1, "mcp_server needs the name of the server's tool")]
     assert all(isinstance(p, ConfigProblem) for p in McpServerBackend().parse({}))
+
+
+HTTP_TOOL = """
+tools:
+  - name: forecast
+    description: The weather forecast for a city. Use this when asked about the weather somewhere.
+    parameters: {type: object, properties: {city: {type: string, description: a city}}, required: [city]}
+    backend:
+      http: {url: "https://api.example/forecast/{city}", timeout: 5s}
+"""
+
+
+def _counting_parse(monkeypatch: pytest.MonkeyPatch, backend_class: type) -> list[object]:
+    """Record every ``parse`` of ``backend_class`` (the call still parses)."""
+    calls: list[object] = []
+    original = backend_class.parse
+
+    def counted(self: object, config: object) -> object:
+        calls.append(config)
+        return original(self, config)
+
+    monkeypatch.setattr(backend_class, "parse", counted)
+    return calls
+
+
+def test_the_loader_parses_a_config_once_for_its_check_and_every_call(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolrun.backends.http import HttpBackend
+    from toolrun.catalog.loader import load_tool_file
+
+    parses = _counting_parse(monkeypatch, HttpBackend)
+    (tmp_path / "tools.yaml").write_text(HTTP_TOOL)
+    [(_, _, tool)], problems = load_tool_file(tmp_path / "tools.yaml")
+    assert problems == [] and tool is not None
+    backend = HttpBackend()
+    assert backend.config_of(tool) is backend.config_of(tool) is tool.backend.parsed
+    assert tool.backend.parsed.timeout == 5.0
+    assert len(parses) == 1
+
+
+def test_a_tool_without_a_parsed_config_parses_it_at_its_first_call_only(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    parses = _counting_parse(monkeypatch, McpServerBackend)
+    tool = make_tool("mcp_server", {"command": ["srv"], "tool": "search"}, folder=tmp_path)  # as the cache rebuilds it
+    backend = McpServerBackend()
+    assert backend.config_of(tool) is backend.config_of(tool)
+    assert len(parses) == 1

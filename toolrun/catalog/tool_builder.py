@@ -210,6 +210,8 @@ def _backend_problems(
     try:
         backend = get_backend(kind)
         used = backend.placeholders(tool)
+        # Parsed once, here: check reports parse's problems from it, and run reads the typed config.
+        tool.backend = replace(tool.backend, parsed=_parsed(backend, tool))
         checked = backend.check(tool)
     except Exception as exc:  # a plugin (or an unfinished backend) must not crash loading
         message = f"{label}: backend '{kind}' cannot check this tool: {type(exc).__name__}: {exc}"
@@ -217,8 +219,6 @@ def _backend_problems(
     problems = [
         Problem(p.file or file, p.line or backend_line, _labelled(label, p.message), p.fix) for p in checked
     ]
-    if not checked:  # parsed once here; run reads the typed config (a cached catalog parses at its first call)
-        tool.backend = replace(tool.backend, parsed=_parsed(backend, tool))
     declared = set((tool.parameters.get("properties") or {}) if isinstance(tool.parameters, dict) else {})
     for name in sorted(used - declared):
         guess = did_you_mean(name, declared)
@@ -234,12 +234,11 @@ def _backend_problems(
 
 
 def _parsed(backend: Backend, tool: Tool) -> Any:
-    """The backend's typed config, or None (parsed at the first call) when it is the raw mapping or does not parse."""
+    """The backend's typed config or its problems; None (parsed when asked) when ``parse`` fails."""
     try:
-        parsed = backend.parse(tool.backend.config)
-    except Exception:  # a plugin's parse that fails on a config its check passed: run parses it then
+        return backend.parse(tool.backend.config)
+    except Exception:  # a plugin's parse that fails: its check (or its first call) meets the failure again
         return None
-    return None if isinstance(parsed, list) or parsed is tool.backend.config else parsed
 
 
 def _labelled(label: str, message: str) -> str:
