@@ -78,3 +78,33 @@ def test_a_tool_without_a_parsed_config_parses_it_at_its_first_call_only(tmp_pat
     backend = McpServerBackend()
     assert backend.config_of(tool) is backend.config_of(tool)
     assert len(parses) == 1
+
+
+def test_a_shell_config_is_typed_and_its_key_rules_are_the_backends_own(tmp_path: Path) -> None:
+    from toolrun.backends.shell import ShellBackend
+    from toolrun.backends.shell_config import ShellConfig
+
+    backend = ShellBackend()
+    raw = {"argv": ["grep", "-c", "--", "{{ q }}"], "env": {"LANG": "C"}, "timeout": "2s", "ok_exit_codes": [0, 1]}
+    assert backend.parse(raw) == ShellConfig(argv=("grep", "-c", "--", "{{ q }}"), env=(("LANG", "C"),),
+                                             timeout=2.0, ok_exit_codes=(0, 1))
+    assert backend.parse({"shell": True, "command": "ls"}) == ShellConfig(shell=True, command="ls")
+    # The rules between keys were the catalog's, by the backend's name; now any loader of the backend gets them.
+    assert [(p.key, p.message) for p in backend.parse({"command": "ls", "argv": ["ls"]})] == [
+        ("command", "'command' runs through /bin/sh")]
+    assert [p.key for p in backend.parse({"shell": True, "argv": ["ls"]})] == ["shell", "argv"]
+    assert [p.message for p in backend.parse({"cwd": "/tmp"})] == ["the shell backend needs 'argv'"]
+
+
+def test_a_hand_built_shell_tool_that_does_not_parse_is_an_error_result_not_a_crash(tmp_path: Path) -> None:
+    from tests.backend_helpers import call
+
+    outcome = call(make_tool("shell", {"argv": []}, folder=tmp_path), {})
+    assert outcome.is_error and "argv must be a non-empty list" in outcome.result
+
+
+def test_the_http_backend_owns_the_one_body_rule() -> None:
+    from toolrun.backends.http import HttpBackend
+
+    [problem] = HttpBackend().parse({"url": "https://h/a", "json": {"a": 1}, "form": {"b": "2"}})
+    assert (problem.key, problem.message) == ("form", "'json' and 'form' are both set")

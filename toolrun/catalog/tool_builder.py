@@ -141,7 +141,6 @@ def _backend_spec(
         except ValueError as exc:
             message = f"{label}: backend.{kind}.timeout: {exc}"
             problems.append(Problem(file, at("backend", kind, "timeout"), message, _DURATION_FIX))
-    problems += _shape_problems(kind, config, file, label, lambda *steps: at("backend", kind, *steps))
     return BackendSpec(kind, config), problems
 
 
@@ -179,26 +178,6 @@ def _merge_backend_defaults(
     if withheld:
         merged[WITHHELD_KEY] = withheld  # for the credentials-withheld lint rule
     return merged
-
-
-def _shape_problems(kind: str, config: dict[str, Any], file: Path, label: str, at: LineAt) -> list[Problem]:
-    """Rules between keys that the schema does not express."""
-    found: list[tuple[tuple[str, ...], str, str]] = []  # (where, what is wrong, fix)
-    if kind == "shell":
-        uses_shell = config.get("shell") is True
-        if "command" in config and not uses_shell:
-            found.append((("command",), "'command' runs through /bin/sh", "add shell: true, or write argv as a list"))
-        if uses_shell and "command" not in config:
-            found.append((("shell",), "shell: true needs a 'command'",
-                          'add command: "..." (arguments as "$TOOLRUN_ARG_<NAME>"), or drop shell: true and use argv'))
-        if uses_shell and "argv" in config:
-            found.append((("argv",), "'argv' and shell: true exclude each other",
-                          "use argv without shell, or shell: true with command"))
-        if not uses_shell and "command" not in config and "argv" not in config:
-            found.append(((), "the shell backend needs 'argv'", 'add argv: [cmd, arg, "{{ name }}"]'))
-    if kind == "http" and "json" in config and "form" in config:
-        found.append((("form",), "'json' and 'form' are both set", "send one body: keep json or form"))
-    return [Problem(file, at(*where), f"{label}: {what}", fix) for where, what, fix in found]
 
 
 def _backend_problems(
