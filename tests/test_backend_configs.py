@@ -108,3 +108,18 @@ def test_the_http_backend_owns_the_one_body_rule() -> None:
 
     [problem] = HttpBackend().parse({"url": "https://h/a", "json": {"a": 1}, "form": {"b": "2"}})
     assert (problem.key, problem.message) == ("form", "'json' and 'form' are both set")
+
+
+def test_a_python_config_is_the_target_split_once(tmp_path: Path) -> None:
+    from toolrun.backends.python import PythonBackend
+    from toolrun.backends.python_target import PythonConfig, source_file
+
+    backend = PythonBackend()
+    assert backend.parse({"function": "tools.py:get_stock"}) == PythonConfig("tools.py:get_stock", "tools.py", "get_stock")
+    assert backend.parse({"function": "pkg.mod:run"}).in_file is False
+    [problem] = backend.parse({"function": "tools.py"})
+    assert problem.key == "function" and "expected \"module:function\"" in problem.message
+    tool = make_tool("python", {"function": "no colon"}, folder=tmp_path)
+    [found] = backend.check(tool)
+    assert found.line == 1 and found.fix == "write it as tools.py:get_stock or mypackage.tools:get_stock"
+    assert source_file(make_tool("python", {"function": "lib/tools.py:f"}, folder=tmp_path)) == tmp_path / "lib/tools.py"
