@@ -15,7 +15,7 @@ from typing import Any
 from toolrun.backends import BACKENDS, Backend, backend_targets, get_backend
 from toolrun.catalog.parameter_checks import LineAt, parameter_schema_problems
 from toolrun.core import templates
-from toolrun.core.credentials import WITHHELD_KEY, credentials_withheld
+from toolrun.core.credentials import credentials_withheld
 from toolrun.core.durations import parse_duration
 from toolrun.core.errors import Problem
 from toolrun.core.text import did_you_mean
@@ -130,7 +130,7 @@ def _backend_spec(
         config = plain(value)
     else:
         config = {"value": plain(value)}  # a plugin backend written as a scalar
-    config = _merge_backend_defaults(kind, config, defaults)
+    config, withheld = _merge_backend_defaults(kind, config, defaults)
     problems: list[Problem] = []
     for key in _TEMPLATE_MAP_KEYS:
         if isinstance(config.get(key), dict):
@@ -141,7 +141,7 @@ def _backend_spec(
         except ValueError as exc:
             message = f"{label}: backend.{kind}.timeout: {exc}"
             problems.append(Problem(file, at("backend", kind, "timeout"), message, _DURATION_FIX))
-    return BackendSpec(kind, config), problems
+    return BackendSpec(kind, config, withheld_credentials=withheld), problems
 
 
 def _as_text(value: Any) -> Any:
@@ -155,10 +155,11 @@ def _as_text(value: Any) -> Any:
 
 def _merge_backend_defaults(
     kind: str, config: dict[str, Any], defaults: Mapping[str, Any] | None
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], tuple[tuple[str, tuple[str, ...]], ...]]:
+    """``config`` with the toolset's defaults merged in, and the credentials among them kept from the tool."""
     section = plain((defaults or {}).get(kind) or {})
     if not section:
-        return config
+        return config, ()
     merged = dict(config)
     for key in _PLAIN_DEFAULTS.get(kind, ()):
         if key in section and key not in merged:
@@ -175,9 +176,7 @@ def _merge_backend_defaults(
             inherited = {k: v for k, v in section[key].items() if fold(k) not in own_names and k not in kept_back}
             # null drops a default: headers: {Authorization: null}
             merged[key] = {k: v for k, v in {**inherited, **own}.items() if v is not None}
-    if withheld:
-        merged[WITHHELD_KEY] = withheld  # for the credentials-withheld lint rule
-    return merged
+    return merged, tuple((key, tuple(names)) for key, names in withheld.items())
 
 
 def _backend_problems(
