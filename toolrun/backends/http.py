@@ -236,7 +236,7 @@ class HttpBackend(Backend):
 
     def warnings(self, tool: Tool) -> list[BackendWarning]:
         """Where the model picks the host or path, optional path parameters, unannotated writes (http_lint)."""
-        return http_warnings(tool)
+        return http_warnings(tool, self.config_of(tool))
 
     async def run(self, tool: Tool, arguments: dict[str, Any], context: CallContext) -> BackendOutput:
         config: HttpConfig = self.config_of(tool)
