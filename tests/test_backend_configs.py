@@ -56,18 +56,26 @@ def _counting_parse(monkeypatch: pytest.MonkeyPatch, backend_class: type) -> lis
     return calls
 
 
-def test_the_loader_parses_a_config_once_for_its_check_and_every_call(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    from toolrun.backends.http import HttpBackend
+SHELL_TOOL = HTTP_TOOL.replace('http: {url: "https://api.example/forecast/{city}", timeout: 5s}',
+                              'shell: {argv: [echo, --, "{{ city }}"], timeout: 5s}')
+PYTHON_TOOL = HTTP_TOOL.replace('http: {url: "https://api.example/forecast/{city}", timeout: 5s}',
+                               'python: "weather.py:forecast"')
+
+
+@pytest.mark.parametrize("kind, text", [("http", HTTP_TOOL), ("shell", SHELL_TOOL), ("python", PYTHON_TOOL)])
+def test_the_loader_parses_a_config_once_for_its_check_and_every_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                      kind: str, text: str) -> None:
+    from toolrun.backends import get_backend
     from toolrun.catalog.loader import load_tool_file
 
-    parses = _counting_parse(monkeypatch, HttpBackend)
-    (tmp_path / "tools.yaml").write_text(HTTP_TOOL)
+    backend = get_backend(kind)
+    parses = _counting_parse(monkeypatch, type(backend))
+    (tmp_path / "weather.py").write_text("def forecast(city: str) -> str:\n    return city\n")
+    (tmp_path / "tools.yaml").write_text(text)
     [(_, _, tool)], problems = load_tool_file(tmp_path / "tools.yaml")
     assert problems == [] and tool is not None
-    backend = HttpBackend()
     assert backend.config_of(tool) is backend.config_of(tool) is tool.backend.parsed
-    assert tool.backend.parsed.timeout == 5.0
+    backend.warnings(tool)
     assert len(parses) == 1
 
 
