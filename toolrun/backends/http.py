@@ -24,6 +24,7 @@ import re
 import ssl
 import urllib.request
 from collections.abc import Mapping
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 from urllib.parse import quote
@@ -231,11 +232,14 @@ class HttpBackend(Backend):
     def config_of(self, tool: Tool) -> HttpConfig:
         """The config parsed at load; for a tool built by hand, taken as written (the request-time checks still refuse)."""
         parsed = tool.backend.parsed
-        return parsed if isinstance(parsed, HttpConfig) else http_config(tool.backend.config)
+        if not isinstance(parsed, HttpConfig):
+            parsed = http_config(tool.backend.config)
+            tool.backend = replace(tool.backend, parsed=parsed)  # once: a cached catalog's tool at its first call
+        return parsed
 
     def warnings(self, tool: Tool) -> list[BackendWarning]:
         """Where the model picks the host or path, optional path parameters, unannotated writes (http_lint)."""
-        return http_warnings(tool)
+        return http_warnings(tool, self.config_of(tool))
 
     async def run(self, tool: Tool, arguments: dict[str, Any], context: CallContext) -> BackendOutput:
         config: HttpConfig = self.config_of(tool)

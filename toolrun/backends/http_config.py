@@ -52,8 +52,8 @@ class HttpConfig:
 
 def parse_http_config(config: Mapping[str, Any]) -> HttpConfig | list[ConfigProblem]:
     """The typed config, or every problem of ``config``."""
-    problems = [*_request_problems(config), *_template_problems(config), *_placement_problems(config),
-                *_option_problems(config)]
+    problems = [*_body_problems(config), *_request_problems(config), *_template_problems(config),
+                *_placement_problems(config), *_option_problems(config)]
     return problems or http_config(config)
 
 
@@ -80,6 +80,13 @@ def http_config(config: Mapping[str, Any]) -> HttpConfig:
         follow_redirects=config.get("follow_redirects", True) is not False,
         error_excerpt=int(config.get("error_excerpt") or DEFAULT_ERROR_EXCERPT),
     )
+
+
+def _body_problems(config: Mapping[str, Any]) -> list[ConfigProblem]:
+    """Two bodies (the schema cannot say they exclude each other)."""
+    if "json" in config and "form" in config:
+        return [ConfigProblem("form", "'json' and 'form' are both set", "send one body: keep json or form")]
+    return []
 
 
 def _request_problems(config: Mapping[str, Any]) -> list[ConfigProblem]:

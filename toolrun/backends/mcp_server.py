@@ -29,13 +29,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolrun.backends.base import Backend, BackendOutput, CallContext
+from toolrun.backends.base import Backend, BackendOutput, CallContext, ConfigProblem
+from toolrun.backends.mcp_server_config import (
+    DEFAULT_CONNECT_TIMEOUT_SECONDS,
+    McpServerConfig,
+    mcp_server_config,
+    parse_mcp_server_config,
+)
 from toolrun.core.content import BLOCK_TYPES, capped_blocks
 from toolrun.core.errors import Problem
 from toolrun.core.secrets import ENV_REFERENCE, Redactor, read_secret, register_secret
 from toolrun.core.tool import Tool
 
-DEFAULT_CONNECT_TIMEOUT_SECONDS = 30.0
 STDERR_TAIL_LINES = 15
 MAX_RESTARTS = 1
 MAX_TOOL_PAGES = 1000  # a server whose cursors never end cannot hang a load
@@ -69,22 +74,12 @@ class ServerSpec:
         return self.url if self.url else " ".join(self.command)
 
 
-def server_spec(config: Mapping[str, Any], base_dir: Path) -> ServerSpec:
-    """The ``mcp_server`` mapping of a toolset as a ``ServerSpec``; relative paths start at ``base_dir``."""
-    command = config.get("command")
-    if isinstance(command, str):
-        command = [command]
-    cwd = config.get("cwd")
-    folder = (base_dir / cwd) if isinstance(cwd, str) else base_dir
-    timeout = config.get("timeout", DEFAULT_CONNECT_TIMEOUT_SECONDS)
-    return ServerSpec(
-        command=tuple(str(part) for part in command or ()),
-        url=config.get("url"),
-        env=tuple(sorted((str(k), str(v)) for k, v in (config.get("env") or {}).items())),
-        headers=tuple(sorted((str(k), str(v)) for k, v in (config.get("headers") or {}).items())),
-        cwd=str(folder.resolve()) if not config.get("url") else None,
-        timeout=float(timeout) if isinstance(timeout, (int, float)) else DEFAULT_CONNECT_TIMEOUT_SECONDS,
-    )
+def server_spec(config: Mapping[str, Any] | McpServerConfig, base_dir: Path) -> ServerSpec:
+    """The server of an ``mcp_server`` config as a ``ServerSpec``; relative paths start at ``base_dir``."""
+    typed = config if isinstance(config, McpServerConfig) else mcp_server_config(config)
+    folder = (base_dir / typed.cwd) if typed.cwd is not None else base_dir
+    return ServerSpec(command=typed.command, url=typed.url, env=typed.env, headers=typed.headers,
+                      cwd=str(folder.resolve()) if not typed.url else None, timeout=typed.timeout)
 
 
 @dataclass(frozen=True)
@@ -469,20 +464,20 @@ def list_server_tools(config: Mapping[str, Any], base_dir: Path) -> list[RemoteT
 
 
 class McpServerBackend(Backend):
-    """Runs a tool by calling it on its MCP server (``backend.config["tool"]`` is its name there)."""
+    """Runs a tool by calling it on its MCP server (``McpServerConfig.tool`` is its name there)."""
 
     kind = "mcp_server"
 
+    def parse(self, config: Mapping[str, Any]) -> McpServerConfig | list[ConfigProblem]:
+        """The typed config (``McpServerConfig``), or what is wrong with ``config``."""
+        return parse_mcp_server_config(config)
+
     def check(self, tool: Tool) -> list[Problem]:
-        config = tool.backend.config
-        problems = []
-        if bool(config.get("command")) == bool(config.get("url")):
-            problems.append(Problem(tool.source.file, tool.source.line, "mcp_server needs exactly one of command and url",
-                                    "write command: [python, -m, our_server] or url: https://host/mcp"))
-        if not isinstance(config.get("tool"), str):
-            problems.append(Problem(tool.source.file, tool.source.line, "mcp_server needs the name of the server's tool",
-                                    "write the server in a toolset file (mcp_server: at the top), which names each tool"))
-        return problems
+        """``parse``'s problems, at the tool's line (its settings are the toolset's, not the tool's)."""
+        parsed = tool.backend.parsed if tool.backend.parsed is not None else self.parse(tool.backend.config)
+        if not isinstance(parsed, list):
+            return []
+        return [Problem(tool.source.file, tool.source.line, p.message, p.fix) for p in parsed]
 
     def override_hint(self, tool: Tool) -> str | None:
         """The server writes the tool's text: its fix is an override under ``tools:`` of the toolset file."""
@@ -491,10 +486,11 @@ class McpServerBackend(Backend):
                 f"`- name: {remote}` and `description: ...`")
 
     async def run(self, tool: Tool, arguments: dict[str, Any], context: CallContext) -> BackendOutput:
-        spec = server_spec(tool.backend.config, tool.base_dir)
+        config: McpServerConfig = self.config_of(tool)
+        spec = server_spec(config, tool.base_dir)
         hub = server_hub()
         try:
-            return await hub.call(spec, str(tool.backend.config["tool"]), arguments)
+            return await hub.call(spec, config.tool, arguments)
         finally:
             # The server was given these (from the process environment, once): whatever it answers, this
             # call's run redacts them — and no run's own environ ever reaches a server other runs share.
