@@ -146,7 +146,7 @@ def test_a_server_that_cannot_start_is_a_problem_of_its_file_only(tmp_path: Path
     broken = by_file["tickets.yaml"]
     assert broken.line == 2 and "did not start" in broken.message
     assert "can't open file" in broken.message and "no_such_server.py" in broken.message  # the stderr tail
-    assert "the other tool files are not affected" in (broken.fix or "")
+    assert "toolrun tools list --refresh tries it again" in (broken.fix or "")
     typo = by_file["typo.yaml"]
     assert typo.line == 2 and "no tool matching 'serch_tickets'" in typo.message and typo.fix == "did you mean 'search_tickets'?"
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from toolrun.catalog.cache import CatalogCache
-from toolrun.catalog.model import Catalog, LoadedTool, UnstartedTool
+from toolrun.catalog.model import Catalog, LoadedTool, ServerOptions, UnstartedTool
 from toolrun.core.errors import Problem, UserError
 from toolrun.core.tool import Tool
 from toolrun.core.yamlsource import LineDict, YamlSyntaxError, load_yaml_file
@@ -33,6 +33,7 @@ class LoadResult:
     catalog: Catalog
     problems: list[Problem] = field(default_factory=list)
     names_by_file: dict[Path, list[str]] = field(default_factory=dict)  # every tool name a file declares, broken ones too
+    notices: list[str] = field(default_factory=list)  # worth saying, not a problem (a server's tools changed)
 
 
 def tool_files(directory: Path, suffixes: tuple[str, ...] = TOOL_FILE_SUFFIXES) -> list[Path]:
@@ -81,7 +82,8 @@ def _file_or_broken_link(entry: os.DirEntry[str]) -> bool:
 
 
 def load_catalog(directory: Path, *, names: Collection[str] | None = None,
-                 cache: CatalogCache | None = None, wanted: Callable[[str], bool] | None = None) -> LoadResult:
+                 cache: CatalogCache | None = None, wanted: Callable[[str], bool] | None = None,
+                 refresh_servers: bool = False) -> LoadResult:
     """Load every tool file of ``directory``; problems are collected, never raised (except a missing directory).
 
     With ``names``, only the files whose text mentions one of them are loaded (a name scan:
@@ -92,7 +94,8 @@ def load_catalog(directory: Path, *, names: Collection[str] | None = None,
     and the name scan does not even read them (the cache knows the names they define).
     ``wanted`` tells which tools the caller needs (with ``names``: those names): an MCP server
     none of whose tools is wanted is not started when the file names its tools
-    (``Catalog.unstarted`` has them).
+    (``Catalog.unstarted`` has them). An MCP server's tools come from the cache of its last
+    answer when there is one (``refresh_servers``: ask every server again).
     """
     files = tool_files(directory)
     if names is not None:
@@ -105,8 +108,9 @@ def load_catalog(directory: Path, *, names: Collection[str] | None = None,
     problems: list[Problem] = []
     first_seen: dict[str, tuple[Path, int | None]] = {}
     names_by_file: dict[Path, list[str]] = {}
+    server_options = ServerOptions(refresh=refresh_servers)
     for file in files:
-        tools, file_problems = _load_tool_file_cached(file, cache, wanted)
+        tools, file_problems = _load_tool_file_cached(file, cache, wanted, server_options)
         names_by_file[file] = [name for name, _, _ in tools]
         for name, line, tool in tools:
             if name in first_seen:
@@ -121,7 +125,8 @@ def load_catalog(directory: Path, *, names: Collection[str] | None = None,
             elif tool is not None:
                 catalog.tools[name] = tool
         problems += sorted(_unique(file_problems), key=lambda p: p.line or 0)
-    return LoadResult(catalog, problems, names_by_file)
+    catalog.notices = server_options.notices
+    return LoadResult(catalog, problems, names_by_file, server_options.notices)
 
 
 def _mentions(file: Path, names: Collection[str], cache: CatalogCache | None = None) -> bool:
@@ -151,10 +156,10 @@ def _name_pattern(name: str) -> re.Pattern[bytes]:
 
 
 def _load_tool_file_cached(
-    file: Path, cache: CatalogCache | None, wanted: Callable[[str], bool] | None
+    file: Path, cache: CatalogCache | None, wanted: Callable[[str], bool] | None, servers: ServerOptions
 ) -> tuple[list[LoadedTool], list[Problem]]:
     if cache is None:
-        return load_tool_file(file, wanted=wanted)
+        return load_tool_file(file, wanted=wanted, servers=servers)
     try:
         status = file.stat()
     except OSError:
@@ -165,7 +170,7 @@ def _load_tool_file_cached(
             return cached, []
         cache.set_aside(file)
     read_from_ns = time.time_ns()
-    tools, problems = load_tool_file(file, wanted=wanted)
+    tools, problems = load_tool_file(file, wanted=wanted, servers=servers)
     if not problems:
         cache.put(file, status, tools, read_from_ns=read_from_ns)
     return tools, problems
@@ -184,11 +189,13 @@ def load_catalog_or_raise(directory: Path, *, wanted: Callable[[str], bool] | No
     return result.catalog
 
 
-def load_tool_file(file: Path, *, wanted: Callable[[str], bool] | None = None) -> tuple[list[LoadedTool], list[Problem]]:
+def load_tool_file(file: Path, *, wanted: Callable[[str], bool] | None = None,
+                   servers: ServerOptions | None = None) -> tuple[list[LoadedTool], list[Problem]]:
     """The tools of one file as (name, line, Tool or None when broken), and the file's problems.
 
     Names of broken tools are still returned so duplicate names are found across files.
-    ``wanted``: see ``load_catalog`` (an MCP server's tools may come back as ``UnstartedTool``).
+    ``wanted``: see ``load_catalog`` (an MCP server's tools may come back as ``UnstartedTool``);
+    ``servers``: whether to ask MCP servers afresh, and where to put what is worth saying.
     """
     # What checks a file is imported when one is read: a warm cache serves every file without them.
     from toolrun.catalog.mcp_toolset import load_mcp_toolset
@@ -209,7 +216,8 @@ def load_tool_file(file: Path, *, wanted: Callable[[str], bool] | None = None) -
         broken_paths.add(path[:3] if path[:1] == ("tools",) else path[:1])
 
     if "mcp_server" in document:
-        server_tools, toolset_problems = load_mcp_toolset(document, file, broken_paths, wanted)
+        server_tools, toolset_problems = load_mcp_toolset(document, file, broken_paths, wanted,
+                                                          servers if servers is not None else ServerOptions())
         return server_tools, problems + toolset_problems
     entries, defaults, defaults_broken = _tool_entries(document, broken_paths)
     tools: list[LoadedTool] = []

@@ -16,7 +16,8 @@ from toolrun.cli.common import (
     json_usage_errors,
     tools_dir_option,
 )
-from toolrun.core.errors import EXIT_RUN_FAILED, LoadError
+from toolrun.cli.group import report_error
+from toolrun.core.errors import EXIT_BAD_INPUT, EXIT_RUN_FAILED, LoadError
 from toolrun.core.text import counted
 
 
@@ -30,11 +31,11 @@ def lint_command(ctx: click.Context, tools_dir: Path | None, as_json: bool, stri
     """Check that each tool tells a model enough to choose and call it (rules: docs/lint.md).
 
     Exit 0 when clean or only warnings/info, 1 on a lint error (or a warning with
-    --strict), 2 when the tool files do not load.
+    --strict), 2 when a tool file does not load (the others are still checked).
     """
     directory = tools_dir if tools_dir is not None else DEFAULT_TOOLS_DIR
-    try:
-        catalog = load_checked_catalog(directory)  # the per-tool findings of unchanged files come from the cache
+    try:  # the per-tool findings of unchanged files come from the cache; a broken file is reported below
+        catalog = load_checked_catalog(directory, partial=True)
     except LoadError as error:
         if error.catalog is not None:
             catalog = error.catalog  # lint errors are listed here, not a reason to stop
@@ -44,8 +45,10 @@ def lint_command(ctx: click.Context, tools_dir: Path | None, as_json: bool, stri
             exit_with_load_failure_json(ctx, error)
     findings = catalog.findings
     counts = count_by_severity(findings)
+    problems = catalog.problems
     if as_json:
-        document = {"tools": len(catalog), "problems": [], "findings": [finding.to_json() for finding in findings]}
+        document = {"tools": len(catalog), "problems": [problem.to_json() for problem in problems],
+                    "findings": [finding.to_json() for finding in findings]}
         click.echo(json.dumps(document, ensure_ascii=False, indent=2))
     else:
         for finding in findings:
@@ -56,5 +59,8 @@ def lint_command(ctx: click.Context, tools_dir: Path | None, as_json: bool, stri
             + (f", {counts['ignored']} ignored" if counts["ignored"] else ""),
             err=True,
         )
+    if problems:  # a file that does not load fails the lint like before, after what did load is checked
+        report_error(LoadError(problems))
+        ctx.exit(EXIT_BAD_INPUT)
     if counts["error"] or (strict and counts["warning"]):
         ctx.exit(EXIT_RUN_FAILED)
