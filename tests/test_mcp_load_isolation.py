@@ -69,7 +69,7 @@ def recipe(tmp_path: Path, tools_line: str) -> Path:
 
 
 def test_a_command_that_needs_only_healthy_files_runs_and_one_that_needs_all_stops(tools: Path, tmp_path: Path) -> None:
-    catalog = load_checked_catalog(tools, names=["what_day"], lint_together=None)
+    catalog = load_checked_catalog(tools, wanted=lambda name: name == "what_day", lint_together=None)
     assert list(catalog.tools) == ["what_day"]
     [problem] = catalog.problems
     assert Path(str(problem.file)).name == "broken.yaml" and "did not start" in problem.message
@@ -102,12 +102,18 @@ def test_a_file_with_a_problem_that_declares_a_needed_tool_still_stops(tools: Pa
         load_checked_catalog(tools, wanted=lambda name: name == "what_day", lint_together=None)
 
 
-def test_call_list_and_lint_on_the_command_line(tools: Path) -> None:
+def test_call_recipe_list_and_lint_on_the_command_line(tools: Path, tmp_path: Path) -> None:
     runner = CliRunner()
     called = runner.invoke(main, ["call", "what_day", "--tools-dir", str(tools)])
     assert called.exit_code == 0 and called.stdout.strip() == "Tuesday"
-    assert f"warning: {tools / 'broken.yaml'}:1: " in called.stderr
-    assert "the tools of 1 file with a problem are left out; this command needs none of them" in called.stderr
+    assert "broken.yaml" not in called.stderr  # a name found in a tool file is taken from there: no server is tried
+
+    script = write(tmp_path, "turns.yaml", "- tool_calls: [{name: what_day, arguments: {}}]\n- text: Tuesday.\n")
+    played = runner.invoke(main, ["recipe", str(recipe(tmp_path, "tools: [what_day]")), "--tools-dir", str(tools),
+                                  "--model", f"scripted:{script}", "--no-log"])
+    assert played.exit_code == 0, played.stderr
+    assert f"warning: {tools / 'broken.yaml'}:1: the MCP server no-such-mcp-server-command did not start" in played.stderr
+    assert "the tools of 1 file with a problem are left out; this command needs none of them" in played.stderr
 
     listed = runner.invoke(main, ["tools", "list", "--tools-dir", str(tools)])
     assert listed.exit_code == 2 and listed.stdout.splitlines()[1].startswith("what_day ")

@@ -88,8 +88,9 @@ def load_catalog(directory: Path, *, names: Collection[str] | None = None,
 
     With ``names``, only the files whose text mentions one of them are loaded (a name scan:
     a file that defines a tool spells its name; an ``mcp_server`` file, whose names come
-    from the server, is always loaded), so one tool of a large catalog costs one
-    file's parsing; two files defining the name are both loaded, and the duplicate reported.
+    from the server, is loaded only when a name is still missing after the others), so one
+    tool of a large catalog costs one file's parsing; two files defining the name are both
+    loaded, and the duplicate reported (a server's duplicate is for ``toolrun tools lint``).
     With ``cache``, files unchanged since they were last loaded cleanly are not parsed again,
     and the name scan does not even read them (the cache knows the names they define).
     ``wanted`` tells which tools the caller needs (with ``names``: those names): an MCP server
@@ -98,38 +99,53 @@ def load_catalog(directory: Path, *, names: Collection[str] | None = None,
     answer when there is one (``refresh_servers``: ask every server again).
     """
     files = tool_files(directory)
+    server_files: list[Path] = []  # with names: MCP server files whose names only the server knows
     if names is not None:
-        files = [file for file in files if _mentions(file, names, cache)]
+        mentions = [(file, _mentions(file, names, cache)) for file in files]
+        files = [file for file, mention in mentions if mention is True]
+        server_files = [file for file, mention in mentions if mention is SERVER_NAMES_UNKNOWN]
         if wanted is None:
             wanted = set(names).__contains__
     elif cache is not None:
         cache.forget_missing({cache.key(file) for file in files})
     catalog = Catalog(directory=directory)
-    problems: list[Problem] = []
+    result = LoadResult(catalog)
     first_seen: dict[str, tuple[Path, int | None]] = {}
-    names_by_file: dict[Path, list[str]] = {}
     server_options = ServerOptions(refresh=refresh_servers)
     for file in files:
-        tools, file_problems = _load_tool_file_cached(file, cache, wanted, server_options)
-        names_by_file[file] = [name for name, _, _ in tools]
-        for name, line, tool in tools:
-            if name in first_seen:
-                other_file, other_line = first_seen[name]
-                message = f"duplicate tool name '{name}' (also defined at {other_file}:{other_line})"
-                file_problems.append(Problem(file, line, message, "rename one of the two tools"))
-                continue
-            first_seen[name] = (file, line)
-            if isinstance(tool, UnstartedTool):
-                if names is None:  # a catalog of a few named tools does not list what it left out
-                    catalog.unstarted[name] = tool
-            elif tool is not None:
-                catalog.tools[name] = tool
-        problems += sorted(_unique(file_problems), key=lambda p: p.line or 0)
-    catalog.notices = server_options.notices
-    return LoadResult(catalog, problems, names_by_file, server_options.notices)
+        _add_file(result, file, _load_tool_file_cached(file, cache, wanted, server_options), first_seen, names)
+    # A name found in the files that spell it is taken from there: a server is asked only for a name still missing.
+    if server_files and not all(name in first_seen for name in names or ()):
+        for file in server_files:
+            _add_file(result, file, _load_tool_file_cached(file, cache, wanted, server_options), first_seen, names)
+    catalog.notices = result.notices = server_options.notices
+    return result
 
 
-def _mentions(file: Path, names: Collection[str], cache: CatalogCache | None = None) -> bool:
+def _add_file(result: LoadResult, file: Path, loaded: tuple[list[LoadedTool], list[Problem]],
+              first_seen: dict[str, tuple[Path, int | None]], names: Collection[str] | None) -> None:
+    """Put the tools of one file in the catalog, its problems (duplicate names too) in ``result``."""
+    tools, file_problems = loaded
+    result.names_by_file[file] = [name for name, _, _ in tools]
+    for name, line, tool in tools:
+        if name in first_seen:
+            other_file, other_line = first_seen[name]
+            message = f"duplicate tool name '{name}' (also defined at {other_file}:{other_line})"
+            file_problems.append(Problem(file, line, message, "rename one of the two tools"))
+            continue
+        first_seen[name] = (file, line)
+        if isinstance(tool, UnstartedTool):
+            if names is None:  # a catalog of a few named tools does not list what it left out
+                result.catalog.unstarted[name] = tool
+        elif tool is not None:
+            result.catalog.tools[name] = tool
+    result.problems += sorted(_unique(file_problems), key=lambda p: p.line or 0)
+
+
+SERVER_NAMES_UNKNOWN = "server"  # a name scan's answer for an MCP server file: only the server knows its names
+
+
+def _mentions(file: Path, names: Collection[str], cache: CatalogCache | None = None) -> bool | str:
     if cache is not None:
         defined = cache.names(file)
         if defined is not None:  # unchanged since cached: the names it defines are known
@@ -139,7 +155,7 @@ def _mentions(file: Path, names: Collection[str], cache: CatalogCache | None = N
     except OSError:
         return True  # loading it reports why it cannot be read
     if _server_toolset().search(text):  # its tools are named by the server, not in the file
-        return True
+        return SERVER_NAMES_UNKNOWN
     return any(_name_pattern(name).search(text) is not None for name in names)
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from toolrun.core.cache_folder import cache_directory
+from toolrun.core.private_files import make_private_folders, open_private
 
 FAILED_START_MEMORY_SECONDS = 60.0
 LISTING_FORMAT = 1
@@ -99,8 +100,6 @@ def read_listing(file: Path, key: str | None) -> ServerListing | None:
 
 def write_listing(file: Path, key: str, listing: ServerListing) -> None:
     """Keep ``listing`` for ``file`` (a private file, replaced atomically); a cache that cannot be written is skipped."""
-    from toolrun.core.private_files import make_private_folders, open_private
-
     path = _listing_path(file)
     if path is None:
         return
