@@ -44,7 +44,7 @@ def load_checked_catalog(directory: Path, *, lint: bool = True,
                          names: Collection[str] | None = None,
                          lint_together: ToolPicker | None = every_tool,
                          wanted: Callable[[str], bool] | None = None, partial: bool = False,
-                         refresh_servers: bool = False) -> Catalog:
+                         refresh_servers: bool = False, required: Collection[str] | None = None) -> Catalog:
     """The catalog of ``directory``, with ``findings`` when ``lint``.
 
     Raises ``LoadError`` listing every load problem of every file, or every lint error
@@ -59,12 +59,14 @@ def load_checked_catalog(directory: Path, *, lint: bool = True,
     MCP server that offers none of them is not started (``catalog.unstarted``); None: the
     command may use every tool, so any broken file stops it. ``partial``: load problems never
     stop loading, they are in ``catalog.problems``. ``refresh_servers``: MCP servers are asked
-    for their tools again, not served from the cache of their last answer.
+    for their tools again, not served from the cache of their last answer. ``required``: the
+    tool names the caller needs by name (see ``load_catalog``; ``names`` are by default).
     """
     directory = Path(directory)
     cache = CatalogCache.for_directory(directory)
     try:
-        result = load_catalog(directory, names=names, cache=cache, wanted=wanted, refresh_servers=refresh_servers)
+        result = load_catalog(directory, names=names, cache=cache, wanted=wanted, refresh_servers=refresh_servers,
+                              required=required)
     except LoadError:
         raise
     except UserError as exc:  # a directory that is missing or unreadable: a load problem too

@@ -83,42 +83,42 @@ def _file_or_broken_link(entry: os.DirEntry[str]) -> bool:
 
 def load_catalog(directory: Path, *, names: Collection[str] | None = None,
                  cache: CatalogCache | None = None, wanted: Callable[[str], bool] | None = None,
-                 refresh_servers: bool = False) -> LoadResult:
+                 refresh_servers: bool = False, required: Collection[str] | None = None) -> LoadResult:
     """Load every tool file of ``directory``; problems are collected, never raised (except a missing directory).
 
     With ``names``, only the files whose text mentions one of them are loaded (a name scan:
     a file that defines a tool spells its name; an ``mcp_server`` file, whose names come
-    from the server, is loaded only when a name is still missing after the others), so one
-    tool of a large catalog costs one file's parsing; two files defining the name are both
-    loaded, and the duplicate reported (a server's duplicate is for ``toolrun tools lint``).
+    from the server, is always loaded), so one tool of a large catalog costs one
+    file's parsing; two files defining the name are both loaded, and the duplicate reported.
     With ``cache``, files unchanged since they were last loaded cleanly are not parsed again,
     and the name scan does not even read them (the cache knows the names they define).
     ``wanted`` tells which tools the caller needs (with ``names``: those names): an MCP server
     none of whose tools is wanted is not started when the file names its tools
     (``Catalog.unstarted`` has them). An MCP server's tools come from the cache of its last
-    answer when there is one (``refresh_servers``: ask every server again).
+    answer when there is one (``refresh_servers``: ask every server again). ``required``
+    (default: ``names``) are names the caller needs: a server whose tools are neither named
+    in its file nor cached is started only when one of them is not found in the other files
+    (whether it defines one of them too is for ``toolrun tools lint`` to say).
     """
     files = tool_files(directory)
-    server_files: list[Path] = []  # with names: MCP server files whose names only the server knows
     if names is not None:
-        mentions = [(file, _mentions(file, names, cache)) for file in files]
-        files = [file for file, mention in mentions if mention is True]
-        server_files = [file for file, mention in mentions if mention is SERVER_NAMES_UNKNOWN]
+        files = [file for file in files if _mentions(file, names, cache)]
         if wanted is None:
             wanted = set(names).__contains__
+        if required is None:
+            required = names
     elif cache is not None:
         cache.forget_missing({cache.key(file) for file in files})
-    catalog = Catalog(directory=directory)
-    result = LoadResult(catalog)
+    result = LoadResult(Catalog(directory=directory))
     first_seen: dict[str, tuple[Path, int | None]] = {}
-    server_options = ServerOptions(refresh=refresh_servers)
+    servers = ServerOptions(refresh=refresh_servers, start=required is None)
     for file in files:
-        _add_file(result, file, _load_tool_file_cached(file, cache, wanted, server_options), first_seen, names)
-    # A name found in the files that spell it is taken from there: a server is asked only for a name still missing.
-    if server_files and not all(name in first_seen for name in names or ()):
-        for file in server_files:
-            _add_file(result, file, _load_tool_file_cached(file, cache, wanted, server_options), first_seen, names)
-    catalog.notices = result.notices = server_options.notices
+        _add_file(result, file, _load_tool_file_cached(file, cache, wanted, servers), first_seen, names)
+    if servers.skipped and not all(name in first_seen for name in required or ()):
+        skipped, servers.skipped, servers.start = servers.skipped, [], True  # a needed name may be theirs: ask
+        for file in skipped:
+            _add_file(result, file, _load_tool_file_cached(file, cache, wanted, servers), first_seen, names)
+    result.catalog.notices = result.notices = servers.notices
     return result
 
 
@@ -142,10 +142,7 @@ def _add_file(result: LoadResult, file: Path, loaded: tuple[list[LoadedTool], li
     result.problems += sorted(_unique(file_problems), key=lambda p: p.line or 0)
 
 
-SERVER_NAMES_UNKNOWN = "server"  # a name scan's answer for an MCP server file: only the server knows its names
-
-
-def _mentions(file: Path, names: Collection[str], cache: CatalogCache | None = None) -> bool | str:
+def _mentions(file: Path, names: Collection[str], cache: CatalogCache | None = None) -> bool:
     if cache is not None:
         defined = cache.names(file)
         if defined is not None:  # unchanged since cached: the names it defines are known
@@ -155,7 +152,7 @@ def _mentions(file: Path, names: Collection[str], cache: CatalogCache | None = N
     except OSError:
         return True  # loading it reports why it cannot be read
     if _server_toolset().search(text):  # its tools are named by the server, not in the file
-        return SERVER_NAMES_UNKNOWN
+        return True
     return any(_name_pattern(name).search(text) is not None for name in names)
 
 
@@ -187,7 +184,7 @@ def _load_tool_file_cached(
         cache.set_aside(file)
     read_from_ns = time.time_ns()
     tools, problems = load_tool_file(file, wanted=wanted, servers=servers)
-    if not problems:
+    if not problems and file not in servers.skipped:  # a server left unasked is not a file without tools
         cache.put(file, status, tools, read_from_ns=read_from_ns)
     return tools, problems
 

@@ -69,17 +69,22 @@ def load_mcp_toolset(document: LineDict, file: Path, broken_paths: set[tuple[Any
     if wanted is not None and names is not None and not problems and not any(map(wanted, names)):
         return [(name, server_line, UnstartedTool(name, SourceLocation(file, server_line or 1))) for name in names], []
 
-    remote_tools, failure = server_tools(config, file, servers if servers is not None else ServerOptions())
+    servers = servers if servers is not None else ServerOptions()
+    remote_tools, failure = server_tools(config, file, servers, needed=names is not None)
     if remote_tools is None:
-        return [], problems + [Problem(file, server_line, failure or "the MCP server did not list its tools", _START_FIX)]
+        if failure is None:  # left unasked (servers.skipped): nothing is known about it yet
+            return [], problems
+        return [], problems + [Problem(file, server_line, failure, _START_FIX)]
     return _served_tools(remote_tools, config, timeout, document, file, broken_paths, problems), problems
 
 
 _START_FIX = "run the command yourself (or open the url) to see why; toolrun tools list --refresh tries it again at once"
 
 
-def server_tools(config: dict[str, Any], file: Path, servers: ServerOptions) -> tuple[list[ListedTool] | None, str | None]:
-    """The server's tools, from the cache of its last answer or from the server; or None and why not.
+def server_tools(config: dict[str, Any], file: Path, servers: ServerOptions, *, needed: bool = False
+                 ) -> tuple[list[ListedTool] | None, str | None]:
+    """The server's tools, from the cache of its last answer or from the server; or None and why not
+    (None and None: left unasked, as ``servers.start`` says, unless the caller wants one of them: ``needed``).
 
     A start that failed less than ``FAILED_START_MEMORY_SECONDS`` ago is not tried again
     (unless ``servers.refresh``). A live answer that differs from the cached one replaces it,
@@ -93,6 +98,10 @@ def server_tools(config: dict[str, Any], file: Path, servers: ServerOptions) -> 
     if cached is not None and cached.failure is not None and cached.failed_recently(moment):
         ago = max(0, round(moment - cached.failed_at))
         return None, f"{cached.failure} (tried {ago}s ago; not tried again for {FAILED_START_MEMORY_SECONDS:g}s)"
+
+    if not (servers.start or servers.refresh or needed):
+        servers.skipped.append(file)
+        return None, None
 
     from toolrun.backends.mcp_server import McpServerUnavailable, list_server_tools
 

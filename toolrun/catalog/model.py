@@ -30,9 +30,12 @@ class UnstartedTool:
 
 @dataclass
 class ServerOptions:
-    """How one load treats MCP servers: ask them afresh (``refresh``), and what it found worth saying."""
+    """How one load treats MCP servers: ask them afresh (``refresh``); start one whose tools are not
+    known without it (``start``, else its file goes to ``skipped``); and what it found worth saying."""
 
     refresh: bool = False
+    start: bool = True
+    skipped: list[Path] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
 
 

@@ -144,6 +144,14 @@ class Recipe:
         file must load)."""
         return self.wants_tool if self.tools is not None else None
 
+    @property
+    def named_tools(self) -> list[str] | None:
+        """The tools the recipe names (``tools`` and ``expect.tools_not_called``), when none is a glob."""
+        if self.tools is None:
+            return None
+        named = [*self.tools, *self.expect.tools_not_called]
+        return None if any(is_glob(name) for name in named) else named
+
     def wants_tool(self, name: str) -> bool:
         """Whether the recipe may use (or name in ``expect``) the catalog tool ``name``."""
         if self.tools is None:
