@@ -116,15 +116,14 @@ def test_call_recipe_list_and_lint_on_the_command_line(tools: Path, tmp_path: Pa
     document = json.loads(linted.stdout)
     assert linted.exit_code == 2 and document["tools"] == 1 and len(document["problems"]) == 1
 
-    # The failed start is remembered: the commands that need none of its tools say so, without trying again.
+    # The failed start is remembered: a recipe that needs none of its tools says so, without trying again.
     script = write(tmp_path, "turns.yaml", "- tool_calls: [{name: what_day, arguments: {}}]\n- text: Tuesday.\n")
-    for args in (["call", "what_day"], ["recipe", str(recipe(tmp_path, "tools: [what_day]")), "--no-log",
-                                        "--model", f"scripted:{script}"]):
-        shown = runner.invoke(main, [*args, "--tools-dir", str(tools)])
-        assert shown.exit_code == 0, shown.stderr
-        assert f"warning: {tools / 'broken.yaml'}:1: the MCP server no-such-mcp-server-command did not start" in shown.stderr
-        assert "not tried again for 60s" in shown.stderr
-        assert "the tools of 1 file with a problem are left out; this command needs none of them" in shown.stderr
+    shown = runner.invoke(main, ["recipe", str(recipe(tmp_path, "tools: [what_day]")), "--no-log",
+                                 "--model", f"scripted:{script}", "--tools-dir", str(tools)])
+    assert shown.exit_code == 0, shown.stderr
+    assert f"warning: {tools / 'broken.yaml'}:1: the MCP server no-such-mcp-server-command did not start" in shown.stderr
+    assert "not tried again for 60s" in shown.stderr
+    assert "the tools of 1 file with a problem are left out; this command needs none of them" in shown.stderr
 
 
 def test_a_failed_start_is_remembered_for_a_while_and_refresh_tries_again(tools: Path) -> None:

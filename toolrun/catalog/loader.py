@@ -88,8 +88,9 @@ def load_catalog(directory: Path, *, names: Collection[str] | None = None,
 
     With ``names``, only the files whose text mentions one of them are loaded (a name scan:
     a file that defines a tool spells its name; an ``mcp_server`` file, whose names come
-    from the server, is always loaded), so one tool of a large catalog costs one
-    file's parsing; two files defining the name are both loaded, and the duplicate reported.
+    from the server, only when a name is not found in the others), so one tool of a large
+    catalog costs one file's parsing; two files defining the name are both loaded, and the
+    duplicate reported.
     With ``cache``, files unchanged since they were last loaded cleanly are not parsed again,
     and the name scan does not even read them (the cache knows the names they define).
     ``wanted`` tells which tools the caller needs (with ``names``: those names): an MCP server
@@ -101,8 +102,11 @@ def load_catalog(directory: Path, *, names: Collection[str] | None = None,
     (whether it defines one of them too is for ``toolrun tools lint`` to say).
     """
     files = tool_files(directory)
+    later: list[Path] = []  # MCP server files whose names only the server (or its cached list) knows
     if names is not None:
-        files = [file for file in files if _mentions(file, names, cache)]
+        mentions = [(file, _mentions(file, names, cache)) for file in files]
+        files = [file for file, mention in mentions if mention is True]
+        later = [file for file, mention in mentions if mention is SERVER_NAMES_UNKNOWN]
         if wanted is None:
             wanted = set(names).__contains__
         if required is None:
@@ -114,9 +118,10 @@ def load_catalog(directory: Path, *, names: Collection[str] | None = None,
     servers = ServerOptions(refresh=refresh_servers, start=required is None)
     for file in files:
         _add_file(result, file, _load_tool_file_cached(file, cache, wanted, servers), first_seen, names)
-    if servers.skipped and not all(name in first_seen for name in required or ()):
-        skipped, servers.skipped, servers.start = servers.skipped, [], True  # a needed name may be theirs: ask
-        for file in skipped:
+    later += servers.skipped
+    if later and not all(name in first_seen for name in required or ()):
+        servers.skipped, servers.start = [], True  # a needed name may be one of theirs: ask them
+        for file in later:
             _add_file(result, file, _load_tool_file_cached(file, cache, wanted, servers), first_seen, names)
     result.catalog.notices = result.notices = servers.notices
     return result
@@ -142,7 +147,10 @@ def _add_file(result: LoadResult, file: Path, loaded: tuple[list[LoadedTool], li
     result.problems += sorted(_unique(file_problems), key=lambda p: p.line or 0)
 
 
-def _mentions(file: Path, names: Collection[str], cache: CatalogCache | None = None) -> bool:
+SERVER_NAMES_UNKNOWN = "server"  # a name scan's answer for an MCP server file: its names are not in its text
+
+
+def _mentions(file: Path, names: Collection[str], cache: CatalogCache | None = None) -> bool | str:
     if cache is not None:
         defined = cache.names(file)
         if defined is not None:  # unchanged since cached: the names it defines are known
@@ -152,7 +160,7 @@ def _mentions(file: Path, names: Collection[str], cache: CatalogCache | None = N
     except OSError:
         return True  # loading it reports why it cannot be read
     if _server_toolset().search(text):  # its tools are named by the server, not in the file
-        return True
+        return SERVER_NAMES_UNKNOWN
     return any(_name_pattern(name).search(text) is not None for name in names)
 
 
