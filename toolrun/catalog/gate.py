@@ -97,14 +97,18 @@ def load_checked_catalog(directory: Path, *, lint: bool = True,
 def left_out_unneeded(result: LoadResult, needed: Callable[[str], bool] | None) -> bool:
     """Whether every file with a problem declares none of the tools ``needed`` says a command may use.
 
-    A server that did not start declares no name: a name found in a healthy file is taken from
-    there (whether the server defines it too is for ``toolrun tools lint`` to say).
+    A file whose names could not be read (a YAML error) may define any of them; a server that
+    did not start is different: a name found in a healthy file is taken from there (whether
+    the server defines it too is for ``toolrun tools lint`` to say).
     """
     if needed is None:
         return False
     for problem in result.problems:
-        declared = result.names_by_file.get(Path(problem.file)) if problem.file is not None else None
+        file = Path(problem.file) if problem.file is not None else None
+        declared = result.names_by_file.get(file) if file is not None else None
         if declared is None or any(map(needed, declared)):
+            return False
+        if not declared and file not in result.server_files:
             return False
     return True
 

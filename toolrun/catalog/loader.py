@@ -34,6 +34,7 @@ class LoadResult:
     problems: list[Problem] = field(default_factory=list)
     names_by_file: dict[Path, list[str]] = field(default_factory=dict)  # every tool name a file declares, broken ones too
     notices: list[str] = field(default_factory=list)  # worth saying, not a problem (a server's tools changed)
+    server_files: set[Path] = field(default_factory=set)  # MCP server toolsets: their names come from the server
 
 
 def tool_files(directory: Path, suffixes: tuple[str, ...] = TOOL_FILE_SUFFIXES) -> list[Path]:
@@ -124,6 +125,7 @@ def load_catalog(directory: Path, *, names: Collection[str] | None = None,
         for file in later:
             _add_file(result, file, _load_tool_file_cached(file, cache, wanted, servers), first_seen, names)
     result.catalog.notices = result.notices = servers.notices
+    result.server_files = servers.files
     return result
 
 

@@ -58,6 +58,8 @@ def load_mcp_toolset(document: LineDict, file: Path, broken_paths: set[tuple[Any
     (``servers.refresh``: always from the server).
     """
     server_line = line_of(document, ("mcp_server",))
+    servers = servers if servers is not None else ServerOptions()
+    servers.files.add(file)
     problems = _misplaced_defaults(document, file)
     if any(path[:1] == ("mcp_server",) for path in broken_paths):
         return [], problems  # the server's own settings are wrong: do not start anything
@@ -69,7 +71,6 @@ def load_mcp_toolset(document: LineDict, file: Path, broken_paths: set[tuple[Any
     if wanted is not None and names is not None and not problems and not any(map(wanted, names)):
         return [(name, server_line, UnstartedTool(name, SourceLocation(file, server_line or 1))) for name in names], []
 
-    servers = servers if servers is not None else ServerOptions()
     remote_tools, failure = server_tools(config, file, servers, needed=names is not None)
     if remote_tools is None:
         if failure is None:  # left unasked (servers.skipped): nothing is known about it yet

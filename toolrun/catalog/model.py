@@ -36,6 +36,7 @@ class ServerOptions:
     refresh: bool = False
     start: bool = True
     skipped: list[Path] = field(default_factory=list)
+    files: set[Path] = field(default_factory=set)  # the MCP server toolset files read (their names come from the server)
     notices: list[str] = field(default_factory=list)
 
 
