@@ -92,6 +92,10 @@ class Backend(ABC):
         """What makes some calls fail, for the lint (``check`` reports what makes every call fail)."""
         return []
 
+    def override_hint(self, tool: Tool) -> str | None:
+        """Where a lint finding is fixed when the tool's text is not written in its file; None: in the file."""
+        return None
+
     @abstractmethod
     async def run(self, tool: Tool, arguments: dict[str, Any], context: CallContext) -> BackendOutput:
         """Run one call with validated arguments.

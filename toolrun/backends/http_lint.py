@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from toolrun.backends.env_reference_lint import config_strings, env_reference_warnings
 from toolrun.backends.warning import BackendWarning
 from toolrun.core.templates import placeholders
 from toolrun.core.tool import Tool
@@ -28,7 +29,8 @@ def _url_origin() -> re.Pattern[str]:
 def http_warnings(tool: Tool) -> list[BackendWarning]:
     """Every http lint warning for ``tool``."""
     return [*optional_path_parameter_findings(tool), *model_host_findings(tool), *model_path_findings(tool),
-            *annotation_findings(tool)]
+            *annotation_findings(tool),
+            *env_reference_warnings(config_strings(tool.backend.config, "backend.http"), ("backend.http.headers.",))]
 
 
 def optional_path_parameter_findings(tool: Tool) -> Iterator[BackendWarning]:

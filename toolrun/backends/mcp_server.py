@@ -408,6 +408,12 @@ class McpServerBackend(Backend):
                                     "write the server in a toolset file (mcp_server: at the top), which names each tool"))
         return problems
 
+    def override_hint(self, tool: Tool) -> str | None:
+        """The server writes the tool's text: its fix is an override under ``tools:`` of the toolset file."""
+        remote = tool.backend.config.get("tool", tool.name)
+        return (f"the MCP server writes this tool's text: fix it with an override in this file, under `tools:` — "
+                f"`- name: {remote}` and `description: ...`")
+
     async def run(self, tool: Tool, arguments: dict[str, Any], context: CallContext) -> BackendOutput:
         spec = server_spec(tool.backend.config, tool.base_dir)
         hub = server_hub()

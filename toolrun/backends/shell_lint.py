@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from toolrun.backends.env_reference_lint import config_strings, env_reference_warnings
 from toolrun.backends.warning import BackendWarning
 from toolrun.core.secrets import ENV_REFERENCE
 from toolrun.core.templates import placeholders
@@ -25,7 +26,11 @@ def _template_first() -> re.Pattern[str]:
 
 def shell_lint_warnings(tool: Tool) -> list[BackendWarning]:
     """Every shell lint warning for ``tool`` but shell-exit-code."""
-    return [*argv_findings(tool), *annotation_findings(tool)]
+    config = tool.backend.config
+    # Under shell: true the command is the shell's: $TOOLRUN_ARG_CITY and ${HOME} are what it expands.
+    skip = frozenset({"backend.shell.command"}) if config.get("shell") else frozenset()
+    strings = config_strings(config, "backend.shell", skip)
+    return [*argv_findings(tool), *annotation_findings(tool), *env_reference_warnings(strings, ("backend.shell.env.",))]
 
 
 def _value_cannot_start_with_dash(schema: Any) -> bool:

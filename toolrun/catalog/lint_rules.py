@@ -158,12 +158,24 @@ _BARE_LIST = _compiled_at_first_use(
 )
 
 
+# "Allowed values: a, b, c." — a cue and a colon, then a comma-separated list of bare words.
+_COLON_LIST = _compiled_at_first_use(
+    r"\b(?:(?:allowed|possible|valid|supported|accepted|available) values|values|options|choices|one of)\s*:\s*"
+    r"([A-Za-z0-9_.-]{1,30}(?:(?:\s*[,|]\s*(?:(?:or|and)\s+)?|\s+(?:or|and)\s+)[A-Za-z0-9_.-]{1,30})+)",
+    re.IGNORECASE,
+)
+
+
 def prose_values(description: str) -> list[str]:
-    """Values listed in a description ("one of `a`, `b`"), or [] when it lists none."""
+    """Values listed in a description ("one of `a`, `b`", "Allowed values: a, b, c."), or [] when it lists none."""
     bare = _BARE_LIST().search(description)
     if bare:
         listed = re.sub(r"^(one of|either)[:\s]+", "", bare.group(0), flags=re.IGNORECASE)
         return [value for value in re.split(r"[\s,]+", listed) if value.lower() not in ("or", "and")]
+    colon = _COLON_LIST().search(description)
+    if colon:
+        values = [value.strip(".") for value in re.split(r"[\s,|]+", colon.group(1))]
+        return [value for value in values if value and value.lower() not in ("or", "and")]
     cue = _VALUE_CUE().search(description)
     if not cue:
         return []
@@ -389,7 +401,8 @@ def backend_findings(tool: Tool) -> Iterator[RawFinding]:
     except Exception:  # a missing or broken backend is a load error, reported there
         return
     for warning in warnings:
-        yield RawFinding(warning.rule, "warning", warning.key_path, warning.message)
+        severity: Severity = "error" if warning.severity == "error" else "warning"
+        yield RawFinding(warning.rule, severity, warning.key_path, warning.message)
 
 
 def unused_parameter_findings(tool: Tool) -> Iterator[RawFinding]:

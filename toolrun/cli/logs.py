@@ -15,6 +15,7 @@ from toolrun.cli.tools_list import format_table
 from toolrun.core.errors import Problem, UserError
 from toolrun.core.text import counted, terminal_safe
 from toolrun.runlog import RunLog, default_log_path
+from toolrun.view.call_outcome import expect_failures_of, never_ran
 
 _GROUP_LOGS = "toolrun.logs.path"  # click's meta is shared by a command and its subcommands
 _PREVIEW = 100  # characters of an argument or result shown on one line
@@ -109,9 +110,11 @@ def batches_command(limit: int, as_json: bool, logs: Path | None) -> None:
 @_logs_option
 def show_command(run_id: int, as_json: bool, logs: Path | None) -> None:
     """One run: every turn, every tool call with arguments, result and timing, the answer."""
-    run = read_log(logs).get_run(run_id)
+    log = read_log(logs)
+    run = log.get_run(run_id)
     if run is None:
         raise UserError(Problem(None, None, f"no run {run_id} in the log", "see the ids with: toolrun logs"))
+    run["expect_failures"] = expect_failures_of(log, run_id)
     if as_json:
         click.echo(json.dumps(run, ensure_ascii=False, indent=2))
         return
@@ -166,6 +169,7 @@ def format_run(run: dict[str, Any]) -> list[str]:
         for call in turn["tool_calls"]:
             arguments = call["arguments"] if isinstance(call["arguments"], str) else json.dumps(call["arguments"], ensure_ascii=False)
             timing = f"{call['duration_ms']} ms" if call["duration_ms"] is not None else "did not finish"
+            timing = "never ran" if never_ran(call) else timing
             lines.append(f"  → {call['name']} {_preview(arguments)} · {timing}")
             if call["result"] is not None:
                 mark = "✗ error: " if call["is_error"] else "← "
@@ -175,6 +179,8 @@ def format_run(run: dict[str, Any]) -> list[str]:
         lines.append(run["final"])
     if run.get("error"):
         lines.append(f"error: {run['error']}")
+    for failure in run.get("expect_failures") or []:
+        lines.append(f"expect failed: {failure}")
     return lines
 
 

@@ -138,8 +138,10 @@ def play_recipe(
     try:
         try:
             result = asyncio.run(run_recipe(recipe, replace(
-                options, observer=ObserverGroup(display, log, writer), approver=TerminalApprover(assume_yes))))
+                options, observer=ObserverGroup(display, log, writer),
+                approver=TerminalApprover(assume_yes, quiet=display.paused))))
         except KeyboardInterrupt:
+            display.calls_stopped()
             display.notice("interrupted: the run stopped before it finished")
             if log is not None:
                 log.write("interrupted", message="the run was interrupted (Ctrl-C)")

@@ -1,0 +1,466 @@
+"""The mcp_server toolset: tools of an existing MCP server (written with the SDK) in the catalog and in runs.
+
+The servers are real processes started by the backend over stdio (or ``toolrun mcp --http``
+reached by URL); each test's server has its own folder, so its own connection.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import toolrun
+from tests.mcp_helpers import ROOT, TEAM_TOKENS
+from toolrun.catalog.lint import lint_catalog
+from toolrun.catalog.loader import load_catalog
+from toolrun.providers.scripted import ScriptedModel
+
+pytestmark = pytest.mark.xdist_group("mcp-servers")  # loadgroup: the team server starts once, with test_mcp_server.py
+EXAMPLE_FILES = {"tools.d": ("tickets.yaml", "ticket_server.py"), "recipes": ("tickets.yaml", "tickets.script.yaml")}
+
+PROBE_SERVER = '''
+import os, time
+from mcp.server.mcpserver import MCPServer
+
+with open("server.pid", "w") as f:
+    f.write(str(os.getpid()))
+server = MCPServer("probe")
+
+@server.tool(description="Returns the process id of this probe server as text. Use it to see which server process "
+                         "answers; do not use it for anything else. It changes nothing.")
+def whoami() -> str:
+    return str(os.getpid())
+
+@server.tool(description="Sleeps for the given number of seconds, then answers slept. Use it to keep a call "
+                         "running for a while; do not use it for real work. It changes nothing.")
+def slow(seconds: float) -> str:
+    time.sleep(seconds)
+    return "slept"
+
+server.run()
+'''
+
+
+def write(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the ticket example (tools.d/tickets.yaml, its server, recipes/tickets.yaml) for this
+    module. Its server starts once: the backend keeps one connection per server (same command,
+    folder and settings), which every test here shares."""
+    folder = tmp_path_factory.mktemp("example")
+    for subfolder, names in EXAMPLE_FILES.items():
+        (folder / subfolder).mkdir()
+        for name in names:
+            shutil.copy(ROOT / subfolder / name, folder / subfolder / name)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def tickets_dir(example: Path) -> Path:
+    return example / "tools.d"
+
+
+def same_server(tickets_dir: Path, **more: Any) -> str:
+    """An mcp_server mapping (flow style) that reaches the example's server process, so its connection."""
+    settings = {"command": ["python", "ticket_server.py"], "cwd": str(tickets_dir), "timeout": "20s", **more}
+    return "mcp_server: " + json.dumps(settings)
+
+
+def test_the_example_servers_tools_load_and_lint_like_our_own(tickets_dir: Path) -> None:
+    catalog = toolrun.load_catalog(tickets_dir)
+    assert list(catalog.tools) == ["search_tickets", "get_ticket", "close_ticket"]
+    search = catalog.tools["search_tickets"]
+    assert search.backend.kind == "mcp_server" and search.backend.config["tool"] == "search_tickets"
+    assert search.parameters["properties"]["status"]["enum"] == ["open", "closed", "any"]
+    assert search.parameters["required"] == ["query"]
+    assert search.annotations is not None and search.annotations.read_only is True
+    assert search.annotations.title == "Search tickets"
+    assert search.timeout == 20.0  # mcp_server.timeout
+    close = catalog.tools["close_ticket"]
+    assert close.confirm is True and close.annotations is not None and close.annotations.destructive is True
+    assert close.source.file == tickets_dir / "tickets.yaml" and close.source.line == 11  # its override's line
+    assert [f for f in lint_catalog(catalog) if f.severity == "error"] == []
+
+
+def test_calls_are_validated_before_they_are_sent_and_run_on_the_server(tickets_dir: Path) -> None:
+    catalog = toolrun.load_catalog(tickets_dir)
+    found = toolrun.call(catalog, "search_tickets", {"query": "payments"})
+    assert not found.is_error
+    assert json.loads(found.result) == {"tickets": [{"id": "T-1002", "title": "payments webhook retries pile up",
+                                                     "status": "open", "service": "payments"}]}
+    invalid = toolrun.call(catalog, "get_ticket", {"ticket_id": "1001"})
+    assert invalid.is_error and invalid.result.startswith("invalid arguments for get_ticket: at $.ticket_id: expected a string matching")
+    unknown = toolrun.call(catalog, "get_ticket", {"ticket_id": "T-9999"})
+    assert unknown.is_error and "no ticket T-9999" in unknown.result  # the server's own error result
+    refused = toolrun.call(catalog, "close_ticket", {"ticket_id": "T-1001", "resolution": "latency fixed by rollback"})
+    assert refused.is_error and "approval" in refused.result
+
+
+def test_selection_prefix_and_overrides(tmp_path: Path, tickets_dir: Path) -> None:
+    write(tmp_path, "tickets.yaml", f"""
+        {same_server(tickets_dir, tools=["*_ticket"], prefix="helpdesk_")}
+        tools:
+          - name: get_ticket
+            description: >-
+              Reads one helpdesk ticket by id, e.g. T-1001. Use it when a ticket id is known; do not
+              use it to search for tickets, and do not guess ids.
+            timeout: 5s
+    """)
+    catalog = toolrun.load_catalog(tmp_path)
+    assert list(catalog.tools) == ["helpdesk_get_ticket", "helpdesk_close_ticket"]
+    renamed = catalog.tools["helpdesk_get_ticket"]
+    assert renamed.description.startswith("Reads one helpdesk ticket") and renamed.timeout == 5.0
+    assert renamed.backend.config["tool"] == "get_ticket"
+    assert json.loads(toolrun.call(catalog, "helpdesk_get_ticket", {"ticket_id": "T-1003"}).result)["status"] == "closed"
+
+
+def test_a_server_that_cannot_start_is_a_problem_of_its_file_only(tmp_path: Path, tickets_dir: Path) -> None:
+    shutil.copy(ROOT / "tools.d" / "flowers.yaml", tmp_path)
+    shutil.copy(ROOT / "tools.d" / "flowers.py", tmp_path)
+    write(tmp_path, "tickets.yaml", """
+        mcp_server:
+          command: [python, no_such_server.py]
+        tools:
+          - name: search_tickets
+            confirm: true
+    """)
+    write(tmp_path, "typo.yaml", "# selects a tool the server does not have\n" + same_server(tickets_dir, tools=["serch_tickets"]))
+    result = load_catalog(tmp_path)
+    assert list(result.catalog.tools) == ["get_flower_inventory"]
+    by_file = {Path(str(p.file)).name: p for p in result.problems}
+    broken = by_file["tickets.yaml"]
+    assert broken.line == 2 and "did not start" in broken.message
+    assert "can't open file" in broken.message and "no_such_server.py" in broken.message  # the stderr tail
+    assert "toolrun tools list --refresh tries it again" in (broken.fix or "")
+    typo = by_file["typo.yaml"]
+    assert typo.line == 2 and "no tool matching 'serch_tickets'" in typo.message and typo.fix == "did you mean 'search_tickets'?"
+
+
+def test_a_recipe_runs_on_the_servers_tools_with_the_scripted_model_and_one_connection(tmp_path: Path) -> None:
+    tools = tmp_path / "tools.d"
+    tools.mkdir()
+    write(tools, "probe_server.py", PROBE_SERVER)
+    write(tools, "probe.yaml", "mcp_server:\n  command: [python, probe_server.py]\n  timeout: 20s\n")
+    recipe = write(tmp_path, "probe.yaml", """
+        name: probe
+        model: openai:gpt-4o-mini
+        messages: [{user: Which process answers?}]
+    """)
+    pid_file = tools / "server.pid"
+    killer: list[threading.Timer] = []
+
+    def kill_during_the_next_call(request: Any) -> Any:
+        timer = threading.Timer(0.5, os.kill, (int(pid_file.read_text()), signal.SIGKILL))
+        timer.start()
+        killer.append(timer)
+        return ScriptedModel.calls([("slow", {"seconds": 20})])
+
+    model = ScriptedModel([
+        ScriptedModel.calls([("whoami", {}), ("whoami", {})]),
+        ScriptedModel.calls([("whoami", {})]),
+        kill_during_the_next_call,
+        ScriptedModel.calls([("whoami", {})]),
+        "done",
+    ])
+    result = toolrun.run(recipe, model=model)
+    calls = [call for turn in result.turns for call in turn.tool_calls]
+    first_pid = calls[0].result
+    assert [c.result for c in calls[:3]] == [first_pid] * 3  # one connection served every call of the run
+    died = calls[3]
+    assert died.is_error and "stopped during the call (the next call starts it again)" in died.result
+    assert died.duration_ms < 15_000
+    restarted = calls[4]
+    assert not restarted.is_error and restarted.result.isdigit() and restarted.result != first_pid
+    assert result.final == "done"
+
+
+def cli(args: list[str]) -> subprocess.CompletedProcess[str]:
+    """The toolrun command line, run as a user runs it (no provider key)."""
+    env = {key: value for key, value in os.environ.items() if not key.endswith("_API_KEY")}
+    return subprocess.run([sys.executable, "-m", "toolrun.cli", *args], capture_output=True, text=True, env=env,
+                          timeout=60, check=False)
+
+
+def probe_project(tmp_path: Path, selection: str) -> tuple[Path, Path]:
+    """A tools.d with the probe server (which writes server.pid once started) selected by ``selection``,
+    and a python tool of our own; returns the folder and the pid file."""
+    tools = tmp_path / "tools.d"
+    tools.mkdir()
+    write(tools, "probe_server.py", PROBE_SERVER)
+    write(tools, "probe.yaml", f"mcp_server:\n  command: [python, probe_server.py]\n  tools: {selection}\n  timeout: 20s\n")
+    write(tools, "local.py", "def today() -> str:\n    return 'Tuesday'\n")
+    write(tools, "local.yaml", """
+        name: what_day
+        description: Returns the name of today's weekday, like Tuesday. Use it when the user asks which day it is;
+          do not use it for dates or times.
+        parameters: {type: object, properties: {}, additionalProperties: false}
+        backend: {python: "local.py:today"}
+    """)
+    return tools, tools / "server.pid"
+
+
+def recipe_using(tmp_path: Path, tools: str, not_called: str = "[]") -> Path:
+    return write(tmp_path, "recipe.yaml", f"""
+        name: probe
+        model: openai:gpt-4o-mini
+        tools: {tools}
+        messages: [{{user: Which day is it?}}]
+        expect: {{tools_not_called: {not_called}}}
+    """)
+
+
+def test_a_run_that_needs_none_of_a_servers_named_tools_does_not_start_it(tmp_path: Path) -> None:
+    tools, pid_file = probe_project(tmp_path, "[whoami, slow]")
+    model = ScriptedModel([ScriptedModel.calls([("what_day", {})]), "Tuesday."])
+    result = toolrun.run(recipe_using(tmp_path, "[what_day]"), model=model)
+    assert result.final == "Tuesday." and not pid_file.exists()  # the server never ran
+
+    called = cli(["call", "what_day", "--tools-dir", str(tools)])
+    assert called.returncode == 0 and called.stdout.strip() == "Tuesday" and not pid_file.exists()
+
+    shown = cli(["recipe", str(recipe_using(tmp_path, "[what_day]")), "--model", "scripted:" + str(
+        write(tmp_path, "turns.yaml", "- tool_calls: [{name: what_day, arguments: {}}]\n- text: Tuesday.\n"))])
+    assert shown.returncode == 0 and not pid_file.exists()
+    assert f"toolrun: 1 tool from {tools} (+2 tools of an MCP server not needed here, not started)" in shown.stderr
+
+    # A typo still gets its did-you-mean from the names the file lists, without starting the server.
+    with pytest.raises(toolrun.UserError, match="did you mean 'whoami'"):
+        toolrun.run(recipe_using(tmp_path, "[whoam]"), model=ScriptedModel(["no"]))
+    assert not pid_file.exists()
+
+
+def test_an_unstarted_server_file_is_kept_in_the_cache_and_loaded_again_when_wanted(tmp_path: Path,
+                                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolrun.catalog import loader
+
+    monkeypatch.setenv("TOOLRUN_CACHE_DIR", str(tmp_path / "cache"))
+    tools, pid_file = probe_project(tmp_path, "[whoami, slow]")
+    old = time.time_ns() - 3_600_000_000_000  # files written just now are never kept
+    for file in tools.iterdir():
+        os.utime(file, ns=(old, old))
+    parsed: list[str] = []
+    real = loader.load_tool_file
+
+    def counting(file: Path, **options: Any) -> Any:
+        parsed.append(file.name)
+        return real(file, **options)
+
+    monkeypatch.setattr(loader, "load_tool_file", counting)
+    for _ in range(2):
+        toolrun.run(recipe_using(tmp_path, "[what_day]"), model=ScriptedModel(["fine"]))
+    assert parsed == ["local.yaml", "probe.yaml"] and not pid_file.exists()  # the second run read neither
+    result = toolrun.run(recipe_using(tmp_path, "[whoami]"), model=ScriptedModel([ScriptedModel.calls([("whoami", {})]),
+                                                                                "done"]))
+    assert parsed[2:] == ["probe.yaml"] and pid_file.exists()
+    assert result.turns[0].tool_calls[0].result == pid_file.read_text()
+
+    # The lint of the server's tools is never one kept with the names: a description changed in the
+    # server since is seen (here: its tools' lint findings, then again after the server changed).
+    from toolrun.catalog.gate import load_checked_catalog
+
+    linted = load_checked_catalog(tools)  # this process's server, still the one that ran whoami
+    assert not [f for f in linted.findings if f.rule == "description-too-short"]
+
+    def short_description_findings() -> list[str]:  # a process of its own: the server starts afresh
+        linted = cli(["tools", "lint", "--tools-dir", str(tools), "--json"])
+        return sorted(f["tool"] for f in json.loads(linted.stdout)["findings"] if f["rule"] == "description-too-short")
+
+    server = tools / "probe_server.py"
+    server.write_text(server.read_text(encoding="utf-8").replace(
+        'description="Returns the process id of this probe server as text. Use it to see which server process "\n'
+        '                         "answers; do not use it for anything else. It changes nothing."', 'description="Pid."'),
+        encoding="utf-8")
+    assert 'description="Pid."' in server.read_text(encoding="utf-8")
+    assert short_description_findings() == ["whoami"]
+
+
+@pytest.mark.parametrize("recipe_tools, not_called", [("[whoami]", "[]"), ("['who*']", "[]"), ("[what_day]", "[slow]")])
+def test_a_run_that_may_use_one_of_its_tools_starts_it(tmp_path: Path, recipe_tools: str, not_called: str) -> None:
+    _, pid_file = probe_project(tmp_path, "[whoami, slow]")
+    result = toolrun.run(recipe_using(tmp_path, recipe_tools, not_called), model=ScriptedModel(["fine"]))
+    assert result.final == "fine" and pid_file.exists()
+
+
+def test_a_server_whose_tools_are_chosen_by_glob_starts_only_for_a_name_not_found_elsewhere(tmp_path: Path) -> None:
+    _, pid_file = probe_project(tmp_path, "['who*']")  # its names are known only to the server
+    toolrun.run(recipe_using(tmp_path, "[what_day]"), model=ScriptedModel(["fine"]))
+    assert not pid_file.exists()  # what_day is found in local.yaml: the server is not asked
+    toolrun.run(recipe_using(tmp_path, "[what_day, whoami]"), model=ScriptedModel(["fine"]))
+    assert pid_file.exists()
+
+
+def test_an_unstarted_servers_names_still_clash_with_other_files(tmp_path: Path) -> None:
+    tools, pid_file = probe_project(tmp_path, "[whoami, what_day]")  # what_day is local.yaml's name too
+    with pytest.raises(toolrun.LoadError) as caught:
+        toolrun.run(recipe_using(tmp_path, "[slow_not_here]"), model=ScriptedModel(["no"]))
+    assert any("duplicate tool name 'what_day'" in str(problem) for problem in caught.value.problems)
+    assert not pid_file.exists()
+
+
+def openai_tickets_model(request: Any) -> Any:
+    """A fake Chat Completions endpoint: search, then read, then answer."""
+    from tests.loopback import Reply
+
+    body = request.json()
+    tool_results = [m for m in body["messages"] if m["role"] == "tool"]
+    steps = [("search_tickets", {"query": "checkout", "status": "open"}), ("get_ticket", {"ticket_id": "T-1001"})]
+    if len(tool_results) < len(steps):
+        name, arguments = steps[len(tool_results)]
+        message = {"role": "assistant", "content": None, "tool_calls": [
+            {"id": f"call_{len(tool_results)}", "type": "function",
+             "function": {"name": name, "arguments": json.dumps(arguments)}}]}
+        finish = "tool_calls"
+    else:
+        message = {"role": "assistant", "content": "T-1001 is open: checkout latency above 2 s in production."}
+        finish = "stop"
+    return Reply(body={"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "gpt-4o-mini",
+                       "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                       "usage": {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60}})
+
+
+def test_the_example_recipe_records_live_and_replays_offline(loopback: Any, tmp_path: Path, example: Path) -> None:
+    recipe = example / "recipes" / "tickets.yaml"
+    cassette = tmp_path / "tickets.cassette.json"
+    server = loopback(openai_tickets_model)
+    env = {"OPENAI_API_KEY": "sk-test-not-a-real-key", "OPENAI_BASE_URL": f"{server.url}/v1"}
+    live = toolrun.run(recipe, mode="live", record=cassette, environ=env, stream=False)
+    replayed = toolrun.run(recipe, replay=cassette, environ={})
+    for result in (live, replayed):
+        calls = [(c.name, c.is_error) for turn in result.turns for c in turn.tool_calls]
+        assert calls == [("search_tickets", False), ("get_ticket", False)]
+        assert result.final == "T-1001 is open: checkout latency above 2 s in production."
+        assert not result.expect_failures
+    assert replayed.mode == "replay" and not replayed.divergences and len(server.requests) == 3
+    scripted = toolrun.run(recipe, model=f"scripted:{example / 'recipes' / 'tickets.script.yaml'}")
+    assert not scripted.expect_failures and "T-1001" in scripted.final
+
+
+def test_a_server_reached_over_http_with_a_secret_header(tmp_path: Path, team_mcp_server: Any) -> None:
+    write(tmp_path, "remote.yaml", f"""
+        mcp_server:
+          url: {team_mcp_server.url}
+          headers: {{Authorization: "Bearer ${{env:UPSTREAM_TOKEN}}"}}
+          prefix: remote_
+    """)
+    os.environ["UPSTREAM_TOKEN"] = TEAM_TOKENS["upstream"]
+    try:
+        catalog = toolrun.load_catalog(tmp_path)
+        assert list(catalog.tools) == ["remote_get_disk_usage", "remote_get_flower_inventory"]  # its client's tools
+        out = toolrun.call(catalog, "remote_get_flower_inventory", {"city": "上海"})
+    finally:
+        del os.environ["UPSTREAM_TOKEN"]
+    local = toolrun.call(toolrun.load_catalog(ROOT / "tools.d"), "get_flower_inventory", {"city": "上海"})
+    assert (out.result, out.is_error) == (local.result, False)
+    assert [e["tool"] for e in team_mcp_server.audit_entries() if e["client"] == "upstream"] == ["get_flower_inventory"]
+
+
+WHO_SERVER = '''
+import os
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("who")
+
+@server.tool(description="Returns the token this MCP server was started with, as text. Use it when asked which "
+                         "token the server holds; do not use it for anything else. It changes nothing.")
+def who() -> str:
+    return "token=" + os.environ.get("TOK", "<none>")
+
+@server.tool(description="Stops this MCP server at once, for tests. Use it only when asked to stop the server; "
+                         "do not use it otherwise. It changes nothing else.")
+def die() -> str:
+    os._exit(3)
+
+server.run()
+'''
+
+
+def test_a_shared_server_holds_the_process_secret_and_every_run_redacts_it(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server outlives runs: it is started from the process environment, never from one run's
+    ``environ`` (which another run would then see), and each run redacts what it was given."""
+    monkeypatch.setenv("TOK", "process-SECRET-0000")
+    write(tmp_path, "who_server.py", WHO_SERVER)
+    write(tmp_path, "who.yaml", """
+        mcp_server:
+          command: [python, who_server.py]
+          env: {TOK: "${env:TOK}"}
+          timeout: 30s
+    """)
+    catalog = toolrun.load_catalog(tmp_path, lint=False)
+    run_a = dict(os.environ, TOK="alpha-SECRET-1111")
+    run_b = dict(os.environ, TOK="bravo-SECRET-2222")
+    assert toolrun.call(catalog, "who", {}, environ=run_a).result == "token=***"
+    assert toolrun.call(catalog, "die", {}, environ=run_b).is_error  # run B's call restarts it next time
+    for environ in (run_b, run_a):
+        out = toolrun.call(catalog, "who", {}, environ=environ)
+        assert out.result == "token=***", out.result
+        assert "SECRET" not in out.result
+
+
+def test_a_server_that_cannot_start_never_shows_its_secrets_in_the_load_problem(tmp_path: Path,
+                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The load problem is printed by tools lint and sent to MCP clients as a log message, with no run to redact it."""
+    monkeypatch.setenv("TOK", "boot-SECRET-3333")
+    write(tmp_path, "loud_server.py", """
+        import os, sys
+        print("cannot start with token", os.environ["TOK"], file=sys.stderr)
+        sys.exit(1)
+    """)
+    write(tmp_path, "loud.yaml", """
+        mcp_server:
+          command: [python, loud_server.py]
+          env: {TOK: "${env:TOK}"}
+          timeout: 30s
+    """)
+    result = load_catalog(tmp_path)
+    [problem] = result.problems
+    assert "cannot start with token ***" in problem.message
+    assert "boot-SECRET-3333" not in str(problem)
+
+
+def test_a_mistake_in_the_file_is_reported_and_a_tool_with_a_broken_override_is_not_served(tmp_path: Path,
+                                                                                          tickets_dir: Path) -> None:
+    write(tmp_path, "typo.yaml", "mcp_server:\n  comand: [python, ticket_server.py]\n")
+    write(tmp_path, "tickets.yaml", same_server(tickets_dir) + textwrap.dedent("""
+        tools:
+          - name: close_ticket
+            confirm: sure
+          - name: get_ticket
+            timeout: 5x
+    """))
+    result = load_catalog(tmp_path)
+    messages = {(Path(str(p.file)).name, p.line): p.message for p in result.problems}
+    assert "unknown key 'comand' in mcp_server" in messages[("typo.yaml", 2)]
+    assert "tools[0].confirm" in messages[("tickets.yaml", 4)]
+    assert "tools[1].timeout" in messages[("tickets.yaml", 6)]
+    # Served without its override, close_ticket would run without anyone's approval.
+    assert list(result.catalog.tools) == ["search_tickets"]
+
+
+def test_a_server_that_refuses_the_token_says_so(tmp_path: Path, team_mcp_server: Any,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WRONG_TOKEN", "not-a-known-SECRET-token")
+    write(tmp_path, "remote.yaml", f"""
+        mcp_server:
+          url: {team_mcp_server.url}
+          headers: {{Authorization: "Bearer ${{env:WRONG_TOKEN}}"}}
+    """)
+    [problem] = load_catalog(tmp_path).problems
+    assert "HTTP 401 Unauthorized — check the token in headers" in problem.message
+    assert "SECRET" not in str(problem)

@@ -1,0 +1,105 @@
+"""Templates that are only literal text and ``{{ name }}`` are filled in without Jinja2: to
+exactly the text Jinja2 makes, checked against Jinja2 itself on random texts and values.
+Everything else (filters, dots, tags, comments, undefined names, other values) still goes
+through Jinja2, errors included."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+from jinja2 import meta
+
+from tests.property_budget import property_examples
+from toolrun.core import templates
+from toolrun.core.templates import TemplateError, check_template, placeholders, render
+
+SETTINGS = settings(max_examples=property_examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+NAMES = ["a", "b", "city", "_x", "a1", "class", "for", "range", "dict", "self", "loop", "true", "None",
+         "not", "in", "__toolrun_env__"]
+identifiers = st.sampled_from(NAMES) | st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,6}", fullmatch=True)
+spaces = st.text(st.sampled_from([" ", "\t", "\n", "\r", "\x0b", "\u3000"]), max_size=3)
+variables = st.builds(lambda left, name, right: f"{{{{{left}{name}{right}}}}}", spaces, identifiers, spaces)
+FRAGMENTS = ["{{ a }}", "{{a}}", "{{ a.b }}", "{{ a|upper }}", "{{ a[0] }}", "{{ -a }}", "{{- a }}", "{{ a -}}",
+             "{{+ a }}", "{{ 1 }}", "{{ 'x' }}", "{{{ a }}}", "{{ a }}}", "{", "}", "{{", "}}", "{%", "%}", "{#", "#}",
+             "{% if a %}x{% endif %}", "{# note #}", "${env:HOME}", "${env:", "$", "\r\n", "\r", "\n", "\t", " ",
+             "x", "é", "北京", "\u2028", "\x00"]
+texts = st.lists(variables | st.sampled_from(FRAGMENTS) | st.text(max_size=5), max_size=8).map("".join)
+plain_values = (st.none() | st.booleans() | st.integers() | st.sampled_from([10**5000, -(10**5000)])
+                | st.floats() | st.text(max_size=8))
+values = plain_values | st.lists(plain_values, max_size=2) | st.dictionaries(st.text(max_size=3), plain_values, max_size=2)
+arguments = st.dictionaries(identifiers, values, max_size=5)
+
+
+def jinja_placeholders(source: str) -> set[str]:
+    parsed = templates._environment().parse(templates._prepare(source))
+    return set(meta.find_undeclared_variables(parsed)) - {templates._ENV_VARIABLE}
+
+
+@given(texts, arguments)
+@example("Q: {{ question }}\n\n", {"question": "北京、上海和深圳的鲜花库存是多少?"})
+@example("{{ a }}{{b}} {{\ta\n}}", {"a": 3, "b": None})
+@example("{{ a }}", {"a": 10**5000})
+@example("{{ a }}", {"a": float("nan")})
+@SETTINGS
+def test_substitution_is_exactly_what_jinja2_renders(source: str, values: dict[str, Any]) -> None:
+    substituted = templates._substituted(source, values)
+    if substituted is None:
+        return
+    assert substituted == templates._rendered_in_sandbox(source, values, {})
+    assert render(source, values) == substituted
+
+
+@given(texts)
+@example("Q: {{ question }}")
+@example("plain text, no tag at all\n")
+@SETTINGS
+def test_a_plain_template_parses_and_names_what_jinja2_names(source: str) -> None:
+    if templates._plain_parts(source) is None:
+        return
+    templates._compile(source)  # Jinja2 parses it too: check_template's None is right
+    assert check_template(source) is None
+    if templates.is_template(source):
+        assert placeholders(source) == jinja_placeholders(source)
+
+
+@pytest.mark.parametrize(("source", "values", "expected"), [
+    ("{{ question }}", {"question": "北京?"}, "北京?"),
+    ("Hi {{ name }}!\n\n", {"name": "Ann"}, "Hi Ann!\n\n"),  # the trailing newlines kept, as Jinja2 keeps them here
+    ("{{ n }} {{ f }} {{ t }} {{ z }}", {"n": -3, "f": 0.5, "t": True, "z": None}, "-3 0.5 True None"),
+    ("a { b } {{x}}}", {"x": "y"}, "a { b } y}"),
+])
+def test_literal_text_and_names_are_filled_in_without_jinja2(source: str, values: dict[str, Any], expected: str) -> None:
+    assert templates._substituted(source, values) == expected
+
+
+@pytest.mark.parametrize(("source", "values"), [
+    ("{{ question | upper }}", {"question": "x"}),  # a filter
+    ("{{ a.b }}", {"a": {"b": 1}}),  # a dot
+    ("{% if a %}x{% endif %}", {"a": 1}),
+    ("x {# note #}", {}),
+    ("{{ missing }}", {}),  # undefined: Jinja2 words the error
+    ("{{ a }}", {"a": [1, 2]}),  # a value Jinja2 shows its own way
+    ("{{ a }}\r\n", {"a": "x"}),  # Jinja2 turns \r\n into \n
+    ("{{{ a }}", {"a": "x"}),  # Jinja2 reads "{{" at the first brace
+    ("{{ true }}", {"true": "x"}),  # a constant, not a name
+    ("${env:HOME} {{ a }}", {"a": "x"}),
+])
+def test_anything_more_goes_through_jinja2(source: str, values: dict[str, Any]) -> None:
+    assert templates._substituted(source, values) is None
+
+
+def test_the_names_left_to_jinja2_include_its_globals() -> None:
+    # Jinja2's placeholders leave its globals out; a Jinja2 that adds one must not be filled in here.
+    assert set(templates._environment().globals) == templates.JINJA_GLOBALS
+
+
+def test_errors_are_still_jinja2_s() -> None:
+    with pytest.raises(TemplateError, match="template uses an undefined value: 'missing' is undefined"):
+        render("Q: {{ missing }}", {"question": "x"})
+    assert check_template("{{ unclosed") == "template syntax error: unexpected end of template, expected 'end of print " \
+                                            "statement'. (line 1 of the template)"
+    assert render("{{ question | upper }}\n", {"question": "abc"}) == "ABC\n"

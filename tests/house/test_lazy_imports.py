@@ -1,0 +1,228 @@
+"""Every import written inside a function, listed here with its reason: the rule and its exceptions in one place.
+
+The rule: imports stand at the top of their module. An import moves into a function only
+for start-up time — the module it brings is not needed by every command or call that
+imports this one, and importing it costs (a package such as jsonschema, jinja2, httpx or
+yaml, or a toolrun module that pulls those) — or because the package is an optional extra
+(Ray, readline) that may not be installed. An import that would close a cycle at import time
+is not fixed by hiding it in a function: move the shared piece down a layer instead.
+
+``LAZY_IMPORTS`` names each module's function-level imports (module -> imported name ->
+why). A new one fails ``test_every_function_level_import_is_listed`` until it is listed
+here with its reason; one that goes away must leave the list too, so the list stays the
+truth. ``tests/house/test_lean_imports_*.py`` check what the biggest of these save: which modules
+an offline replay, a template check or a validation never imports.
+
+Imports under ``if TYPE_CHECKING:`` are annotations only and are not counted; the
+layering of every import, lazy or not, is ``tests/house/test_architecture.py``'s.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import toolrun
+
+PACKAGE_ROOT = Path(toolrun.__file__).resolve().parent
+
+JSONSCHEMA = "jsonschema is 50-65 ms to import: only when something is validated, not on a cached start"
+YAML = "yaml: only a file the caches do not hold is parsed"
+AS_FOUND = "as found; this module's owners decide (its area is being reworked)"
+
+LAZY_IMPORTS: dict[str, dict[str, str]] = {
+    "toolrun.api": {
+        "toolrun.sessions.recipe.load_recipe": "toolrun call and toolrun mcp import this module and read no recipe",
+        "toolrun.sessions.play.run_recipe": "toolrun call and toolrun mcp import this module: not the providers, replay and loop",
+    },
+    "toolrun.backends": {"toolrun.backends.warning.BackendWarning": AS_FOUND},
+    "toolrun.backends.mcp_server": {
+        "mcp.client.stdio.StdioServerParameters": AS_FOUND,
+        "mcp.client.stdio.stdio_client": AS_FOUND,
+        "mcp.client.streamable_http.streamable_http_client": AS_FOUND,
+        "toolrun.backends.mcp_http.bounded_client": "only a server reached by url needs it (it brings httpx2)",
+        "mcp.Client": AS_FOUND,
+        "mcp_types.CONNECTION_CLOSED": AS_FOUND,
+    },
+    "toolrun.backends.python": {
+        "toolrun.backends.warning.BackendWarning": AS_FOUND,
+        "toolrun.backends.python_signature.signature_mismatches": AS_FOUND,
+        "toolrun.backends.python_signature.module_outline": AS_FOUND,
+        "sysconfig": AS_FOUND,
+    },
+    "toolrun.batch.on_ray": {"ray": "Ray is an optional extra: a missing one is a one-line error"},
+    "toolrun.batch.run": {
+        "httpx": "only a batch that reaches a provider needs it",
+        "toolrun.batch.on_ray.import_ray": "only --ray: a local batch does without the Ray driver",
+        "toolrun.batch.on_ray.run_on_ray": "only --ray: a local batch does without the Ray driver",
+    },
+    "toolrun.catalog.cache": {"tempfile": "only a changed cache is written (tempfile brings random and shutil)"},
+    "toolrun.catalog.lint": {
+        "toolrun.catalog.lint_rules.tool_findings": "~10 ms of imports, only for a tool whose findings are not cached",
+        "toolrun.catalog.similarity.tokenize": "only the side-by-side lint of the tools handed to a model",
+        "toolrun.catalog.similarity.similar_groups": "only the side-by-side lint of the tools handed to a model",
+    },
+    "toolrun.catalog.lint_rules": {
+        "toolrun.backends.get_backend": AS_FOUND,
+    },
+    "toolrun.catalog.loader": {
+        "toolrun.catalog.mcp_toolset.load_mcp_toolset": "only a file the cache does not hold is built and checked",
+        "toolrun.catalog.parameter_checks.parameter_problems": "only a file the cache does not hold is built and checked",
+        "toolrun.catalog.tool_builder.build_tool": "only a file the cache does not hold is built and checked",
+        "toolrun.catalog.tool_schema.schema_problems": "only a file the cache does not hold is built and checked",
+        "toolrun.core.schema_errors.describe_value": "only a file with a mistake (it brings jsonschema)",
+    },
+    "toolrun.catalog.mcp_toolset": {
+        "toolrun.backends.mcp_server.McpServerUnavailable": "only a catalog with an mcp_server file loads that backend",
+        "toolrun.backends.mcp_server.list_server_tools": "only a catalog with an mcp_server file loads that backend",
+    },
+    "toolrun.catalog.parameter_checks": {"jsonschema.Draft202012Validator": JSONSCHEMA},
+    "toolrun.catalog.tool_schema": {"jsonschema.Draft202012Validator": JSONSCHEMA},
+    "toolrun.cli": {
+        "toolrun.cli.group.main": "toolrun --version answers without importing click",
+        "toolrun.cli.startup.keep_compiled_code": "toolrun --version answers without the code caches",
+        "toolrun.cli.group.import_command_module": "toolrun --version answers without importing click",
+    },
+    "toolrun.cli.chat": {"readline": "optional in a Python build, and only a terminal edits lines"},
+    "toolrun.cli.common": {"toolrun.cli.tools_list.first_sentence": "only shell completion: toolrun call does without it"},
+    "toolrun.cli.mcp": {"toolrun.mcp.serve": "the MCP SDK loads only for this command"},
+    "toolrun.cli.recipe": {
+        "toolrun.runlog.transcript_log.TranscriptLog": "only --transcript writes one",
+        "toolrun.runlog.RunLogWriter": "--no-log does without the run log (and sqlite3)",
+    },
+    "toolrun.cli.run_log_options": {
+        "toolrun.runlog.RunLog": "--no-log does without the run log (and sqlite3)",
+        "toolrun.runlog.default_log_path": "--no-log does without the run log (and sqlite3)",
+    },
+    "toolrun.cli.startup": {"tempfile": "only a process that compiled new dataclass code writes (random, shutil)"},
+    "toolrun.loop.execution": {
+        "jsonschema.Draft202012Validator": JSONSCHEMA,
+        "jsonschema.exceptions.SchemaError": JSONSCHEMA,
+    },
+    "toolrun.mcp": {
+        "toolrun.mcp.access.load_access_list": AS_FOUND,
+        "anyio": AS_FOUND,
+        "toolrun.mcp.audit.AuditLog": AS_FOUND,
+        "toolrun.mcp.live_catalog.LiveCatalog": AS_FOUND,
+        "toolrun.mcp.server.CatalogServer": AS_FOUND,
+        "toolrun.core.secrets.Redactor": AS_FOUND,
+        "toolrun.core.secrets.redacting": AS_FOUND,
+        "toolrun.mcp.stdio.serve_stdio": AS_FOUND,
+        "toolrun.mcp.http.bind": AS_FOUND,
+        "toolrun.mcp.http.serve_http": AS_FOUND,
+    },
+    "toolrun.mcp.live_catalog": {
+        "toolrun.backends.mcp_server.forget_stopped_servers": AS_FOUND,
+        "toolrun.backends.python.forget_imported_code": AS_FOUND,
+    },
+    "toolrun.mcp.unreadable": {"anyio": AS_FOUND},
+    "toolrun.openapi.importer": {"toolrun.openapi.toolset.render_toolset": AS_FOUND},
+    "toolrun.core.packaged_schemas": {"importlib.resources": "2-5 ms: only when a schema is read, not on a cached start"},
+    "toolrun.sessions.play": {
+        "toolrun.loop.recorded_tools.RecordedToolResults": "only --replay-tools plays results back",
+        "toolrun.providers.scripted.ScriptedModel": "only a caller's own model object is told apart",
+        "toolrun.providers.scripted_file.load_scripted_model": "only a scripted: model reads a script",
+    },
+    "toolrun.core.registry": {"importlib.metadata.entry_points": "~10 ms of imports and a scan of every installed package"},
+    "toolrun.providers.transport": {
+        "httpx": AS_FOUND,
+        "toolrun.core.retry_policy.RetryPolicy": "a live run's retries only: a replay never imports the retry waits",
+    },
+    "toolrun.sessions.recipe": {
+        "toolrun.core.packaged_schemas.packaged_schema": "a cached recipe is not checked again",
+        "toolrun.core.schema_errors.schema_problems": "a cached recipe is not checked again",
+        "toolrun.core.durations.parse_duration": "only a recipe that sets the timeout",
+    },
+    "toolrun.sessions.recipe_cache": {"tempfile": "only a recipe not kept yet is written (random, shutil)"},
+    "toolrun.replay.divergence": {"difflib": "only a divergence is described with a diff"},
+    "toolrun.replay.recording": {"tempfile": "only recording writes a cassette: a replay does without random and shutil"},
+    "toolrun.core.retry_after": {
+        "email.utils": "only a Retry-After given as a date (email brings much of the mail package)",
+        "random": "only a retry waits, with jitter",
+    },
+    "toolrun.runlog.store": {"toolrun.runlog.search.search_runs": AS_FOUND},
+    "toolrun.core.schema_errors": {
+        "jsonschema.Draft202012Validator": JSONSCHEMA,
+        "jsonschema.exceptions.best_match": JSONSCHEMA,
+    },
+    "toolrun.core.secrets": {"base64": "only a run that reads a secret needs it"},
+    "toolrun.core.templates": {
+        "toolrun.core.template_sandbox.make_environment": AS_FOUND,
+        "toolrun.core.template_sandbox.traced_output": "jinja2 (template_sandbox): only an element that renders a dash",
+        "toolrun.core.template_sandbox.traced_template": "jinja2 (template_sandbox): only an element that renders a dash",
+        "jinja2.TemplateSyntaxError": AS_FOUND,
+        "jinja2.meta": AS_FOUND,
+        "jinja2.UndefinedError": AS_FOUND,
+    },
+    "toolrun.core.text": {"difflib": "only a mistake needs a did-you-mean"},
+    "toolrun.core.yamlsource": {"yaml": YAML},
+}
+
+
+def function_level_imports(root: Path, package: str) -> dict[str, dict[str, list[int]]]:
+    """Every import statement inside a function (or lambda) of ``package``: module -> imported name -> lines."""
+    found: dict[str, dict[str, list[int]]] = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = [package, *path.relative_to(root).with_suffix("").parts]
+        if parts[-1] == "__init__":
+            parts.pop()
+        module = ".".join(parts)
+        for function in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                continue
+            for node in _own_statements(function):
+                for name in _imported_names(node, module, path.name == "__init__.py"):
+                    found.setdefault(module, {}).setdefault(name, []).append(node.lineno)
+    return found
+
+
+def _own_statements(function: ast.AST) -> list[ast.AST]:
+    """The nodes of ``function`` outside the functions nested in it (those are walked on their own)."""
+    nodes, pending = [], list(ast.iter_child_nodes(function))
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            continue
+        nodes.append(node)
+        pending.extend(ast.iter_child_nodes(node))
+    return nodes
+
+
+def _imported_names(node: ast.AST, module: str, is_package: bool) -> list[str]:
+    """``import a.b`` -> ``a.b``; ``from a import b, c`` -> ``a.b``, ``a.c`` (relative imports resolved)."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if not isinstance(node, ast.ImportFrom):
+        return []
+    base = node.module or ""
+    if node.level:
+        anchor = module.split(".") if is_package else module.split(".")[:-1]
+        anchor = anchor[: len(anchor) - (node.level - 1)]
+        base = ".".join([*anchor, base] if base else anchor)
+    return [f"{base}.{alias.name}" for alias in node.names]
+
+
+def test_every_function_level_import_is_listed() -> None:
+    found = function_level_imports(PACKAGE_ROOT, "toolrun")
+    new = [f"{module}: {name} (line {', '.join(map(str, lines))})" for module, names in sorted(found.items())
+           for name, lines in sorted(names.items()) if name not in LAZY_IMPORTS.get(module, {})]
+    gone = [f"{module}: {name}" for module, names in sorted(LAZY_IMPORTS.items())
+            for name in sorted(names) if name not in found.get(module, {})]
+    assert not new, ("imports inside functions that LAZY_IMPORTS does not list — move each to the top of its module, "
+                     "or list it with the start-up time it saves:\n" + "\n".join(new))
+    assert not gone, "LAZY_IMPORTS lists imports that are no longer inside a function — remove them:\n" + "\n".join(gone)
+
+
+def test_the_scan_finds_imports_in_functions_methods_and_nested_blocks_but_not_at_the_top(tmp_path: Path) -> None:
+    package = tmp_path / "planted"
+    package.mkdir()
+    (package / "__init__.py").write_text("def version():\n    from . import about\n    return about\n", encoding="utf-8")
+    (package / "about.py").write_text(
+        "import json\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import csv\n"
+        "try:\n    import yaml\nexcept ImportError:\n    yaml = None\n"
+        "class Reader:\n    async def read(self):\n        if True:\n            import difflib\n"
+        "        def inner():\n            from .sub import thing as alias\n        return inner\n"
+        "check = lambda: __import__('os')\n", encoding="utf-8")
+    found = function_level_imports(package, "planted")
+    assert found == {"planted": {"planted.about": [2]},
+                     "planted.about": {"difflib": [12], "planted.sub.thing": [14]}}

@@ -1,0 +1,115 @@
+"""What an offline replay leaves out: modules only a live run, an http tool's check or a
+mistake needs are not imported.
+
+A subprocess plays recipes/inventory.yaml in place, without an API key (so it replays the
+recording beside it), through the console script's own entry (``toolrun.cli.main()``), and
+reports what it imported. Not timed (``benchmarks/run.py`` times it): this keeps a later
+change from pulling httpx and the rest back onto the start of every replay. Also: every
+dataclass has a docstring (one without costs ~180 us at import).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.cli.test_cli_recipe import INVENTORY, ROOT, clean_env
+
+# Each is imported only by what this replay never does: a request over the network (httpx,
+# and email through http.client), checking a tool (the catalog cache holds them: an http
+# tool's URL is parsed with httpx, a python tool's source read with python_signature and
+# sysconfig), or suggesting a name for a typo (difflib).
+NEVER_IMPORTED = ("httpx", "httpcore", "email", "http.client", "urllib.request", "difflib", "toolrun.backends.http",
+                  "toolrun.backends.python_signature", "sysconfig")
+# Each checks a file the caches serve (a tool file, or the recipe: a warm replay reads neither
+# again), serves an option this replay does not take (a scripted: model, --replay-tools,
+# --transcript), another command (toolrun logs search), the lint of a tool not cached, a live
+# request's retry, or only annotations (approval's Approver).
+NOT_ON_A_WARM_REPLAY = ("toolrun.catalog.tool_builder", "toolrun.catalog.parameter_checks", "toolrun.catalog.mcp_toolset",
+                        "toolrun.catalog.tool_schema", "toolrun.core.packaged_schemas", "toolrun.core.schema_errors",
+                        "toolrun.core.durations", "toolrun.providers.scripted", "toolrun.providers.scripted_file",
+                        "toolrun.loop.recorded_tools", "toolrun.runlog.transcript_log", "toolrun.runlog.search",
+                        "toolrun.backends.warning", "toolrun.core.retry_after", "toolrun.core.retry_policy",
+                        "toolrun.loop.approval")
+
+REPLAY_IN_PLACE = """
+import gc, json, sys
+recipe, report, *options = sys.argv[1:]
+sys.argv = ["toolrun", "recipe", recipe, *options]
+from toolrun.cli import main
+try:
+    main()
+except SystemExit as exit:
+    status = exit.code
+with open(report, "w", encoding="utf-8") as out:
+    json.dump({"status": status, "modules": sorted(sys.modules), "collecting": gc.isenabled()}, out)
+"""
+
+
+def replay_in_place(tmp_path: Path, name: str, *options: str) -> tuple[dict[str, Any], subprocess.CompletedProcess[str]]:
+    report = tmp_path / f"{name}.json"
+    done = subprocess.run([sys.executable, "-c", REPLAY_IN_PLACE, str(INVENTORY), str(report), *options], cwd=ROOT,
+                          env=clean_env(TOOLRUN_CACHE_DIR=str(tmp_path / "cache"), TOOLRUN_LOGS=str(tmp_path / "logs.db")),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(report.read_text(encoding="utf-8")), done
+
+
+def test_an_offline_replay_imports_no_http_client_and_nothing_only_a_mistake_needs(tmp_path: Path) -> None:
+    replay_in_place(tmp_path, "cold")  # fills the catalog cache: a cold one checks tools.d's http tools with httpx
+    report, done = replay_in_place(tmp_path, "warm")
+
+    assert report["status"] == 0, done.stderr
+    assert "replaying" in done.stderr and "玫瑰: 100" in done.stdout  # the replay did run, its tool too
+    assert "toolrun.sessions.play" in report["modules"] and "toolrun.providers.openai_chat" in report["modules"]
+    assert [name for name in NEVER_IMPORTED if name in report["modules"]] == []
+    assert [name for name in NOT_ON_A_WARM_REPLAY if name in report["modules"]] == []
+
+
+def test_a_replay_without_the_run_log_imports_neither_the_log_nor_sqlite3(tmp_path: Path) -> None:
+    replay_in_place(tmp_path, "cold", "--no-log")
+    report, done = replay_in_place(tmp_path, "warm", "--no-log")
+
+    assert report["status"] == 0, done.stderr
+    assert "玫瑰: 100" in done.stdout and not (tmp_path / "logs.db").exists()
+    assert [name for name in report["modules"] if name.startswith(("toolrun.runlog", "sqlite3"))] == []
+
+
+def test_the_script_runs_its_command_with_the_garbage_collector_on(tmp_path: Path) -> None:
+    # main() turns the collector off while it imports the command, then freezes and turns it back on.
+    report, done = replay_in_place(tmp_path, "run")
+
+    assert report["status"] == 0, done.stderr
+    assert report["collecting"] is True
+
+
+def test_every_dataclass_has_a_docstring() -> None:
+    # Without one, @dataclass makes a __doc__ from inspect.signature: ~180 us per class at import.
+    missing = []
+    for path in sorted((ROOT / "toolrun").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and ast.get_docstring(node) is None and any(
+                    ast.unparse(decorator).split("(")[0] in ("dataclass", "dataclasses.dataclass")
+                    for decorator in node.decorator_list):
+                missing.append(f"{path.relative_to(ROOT)}: {node.name}")
+    assert missing == []
+
+
+def test_the_command_line_package_hands_out_the_click_groups_names_before_it_is_imported() -> None:
+    # toolrun.cli stands in front of toolrun.cli.group; asking it for a name (or for one it lacks,
+    # as inspect, doctest and "import *" do) before the group is imported must not recurse.
+    script = """
+import sys
+import toolrun.cli as cli
+assert "toolrun.cli.group" not in sys.modules
+assert hasattr(cli, "no_such_name") is False
+assert "recipe" in cli.COMMANDS and cli.ToolrunGroup is not None and cli.group.COMMANDS is cli.COMMANDS
+from toolrun.cli import *
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]

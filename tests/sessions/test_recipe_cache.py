@@ -1,0 +1,115 @@
+"""An unchanged recipe is read once: the next load comes from the cache with every line kept,
+and any change (or a recipe with a problem, or one written just now) is read and checked again."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.catalog.test_catalog_scale import HOUR_AGO_NS
+from tests.sessions.test_recipe import GOOD_RECIPE, make_project, write
+from toolrun.catalog.loader import load_catalog_or_raise
+from toolrun.core.errors import LoadError, UserError
+from toolrun.sessions import recipe as recipe_module
+from toolrun.sessions.recipe import load_recipe
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    return make_project(tmp_path)
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[str]:
+    """The recipe files parsed, in order (with a cache folder of the test's own)."""
+    monkeypatch.setenv("TOOLRUN_CACHE_DIR", str(tmp_path / "cache"))
+    parsed: list[str] = []
+    real = recipe_module.load_yaml_file
+
+    def counting(path: Path):
+        parsed.append(path.name)
+        return real(path)
+
+    monkeypatch.setattr(recipe_module, "load_yaml_file", counting)
+    return parsed
+
+
+def settled(path: Path, offset: int = 0) -> Path:
+    """Date the file an hour back: a file changed within the last 2 seconds is never kept."""
+    os.utime(path, ns=(HOUR_AGO_NS + offset, HOUR_AGO_NS + offset))
+    return path
+
+
+def test_an_unchanged_recipe_is_parsed_once_and_keeps_its_lines(project: Path, reads: list[str]) -> None:
+    path = settled(write(project, GOOD_RECIPE))
+    first = load_recipe(path)
+    again = load_recipe(path)
+    assert reads == ["r.yaml"]
+    assert again.document == first.document and again.vars == first.vars and again.settings == first.settings
+    assert [(m.role, m.template, m.line) for m in again.messages] == [(m.role, m.template, m.line) for m in first.messages]
+    assert again.render_messages({}) == first.render_messages({})
+    assert again.document.key_lines == first.document.key_lines
+    assert again.document["tools"].item_lines == first.document["tools"].item_lines
+
+    # A tool the catalog lacks is reported at the line of the tools list item, cached or not.
+    catalog = load_catalog_or_raise(project / "tools.d")
+    catalog.tools.pop("get_flower_inventory")
+    with pytest.raises(UserError) as caught:
+        again.select_tools(catalog)
+    line = first.document["tools"].item_lines[0]
+    assert any(problem.line == line for problem in caught.value.problems), caught.value.problems
+
+
+def test_a_changed_recipe_is_read_again_and_its_new_problem_reported(project: Path, reads: list[str]) -> None:
+    path = settled(write(project, GOOD_RECIPE))
+    load_recipe(path)
+    # Same size, one word changed, a new time: read again, never served stale.
+    broken = GOOD_RECIPE.replace("max_turns: 8", "max_turns: X")
+    assert len(broken) == len(GOOD_RECIPE)
+    settled(write(project, broken), offset=1_000_000)
+    with pytest.raises(LoadError) as caught:
+        load_recipe(path)
+    assert reads == ["r.yaml", "r.yaml"] and "max_turns" in str(caught.value)
+
+
+def test_a_recipe_with_a_problem_or_written_just_now_is_never_kept(project: Path, reads: list[str]) -> None:
+    wrong = settled(write(project, GOOD_RECIPE.replace("max_turns: 8", "max_turns: X"), name="wrong.yaml"))
+    for _ in range(2):
+        with pytest.raises(LoadError):
+            load_recipe(wrong)
+    fresh = write(project, GOOD_RECIPE, name="fresh.yaml")  # its time is now
+    load_recipe(fresh)
+    load_recipe(fresh)
+    assert reads == ["wrong.yaml", "wrong.yaml", "fresh.yaml", "fresh.yaml"]
+
+
+def test_no_recipe_is_kept_when_the_cache_is_off(project: Path, reads: list[str],
+                                                 monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("TOOLRUN_CACHE_DIR", "off")
+    path = settled(write(project, GOOD_RECIPE))
+    load_recipe(path)
+    load_recipe(path)
+    assert reads == ["r.yaml", "r.yaml"] and not (tmp_path / "cache").exists()
+
+
+def test_a_damaged_cache_file_is_ignored(project: Path, reads: list[str], tmp_path: Path) -> None:
+    path = settled(write(project, GOOD_RECIPE))
+    load_recipe(path)
+    (kept,) = (tmp_path / "cache").glob("recipe-*.marshal")
+    kept.write_bytes(b"\x00not marshal")
+    assert load_recipe(path).vars["shop"] == "花花"
+    assert reads == ["r.yaml", "r.yaml"]
+
+
+def test_a_damaged_cache_file_is_read_again_never_served(project: Path, reads: list[str], tmp_path: Path) -> None:
+    path = settled(write(project, GOOD_RECIPE))
+    first = load_recipe(path)
+    (cached,) = (tmp_path / "cache").glob("recipe-*")
+    data = cached.read_bytes()
+    assert b"get_flower_inventory" in data
+    cached.write_bytes(data.replace(b"get_flower_inventory", b"get_flower_inventorX"))
+    again = load_recipe(path)
+    assert again.document == first.document
+    assert reads == ["r.yaml", "r.yaml"]
