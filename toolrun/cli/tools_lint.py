@@ -72,12 +72,13 @@ def lint_command(ctx: click.Context, tools_dir: Path | None, as_json: bool, stri
             click.echo(where + paint(severity, severity, color) + rest, color=color)
         for line in info_lines:
             click.echo(paint(terminal_safe(line), "info", color), color=color)
-        click.echo(
-            f"{counted(len(catalog), 'tool')}: {counted(counts['error'], 'error')}, "
-            f"{counted(counts['warning'], 'warning')}, {counts['info']} info"
-            + (f", {counts['ignored']} ignored" if counts["ignored"] else ""),
-            err=True,
-        )
+        if len(catalog) or not problems:  # nothing loaded: the problems below say all there is
+            click.echo(
+                f"{counted(len(catalog), 'tool')}: {counted(counts['error'], 'error')}, "
+                f"{counted(counts['warning'], 'warning')}, {counts['info']} info"
+                + (f", {counts['ignored']} ignored" if counts["ignored"] else ""),
+                err=True,
+            )
     if problems:  # a file that does not load fails the lint like before, after what did load is checked
         report_error(LoadError(problems))
         ctx.exit(EXIT_BAD_INPUT)
