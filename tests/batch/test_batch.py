@@ -661,3 +661,14 @@ def test_progress_is_a_bar_on_a_terminal_and_a_line_every_few_seconds_elsewhere(
         else:
             assert "\r" not in stream.text
             assert stream.text.splitlines()[1:] == ["[##################......] 3/4  failures 1  tokens 30  ETA 3s"]
+
+
+def test_the_default_results_file_is_named_after_the_recipe_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    recipe = make_world(tmp_path)  # its name: is shop
+    renamed = recipe.rename(tmp_path / "shop-v2.yaml")
+    write_rows(tmp_path / "rows.jsonl", 1)
+    monkeypatch.chdir(tmp_path)
+    result = invoke("batch", str(renamed), "--inputs", "rows.jsonl", "--model", f"scripted:{tmp_path / 'script.yaml'}",
+                    "--no-log")
+    assert result.exit_code == 0, result.stderr
+    assert (tmp_path / "shop-v2.results.jsonl").is_file() and not (tmp_path / "shop.results.jsonl").exists()

@@ -111,6 +111,12 @@ def test_arg_wins_over_args_and_bad_values_are_reported(echo_tools: Path) -> Non
     assert no_equals.exit_code == 2 and "is not K=V" in no_equals.stderr
 
 
+def test_a_comma_list_for_an_array_gets_the_json_form_as_its_fix(echo_tools: Path) -> None:
+    result = run("echo_types", "--arg", "flags=ops,sev2", "--tools-dir", str(echo_tools))
+    assert result.exit_code == 2
+    assert "--arg 'flags=[\"ops\",\"sev2\"]'" in result.stderr and "Traceback" not in result.stderr
+
+
 def test_the_same_arg_twice_is_bad_input_not_last_one_wins(echo_tools: Path) -> None:
     twice = run("echo_types", "--arg", "label=a", "--arg", "label=b", "--tools-dir", str(echo_tools))
     assert twice.exit_code == 2 and "--arg label is given twice ('a' and 'b')" in twice.stderr

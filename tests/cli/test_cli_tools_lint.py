@@ -227,3 +227,35 @@ def test_lint_and_list_json_print_a_document_for_an_unknown_option() -> None:
         document = json.loads(result.stdout)
         assert (document["tools"], document["findings"]) == (0, [])
         assert "--tools-dri" in document["problems"][0]["message"]
+
+
+def test_info_on_every_tool_is_one_line_unless_verbose(tmp_path: Path) -> None:
+    directory = tools_dir(tmp_path, GOOD_TOOL, SHORT_TOOL)
+    _, out, _ = run("tools", "lint", "--tools-dir", str(directory))
+    assert "info: token-cost on 2 tools (--verbose lists each" in out
+    assert "get_prices: definition costs" not in out
+    assert "the 2 tool definitions cost" in out  # the catalog's own total stays
+    _, verbose, _ = run("tools", "lint", "--tools-dir", str(directory), "--verbose")
+    assert "get_prices: definition costs" in verbose and "info: token-cost on" not in verbose
+    _, as_json, _ = run("tools", "lint", "--tools-dir", str(directory), "--json")
+    assert sum(f["rule"] == "token-cost" and f["tool"] is not None for f in json.loads(as_json)["findings"]) == 2
+
+
+def test_rule_severity_and_tool_filters(tmp_path: Path) -> None:
+    directory = tools_dir(tmp_path, GOOD_TOOL, SHORT_TOOL)
+
+    def shown(*options: str) -> set[tuple[str | None, str]]:
+        _, out, _ = run("tools", "lint", "--tools-dir", str(directory), "--json", *options)
+        return {(f["tool"], f["rule"]) for f in json.loads(out)["findings"]}
+
+    assert shown("--severity", "warning") == {("get_prices", "description-too-short")}
+    assert shown("--rule", "token-cost", "--tool", "get_f*") == {("get_flower_inventory", "token-cost")}
+    assert shown("--tool", "nothing*") == set()
+    code, out, err = run("tools", "lint", "--tools-dir", str(directory), "--rule", "token-cots")
+    assert code == 2 and "did you mean 'token-cost'?" in err and "Traceback" not in err
+
+
+def test_strict_counts_only_the_findings_shown(tmp_path: Path) -> None:
+    directory = tools_dir(tmp_path, GOOD_TOOL, SHORT_TOOL)
+    code, _, _ = run("tools", "lint", "--tools-dir", str(directory), "--strict", "--tool", "get_flower_inventory")
+    assert code == 0

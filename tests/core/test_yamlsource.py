@@ -99,3 +99,45 @@ def test_a_number_longer_than_python_reads_is_a_problem_at_its_line(tmp_path: Pa
     with pytest.raises(YamlSyntaxError, match="a number longer than") as info:
         load_yaml_text(f"name: x\nmaximum: {huge}\n", "f.yaml")
     assert info.value.problem.line == 2
+
+
+UNCLOSED_THEN_ANOTHER_QUOTE = """\
+name: get_x
+description: >-
+  Something long.
+parameters:
+  type: object
+  properties:
+    city:
+      description: "The city
+      type: string
+    unit:
+      type: string
+      description: "Celsius or F"
+  required: [city]
+"""
+
+
+def test_an_unclosed_quote_is_reported_where_it_opens_not_where_the_parser_stops() -> None:
+    with pytest.raises(YamlSyntaxError) as caught:
+        load_yaml_text(UNCLOSED_THEN_ANOTHER_QUOTE, "t.yaml")
+    assert caught.value.problem.line == 8
+    assert "not closed" in caught.value.problem.message and "line 12" in caught.value.problem.message
+    at_the_end = "\n".join(UNCLOSED_THEN_ANOTHER_QUOTE.splitlines()[:9]) + "\n"  # no quote after it: end of stream
+    with pytest.raises(YamlSyntaxError) as caught:
+        load_yaml_text(at_the_end, "t.yaml")
+    assert caught.value.problem.line == 8 and "close the quote" in str(caught.value.problem.fix)
+
+
+def test_other_parser_errors_keep_their_line_when_every_quote_is_closed() -> None:
+    text = "name: 'it''s' \ndescription: \"a \\\"b\\\"\"\nparameters:\n  type: object\n - x\n"
+    with pytest.raises(YamlSyntaxError) as caught:
+        load_yaml_text(text, "t.yaml")
+    assert caught.value.problem.line == 5
+
+
+def test_an_unquoted_colon_in_a_text_gets_the_quoting_hint() -> None:
+    with pytest.raises(YamlSyntaxError) as caught:
+        load_yaml_text("name: x\ndescription: Returns the weather. Note: cities only.\n", "t.yaml")
+    assert caught.value.problem.line == 2
+    assert 'quote the whole value ("...")' in str(caught.value.problem.fix) and '": "' in str(caught.value.problem.fix)

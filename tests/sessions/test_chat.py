@@ -291,3 +291,16 @@ def test_a_run_log_that_cannot_be_opened_stops_the_chat_before_it_starts_and_lea
         input="", cwd=tmp_path, env=clean_env(TMPDIR=str(temporary)), capture_output=True, text=True, timeout=60)
     assert completed.returncode == 2 and "--logs: the folder" in completed.stderr
     assert list(temporary.iterdir()) == []  # no folder for recordings left behind
+
+
+def test_a_chat_without_a_key_says_it_needs_credentials_not_that_record_does(tmp_path: Path) -> None:
+    from toolrun.core.errors import UserError
+
+    session = ChatSession.open(recipe=ROOT / "recipes" / "inventory.yaml", environ={})
+    try:
+        with pytest.raises(UserError) as info:
+            asyncio.run(session.answer("北京?"))
+    finally:
+        session.close()
+    message = info.value.problems[0].message
+    assert "a live run needs credentials" in message and "--record" not in message

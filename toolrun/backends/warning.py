@@ -16,3 +16,4 @@ class BackendWarning:
     rule: str
     key_path: str
     message: str
+    severity: str = "warning"  # "error" for a mistake no call survives (``${NAME}`` sent as written)

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from toolrun.backends import get_backend
 from toolrun.catalog.model import Catalog
 from toolrun.catalog.tokens import token_estimate
 from toolrun.core.text import counted, did_you_mean
@@ -59,29 +60,43 @@ class LintFinding:
             document["ignored"] = True
         return document
 
+    def where(self) -> str:
+        """``FILE:LINE: `` (or ``FILE: ``, or nothing): how the finding's line begins."""
+        return f"{self.file}:{self.line}: " if self.file and self.line else (f"{self.file}: " if self.file else "")
+
     def __str__(self) -> str:
-        where = f"{self.file}:{self.line}: " if self.file and self.line else (f"{self.file}: " if self.file else "")
+        where = self.where()
         subject = f"{self.tool}: " if self.tool else ""
         accepted = " (ignored: lint.ignore)" if self.ignored else ""
         return f"{where}{self.severity}: {subject}{self.message} [{self.rule}]{accepted}"
 
 
-def _finding(tool: Tool, raw: RawFinding) -> LintFinding:
+def _finding(tool: Tool, raw: RawFinding, override_hint: str | None = None) -> LintFinding:
     return LintFinding(
         tool=tool.name,
         file=str(tool.source.file),
         line=tool.source.line_of(raw.key_path),
         rule=raw.rule,
         severity=raw.severity,
-        message=raw.message,
+        message=f"{raw.message} — {override_hint}" if override_hint else raw.message,
     )
+
+
+def _override_hint(tool: Tool) -> str | None:
+    """How to fix a tool whose text its file does not hold (an MCP server's), as its backend says."""
+    try:
+        return get_backend(tool.backend.kind).override_hint(tool)
+    except Exception:  # a missing or broken backend is a load error, reported there
+        return None
 
 
 def lint_tool(tool: Tool) -> list[LintFinding]:
     """The findings of the rules that look at one tool alone."""
     from toolrun.catalog.lint_rules import tool_findings  # ~10 ms of imports, for a tool whose findings are not cached
 
-    return [_finding(tool, raw) for raw in tool_findings(tool)]
+    raws = tool_findings(tool)
+    hint = _override_hint(tool) if raws else None
+    return [_finding(tool, raw, hint) for raw in raws]
 
 
 # Action verbs by meaning: two tools whose names carry verbs of different meanings
@@ -271,6 +286,7 @@ RULES = frozenset({
     "state-changing-without-annotations", "prompt-injection", "unused-parameter", "secret-in-argv",
     "optional-path-parameter", "argv-option-injection", "model-chosen-host", "model-chosen-path",
     "credentials-withheld", "shell-exit-code", "python-signature", "unknown-lint-rule",
+    "env-reference-without-env", "dollar-variable",
 })
 # A poisoned description must never reach a model, however its file is annotated.
 NEVER_IGNORED = frozenset({"prompt-injection"})

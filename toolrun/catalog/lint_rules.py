@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from toolrun.catalog.cjk import is_cjk
 from toolrun.catalog.tokens import token_estimate  # also what tools export shows
-from toolrun.core.credentials import WITHHELD_KEY
 from toolrun.core.schema_dialects import SchemaChange, allows_null, to_gemini, to_openai_strict
 from toolrun.core.text import counted
 from toolrun.core.tool import Tool
@@ -158,12 +157,24 @@ _BARE_LIST = _compiled_at_first_use(
 )
 
 
+# "Allowed values: a, b, c." — a cue and a colon, then a comma-separated list of bare words.
+_COLON_LIST = _compiled_at_first_use(
+    r"\b(?:(?:allowed|possible|valid|supported|accepted|available) values|values|options|choices|one of)\s*:\s*"
+    r"([A-Za-z0-9_.-]{1,30}(?:(?:\s*[,|]\s*(?:(?:or|and)\s+)?|\s+(?:or|and)\s+)[A-Za-z0-9_.-]{1,30})+)",
+    re.IGNORECASE,
+)
+
+
 def prose_values(description: str) -> list[str]:
-    """Values listed in a description ("one of `a`, `b`"), or [] when it lists none."""
+    """Values listed in a description ("one of `a`, `b`", "Allowed values: a, b, c."), or [] when it lists none."""
     bare = _BARE_LIST().search(description)
     if bare:
         listed = re.sub(r"^(one of|either)[:\s]+", "", bare.group(0), flags=re.IGNORECASE)
         return [value for value in re.split(r"[\s,]+", listed) if value.lower() not in ("or", "and")]
+    colon = _COLON_LIST().search(description)
+    if colon:
+        values = [value.strip(".") for value in re.split(r"[\s,|]+", colon.group(1))]
+        return [value for value in values if value and value.lower() not in ("or", "and")]
     cue = _VALUE_CUE().search(description)
     if not cue:
         return []
@@ -389,7 +400,8 @@ def backend_findings(tool: Tool) -> Iterator[RawFinding]:
     except Exception:  # a missing or broken backend is a load error, reported there
         return
     for warning in warnings:
-        yield RawFinding(warning.rule, "warning", warning.key_path, warning.message)
+        severity: Severity = "error" if warning.severity == "error" else "warning"
+        yield RawFinding(warning.rule, severity, warning.key_path, warning.message)
 
 
 def unused_parameter_findings(tool: Tool) -> Iterator[RawFinding]:
@@ -418,10 +430,10 @@ def unused_parameter_findings(tool: Tool) -> Iterator[RawFinding]:
 
 def withheld_credential_findings(tool: Tool) -> Iterator[RawFinding]:
     """credentials-withheld: the toolset's credentials are for its base_url's origin, and this tool goes elsewhere."""
-    withheld = tool.backend.config.get(WITHHELD_KEY)
-    if not isinstance(withheld, dict) or not withheld:
+    withheld = tool.backend.withheld_credentials
+    if not withheld:
         return
-    names = ", ".join(f"{key} {name}" for key, entries in withheld.items() for name in entries)
+    names = ", ".join(f"{key} {name}" for key, entries in withheld for name in entries)
     yield RawFinding(
         "credentials-withheld", "warning", f"backend.{tool.backend.kind}.url",
         f"the toolset's credentials ({names}) are not sent: this tool's url is not on the origin of the "

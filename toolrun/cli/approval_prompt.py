@@ -8,6 +8,8 @@ import os
 import select
 import sys
 import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, TextIO
 
 import click
@@ -27,8 +29,10 @@ class TerminalApprover:
     """Approve with ``assume_yes``; else ask on a TTY showing the arguments; else deny."""
 
     def __init__(self, assume_yes: bool = False, *, stdin: TextIO | None = None,
-                 asking: str = "The model wants to call"):
+                 asking: str = "The model wants to call",
+                 quiet: Callable[[], AbstractContextManager[None]] = nullcontext):
         self.assume_yes = assume_yes
+        self.quiet = quiet  # what else writes to the terminal keeps still while the question is up (the live line)
         self.asking = asking  # who wants the call: the model in a run, the person at ``toolrun call``
         self._stdin = stdin
         self._lock: asyncio.Lock | None = None  # one question at a time when calls run concurrently
@@ -44,9 +48,13 @@ class TerminalApprover:
                        "(use --yes to approve every call)", err=True)
             return False
         async with self._one_at_a_time():
-            shown = json.dumps(arguments, ensure_ascii=False, indent=2)
-            click.echo(terminal_safe(redact(f"\n{self.asking} {tool.name} with:\n{shown}")), err=True)
-            return await _ask_in_background(f"Allow this call to {tool.name}? [y/N]: ", stdin)
+            with self.quiet():
+                return await self._ask(tool, arguments, stdin)
+
+    async def _ask(self, tool: Tool, arguments: dict[str, Any], stdin: TextIO) -> bool:
+        shown = json.dumps(arguments, ensure_ascii=False, indent=2)
+        click.echo(terminal_safe(redact(f"\n{self.asking} {tool.name} with:\n{shown}")), err=True)
+        return await _ask_in_background(f"Allow this call to {tool.name}? [y/N]: ", stdin)
 
     def _one_at_a_time(self) -> asyncio.Lock:
         """The lock of the running loop: a chat plays each answer in a loop of its own, and a lock serves one loop."""

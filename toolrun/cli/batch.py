@@ -40,7 +40,7 @@ PLAIN_PROGRESS_EVERY_S = 5.0  # without a terminal: one progress line this often
 @click.option("--inputs", "inputs", required=True, type=click.Path(path_type=Path, dir_okay=False),
               help="the rows: JSON Lines, CSV or a YAML list; each row's fields are the recipe's vars")
 @click.option("--out", "out", type=click.Path(path_type=Path, dir_okay=False),
-              help="results as JSON Lines, one line per run (default: RECIPE-NAME.results.jsonl here)")
+              help="results as JSON Lines, one line per run (default: the recipe's file name, as FILE.results.jsonl here)")
 @click.option("--concurrency", type=click.IntRange(min=1), help="runs at a time (default: sized for the provider)")
 @click.option("--model", "models", multiple=True, metavar="P:M",
               help="provider:model (repeatable: every row runs with each); scripted:FILE plays a script offline")

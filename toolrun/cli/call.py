@@ -16,6 +16,7 @@ import click
 
 from toolrun.api import acall, find_tool
 from toolrun.cli.approval_prompt import TerminalApprover
+from toolrun.cli.color import echo_err
 from toolrun.cli.common import complete_tool_names, json_usage_errors, load_catalog_for_cli, tools_dir_option
 from toolrun.core.errors import EXIT_RUN_FAILED, Problem, UserError
 from toolrun.core.text import terminal_safe
@@ -69,9 +70,12 @@ def call_command(name: str, arg_pairs: tuple[str, ...], args_json: str | None, t
     if as_json:
         click.echo(json.dumps(outcome.to_json(), ensure_ascii=False))
     elif outcome.is_error:
-        click.echo(terminal_safe(f"error result: {outcome.result}"), err=True)
+        echo_err(terminal_safe(f"error result: {outcome.result}"), "error")
     else:  # a terminal shows the result escaped; a pipe or a file gets it as the tool wrote it
         click.echo(terminal_safe(outcome.result) if sys.stdout.isatty() else outcome.result)
+    if outcome.blocks and not as_json:
+        click.echo(f"the tool also returned {', '.join(block.describe() for block in outcome.blocks)}; "
+                   "--json prints them under content", err=True)
     if outcome.is_error:
         click.get_current_context().exit(EXIT_RUN_FAILED)
 
@@ -98,7 +102,22 @@ def parse_value(tool: Tool, key: str, text: str) -> Any:
     try:
         return json.loads(text)
     except ValueError:
-        return text
+        if "string" in types or not types & {"array", "object"}:
+            return text  # the schema's own check words the mistake
+        raise UserError(Problem(None, None, f"--arg {key}: {text!r} is not JSON, and {key} is an {_kind(types)}",
+                                f"write it in JSON: --arg '{key}={_json_form(types, text)}'")) from None
+
+
+def _kind(types: set[str]) -> str:
+    return "array" if "array" in types else "object"
+
+
+def _json_form(types: set[str], text: str) -> str:
+    """``ops,sev2`` as the JSON array ``["ops","sev2"]``; an object as an example of one."""
+    if "array" in types:
+        return json.dumps([item.strip() for item in text.split(",") if item.strip()], ensure_ascii=False,
+                          separators=(",", ":"))
+    return '{"name": "value"}'
 
 
 def parse_arguments(tool: Tool, arg_pairs: tuple[str, ...], args_json: str | None) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import atexit
 import os
 import sys
 import uuid
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 import click
@@ -80,7 +81,8 @@ class Chat:
         self.session = session
         self.run_log = run_log
         self.stream = stream
-        self.approver = TerminalApprover(assume_yes)
+        self.display: TerminalDisplay | None = None  # the current answer's: its live line keeps still while a question is up
+        self.approver = TerminalApprover(assume_yes, quiet=self._quiet)
         self.id = uuid.uuid4().hex[:12]  # the run log groups this chat's answers by it
         self.interactive = sys.stdin.isatty()
         if self.interactive:
@@ -132,21 +134,29 @@ class Chat:
             _info(f"unknown command {name}; {COMMANDS_HELP}")
         return False
 
+    def _quiet(self) -> AbstractContextManager[None]:
+        return self.display.paused() if self.display is not None else nullcontext()
+
     def ask(self, question: str) -> None:
-        display = TerminalDisplay(info_out=sys.stderr, text_out=sys.stdout)
+        display = self.display = TerminalDisplay(info_out=sys.stderr, text_out=sys.stdout)
         writer = None if self.run_log is None else RunLogWriter(self.run_log, command="chat", prompt=question,
                                                                 vars=self.session.base.vars, session=self.id)
         try:
             result = asyncio.run(self.session.answer(question, observer=ObserverGroup(display, writer),
                                                      approver=self.approver, stream=self.stream))
         except KeyboardInterrupt:
+            display.calls_stopped()
             display.notice("cancelled: the answer was stopped; the conversation goes on without it")
             if writer is not None:
                 writer.interrupted()
             return
         except ToolrunError as exc:
+            display.calls_stopped()
             display.notice(f"error: {exc}")
             return
+        finally:
+            if writer is not None:
+                writer.flush()  # what an answer that broke off had done so far
         display.summary(result, result.mode or "live")
         if result.failed:
             display.notice(f"error: the answer failed: {result.error or result.stop_reason}")

@@ -9,9 +9,12 @@ the JSON document.
 from __future__ import annotations
 
 import json
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, TextIO
 
 from toolrun.catalog.model import Catalog
+from toolrun.cli.color import color_enabled, paint
+from toolrun.cli.live_line import LiveElapsed
 from toolrun.core.messages import ModelResponse, ToolCall, Usage
 from toolrun.core.secrets import redact
 from toolrun.core.text import counted, terminal_safe
@@ -29,19 +32,32 @@ class TerminalDisplay(RunObserver):
     ``info_out`` receives tool-call lines and the summary.
     """
 
-    def __init__(self, info_out: TextIO, text_out: TextIO | None):
+    def __init__(self, info_out: TextIO, text_out: TextIO | None, *, live: bool | None = None):
         self.info_out = info_out
         self.text_out = text_out
         self._streamed_this_turn = False
         self._text_open = False  # text printed without its final newline yet
+        self.color = color_enabled(info_out)
+        # The elapsed-time line of slow calls: on a terminal only (None: whether info_out is one).
+        self.live = LiveElapsed(info_out) if (_is_terminal(info_out) if live is None else live) else None
 
     def notice(self, message: str) -> None:
-        """A line for the person running toolrun (mode, fallbacks, divergences)."""
+        """A line for the person running toolrun (mode, fallbacks, divergences); ``error:``/``warning:`` in colour."""
         self._close_text()
-        self._info(message)
+        head, sep, rest = message.partition(" ")
+        if head in ("error:", "warning:"):
+            self._info(head, head[:-1], sep + rest)
+        else:
+            self._info(message)
+
+    def calls_stopped(self) -> None:
+        """The run was interrupted: no call is running any more, whatever ends were never reported."""
+        if self.live is not None:
+            self.live.stop()
 
     def on_catalog(self, catalog: Catalog) -> None:
-        self._info(load_summary(catalog))
+        for line in load_report(catalog):
+            self._info(line)
 
     def on_notice(self, message: str) -> None:
         self.notice(message)
@@ -67,12 +83,21 @@ class TerminalDisplay(RunObserver):
 
     def on_tool_call_start(self, call: ToolCall) -> None:
         arguments = call.arguments if call.arguments is not None else call.raw_arguments
-        self._info(f"→ {call.name} {_compact(arguments)}")
+        self._info(f"→ {call.name}", "call", f" {_compact(arguments)}")
+        if self.live is not None:
+            self.live.started(call.id, call.name)
 
     def on_tool_call_end(self, record: ToolCallRecord) -> None:
+        if self.live is not None:
+            self.live.ended(record.id)
         mark = "✗" if record.is_error else "←"
         label = "error: " if record.is_error else ""
-        self._info(f"{mark} {record.name} {record.duration_ms} ms: {label}{_one_line(record.result)}")
+        self._info(f"{mark} {record.name}", "error" if record.is_error else "result",
+                   f" {record.duration_ms} ms: {label}{_one_line(record.result)}")
+
+    def paused(self) -> AbstractContextManager[None]:
+        """No live line while an approval question is on the terminal."""
+        return self.live.paused() if self.live is not None else nullcontext()
 
     def summary(self, result: RunResult, mode: str) -> None:
         """The last line: turns, tool calls and tokens used, and whether it was live."""
@@ -85,9 +110,21 @@ class TerminalDisplay(RunObserver):
             self.text_out.flush()
         self._text_open = False
 
-    def _info(self, line: str) -> None:
-        self.info_out.write(terminal_safe(redact(line)) + "\n")
-        self.info_out.flush()
+    def _info(self, line: str, style: str | None = None, rest: str = "") -> None:
+        """``line`` (in ``style``'s colour) and ``rest``, each escaped before any colour is added."""
+        text = paint(terminal_safe(redact(line)), style, self.color) if style else terminal_safe(redact(line))
+        with self.live.lock if self.live is not None else nullcontext():
+            if self.live is not None:
+                self.live.erase()
+            self.info_out.write(text + terminal_safe(redact(rest)) + "\n")
+            self.info_out.flush()
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def load_summary(catalog: Catalog) -> str:
@@ -103,6 +140,18 @@ def load_summary(catalog: Catalog) -> str:
     if errors or warnings:
         line += " (toolrun tools lint shows them)"
     return line
+
+
+def load_report(catalog: Catalog) -> list[str]:
+    """The summary line, then each problem of a file left out of the catalog, then what loading noticed."""
+    lines = [load_summary(catalog)]
+    lines += [terminal_safe(f"warning: {problem}") for problem in catalog.problems]
+    if catalog.problems:
+        files = {str(problem.file) for problem in catalog.problems}
+        lines.append(f"toolrun: the tools of {counted(len(files), 'file')} with a problem are left out; "
+                     "this command needs none of them")
+    lines += [terminal_safe(f"toolrun: {notice}") for notice in catalog.notices]
+    return lines
 
 
 def summary_line(turns: list[TurnRecord], tool_calls: int, usage: Usage, mode: str) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 import click
 
 from toolrun import __version__
+from toolrun.cli.color import COLOR_CHOICES, echo_err, remember_choice
 from toolrun.core.errors import TOOL_LOGGER, ToolrunError
 from toolrun.core.secrets import redact
 from toolrun.core.text import terminal_safe
@@ -52,9 +53,11 @@ def import_command_module(args: list[str]) -> None:
     module again when it runs the command, and reports any failure to import it then.
     """
     lazy, groups = COMMANDS, {"tools": TOOLS_COMMANDS, "import": IMPORT_COMMANDS}
+    after_color = False
     for arg in args:
-        if arg.startswith("-"):
-            continue  # the group's own flags (--debug, --help) take no value
+        if arg.startswith("-") or after_color:
+            after_color = arg == "--color"  # the group's one option with a value; --debug, --help take none
+            continue
         if arg in groups and lazy is COMMANDS:
             lazy = groups[arg]
             continue
@@ -105,19 +108,19 @@ def report_internal_error(exc: Exception) -> None:
     """One line for an exception no part of toolrun meant to raise: it is a bug, not the user's mistake."""
     what = str(redact(str(exc)))
     what = f"{type(exc).__name__}: {what[:300]}" if what else type(exc).__name__
-    click.echo(terminal_safe(f"error: internal error ({what}) — this is a bug in toolrun; run the command again "
-                             "with --debug for the traceback and report it"), err=True)
+    echo_err(terminal_safe(f"error: internal error ({what}) — this is a bug in toolrun; run the command again "
+                           "with --debug for the traceback and report it"), "error")
 
 
 def report_error(exc: ToolrunError) -> None:
     problems = getattr(exc, "problems", None)
     if problems:
         for problem in problems:
-            click.echo(terminal_safe(f"error: {problem}"), err=True)
+            echo_err(terminal_safe(f"error: {problem}"), "error")
         if len(problems) > 1:
             click.echo(f"{len(problems)} problems.", err=True)
     else:
-        click.echo(terminal_safe(f"error: {exc}"), err=True)
+        echo_err(terminal_safe(f"error: {exc}"), "error")
 
 
 @click.group(cls=ToolrunGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
@@ -125,9 +128,13 @@ def report_error(exc: ToolrunError) -> None:
 @click.option("--debug", is_flag=True, envvar="TOOLRUN_DEBUG",
               help="Print the traceback of a failing tool on stderr (the model still gets one line). "
                    "Also TOOLRUN_DEBUG=1.")
+@click.option("--color", "color", type=click.Choice(COLOR_CHOICES), default="auto", show_default=True,
+              help="Colour errors, warnings, calls and results: auto (on a terminal, unless NO_COLOR is set; "
+                   "FORCE_COLOR colours a pipe too), always or never.")
 @click.pass_context
-def main(ctx: click.Context, debug: bool) -> None:
+def main(ctx: click.Context, debug: bool, color: str) -> None:
     """toolrun: give a model your HTTP APIs and scripts, configured in YAML."""
+    remember_choice(ctx, color)
     if debug:
         show_tool_tracebacks(ctx)
 

@@ -138,8 +138,10 @@ def play_recipe(
     try:
         try:
             result = asyncio.run(run_recipe(recipe, replace(
-                options, observer=ObserverGroup(display, log, writer), approver=TerminalApprover(assume_yes))))
+                options, observer=ObserverGroup(display, log, writer),
+                approver=TerminalApprover(assume_yes, quiet=display.paused))))
         except KeyboardInterrupt:
+            display.calls_stopped()
             display.notice("interrupted: the run stopped before it finished")
             if log is not None:
                 log.write("interrupted", message="the run was interrupted (Ctrl-C)")
@@ -149,6 +151,8 @@ def play_recipe(
     finally:
         if log is not None:
             log.close()
+        if writer is not None:
+            writer.flush()  # what a run that broke off had done so far
         if run_log is not None:
             run_log.close()
     if writer is not None and writer.problem:

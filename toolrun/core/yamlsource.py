@@ -7,6 +7,7 @@ PyYAML is imported on the first parse: a command whose files all come from a cac
 from __future__ import annotations
 
 import functools
+import re
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -197,27 +198,79 @@ def _load(text: str, path: Path | str) -> Any:
     try:
         return yaml.load(text, Loader=line_loader)  # noqa: S506 - a SafeLoader
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark else None
-        what = exc.problem or str(exc)
-        if exc.context:
-            what = f"{exc.context}, {what}"
-        fix = "fix the YAML syntax at this line"
-        if what.startswith("aliases expand"):
-            fix = "write the values out, or use fewer nested aliases (*name)"
-        elif isinstance(exc, yaml.constructor.ConstructorError) and "tag" in what or "!!" in what:
-            fix = "remove the !! tag: write plain text, a number, true/false, a list or a mapping"
-        elif "'\\t'" in what:
-            what = "a tab character: YAML does not allow tabs for indentation"
-            fix = "indent with spaces instead of tabs"
-        elif isinstance(exc, yaml.constructor.ConstructorError) and what.startswith("duplicate key"):
-            fix = "keep one of the two: YAML would silently drop the first"
-        if exc.context and "flow" in exc.context:
-            # {a: b} / [a, b] end a plain value at ? : , — a frequent surprise with prose values
-            fix = 'quote the value ("...") or use block style: inside {…} and […] a ?, : or , ends an unquoted value'
-        raise YamlSyntaxError(Problem(path, line, f"YAML syntax error: {what}", fix)) from None
+        raise YamlSyntaxError(_syntax_problem(exc, path, text)) from None
     except yaml.YAMLError as exc:
         raise YamlSyntaxError(Problem(path, None, f"YAML error: {exc}", "fix the YAML syntax")) from None
+
+
+_UNQUOTED_COLON_FIX = ('quote the whole value ("...") or write it as a block (key: >- and the text on the next '
+                       'lines): in an unquoted value, ": " starts a new key')
+
+
+_QUOTE_FIX = "close the quote on this line, or quote with the other kind ('...' or \"...\") when the text holds this one"
+
+
+def _opened_quote(line: str) -> bool:
+    """True when a value on ``line`` opens a quote that the line does not close."""
+    opening = re.match(r"""^\s*(?:-\s+)?(?:[^\s#"'{\[][^#]*?:\s+)?(["'])""", line)
+    if not opening:
+        return False
+    rest = line[opening.end():]
+    if opening.group(1) == '"':
+        return re.search(r'(?<!\\)"', rest) is None
+    return "'" not in rest.replace("''", "")
+
+
+def _unclosed_quote_line(text: str, before: int) -> int | None:
+    """The first line (1-based) before ``before`` that opens a quote it does not close, or None."""
+    for number, line in enumerate(text.splitlines()[: before - 1], start=1):
+        if _opened_quote(line):
+            return number
+    return None
+
+
+def _syntax_problem(exc: Any, path: Path | str, text: str) -> Problem:
+    """The Problem of a YAML syntax error: at the line where the mistake starts, with a fix for the common ones."""
+    import yaml
+
+    mark = exc.problem_mark or exc.context_mark
+    line = mark.line + 1 if mark else None
+    what = exc.problem or str(exc)
+    if exc.context and exc.context.startswith("while scanning a quoted scalar") and exc.context_mark:
+        # The scanner reads on to the end of the file looking for the closing quote: the mistake is where it opened.
+        end = f"line {line}" if line else "the end of the file"
+        return Problem(path, exc.context_mark.line + 1,
+                       f"YAML syntax error: a quoted text starts here and is not closed ({what} at {end})", _QUOTE_FIX)
+    opened = _unclosed_quote_line(text, line) if line and isinstance(exc, yaml.parser.ParserError) else None
+    if opened:  # a quote left open swallows the lines up to the next quote, and the parser stumbles there
+        return Problem(path, opened, f"YAML syntax error: the quote opened on this line is not closed on it "
+                       f"(the parser stops at line {line}: {what})", _QUOTE_FIX)
+    if exc.context:
+        what = f"{exc.context}, {what}"
+    what, fix = _worded(exc, what)
+    return Problem(path, line, f"YAML syntax error: {what}", fix)
+
+
+def _worded(exc: Any, what: str) -> tuple[str, str]:
+    """The message and fix of a syntax error no quote explains: the common mistakes get their own."""
+    import yaml
+
+    fix = "fix the YAML syntax at this line"
+    if what == "mapping values are not allowed here":
+        fix = _UNQUOTED_COLON_FIX
+    elif what.startswith("aliases expand"):
+        fix = "write the values out, or use fewer nested aliases (*name)"
+    elif isinstance(exc, yaml.constructor.ConstructorError) and "tag" in what or "!!" in what:
+        fix = "remove the !! tag: write plain text, a number, true/false, a list or a mapping"
+    elif "'\\t'" in what:
+        what = "a tab character: YAML does not allow tabs for indentation"
+        fix = "indent with spaces instead of tabs"
+    elif isinstance(exc, yaml.constructor.ConstructorError) and what.startswith("duplicate key"):
+        fix = "keep one of the two: YAML would silently drop the first"
+    if exc.context and "flow" in exc.context:
+        # {a: b} / [a, b] end a plain value at ? : , — a frequent surprise with prose values
+        fix = 'quote the value ("...") or use block style: inside {…} and […] a ?, : or , ends an unquoted value'
+    return what, fix
 
 
 class YamlSyntaxError(Exception):

@@ -55,7 +55,8 @@ def choose_mode(
         notice = (f"no {key_names} set: replaying {beside}; "
                   "set the key for a live run, --live to refuse this")
         return ModeChoice("replay", beside, notice)
-    reason = "--record needs a live run" if record is not None else "a live run needs credentials"
+    # A live run records on its own account (chat keeps each answer for /save): only a --record of the user's is named.
+    reason = "--record needs a live run" if record is not None and not live else "a live run needs credentials"
     fix = f"set {key_names} in the environment"
     if not live and record is None:
         fix += f" (or ship a recording beside the recipe: {beside.name}, made with --record)"

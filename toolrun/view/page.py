@@ -15,7 +15,10 @@ from datetime import datetime
 from html import escape
 from typing import Any
 
+from toolrun.view.call_outcome import DENIED_PREFIX, never_ran
+
 _MIN_BAR_PERCENT = 0.8  # a 1 ms call among 800 ms ones is still a bar you can click
+_WAIT_SHOWN_MS = 50  # a call that waited longer than this before it ran (an approval prompt) shows the wait
 
 _CSS = """
 :root { --fg:#1d2330; --muted:#667085; --line:#e4e7ec; --bar:#3b82f6; --bar-hi:#1d4ed8; --err:#dc2626;
@@ -46,6 +49,14 @@ h1 { font-size: 20px; margin: 0 0 4px; } h2 { font-size: 16px; margin: 0; }
 .bar:hover, .bar:focus { background: var(--bar-hi); outline: none; }
 .bar.error { background: var(--err); }
 .bar.model { background: var(--model); color: var(--fg); cursor: default; }
+.wait { position: absolute; top: 8px; height: 10px; border-radius: 3px; font-size: 10px; line-height: 10px;
+        color: var(--muted); overflow: hidden; white-space: nowrap; padding: 0 4px;
+        background: repeating-linear-gradient(45deg, #fde68a 0 4px, #fef3c7 4px 8px); }
+.mark { position: absolute; top: 3px; width: 16px; height: 20px; padding: 0; border: 0; background: none; cursor: pointer;
+        color: var(--err); font-size: 14px; line-height: 20px; }
+.mark-label { position: absolute; top: 4px; font-size: 11px; line-height: 18px; color: var(--err); white-space: nowrap; }
+.expect { border: 1px solid var(--err); background: #fef2f2; border-radius: 8px; padding: 10px 14px 10px 32px; margin: 12px 0; }
+.expect li { white-space: pre-wrap; }
 .bar.unfinished { background: repeating-linear-gradient(45deg, var(--bar) 0 6px, #93c5fd 6px 12px); }
 details.call { border: 1px solid var(--line); border-radius: 8px; margin: 8px 0 0; padding: 6px 10px; }
 details.call.error { border-color: var(--err); background: #fef2f2; }
@@ -72,7 +83,7 @@ _SCRIPT = """
     details.open = true;
     details.scrollIntoView({block: "nearest"});
   }
-  document.querySelectorAll(".bar[data-call]").forEach(function (bar) {
+  document.querySelectorAll(".bar[data-call], .mark[data-call]").forEach(function (bar) {
     bar.addEventListener("click", function () { openCall(bar.dataset.call); });
   });
   // What the browser drew: the most bars of one turn that overlap on the screen.
@@ -182,19 +193,50 @@ def _lanes(calls: list[dict[str, Any]], run_ended_at: float | None = None) -> st
     for call in calls:
         if call.get("started_at") is None:
             continue
-        left = (call["started_at"] - origin) / span * 100
-        width = max((end_of(call) - call["started_at"]) / span * 100, _MIN_BAR_PERCENT)
-        left = min(left, 100 - width)
-        kind = "error" if call.get("is_error") else ("unfinished" if call.get("result") is None else "")
-        duration = f"{call['duration_ms']} ms" if call.get("duration_ms") is not None else "did not finish"
-        label = f"{_short(call.get('arguments'))} · {duration}"
-        rows.append(
-            f'<div class="row"><span class="label" title="{escape(str(call.get("name")))}">{escape(str(call.get("name")))}</span>'
-            f'<div class="track"><button class="bar {kind}" data-call="{escape(str(call.get("id")))}" '
-            f'data-start-ms="{(call["started_at"] - origin) * 1000:.1f}" data-end-ms="{(end_of(call) - origin) * 1000:.1f}" '
-            f'style="left:{left:.2f}%;width:{width:.2f}%" title="{escape(str(call.get("name")))} {escape(label)}">'
-            f'{escape(label)}</button></div></div>')
+        rows.append(_call_row(call, origin, span, end_of(call)))
     return "".join(rows)
+
+
+def _call_row(call: dict[str, Any], origin: float, span: float, end: float) -> str:
+    """One call's row: the time it waited (approval) drawn apart from its run; a call that never ran is a mark."""
+    name = escape(str(call.get("name")))
+    start = float(call["started_at"])
+    run_seconds = call["duration_ms"] / 1000 if call.get("duration_ms") is not None and _finished(call) else end - start
+    # Time before the run: an approval prompt (of a call that ran, or one the person denied); a refusal waits for nobody.
+    refused = never_ran(call) and not str(call.get("result")).startswith(DENIED_PREFIX)
+    waited = 0.0 if refused else max(end - start - run_seconds, 0.0)
+    ran_from = start + waited if waited * 1000 >= _WAIT_SHOWN_MS else start
+    duration = f"{call['duration_ms']} ms" if call.get("duration_ms") is not None else "did not finish"
+    label = f"{_short(call.get('arguments'))} · {duration}"
+    parts = []
+    if ran_from > start:
+        parts.append(f'<span class="wait" style="left:{_percent(start - origin, span):.2f}%;'
+                     f'width:{_percent(ran_from - start, span):.2f}%" title="waited {_seconds(ran_from - start)} '
+                     f'before it ran (approval)">waited {_seconds(ran_from - start)}</span>')
+    timing = f'data-start-ms="{(ran_from - origin) * 1000:.1f}" data-end-ms="{(end - origin) * 1000:.1f}"'
+    if never_ran(call):
+        left = min(_percent(ran_from - origin, span), 100 - _MIN_BAR_PERCENT)
+        parts.append(f'<button class="mark error" data-call="{escape(str(call.get("id")))}" {timing} '
+                     f'style="left:{left:.2f}%" title="{name}: never ran — {escape(_short(call.get("result")))}">'
+                     f'◆</button><span class="mark-label" style="{_beside_mark(left)}">'
+                     f'{escape(_short(call.get("arguments"), 40))} · never ran</span>')
+    else:
+        width = max(_percent(end - ran_from, span), _MIN_BAR_PERCENT)
+        left = min(_percent(ran_from - origin, span), 100 - width)
+        kind = "error" if call.get("is_error") else ("unfinished" if call.get("result") is None else "")
+        parts.append(f'<button class="bar {kind}" data-call="{escape(str(call.get("id")))}" {timing} '
+                     f'style="left:{left:.2f}%;width:{width:.2f}%" title="{name} {escape(label)}">{escape(label)}</button>')
+    return (f'<div class="row"><span class="label" title="{name}">{name}</span>'
+            f'<div class="track">{"".join(parts)}</div></div>')
+
+
+def _beside_mark(left: float) -> str:
+    """Where a mark's label goes: after it, or before it when the mark is near the right end."""
+    return f"left:calc({left:.2f}% + 16px)" if left < 60 else f"right:calc({100 - left:.2f}% + 2px)"
+
+
+def _percent(seconds: float, span: float) -> float:
+    return seconds / span * 100
 
 
 def _call_details(call: dict[str, Any]) -> str:
@@ -202,6 +244,7 @@ def _call_details(call: dict[str, Any]) -> str:
     shown = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False, indent=2)
     error = " error" if call.get("is_error") else ""
     duration = f"{call['duration_ms']} ms" if call.get("duration_ms") is not None else "did not finish"
+    duration = "never ran" if never_ran(call) else duration
     result = "(no result: the call did not finish)" if call.get("result") is None else call["result"]
     mark = "✗" if call.get("is_error") else "→"
     return (f'<details class="call{error}" id="call-{escape(str(call.get("id")))}">'
@@ -219,6 +262,10 @@ def _ending(run: dict[str, Any]) -> str:
         parts.append(f'<h2>Error</h2><div class="answer error-text" id="run-error">{escape(run["error"])}</div>')
     if not run.get("final") and not run.get("error"):
         parts.append('<p class="muted">No answer: the run did not finish.</p>')
+    failures = run.get("expect_failures") or []
+    if failures:
+        items = "".join(f"<li>{escape(str(failure))}</li>" for failure in failures)
+        parts.append(f'<h2>Expect checks that failed</h2><ul class="expect" id="expect-failures">{items}</ul>')
     parts.append("</section>")
     return "".join(parts)
 

@@ -6,6 +6,7 @@ Both give the same plain dict, the shape of ``toolrun logs show ID --json``::
      usage: {input_tokens, output_tokens, requests}, notices: [{kind, message}],
      turns: [{turn, stop_reason, text, usage, requested_at, answered_at, ended_at,
               tool_calls: [{id, name, arguments, result, is_error, duration_ms, started_at, ended_at}]}],
+     expect_failures: [str],   # why the recipe's expect checks failed ([] when they passed)
      estimated: bool}   # true when the times had to be guessed (a transcript without "at")
 
 Times are seconds since the epoch.
@@ -20,6 +21,7 @@ from typing import Any
 
 from toolrun.core.errors import Problem, UserError
 from toolrun.runlog import RunLog
+from toolrun.view.call_outcome import expect_failures_of
 
 
 def timeline_from_log(log: RunLog, run_id: int | None = None) -> dict[str, Any]:
@@ -33,7 +35,9 @@ def timeline_from_log(log: RunLog, run_id: int | None = None) -> dict[str, Any]:
     if run is None:
         raise UserError(Problem(None, None, f"no run {run_id} in the log {log.path}", "see the ids with: toolrun logs"))
     run["estimated"] = False
+    run["expect_failures"] = expect_failures_of(log, run_id)
     return run
+
 
 
 def timeline_from_transcript(path: Path) -> dict[str, Any]:
@@ -124,6 +128,7 @@ class _TranscriptReader:
     def _run_end(self, event: dict[str, Any]) -> None:
         failed = event.get("stop_reason") in ("error", "max_turns")
         status = "failed" if failed else ("expect_failed" if event.get("expect_failures") else "ok")
+        self.run["expect_failures"] = [str(failure) for failure in event.get("expect_failures") or []]
         self.run.update(final=event.get("final"), error=event.get("error"), stop_reason=event.get("stop_reason"),
                         usage=event.get("usage") or self.run["usage"], status=status, ended_at=event.get("at"),
                         recipe=event.get("recipe") or self.run.get("recipe"))
