@@ -41,7 +41,7 @@ from toolrun.sessions.run_options import RunOptions
 @system_option
 @json_option("print the run as one JSON document on stdout (as recipe --json)")
 @stream_option
-@max_turns_option("most model requests in the run (default 8)")
+@max_turns_option("most model requests in the run (default 10)")
 @record_option
 @replay_option
 @assume_yes_option()
