@@ -86,6 +86,8 @@ class RunResult:
     divergences: list[Divergence] | None = None
     expect_failures: list[str] = field(default_factory=list)
     recorded_exchanges: int | None = None  # with record=: how many model exchanges were saved
+    # With settings.context: the limit, the strategy and what each request left out (see context_window)
+    context: dict[str, Any] | None = None
     redactor: Redactor | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -105,8 +107,8 @@ class RunResult:
     def to_json(self) -> dict[str, Any]:
         """The JSON document of the run, as ``toolrun recipe --json`` prints it.
 
-        ``error``, ``divergences`` and ``expect_failures`` are present only when they say
-        something (a failed run, a replay, a failed check).
+        ``error``, ``divergences``, ``expect_failures`` and ``context`` are present only when they
+        say something (a failed run, a replay, a failed check, a run under a context limit).
         """
         document: dict[str, Any] = {
             "recipe": self.recipe,
@@ -123,6 +125,8 @@ class RunResult:
             document["divergences"] = [divergence.to_json() for divergence in self.divergences]
         if self.expect_failures:
             document["expect_failures"] = list(self.expect_failures)
+        if self.context is not None:
+            document["context"] = self.context
         return self.redact(document)
 
 

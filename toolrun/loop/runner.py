@@ -43,6 +43,7 @@ from toolrun.core.secrets import Redactor, active_redactor, redact, redacting
 from toolrun.core.text import close_matches, counted, excerpt
 from toolrun.core.tool import Tool
 from toolrun.loop.call_ids import CallIdAllocator
+from toolrun.loop.context_window import ContextEvent, ContextOverflow, ContextSettings, ContextWindow
 from toolrun.loop.execution import ToolOutcome, execute_call
 from toolrun.loop.results import RunResult, ToolCallRecord, TurnRecord
 from toolrun.loop.scheduling import plan_batches
@@ -72,6 +73,8 @@ class RunSettings:
     # A forced choice ("required" or a tool's name) applies to the first request only;
     # forcing it on every turn would make the model call tools forever.
     reset_tool_choice: bool = True
+    # How each request's history is kept under a token limit; None: every request sends it all.
+    context: ContextSettings | None = None
 
 
 class CallExecutor(Protocol):
@@ -129,6 +132,9 @@ class RunObserver:
     def on_turn_end(self, turn: TurnRecord) -> None:
         """A turn is complete: the model's answer and every call it led to."""
 
+    def on_context(self, event: ContextEvent) -> None:
+        """A request went out with part of the history left out, cleared, summarized or cut to fit."""
+
 
 class ObserverGroup(RunObserver):
     """Passes every event to each of several observers, in order (None entries are skipped)."""
@@ -179,6 +185,10 @@ class ObserverGroup(RunObserver):
     def on_turn_end(self, turn: TurnRecord) -> None:
         for observer in self.observers:
             observer.on_turn_end(turn)
+
+    def on_context(self, event: ContextEvent) -> None:
+        for observer in self.observers:
+            observer.on_context(event)
 
 
 async def run_conversation(
@@ -249,17 +259,20 @@ class _ConversationLoop:
         self.running_per_tool = {tool.name: asyncio.Semaphore(tool.max_concurrency) for tool in tools
                                  if tool.max_concurrency is not None}
         self.final: str | None = None  # the model's last text; a recipe's own assistant lines never count
+        self.window = ContextWindow(settings.context, window=provider.context_window(provider.model),
+                                    max_tokens=settings.max_tokens, chars_per_token=provider.chars_per_token,
+                                    on_event=self.observer.on_context)
 
     async def run(self) -> RunResult:
         for message in self.history:
             self.observer.on_message(message)
         for turn_index in range(self.settings.max_turns):
             try:
-                response = await self.provider.complete(
-                    self._request(turn_index), stream=self.settings.stream, on_event=self._on_event
-                )
-            except ProviderError as exc:
+                request = await self.window.fit(self._request(turn_index), self._summarize)
+                response = await self.provider.complete(request, stream=self.settings.stream, on_event=self._on_event)
+            except (ProviderError, ContextOverflow) as exc:
                 return self._finish("error", f"{exc.reason}: {exc}")
+            self.window.observe(response.usage)
             self.usage = self.usage + response.usage
             calls = self.ids.assign_all(response.message.tool_calls)
             self.history.append(response.message)
@@ -305,6 +318,12 @@ class _ConversationLoop:
             parallel_tool_calls=self.settings.parallel,
         )
         return ModelRequest(self.provider.model, self.system, list(self.history), self.definitions, settings)
+
+    async def _summarize(self, request: ModelRequest) -> ModelResponse:
+        """The context window's summary request: recorded like any other, its tokens in the run's usage."""
+        response = await self.provider.complete(request, stream=self.settings.stream)
+        self.usage = self.usage + response.usage
+        return response
 
     def _on_event(self, event: StreamEvent) -> None:
         if isinstance(event, TextDelta):
@@ -419,6 +438,7 @@ class _ConversationLoop:
             turns=self.turns,
             messages=self.history,
             error=error,
+            context=self.window.to_json() if self.window.limit is not None else None,
         )
 
 

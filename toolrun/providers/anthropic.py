@@ -45,6 +45,8 @@ from toolrun.providers.transport import WireRequest
 PROVIDER = "anthropic"
 ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096  # the API refuses a request without max_tokens
+# Every Claude model's standard window (the 1M-token beta needs a header this adapter does not send).
+CONTEXT_WINDOWS = {"claude-": 200_000}
 
 STOP_REASONS: dict[str, StopReason] = {
     "end_turn": "stop",
@@ -352,6 +354,8 @@ class AnthropicProvider(Provider):
     api_key_env: ClassVar[tuple[str, ...]] = ("ANTHROPIC_API_KEY",)
     credential_headers: ClassVar[frozenset[str]] = frozenset({"x-api-key", "anthropic-organization-id"})
     conversation_key: ClassVar[str | None] = "messages"
+    context_windows: ClassVar[dict[str, int]] = CONTEXT_WINDOWS
+    chars_per_token: ClassVar[float] = 3.5  # Claude's tokenizer splits Latin text finer than OpenAI's
 
     @classmethod
     def tool_definition(cls, definition: ToolDefinition, *, strict: bool = False) -> WireTool:

@@ -49,6 +49,7 @@ from toolrun.providers.base import Provider, StreamAssembler, WireItem, WireTool
 from toolrun.providers.transport import WireRequest
 
 PROVIDER = "gemini"
+CONTEXT_WINDOWS = {"gemini-1.5-pro": 2_097_152, "gemini-1.5-flash": 1_048_576, "gemini-2": 1_048_576}
 SIGNATURE = "thoughtSignature"
 TEXT_SIGNATURES = "text_signatures"  # Message.provider_data["gemini"][...]: part index -> signature
 
@@ -461,6 +462,7 @@ class GeminiProvider(Provider):
     credential_headers: ClassVar[frozenset[str]] = frozenset({"x-goog-api-key"})
     credential_query_keys: ClassVar[frozenset[str]] = frozenset({"key"})  # Gemini also accepts ?key=
     conversation_key: ClassVar[str | None] = "contents"
+    context_windows: ClassVar[dict[str, int]] = CONTEXT_WINDOWS
 
     @classmethod
     def tool_definition(cls, definition: ToolDefinition, *, strict: bool = False) -> WireTool:

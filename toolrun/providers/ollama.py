@@ -185,6 +185,8 @@ class OllamaProvider(Provider):
     requires_api_key = False
     credential_headers = frozenset({"authorization"})  # a gateway's Bearer key
     conversation_key = "messages"
+    # No window table: the server's num_ctx decides, and it cuts a longer prompt silently —
+    # a recipe for Ollama states settings.context.max_input_tokens.
 
     @classmethod
     def tool_definition(cls, definition: ToolDefinition, *, strict: bool = False) -> WireTool:

@@ -34,6 +34,7 @@ from toolrun.core.messages import (
 from toolrun.core.secrets import redact
 from toolrun.providers.base import Provider, StreamAssembler, WireItem, WireTool
 from toolrun.providers.openai_family import (
+    CONTEXT_WINDOWS,
     CREDENTIAL_HEADERS,
     OFFICIAL_BASE_URL,
     bearer_headers,
@@ -277,6 +278,7 @@ class OpenAIChatProvider(Provider):
     api_key_env = ("OPENAI_API_KEY",)
     credential_headers = CREDENTIAL_HEADERS
     conversation_key = "messages"
+    context_windows = CONTEXT_WINDOWS
     path = "/chat/completions"
 
     @classmethod
