@@ -52,6 +52,20 @@ def read_page(tmp_path_factory: pytest.TempPathFactory) -> Tool:
     return load_catalog_or_raise(folder).tools["read_page"]
 
 
+def write_pages_recipe(folder: Path, *, pages: int, limit: int) -> Path:
+    """A recipe in ``folder`` whose scripted model reads ``pages`` pages, then answers, under ``limit`` tokens."""
+    tools = folder / "tools.d"
+    tools.mkdir()
+    (tools / "pages.py").write_text(BIG_TOOL_PY, encoding="utf-8")
+    (tools / "pages.yaml").write_text(BIG_TOOL_YAML, encoding="utf-8")
+    turns = [f"- tool_calls: [{{name: read_page, arguments: {{page: {page}}}}}]" for page in range(1, pages + 1)]
+    (folder / "turns.yaml").write_text("\n".join([*turns, "- text: lorem ipsum, every page"]) + "\n", encoding="utf-8")
+    path = folder / "pages.yaml"
+    path.write_text("model: scripted:turns.yaml\nmessages: [{user: read it all}]\n"
+                    f"settings: {{context: {{max_input_tokens: {limit}}}}}\n", encoding="utf-8")
+    return path
+
+
 class Events(RunObserver):
     def __init__(self) -> None:
         self.events: list[ContextEvent] = []
