@@ -90,10 +90,16 @@ async def read_page_in_process(tool: Tool, call: ToolCall, context: CallContext,
 
 def play(model, tools: list[Tool], settings: RunSettings, messages: list[Message] | None = None,
          observer: RunObserver | None = None, system: str | None = "You read long documents.", execute=None):
-    return asyncio.run(run_conversation(
-        model, tools, system=system,
-        messages=messages or [Message("user", [TextPart("Read the whole document and tell me what it says.")])],
-        settings=settings, context=CallContext(environ={}), observer=observer, execute=execute))
+    results = []
+
+    async def go() -> None:  # returns nothing: asyncio.run's exit would repr a returned result (MBs here)
+        results.append(await run_conversation(
+            model, tools, system=system,
+            messages=messages or [Message("user", [TextPart("Read the whole document and tell me what it says.")])],
+            settings=settings, context=CallContext(environ={}), observer=observer, execute=execute))
+
+    asyncio.run(go())
+    return results[0]
 
 
 def request_estimate(request: ModelRequest, chars_per_token: float = 4.0) -> int:

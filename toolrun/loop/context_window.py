@@ -157,6 +157,8 @@ class ContextWindow:
         self._cleared: dict[int, int] = {}  # tool messages whose results are placeholders: index -> raw estimate
         self._costs: dict[int, tuple[Message, int]] = {}  # id -> (message kept alive, raw estimate)
         self._requests = 0
+        self._units: list[_Unit] = []
+        self._units_made = 0  # messages already split into units
         self._sent_estimate = 0  # raw estimate of the last request sent
 
     def to_json(self) -> dict[str, Any]:
@@ -181,7 +183,7 @@ class ContextWindow:
             return request
         budget = math.floor(self.limit / self.correction)  # in raw estimate tokens
         messages = request.messages
-        units = _units(messages)
+        units = self._units_of(messages)
         before = self._estimate(request, messages)
         event = ContextEvent(self._requests, self._shown(before), 0, self.limit)
         total = before
@@ -204,6 +206,15 @@ class ContextWindow:
             if self.on_event is not None:
                 self.on_event(event)
         return replace(request, messages=view, system=self._system(request.system))
+
+    def _units_of(self, messages: list[Message]) -> list[_Unit]:
+        """The units of ``messages``, made once per message: the history only grows."""
+        if len(messages) < self._units_made:  # not the history seen so far: start again
+            self._units, self._units_made = [], 0
+        for index in range(self._units_made, len(messages)):
+            _add_unit(self._units, index, messages[index])
+        self._units_made = len(messages)
+        return self._units
 
     # -- estimates ----------------------------------------------------------------------
 
@@ -332,19 +343,16 @@ def _cleared(message: Message) -> Message:
                                    for part in message.parts])
 
 
-def _units(messages: list[Message]) -> list[_Unit]:
-    """The history as questions, steps (calls with their results) and answers, in order."""
-    units: list[_Unit] = []
-    for index, message in enumerate(messages):
-        if message.role == "user":
-            units.append(_Unit("question", [index]))
-        elif message.role == "assistant":
-            units.append(_Unit("step" if message.tool_calls else "answer", [index]))
-        elif units:  # results go with the calls they answer
-            units[-1].indices.append(index)
-        else:
-            units.append(_Unit("step", [index]))
-    return units
+def _add_unit(units: list[_Unit], index: int, message: Message) -> None:
+    """Message ``index`` into ``units``: a question, a step (calls with their results) or an answer."""
+    if message.role == "user":
+        units.append(_Unit("question", [index]))
+    elif message.role == "assistant":
+        units.append(_Unit("step" if message.tool_calls else "answer", [index]))
+    elif units:  # results go with the calls they answer
+        units[-1].indices.append(index)
+    else:
+        units.append(_Unit("step", [index]))
 
 
 def _droppable(units: list[_Unit]) -> list[_Unit]:
