@@ -427,6 +427,25 @@ def record_rows(repeat: int, folder: Path, messages: int) -> list[Row]:
     return rows
 
 
+def run_log_rows(repeat: int, toolrun_root: Path, work: Path) -> list[Row]:
+    """The run log's cost: a 1,000-call turn from the command line with and without it, and per written event."""
+    from run_log_cost import CALLS as LOGGED_CALLS
+    from run_log_cost import command_samples, writer_samples
+
+    env = command_env(toolrun_root, work / "cache-runlog")
+    (work / "cache-runlog").mkdir()
+    samples = command_samples(repeat, TOOLRUN, env, toolrun_root, work / "runlog")
+    turn = f"toolrun recipe, {LOGGED_CALLS:,} calls in one turn"
+    rows = [Row(f"{turn}, --no-log", "ms", samples["no-log"], note="floor"),
+            Row(f"{turn}, run log on", "ms", samples["logged"], compare=f"{turn}, --no-log"),
+            Row("run log, per call over --no-log (wall, per round)", "us", samples["per call"], goal="<= 60 us"),
+            Row("run log, per call over --no-log (CPU, per round)", "us", samples["per call cpu"], goal="<= 60 us",
+                note="user + system time of the command: what a busy machine does not inflate"),
+            Row("RunLogWriter, per written event (in process, CPU)", "us", writer_samples(repeat, work / "runlog"),
+                goal="<= 20 us")]
+    return rows
+
+
 # --------------------------------------------------------------------------- report
 
 
@@ -462,12 +481,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small catalogs and conversations: a smoke run")
     parser.add_argument("--json", type=Path, help="also write the figures and versions to this file")
     parser.add_argument("--toolrun-root", type=Path, default=ROOT, help="the checkout to measure (default: this one)")
-    parser.add_argument("--only", choices=["process", "calls", "scripted", "record"], action="append",
+    parser.add_argument("--only", choices=["process", "calls", "scripted", "record", "runlog"], action="append",
                         help="measure only these groups of rows (repeatable)")
     options = parser.parse_args()
     root = options.toolrun_root.resolve()
     sys.path.insert(0, str(root))
-    groups = options.only or ["process", "calls", "scripted", "record"]
+    groups = options.only or ["process", "calls", "scripted", "record", "runlog"]
     found = versions(root)
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="toolrun-bench-") as temporary:
@@ -483,6 +502,8 @@ def main() -> None:
             rows += scripted_rows(options.repeat, work / "tools", 100 if options.quick else 1000)
         if "record" in groups:
             rows += record_rows(options.repeat, work, 400 if options.quick else 1600)
+        if "runlog" in groups:
+            rows += run_log_rows(options.repeat, root, work)
     print("versions: " + ", ".join(f"{key} {value}" for key, value in found.items()))
     print(table([row for row in rows if row.samples]))
     if options.json:

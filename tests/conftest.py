@@ -70,7 +70,7 @@ def team_mcp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     audit = folder / "audit.jsonl"
     env = {"ONCALL_TOKEN": TEAM_TOKENS["oncall-bot"], "UPSTREAM_TOKEN": TEAM_TOKENS["upstream"]}
     with http_server("--tools-dir", str(ROOT / "tools.d"), "--auth", str(team_auth_file(folder)),
-                     "--audit", str(audit), env=env) as server:
+                     "--audit", str(audit), "--allow-origin", "http://localhost:6274", env=env) as server:
         yield TeamServer(server, audit)
 
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolrun.backends.base import CallContext
 from toolrun.catalog.gate import load_checked_catalog
 from toolrun.catalog.model import DEFAULT_TOOLS_DIR, Catalog
+from toolrun.core.content import ContentBlock
 from toolrun.core.errors import Problem, UserError
 from toolrun.core.secrets import redacting, run_redactor
 from toolrun.core.text import close_matches
@@ -31,14 +32,17 @@ if TYPE_CHECKING:  # playing a recipe (providers, replay, the runner) is importe
     from toolrun.sessions.recipe import Recipe
 
 
-def load_catalog(tools_dir: str | Path = DEFAULT_TOOLS_DIR, *, lint: bool = True) -> Catalog:
+def load_catalog(tools_dir: str | Path = DEFAULT_TOOLS_DIR, *, lint: bool = True, partial: bool = False) -> Catalog:
     """Load every tool file of ``tools_dir`` (``*.yaml``, ``*.yml``) into a ``Catalog``.
 
     With ``lint`` (the default) the description lint runs: its findings are in
     ``catalog.findings``, and a finding of severity error stops loading like a broken
     file does. Raises ``toolrun.LoadError`` whose ``problems`` name file, line and fix.
+    With ``partial``, a file that does not load (an MCP server that does not start) is left
+    out instead: the catalog holds the tools of the other files, ``catalog.problems`` the
+    problems (lint errors still raise).
     """
-    return load_checked_catalog(Path(tools_dir), lint=lint)
+    return load_checked_catalog(Path(tools_dir), lint=lint, partial=partial)
 
 
 def load_recipe(path: str | Path) -> Recipe:
@@ -57,11 +61,16 @@ class CallResult:
     result: str
     is_error: bool
     duration_ms: int
+    blocks: list[ContentBlock] = field(default_factory=list)  # images, audio, resources an MCP server returned
 
     def to_json(self) -> dict[str, Any]:
-        """``{"tool", "arguments", "result", "is_error", "duration_ms"}``, as ``toolrun call --json`` prints it."""
-        return {"tool": self.tool, "arguments": self.arguments, "result": self.result,
-                "is_error": self.is_error, "duration_ms": self.duration_ms}
+        """``{"tool", "arguments", "result", "is_error", "duration_ms"}``, as ``toolrun call --json`` prints it;
+        ``content`` (the MCP blocks beside the text, unchanged) when there are any."""
+        shown = {"tool": self.tool, "arguments": self.arguments, "result": self.result,
+                 "is_error": self.is_error, "duration_ms": self.duration_ms}
+        if self.blocks:
+            shown["content"] = [block.wire for block in self.blocks]
+        return shown
 
 
 def find_tool(catalog: Catalog, name: str) -> Tool:
@@ -92,7 +101,7 @@ async def acall(catalog: Catalog, name: str, arguments: Any = None, *, approver:
     context = CallContext(allow_hosts=allow_hosts) if environ is None else CallContext(environ, allow_hosts)
     with redacting(run_redactor()):
         outcome = await execute_call(tool, given, context, approver)
-    return CallResult(tool.name, given, outcome.result, outcome.is_error, outcome.duration_ms)
+    return CallResult(tool.name, given, outcome.result, outcome.is_error, outcome.duration_ms, outcome.blocks)
 
 
 def call(catalog: Catalog, name: str, arguments: Any = None, *, approver: Approver | None = None,

@@ -21,6 +21,7 @@ from toolrun.backends.base import CallContext
 from toolrun.backends.http import build_url
 from toolrun.backends.http_config import HttpConfig
 from toolrun.backends.shell import OptionInjection, ShellBackend
+from toolrun.backends.shell_config import ShellConfig
 from toolrun.core.errors import ProviderError, UnreadableAnswer
 from toolrun.core.json_limits import MAX_ARGUMENT_DEPTH, nesting_depth
 from toolrun.core.messages import Message, ModelRequest, TextPart
@@ -132,7 +133,7 @@ templates = st.sampled_from(["{{ p }}", "{{ p | trim }}", "{{ p | lower }}", "{{
 @given(templates, option_values)
 @FAST
 def test_the_option_guard_lets_no_model_dash_through(template: str, value: Any):
-    config = {"argv": ["echo", template]}
+    config = ShellConfig(argv=("echo", template))
     try:
         argv = ShellBackend()._argv(config, {"p": value}, CallContext(environ={}), {"p": {}})
     except OptionInjection:
@@ -177,7 +178,7 @@ def test_a_dash_starts_an_element_only_where_the_author_wrote_it(parts: list[tup
         return
     first_kind = next((kind for kind, text in shown if text), None)
     try:
-        argv = ShellBackend()._argv({"argv": ["echo", element]}, arguments, CallContext(environ={}), properties)
+        argv = ShellBackend()._argv(ShellConfig(argv=("echo", element)), arguments, CallContext(environ={}), properties)
     except OptionInjection:
         assert rendered.startswith("-") and first_kind == "p", (element, arguments)  # refused only a model dash
         return
@@ -273,4 +274,4 @@ def test_a_whole_answer_of_anything_raises_only_what_the_runner_reports(provider
 @pytest.mark.parametrize("value", ["\x1f-x", "\u3000--x", "\x85-x", "\xa0-x"])
 def test_the_option_guard_knows_every_whitespace_trim_removes(value: str):
     with pytest.raises(OptionInjection):
-        ShellBackend()._argv({"argv": ["echo", "{{ p | trim }}"]}, {"p": value}, CallContext(environ={}), {"p": {}})
+        ShellBackend()._argv(ShellConfig(argv=("echo", "{{ p | trim }}")), {"p": value}, CallContext(environ={}), {"p": {}})

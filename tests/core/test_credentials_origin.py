@@ -8,13 +8,16 @@ headers and query values, the other does not, and the lint says what a tool no l
 from __future__ import annotations
 
 import asyncio
+import os
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 
 from tests.loopback import Reply
 from toolrun.backends.base import CallContext
+from toolrun.catalog.cache import CatalogCache
 from toolrun.catalog.lint import lint_catalog
 from toolrun.catalog.loader import load_catalog
 from toolrun.core.credentials import credential_names, credentials_withheld, is_credential, same_origin
@@ -146,3 +149,20 @@ def test_a_base_url_whose_host_the_model_fills_gets_no_credentials(tmp_path, loo
     outcome = asyncio.run(execute_call(tool, {"host": host}, context, None))
     assert not outcome.is_error, outcome.result
     assert received == [None]
+
+
+def test_what_was_withheld_is_a_field_of_the_tool_not_a_key_of_its_config_and_survives_the_cache(
+        tmp_path: Path) -> None:
+    folder = _toolset(tmp_path, "https://api.example.com", "https://other.example.net")
+    os.utime(folder / "tools.yaml", ns=(time.time_ns() - 10**10,) * 2)  # old enough for the cache to keep
+    (tmp_path / "cache").mkdir()
+    for where in ("read", "from the cache"):
+        cache = CatalogCache(folder, tmp_path / "cache")
+        kept = cache.get(folder / "tools.yaml", os.stat(folder / "tools.yaml"))
+        assert (kept is not None) == (where == "from the cache")
+        result = load_catalog(folder, cache=cache)
+        cache.save()
+        tool = result.catalog.tools["fetch_elsewhere"]
+        assert tool.backend.withheld_credentials == (("headers", ("Authorization",)), ("query", ("api_key",)))
+        assert "withheld_credentials" not in tool.backend.config
+        assert result.catalog.tools["list_items"].backend.withheld_credentials == ()

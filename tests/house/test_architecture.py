@@ -337,8 +337,8 @@ def test_the_checker_forbids_a_provider_reaching_into_the_catalog(tmp_path: Path
 BUILT_IN_BACKENDS = frozenset({"http", "shell", "python", "mcp_server"})
 # (module, name) pairs that still compare against a built-in's name, each with the reason it stays.
 BACKEND_NAMES_ALLOWED = {
-    ("toolrun.catalog.tool_builder", "http"): "per-backend file defaults and the json/form and credentials checks: not yet behind Backend",
-    ("toolrun.catalog.tool_builder", "shell"): "per-backend file defaults and the argv/command key checks: not yet behind Backend",
+    ("toolrun.catalog.tool_builder", "http"): "per-backend file defaults and the toolset credentials they carry: not yet behind Backend",
+    ("toolrun.catalog.tool_builder", "shell"): "per-backend file defaults: not yet behind Backend",
     ("toolrun.catalog.tool_builder", "python"): "the `python: mod:func` shorthand of the YAML file format",
     ("toolrun.catalog.cache", "http"): "which backends' load-time checks read only the tool file: not yet behind Backend",
     ("toolrun.catalog.cache", "shell"): "which backends' load-time checks read only the tool file: not yet behind Backend",
@@ -371,3 +371,23 @@ def test_the_backend_name_check_catches_a_planted_comparison(tmp_path: Path) -> 
     _write(root, {"catalog/lint_rules.py": 'def rule(tool):\n    return tool.backend.kind == "http"\n'})
     assert backend_names_in(root, "toolrun", "catalog") == [("toolrun.catalog.lint_rules", "http",
                                                              "toolrun/catalog/lint_rules.py:2")]
+
+
+def test_a_planted_module_text_importing_cli_from_the_base_fails_every_check_that_should_see_it(tmp_path: Path) -> None:
+    # The tests above run the same functions over the real package: a module that does this there fails them.
+    root = tmp_path / "toolrun"
+    _write(root, {
+        "__init__.py": "",
+        "core/__init__.py": "",
+        "core/text.py": '"""Text helpers."""\n\n\ndef shown(value):\n    from toolrun.cli.display import show\n\n'
+                        "    return show(value)\n",
+        "cli/__init__.py": "",
+        "cli/display.py": "from toolrun.core.text import shown\n",
+    })
+    imports = imports_in(root, "toolrun")
+    where = "toolrun/core/text.py:5: toolrun.core.text imports toolrun.cli.display"
+    assert upward_imports(imports) == [f"{where} — base imports cli, which stands above it"]
+    never = {rule.name: violations(imports, rule) for rule in NEVER_RULES}
+    assert never["anything-to-cli"] == [f"{where} — {NEVER_RULES[5].why}"]
+    assert never["base-to-above"] == [f"{where} — {NEVER_RULES[4].why}"]
+    assert sum(map(len, never.values())) == 2  # cli importing the base is the right way round

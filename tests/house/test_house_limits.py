@@ -19,12 +19,7 @@ MAX_FUNCTION_LINES = 60
 MAX_COMPLEXITY = 20
 
 # "path:function" (or "path" for a module) -> what it measures today
-OVER_TODAY: dict[str, str] = {
-    "providers/scripted_file.py:_answer": "complexity 21",
-    "providers/openai_chat.py:ChatStreamAssembler._add_fragment": "complexity 21",
-    "backends/shell.py:ShellBackend.check": "complexity 31",
-    "backends/http_arguments.py:placement_problems": "complexity 22",
-}
+OVER_TODAY: dict[str, str] = {}
 
 
 def _functions(tree: ast.AST, prefix: str = "") -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:

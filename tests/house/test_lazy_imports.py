@@ -39,9 +39,11 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
     "toolrun.backends.mcp_server": {
         "mcp.client.stdio.StdioServerParameters": AS_FOUND,
         "mcp.client.stdio.stdio_client": AS_FOUND,
-        "mcp.client.streamable_http.streamable_http_client": AS_FOUND,
-        "toolrun.backends.mcp_http.bounded_client": "only a server reached by url needs it (it brings httpx2)",
+        "toolrun.backends.mcp_http.http_transport": "only a server reached by url needs it (it brings httpx2)",
         "mcp.Client": AS_FOUND,
+        "mcp_types.Implementation": AS_FOUND,
+        "importlib.metadata.version": "only a connection names toolrun's version (importlib.metadata is ~10 ms)",
+        "importlib.metadata.PackageNotFoundError": "only a connection names toolrun's version (importlib.metadata is ~10 ms)",
         "mcp_types.CONNECTION_CLOSED": AS_FOUND,
     },
     "toolrun.backends.python": {
@@ -85,6 +87,7 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
     },
     "toolrun.cli.chat": {"readline": "optional in a Python build, and only a terminal edits lines"},
     "toolrun.cli.common": {"toolrun.cli.tools_list.first_sentence": "only shell completion: toolrun call does without it"},
+    "toolrun.cli.logs": {"toolrun.runlog.prune.prune_runs": "only prune needs it"},
     "toolrun.cli.mcp": {"toolrun.mcp.serve": "the MCP SDK loads only for this command"},
     "toolrun.cli.recipe": {
         "toolrun.runlog.transcript_log.TranscriptLog": "only --transcript writes one",
@@ -97,6 +100,8 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
     "toolrun.cli.startup": {"tempfile": "only a process that compiled new dataclass code writes (random, shutil)"},
     "toolrun.loop.execution": {
         "jsonschema.Draft202012Validator": JSONSCHEMA,
+        "jsonschema.FormatChecker": JSONSCHEMA,
+        "toolrun.core.format_checks.matches_format": "ipaddress, uuid and datetime: only a schema that uses a format",
         "jsonschema.exceptions.SchemaError": JSONSCHEMA,
     },
     "toolrun.mcp": {
@@ -104,6 +109,7 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
         "anyio": AS_FOUND,
         "toolrun.mcp.audit.AuditLog": AS_FOUND,
         "toolrun.mcp.live_catalog.LiveCatalog": AS_FOUND,
+        "toolrun.mcp.prompts.RecipePrompts": AS_FOUND,
         "toolrun.mcp.server.CatalogServer": AS_FOUND,
         "toolrun.core.secrets.Redactor": AS_FOUND,
         "toolrun.core.secrets.redacting": AS_FOUND,
@@ -140,7 +146,10 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
         "email.utils": "only a Retry-After given as a date (email brings much of the mail package)",
         "random": "only a retry waits, with jitter",
     },
-    "toolrun.runlog.store": {"toolrun.runlog.search.search_runs": AS_FOUND},
+    "toolrun.runlog.store": {
+        "toolrun.runlog.search.search_runs": AS_FOUND,
+        "random": "only a busy log is retried, with jitter",
+    },
     "toolrun.core.schema_errors": {
         "jsonschema.Draft202012Validator": JSONSCHEMA,
         "jsonschema.exceptions.best_match": JSONSCHEMA,

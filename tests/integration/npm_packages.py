@@ -34,3 +34,19 @@ def npm_package(name: str, version: str) -> Path:
         archive.extractall(folder, filter="data")
     tarball.unlink()
     return unpacked
+
+
+def npm_install(name: str, version: str) -> Path:
+    """The ``node_modules`` folder of NAME@VERSION installed with its dependencies (a package whose
+    build imports others, e.g. ``@modelcontextprotocol/conformance``), kept in the cache folder."""
+    folder = _cache_folder() / f"{name.strip('@').replace('/', '-')}-{version}-installed"
+    modules = folder / "node_modules"
+    if (modules / name / "package.json").is_file():
+        return modules
+    npm = shutil.which("npm")
+    if npm is None:
+        raise RuntimeError("the integration stage needs npm (Debian package `npm`); .ci/run installs it")
+    folder.mkdir(parents=True, exist_ok=True)
+    subprocess.run([npm, "install", "--prefix", str(folder), f"{name}@{version}", "--no-audit", "--no-fund",
+                    "--silent"], capture_output=True, text=True, timeout=900, check=True)
+    return modules

@@ -39,6 +39,8 @@ from tests.mcp_helpers import (
     toolrun_mcp_argv,
     wire,
 )
+from toolrun.core.errors import UserError
+from toolrun.mcp import serve
 
 pytestmark = pytest.mark.xdist_group("mcp-servers")  # loadgroup: its servers start once, on one worker
 TOOLS_D = ROOT / "tools.d"
@@ -447,6 +449,41 @@ def test_http_admits_only_known_tokens_and_a_client_sees_and_calls_only_its_tool
         ("list_recent_deployments", {"service": "checkout"}, True, True), ("get_flower_inventory", {"city": "***"}, True, None)]
     assert all(secret not in audit_text for secret in TEAM_TOKENS.values())
     assert all(secret not in "\n".join(team_mcp_server.server.stderr) for secret in TEAM_TOKENS.values())
+
+
+def test_http_admits_a_browser_page_of_an_allowed_origin_with_cors(team_mcp_server: Any) -> None:
+    inspector = "http://localhost:6274"  # the server runs with --allow-origin http://localhost:6274
+    preflight = httpx.options(team_mcp_server.url, timeout=10, headers={
+        "Origin": inspector, "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization, content-type, mcp-protocol-version"})
+    assert preflight.status_code == 204  # answered before the bearer check: a preflight carries no token
+    assert preflight.headers["access-control-allow-origin"] == inspector
+    allowed = {name.strip() for name in preflight.headers["access-control-allow-headers"].split(",")}
+    assert {"authorization", "mcp-protocol-version", "mcp-session-id", "last-event-id"} <= allowed
+
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "inspector", "version": "1"}}}
+    headers = {"Origin": inspector, "Accept": "application/json, text/event-stream"}
+    refused = httpx.post(team_mcp_server.url, json=initialize, timeout=10, headers=headers)
+    assert refused.status_code == 401 and refused.headers["access-control-allow-origin"] == inspector
+    token = {"Authorization": f"Bearer {TEAM_TOKENS['admin']}"}
+    admitted = httpx.post(team_mcp_server.url, json=initialize, timeout=10, headers={**headers, **token})
+    assert admitted.status_code == 200 and admitted.headers["mcp-session-id"]
+    assert admitted.headers["access-control-allow-origin"] == inspector
+    assert "Mcp-Session-Id" in admitted.headers["access-control-expose-headers"]
+    httpx.delete(team_mcp_server.url, timeout=10, headers={**token, "mcp-session-id": admitted.headers["mcp-session-id"]})
+    for other in ("http://localhost:6275", "https://localhost:6274"):  # any other origin is refused as before
+        assert httpx.options(team_mcp_server.url, timeout=10, headers={"Origin": other}).status_code == 403
+
+
+def test_allow_origin_must_be_an_origin_and_needs_http_and_recipes_a_folder() -> None:
+    for origin in ("*", "localhost:6274", "https://inspector.example/path", "ftp://x"):
+        with pytest.raises(UserError, match="is not an origin"):
+            serve(ROOT / "tools.d", http="127.0.0.1:0", allow_origins=[origin])
+    with pytest.raises(UserError, match="--allow-origin is for browser clients"):
+        serve(ROOT / "tools.d", allow_origins=["http://localhost:6274"])
+    with pytest.raises(UserError, match="recipes directory not found"):
+        serve(ROOT / "tools.d", recipes=ROOT / "no-such-recipes")
 
 
 def test_http_answers_200_concurrent_calls_from_10_clients_each_with_its_own_result(team_mcp_server: Any) -> None:

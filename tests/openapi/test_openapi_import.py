@@ -655,8 +655,8 @@ def test_a_server_variable_without_a_default_takes_its_first_value_or_asks_for_t
     assert chosen.base_url == "https://eu.example.com/v2"
     unknown = import_openapi(write(tmp_path, "free.yaml", text.replace("REGION", "{description: Where.}")))
     assert unknown.base_url == "${env:REGIONAL_BASE_URL}"  # never a {region} the model would have to fill
-    assert unknown.notes == ["its server URL https://{region}.example.com/v2 has a variable without a value (region): "
-                             "set REGIONAL_BASE_URL, or import again with --base-url"]
+    assert unknown.notes[0] == ("its server URL https://{region}.example.com/v2 has a variable without a value (region): "
+                                "set REGIONAL_BASE_URL, or import again with --base-url")
 
 
 def test_form_fields_keep_their_encoding_and_a_style_that_does_not_apply_is_noted(tmp_path: Path, loopback) -> None:
@@ -687,7 +687,7 @@ def test_form_fields_keep_their_encoding_and_a_style_that_does_not_apply_is_note
     server = loopback(lambda request: Reply(200, {}))
     folder, outcome = imported(tmp_path, spec, "--base-url", server.url)
     assert outcome.exit_code == 0, outcome.output
-    notes = [line.strip() for line in outcome.stderr.splitlines() if line.strip().startswith("note")]
+    notes = [line.strip() for line in outcome.stderr.splitlines() if line.strip().startswith("note: POST")]
     assert notes == [
         "note: POST /orders (addOrder): query parameter 'ids' says style simple, which does not apply there: "
         "sent in the form style",
@@ -781,24 +781,6 @@ def test_webhooks_outside_the_selection_are_not_listed_as_skipped() -> None:
     assert selected.skipped == [] and selected.not_selected == 1
     assert [str(s) for s in import_openapi(spec, include=["list*", "newPet"]).skipped] == [
         "webhook 'newPet': the API calls you with it: nothing for a tool to send"]
-
-
-def test_an_operation_that_needs_no_credentials_is_noted(tmp_path: Path) -> None:
-    spec = write(tmp_path, "public.yaml", """\
-        openapi: 3.0.3
-        info: {title: Fleet, version: "1"}
-        servers: [{url: "https://fleet.example.com"}]
-        components:
-          securitySchemes:
-            bearer: {type: http, scheme: bearer}
-        security: [{bearer: []}]
-        paths:
-          /health: {get: {operationId: health, security: [], responses: {"200": {description: ok}}}}
-          /trucks: {get: {operationId: listTrucks, responses: {"200": {description: ok}}}}
-        """)
-    assert import_openapi(spec).notes == [
-        "GET /health (health): needs no credentials, but the toolset sends them, so a call needs FLEET_TOKEN set "
-        "too; move the tool to a toolset of its own if that matters"]
 
 
 def test_odd_values_where_the_document_wants_a_mapping_are_handled_not_a_traceback(tmp_path: Path) -> None:

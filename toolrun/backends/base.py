@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from toolrun.core.content import ContentBlock
 from toolrun.core.errors import Problem
 from toolrun.core.tool import Tool
 
@@ -17,10 +18,12 @@ if TYPE_CHECKING:
 
 @dataclass
 class BackendOutput:
-    """What a backend produced: the text for the model, and whether it is an error."""
+    """What a backend produced: the text for the model, whether it is an error, and any images, audio or
+    resources beside the text (an MCP server's; see ``toolrun.core.content``)."""
 
     text: str
     is_error: bool = False
+    blocks: list[ContentBlock] = field(default_factory=list)
 
 
 @dataclass
@@ -65,16 +68,20 @@ class Backend(ABC):
         return config
 
     def config_of(self, tool: Tool) -> Any:
-        """The tool's typed config: the one parsed at load, else parsed now; ``InvalidConfig`` when it does not parse."""
-        parsed = tool.backend.parsed if tool.backend.parsed is not None else self.parse(tool.backend.config)
+        """The tool's typed config: the one parsed at load, else parsed now (once); ``InvalidConfig`` when it does not parse."""
+        parsed = tool.backend.parsed
+        if parsed is None:
+            parsed = self.parse(tool.backend.config)
+            if not isinstance(parsed, list):  # kept: a cached catalog's tool parses at its first call only
+                tool.backend = replace(tool.backend, parsed=parsed)
         if isinstance(parsed, list):
             raise InvalidConfig(f"the {self.kind} config of tool {tool.name!r} is invalid: "
                                 + "; ".join(f"{p.key}: {p.message}" for p in parsed))
         return parsed
 
     def config_problems(self, tool: Tool) -> list[Problem]:
-        """What ``parse`` finds wrong, each at the line of its key."""
-        parsed = self.parse(tool.backend.config)
+        """What ``parse`` finds wrong (or found at load), each at the line of its key."""
+        parsed = tool.backend.parsed if tool.backend.parsed is not None else self.parse(tool.backend.config)
         if not isinstance(parsed, list):
             return []
         return [Problem(tool.source.file, tool.source.line_of(f"backend.{self.kind}.{p.key}"), p.message, p.fix)

@@ -24,6 +24,7 @@ import re
 import ssl
 import urllib.request
 from collections.abc import Mapping
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 from urllib.parse import quote
@@ -34,6 +35,7 @@ from toolrun.backends.base import Backend, BackendOutput, CallContext, ConfigPro
 from toolrun.backends.extract import ExtractError, extract
 from toolrun.backends.http_arguments import header_problem, place, placements
 from toolrun.backends.http_config import HttpConfig, http_config, parse_http_config
+from toolrun.backends.http_errors import error_text
 from toolrun.backends.http_lint import http_warnings
 from toolrun.backends.http_safety import RefusedRequest, check_destination, checked_transport, same_origin
 from toolrun.backends.warning import BackendWarning
@@ -44,12 +46,13 @@ from toolrun.core.templates import TemplateError, placeholders, render, value_pl
 from toolrun.core.text import excerpt
 from toolrun.core.tool import Tool
 from toolrun.core.url_template import PATH_PARAMETER, path_parameters
+from toolrun.core.version import USER_AGENT
 
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 MAX_REDIRECTS = 5
 MAX_BODY_BYTES = 16 * 1024 * 1024  # memory guard; the tool's max_output cuts the text far earlier
-ERROR_EXCERPT_CHARS = 300
+ERROR_EXCERPT_CHARS = 300  # a body that is no error's: what a failed extract or result template saw
 
 _WHOLE_PLACEHOLDER = re.compile(r"^\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}$")
 _PATH_VARIABLE = "__toolrun_path__"
@@ -143,7 +146,8 @@ def _segment(encoded: str) -> str:
 def _client(timeout: float) -> httpx.AsyncClient:
     """A client that connects only to checked addresses; through a proxy from the environment, the
     proxy resolves names, so only the name checks apply there (docs/security.md)."""
-    headers = {"Accept-Encoding": ACCEPT_ENCODING}  # only what content_decoding bounds, whatever httpx could do
+    # only what content_decoding bounds, whatever httpx could do; a tool's own User-Agent header wins
+    headers = {"Accept-Encoding": ACCEPT_ENCODING, "User-Agent": USER_AGENT}
     if _proxied():
         return httpx.AsyncClient(timeout=timeout, verify=_ssl_context(), follow_redirects=False, headers=headers)
     context = _ssl_context()
@@ -174,7 +178,7 @@ def result_of(config: HttpConfig, arguments: Mapping[str, Any], response: httpx.
     """The model's view of a response: an error for 4xx/5xx, else extract / result template / body."""
     status = f"HTTP {response.status_code} {response.reason_phrase}".rstrip()
     if response.status_code >= 400:
-        return BackendOutput(f"{status}: {_body_excerpt(response.text)}", is_error=True)
+        return BackendOutput(error_text(status, response.text, config.error_excerpt), is_error=True)
     if response.is_redirect:
         location = response.headers.get("location", "?")
         return BackendOutput(f"{status}: redirect to {location} not followed (follow_redirects is false)",
@@ -228,11 +232,14 @@ class HttpBackend(Backend):
     def config_of(self, tool: Tool) -> HttpConfig:
         """The config parsed at load; for a tool built by hand, taken as written (the request-time checks still refuse)."""
         parsed = tool.backend.parsed
-        return parsed if isinstance(parsed, HttpConfig) else http_config(tool.backend.config)
+        if not isinstance(parsed, HttpConfig):
+            parsed = http_config(tool.backend.config)
+            tool.backend = replace(tool.backend, parsed=parsed)  # once: a cached catalog's tool at its first call
+        return parsed
 
     def warnings(self, tool: Tool) -> list[BackendWarning]:
         """Where the model picks the host or path, optional path parameters, unannotated writes (http_lint)."""
-        return http_warnings(tool)
+        return http_warnings(tool, self.config_of(tool))
 
     async def run(self, tool: Tool, arguments: dict[str, Any], context: CallContext) -> BackendOutput:
         config: HttpConfig = self.config_of(tool)

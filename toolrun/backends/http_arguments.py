@@ -55,26 +55,37 @@ def placement_problems(arguments: Any) -> list[tuple[str, str, str]]:
     if not isinstance(arguments, Mapping):
         return [("", "arguments must map argument names to locations", "e.g. arguments: {limit: query}")]
     problems = []
-    whole_body = [name for name, spec in arguments.items() if _location_of(spec) == "json"]
     for name, spec in arguments.items():
         location = _location_of(spec)
         if location not in LOCATIONS:
             problems.append((str(name), f"unknown location {location!r}", f"use one of {', '.join(LOCATIONS)}"))
-            continue
-        if isinstance(spec, Mapping):
-            unknown = sorted(set(spec) - {"in", "name", "style", "explode"})
-            if unknown:
-                problems.append((str(name), f"unknown key(s) {', '.join(map(str, unknown))}",
-                                 "use in, name, style and explode"))
-            style = spec.get("style")
-            if style is not None and style not in STYLES[location]:
-                allowed = ", ".join(STYLES[location]) or "none"
-                problems.append((str(name), f"style {style!r} does not apply to {location}", f"use {allowed}"))
-            if "explode" in spec and not isinstance(spec["explode"], bool):
-                problems.append((str(name), "explode must be true or false", "e.g. explode: false"))
-            if "name" in spec and not (isinstance(spec["name"], str) and spec["name"]):
-                problems.append((str(name), "name must be a non-empty text", "the parameter's name on the wire"))
-    if whole_body and len(whole_body) > 1:
+        elif isinstance(spec, Mapping):
+            problems += [(str(name), what, fix) for what, fix in _option_problems(spec, location)]
+    return problems + _body_problems(arguments)
+
+
+def _option_problems(spec: Mapping[str, Any], location: str) -> list[tuple[str, str]]:
+    """(what is wrong, fix) for the keys of one placement written as a mapping (``{in: query, style: form}``)."""
+    problems = []
+    unknown = sorted(set(spec) - {"in", "name", "style", "explode"})
+    if unknown:
+        problems.append((f"unknown key(s) {', '.join(map(str, unknown))}", "use in, name, style and explode"))
+    style = spec.get("style")
+    if style is not None and style not in STYLES[location]:
+        allowed = ", ".join(STYLES[location]) or "none"
+        problems.append((f"style {style!r} does not apply to {location}", f"use {allowed}"))
+    if "explode" in spec and not isinstance(spec["explode"], bool):
+        problems.append(("explode must be true or false", "e.g. explode: false"))
+    if "name" in spec and not (isinstance(spec["name"], str) and spec["name"]):
+        problems.append(("name must be a non-empty text", "the parameter's name on the wire"))
+    return problems
+
+
+def _body_problems(arguments: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """Two whole JSON bodies, or a whole body with body or form members."""
+    whole_body = [name for name, spec in arguments.items() if _location_of(spec) == "json"]
+    problems = []
+    if len(whole_body) > 1:
         problems.append((whole_body[1], "only one argument can be the whole JSON body (in: json)",
                          "keep one, or send the others as body members (in: body)"))
     if whole_body and any(_location_of(s) in ("body", "form") for s in arguments.values()):

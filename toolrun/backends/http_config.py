@@ -16,6 +16,7 @@ import httpx
 from toolrun.backends.base import ConfigProblem
 from toolrun.backends.extract import ExtractError, parse_path
 from toolrun.backends.http_arguments import placement_problems, placements
+from toolrun.backends.http_errors import DEFAULT_ERROR_EXCERPT
 from toolrun.core.durations import parse_duration
 from toolrun.core.templates import check_template, template_fix
 from toolrun.core.url_template import PATH_PARAMETER, path_parameters
@@ -46,12 +47,13 @@ class HttpConfig:
     idempotent: bool = False
     allow_hosts: tuple[str, ...] | None = None
     follow_redirects: bool = True
+    error_excerpt: int = DEFAULT_ERROR_EXCERPT  # characters of an error response the model sees
 
 
 def parse_http_config(config: Mapping[str, Any]) -> HttpConfig | list[ConfigProblem]:
     """The typed config, or every problem of ``config``."""
-    problems = [*_request_problems(config), *_template_problems(config), *_placement_problems(config),
-                *_option_problems(config)]
+    problems = [*_body_problems(config), *_request_problems(config), *_template_problems(config),
+                *_placement_problems(config), *_option_problems(config)]
     return problems or http_config(config)
 
 
@@ -76,7 +78,15 @@ def http_config(config: Mapping[str, Any]) -> HttpConfig:
         idempotent=bool(config.get("idempotent")),
         allow_hosts=tuple(allow_hosts) if allow_hosts is not None else None,
         follow_redirects=config.get("follow_redirects", True) is not False,
+        error_excerpt=int(config.get("error_excerpt") or DEFAULT_ERROR_EXCERPT),
     )
+
+
+def _body_problems(config: Mapping[str, Any]) -> list[ConfigProblem]:
+    """Two bodies (the schema cannot say they exclude each other)."""
+    if "json" in config and "form" in config:
+        return [ConfigProblem("form", "'json' and 'form' are both set", "send one body: keep json or form")]
+    return []
 
 
 def _request_problems(config: Mapping[str, Any]) -> list[ConfigProblem]:
@@ -150,12 +160,16 @@ def _template_problems(config: Mapping[str, Any]) -> list[ConfigProblem]:
 
 
 def _option_problems(config: Mapping[str, Any]) -> list[ConfigProblem]:
-    """retries, timeout and allow_hosts."""
+    """retries, error_excerpt, timeout and allow_hosts."""
     problems: list[ConfigProblem] = []
     retries = config.get("retries")
     if retries is not None and (isinstance(retries, bool) or not isinstance(retries, int) or retries < 0):
         problems.append(ConfigProblem("retries", f"retries must be a whole number ≥ 0, got {retries!r}",
                                       "e.g. retries: 2 (0 for none)"))
+    cap = config.get("error_excerpt")
+    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
+        problems.append(ConfigProblem("error_excerpt", f"error_excerpt must be a whole number ≥ 1, got {cap!r}",
+                                      f"e.g. error_excerpt: 4000 (characters; default {DEFAULT_ERROR_EXCERPT})"))
     if config.get("timeout") is not None:
         try:
             parse_duration(config["timeout"])

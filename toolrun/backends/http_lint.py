@@ -10,13 +10,16 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolrun.backends.env_reference_lint import config_strings, env_reference_warnings
 from toolrun.backends.warning import BackendWarning
 from toolrun.core.templates import placeholders
 from toolrun.core.tool import Tool
 from toolrun.core.url_template import PATH_PARAMETER, path_parameters
+
+if TYPE_CHECKING:
+    from toolrun.backends.http_config import HttpConfig
 
 STATE_CHANGING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
@@ -26,18 +29,16 @@ def _url_origin() -> re.Pattern[str]:
     return re.compile(r"^\s*([^/]*//)?[^/?#]*")  # scheme and host, up to the path
 
 
-def http_warnings(tool: Tool) -> list[BackendWarning]:
-    """Every http lint warning for ``tool``."""
-    return [*optional_path_parameter_findings(tool), *model_host_findings(tool), *model_path_findings(tool),
-            *annotation_findings(tool),
+def http_warnings(tool: Tool, config: HttpConfig) -> list[BackendWarning]:
+    """Every http lint warning for ``tool`` (its typed ``config``)."""
+    return [*optional_path_parameter_findings(tool, config), *model_host_findings(config),
+            *model_path_findings(tool, config), *annotation_findings(tool, config),
             *env_reference_warnings(config_strings(tool.backend.config, "backend.http"), ("backend.http.headers.",))]
 
 
-def optional_path_parameter_findings(tool: Tool) -> Iterator[BackendWarning]:
+def optional_path_parameter_findings(tool: Tool, config: HttpConfig) -> Iterator[BackendWarning]:
     """optional-path-parameter: a url {name} whose parameter the model may leave out."""
-    url = tool.backend.config.get("url")
-    if not isinstance(url, str):
-        return
+    url = config.url
     required = set(tool.parameters.get("required") or [])
     declared = tool.parameters.get("properties") or {}
     for name in dict.fromkeys(path_parameters(url)):
@@ -48,11 +49,10 @@ def optional_path_parameter_findings(tool: Tool) -> Iterator[BackendWarning]:
             )
 
 
-def model_host_findings(tool: Tool) -> Iterator[BackendWarning]:
+def model_host_findings(config: HttpConfig) -> Iterator[BackendWarning]:
     """model-chosen-host: a template in an http url's scheme or host lets the model pick the server."""
-    for key in ("url", "base_url"):
-        url = tool.backend.config.get(key)
-        if not isinstance(url, str):
+    for key, url in (("url", config.url), ("base_url", config.base_url)):
+        if url is None:
             continue
         origin = _url_origin().match(url)
         text = origin.group(0) if origin else ""
@@ -89,11 +89,9 @@ def _value_stays_in_segment(schema: Any) -> bool:
     return False
 
 
-def model_path_findings(tool: Tool) -> Iterator[BackendWarning]:
+def model_path_findings(tool: Tool, config: HttpConfig) -> Iterator[BackendWarning]:
     """model-chosen-path: a {{ }} template in an http url's path puts a model value in it unencoded."""
-    url = tool.backend.config.get("url")
-    if not isinstance(url, str):
-        return
+    url = config.url
     origin = _url_origin().match(url)
     path = url[origin.end():] if origin and "//" in origin.group(0) else url
     path = re.split(r"[?#]", path, maxsplit=1)[0]
@@ -115,11 +113,11 @@ def model_path_findings(tool: Tool) -> Iterator[BackendWarning]:
         )
 
 
-def annotation_findings(tool: Tool) -> Iterator[BackendWarning]:
+def annotation_findings(tool: Tool, config: HttpConfig) -> Iterator[BackendWarning]:
     """state-changing-without-annotations: a POST/PUT/PATCH/DELETE tool with no hints."""
     if tool.annotations is not None:
         return
-    method = str(tool.backend.config.get("method", "GET")).upper()
+    method = config.method
     if method in STATE_CHANGING_METHODS:
         yield BackendWarning(
             "state-changing-without-annotations",

@@ -13,6 +13,8 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import httpx2
+from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
 
 from toolrun.core.content_decoding import ACCEPT_ENCODING, RefusedBody, content_coding, decoded
 
@@ -62,7 +64,8 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
         await self._inner.aclose()
 
 
-def bounded_client(headers: Mapping[str, str], timeout: float, event_hooks: dict[str, list[Any]]) -> httpx2.AsyncClient:
+def bounded_client(headers: Mapping[str, str], timeout: float | httpx2.Timeout,
+                   event_hooks: dict[str, list[Any]]) -> httpx2.AsyncClient:
     """The client the SDK's streamable HTTP transport is given: bounded decoding, only codings toolrun decodes."""
     client = httpx2.AsyncClient(headers={"Accept-Encoding": ACCEPT_ENCODING, **headers}, timeout=timeout,
                                 event_hooks=event_hooks)
@@ -71,3 +74,17 @@ def bounded_client(headers: Mapping[str, str], timeout: float, event_hooks: dict
     client._mounts = {pattern: None if mounted is None else BoundedTransport(mounted)
                       for pattern, mounted in client._mounts.items()}
     return client
+
+
+def http_transport(url: str, headers: Mapping[str, str], timeout: float, on_response: list[Any], legacy_sse: bool) -> Any:
+    """The SDK transport for a url server: streamable HTTP, or the HTTP+SSE of protocol 2024-11-05."""
+    hooks = {"response": on_response}
+    if legacy_sse:
+        def factory(headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None,
+                    auth: httpx2.Auth | None = None) -> httpx2.AsyncClient:
+            return bounded_client(headers or {}, timeout if timeout is not None else 30.0, hooks)
+
+        # The SSE stream stays open between events for as long as the session lives.
+        return sse_client(url, headers=dict(headers), timeout=timeout, sse_read_timeout=24 * 3600.0,
+                          httpx_client_factory=factory)
+    return streamable_http_client(url, http_client=bounded_client(headers, timeout, hooks))

@@ -29,14 +29,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolrun.backends.base import Backend, BackendOutput, CallContext
+from toolrun.backends.base import Backend, BackendOutput, CallContext, ConfigProblem
+from toolrun.backends.mcp_server_config import (
+    DEFAULT_CONNECT_TIMEOUT_SECONDS,
+    McpServerConfig,
+    mcp_server_config,
+    parse_mcp_server_config,
+)
+from toolrun.core.content import BLOCK_TYPES, capped_blocks
 from toolrun.core.errors import Problem
 from toolrun.core.secrets import ENV_REFERENCE, Redactor, read_secret, register_secret
 from toolrun.core.tool import Tool
 
-DEFAULT_CONNECT_TIMEOUT_SECONDS = 30.0
 STDERR_TAIL_LINES = 15
 MAX_RESTARTS = 1
+MAX_TOOL_PAGES = 1000  # a server whose cursors never end cannot hang a load
 
 
 class McpServerUnavailable(Exception):
@@ -67,22 +74,12 @@ class ServerSpec:
         return self.url if self.url else " ".join(self.command)
 
 
-def server_spec(config: Mapping[str, Any], base_dir: Path) -> ServerSpec:
-    """The ``mcp_server`` mapping of a toolset as a ``ServerSpec``; relative paths start at ``base_dir``."""
-    command = config.get("command")
-    if isinstance(command, str):
-        command = [command]
-    cwd = config.get("cwd")
-    folder = (base_dir / cwd) if isinstance(cwd, str) else base_dir
-    timeout = config.get("timeout", DEFAULT_CONNECT_TIMEOUT_SECONDS)
-    return ServerSpec(
-        command=tuple(str(part) for part in command or ()),
-        url=config.get("url"),
-        env=tuple(sorted((str(k), str(v)) for k, v in (config.get("env") or {}).items())),
-        headers=tuple(sorted((str(k), str(v)) for k, v in (config.get("headers") or {}).items())),
-        cwd=str(folder.resolve()) if not config.get("url") else None,
-        timeout=float(timeout) if isinstance(timeout, (int, float)) else DEFAULT_CONNECT_TIMEOUT_SECONDS,
-    )
+def server_spec(config: Mapping[str, Any] | McpServerConfig, base_dir: Path) -> ServerSpec:
+    """The server of an ``mcp_server`` config as a ``ServerSpec``; relative paths start at ``base_dir``."""
+    typed = config if isinstance(config, McpServerConfig) else mcp_server_config(config)
+    folder = (base_dir / typed.cwd) if typed.cwd is not None else base_dir
+    return ServerSpec(command=typed.command, url=typed.url, env=typed.env, headers=typed.headers,
+                      cwd=str(folder.resolve()) if not typed.url else None, timeout=typed.timeout)
 
 
 @dataclass(frozen=True)
@@ -110,6 +107,19 @@ def _tail(path: Path, secrets: tuple[str, ...] = ()) -> str:
     return Redactor(secrets).redact("\n".join(lines[-STDERR_TAIL_LINES:]))
 
 
+def is_legacy_sse_url(url: str) -> bool:
+    """A url of the HTTP+SSE transport of protocol 2024-11-05 (``…/sse``), not streamable HTTP."""
+    return url.split("?", 1)[0].rstrip("/").endswith("/sse")
+
+
+def _refusal_hint(refusal: str) -> str:
+    if refusal.startswith("HTTP 401"):
+        return " — check the token in headers"
+    if refusal.startswith(("HTTP 404", "HTTP 405")):
+        return " — is the url the server's MCP endpoint? a legacy HTTP+SSE server's url ends in /sse"
+    return ""
+
+
 def _describe(exc: BaseException) -> str:
     # anyio task groups wrap the real failure; the innermost one says what happened.
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
@@ -134,6 +144,7 @@ class _Connection:
         self.stderr_path = Path(name)
         self.secrets: tuple[str, ...] = ()  # the ${env:...} values the server was given: every caller redacts them
         self.http_refusal: str | None = None  # "HTTP 401 Unauthorized": the SDK's error does not say (url servers)
+        self.legacy_sse = bool(spec.url and is_legacy_sse_url(spec.url))  # protocol 2024-11-05: GET /sse, POST messages
 
     @property
     def alive(self) -> bool:
@@ -156,13 +167,10 @@ class _Connection:
 
     def _transport(self, spec: ServerSpec, expand: Any, stdio_client: Any, parameters_class: Any) -> Any:
         if spec.url:
-            from mcp.client.streamable_http import streamable_http_client
-
-            from toolrun.backends.mcp_http import bounded_client
+            from toolrun.backends.mcp_http import http_transport
 
             headers = {name: expand(value) for name, value in spec.headers}
-            client = bounded_client(headers, spec.timeout, {"response": [self._note_refusal]})
-            return streamable_http_client(spec.url, http_client=client)
+            return http_transport(spec.url, headers, spec.timeout, [self._note_refusal], legacy_sse=self.legacy_sse)
         command = [sys.executable if spec.command[0] in ("python", "python3") else spec.command[0], *spec.command[1:]]
         env = {name: expand(value) for name, value in spec.env}
         parameters = parameters_class(command=command[0], args=command[1:], env=env, cwd=spec.cwd)
@@ -170,22 +178,53 @@ class _Connection:
 
     async def hold(self) -> None:
         """Open the session, serve calls until ``closing`` is set or the server goes away."""
-        from mcp import Client
-
         self.starts += 1
         self.finished = False
         self.http_refusal = None
         try:
-            async with Client(self.transport(), mode="auto", read_timeout_seconds=None) as client:
-                self.client = client
-                self.ready.set()
-                await self.closing.wait()
+            try:
+                await self._serve()
+            except Exception:
+                if not self._answered_like_legacy_sse():
+                    raise
+                self.legacy_sse, refusal = True, self.http_refusal  # the spec's fallback: try the 2024-11-05 transport
+                try:
+                    await self._serve()
+                except Exception:
+                    self.legacy_sse, self.http_refusal = False, refusal
+                    raise
         except BaseException as exc:  # noqa: BLE001 - kept for the callers; this task just ends
             self.failure = exc
         finally:
             self.finished = True
             self.client = None
             self.ready.set()
+
+    async def _serve(self) -> None:
+        """One session: ``initialize`` first (never ``server/discover``), toolrun named as the client."""
+        from importlib.metadata import PackageNotFoundError, version
+
+        from mcp import Client
+        from mcp_types import Implementation
+
+        try:
+            identity = Implementation(name="toolrun", version=version("toolrun"))
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            identity = Implementation(name="toolrun", version="unknown")
+        async with Client(self.transport(), mode="legacy", client_info=identity, read_timeout_seconds=None,
+                                message_handler=self._on_message, cache=None) as client:
+            self.client = client
+            self.ready.set()
+            await self.closing.wait()
+
+    def _answered_like_legacy_sse(self) -> bool:
+        # A streamable-HTTP POST that a 2024-11-05 server does not route: 404 or 405 (400 from some).
+        return (not self.legacy_sse and self.client is None and self.http_refusal is not None
+                and self.http_refusal.split()[1] in ("400", "404", "405"))
+
+    async def _on_message(self, message: Any) -> None:
+        if getattr(message, "method", None) == "notifications/tools/list_changed":
+            _tools_changed()
 
     async def closed(self, timeout: float = 5.0) -> None:
         """Let the holding task notice the end of the session and finish."""
@@ -206,7 +245,7 @@ class _Connection:
     def unavailable(self, doing: str) -> McpServerUnavailable:
         reason = _describe(self.failure) if self.failure is not None else "the connection closed"
         if self.http_refusal is not None:
-            reason += f" ({self.http_refusal}{' — check the token in headers' if self.http_refusal.startswith('HTTP 401') else ''})"
+            reason += f" ({self.http_refusal}{_refusal_hint(self.http_refusal)})"
         reason = Redactor(self.secrets).redact(reason)
         return McpServerUnavailable(f"the MCP server {self.spec.label} {doing}: {reason}", self.stderr_tail())
 
@@ -266,14 +305,14 @@ class ServerHub:
         connection = await self._connected(spec)
         try:
             async with asyncio.timeout(spec.timeout):
-                listed = await connection.client.list_tools()
+                listed = await _every_page(connection.client)
         except TimeoutError:
             raise McpServerUnavailable(f"the MCP server {spec.label} did not list its tools within {spec.timeout:g}s",
                                        connection.stderr_tail()) from None
         except Exception as exc:
             connection.failure = exc
             raise connection.unavailable("failed to list its tools") from None
-        return [_remote_tool(tool) for tool in listed.tools]
+        return [_remote_tool(tool) for tool in listed]
 
     async def _call(self, spec: ServerSpec, name: str, arguments: dict[str, Any]) -> BackendOutput:
         from mcp_types import CONNECTION_CLOSED  # the SDK's code for a session whose transport went away
@@ -294,7 +333,7 @@ class ServerHub:
                 return BackendOutput(f"the MCP server {spec.label} stopped during the call ({restart})"
                                      + (f"; its stderr ends with:\n{tail}" if tail else ""), True)
             return BackendOutput(f"the MCP server {spec.label} refused the call: {_describe(exc)}", True)
-        return BackendOutput(result_text(result), bool(result.is_error))
+        return result_output(result)
 
     def list_tools(self, spec: ServerSpec) -> list[RemoteTool]:
         """The server's tools (blocking; any thread, any loop). ``McpServerUnavailable`` when it cannot answer."""
@@ -347,29 +386,61 @@ class ServerHub:
         self._connections.clear()
 
 
+async def _every_page(client: Any) -> list[Any]:
+    """Every tool of the server, following ``nextCursor`` to the last page."""
+    tools: list[Any] = []
+    cursor: str | None = None
+    seen: set[str] = set()
+    for _ in range(MAX_TOOL_PAGES):
+        page = await client.list_tools(cursor=cursor)
+        tools += page.tools
+        cursor = page.next_cursor
+        if not cursor:
+            return tools
+        if cursor in seen:
+            raise ValueError(f"its tools/list gave the cursor {cursor[:40]!r} twice (a paging loop)")
+        seen.add(cursor)
+    raise ValueError(f"its tools/list did not end within {MAX_TOOL_PAGES} pages")
+
+
 def _remote_tool(tool: Any) -> RemoteTool:
     annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else {}
     return RemoteTool(tool.name, tool.description or "", dict(tool.input_schema or {"type": "object"}),
                       tool.title or annotations.get("title"), annotations)
 
 
-def result_text(result: Any) -> str:
-    """A ``CallToolResult`` as the text a model gets: its text blocks, else its structured content as JSON."""
+def result_output(result: Any) -> BackendOutput:
+    """A ``CallToolResult`` as a backend's output: its text blocks (else its structured content as JSON) as the
+    text, its images, audio and resources as blocks, up to ``MAX_CONTENT_BYTES`` (a note names what is over)."""
     texts = [block.text for block in result.content if getattr(block, "type", None) == "text"]
-    others = [block.type for block in result.content if getattr(block, "type", None) != "text"]
+    others = [block.model_dump(by_alias=True, mode="json", exclude_none=True)
+              for block in result.content if getattr(block, "type", None) in BLOCK_TYPES]
     if texts:
         text = "\n".join(texts)
     elif result.structured_content is not None:
         text = json.dumps(result.structured_content, ensure_ascii=False)
     else:
         text = ""
-    if others:  # images, audio, resources: a model reading text cannot use them, but should know they exist
-        text += ("\n" if text else "") + f"[the server also returned {', '.join(others)} content, not shown]"
-    return text
+    blocks, notes = capped_blocks(others)
+    if notes:
+        text = "\n".join([text, *notes] if text else notes)
+    return BackendOutput(text, bool(result.is_error), blocks)
 
 
 _hub: ServerHub | None = None
 _hub_lock = threading.Lock()
+_tool_list_generation = 0  # how many times a server of this process said its tools changed (list_changed)
+
+
+def _tools_changed() -> None:
+    global _tool_list_generation
+    _tool_list_generation += 1  # only the hub's loop thread writes it
+
+
+def tool_list_generation() -> int:
+    """A number that grows each time a connected server sends ``notifications/tools/list_changed``: a catalog
+    loaded at another number may be out of date (load it again; the servers are asked afresh)."""
+    return _tool_list_generation
 
 
 def server_hub() -> ServerHub:
@@ -393,20 +464,20 @@ def list_server_tools(config: Mapping[str, Any], base_dir: Path) -> list[RemoteT
 
 
 class McpServerBackend(Backend):
-    """Runs a tool by calling it on its MCP server (``backend.config["tool"]`` is its name there)."""
+    """Runs a tool by calling it on its MCP server (``McpServerConfig.tool`` is its name there)."""
 
     kind = "mcp_server"
 
+    def parse(self, config: Mapping[str, Any]) -> McpServerConfig | list[ConfigProblem]:
+        """The typed config (``McpServerConfig``), or what is wrong with ``config``."""
+        return parse_mcp_server_config(config)
+
     def check(self, tool: Tool) -> list[Problem]:
-        config = tool.backend.config
-        problems = []
-        if bool(config.get("command")) == bool(config.get("url")):
-            problems.append(Problem(tool.source.file, tool.source.line, "mcp_server needs exactly one of command and url",
-                                    "write command: [python, -m, our_server] or url: https://host/mcp"))
-        if not isinstance(config.get("tool"), str):
-            problems.append(Problem(tool.source.file, tool.source.line, "mcp_server needs the name of the server's tool",
-                                    "write the server in a toolset file (mcp_server: at the top), which names each tool"))
-        return problems
+        """``parse``'s problems, at the tool's line (its settings are the toolset's, not the tool's)."""
+        parsed = tool.backend.parsed if tool.backend.parsed is not None else self.parse(tool.backend.config)
+        if not isinstance(parsed, list):
+            return []
+        return [Problem(tool.source.file, tool.source.line, p.message, p.fix) for p in parsed]
 
     def override_hint(self, tool: Tool) -> str | None:
         """The server writes the tool's text: its fix is an override under ``tools:`` of the toolset file."""
@@ -415,10 +486,11 @@ class McpServerBackend(Backend):
                 f"`- name: {remote}` and `description: ...`")
 
     async def run(self, tool: Tool, arguments: dict[str, Any], context: CallContext) -> BackendOutput:
-        spec = server_spec(tool.backend.config, tool.base_dir)
+        config: McpServerConfig = self.config_of(tool)
+        spec = server_spec(config, tool.base_dir)
         hub = server_hub()
         try:
-            return await hub.call(spec, str(tool.backend.config["tool"]), arguments)
+            return await hub.call(spec, config.tool, arguments)
         finally:
             # The server was given these (from the process environment, once): whatever it answers, this
             # call's run redacts them — and no run's own environ ever reaches a server other runs share.

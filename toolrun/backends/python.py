@@ -25,13 +25,13 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from toolrun.backends.base import Backend, BackendOutput, CallContext
-from toolrun.backends.python_target import file_path, is_file_target, split_target
+from toolrun.backends.base import Backend, BackendOutput, CallContext, ConfigProblem
+from toolrun.backends.python_target import PythonConfig, file_path, parse_python_config
 from toolrun.core.cache_folder import importing_users_code
 from toolrun.core.daemon_threads import in_daemon_thread
 from toolrun.core.errors import TOOL_LOGGER, Problem, ToolError
@@ -142,24 +142,25 @@ def _find_module(module_ref: str, folder: Path) -> importlib.machinery.ModuleSpe
         return importlib.util.find_spec(module_ref)
 
 
-def _resolved(tool: Tool) -> tuple[Callable[..., Any], bool]:
+def _resolved(tool: Tool, backend: PythonBackend) -> tuple[Callable[..., Any], bool]:
     """The tool's function and whether it is a coroutine function, worked out once per tool."""
     entry = _by_tool.get(id(tool))
     if entry is not None and entry[0] is tool:  # the entry keeps the tool alive: its id stays its own
         return entry[1]
-    key = (tool.base_dir, str(tool.backend.config["function"]))
+    config: PythonConfig = backend.config_of(tool)
+    key = (tool.base_dir, config.target)
     found = _by_tool_target.get(key)
     if found is None:
-        function = _resolve_function(tool)
+        function = _resolve_function(tool, config)
         found = _by_tool_target[key] = (function, inspect.iscoroutinefunction(function))
     if len(_by_tool) < 4096:
         _by_tool[id(tool)] = (tool, found)
     return found
 
 
-def _resolve_function(tool: Tool) -> Callable[..., Any]:
-    module_ref, function_name = split_target(str(tool.backend.config["function"]))
-    if is_file_target(module_ref):
+def _resolve_function(tool: Tool, config: PythonConfig) -> Callable[..., Any]:
+    module_ref, function_name = config.module, config.name
+    if config.in_file:
         path = file_path(tool, module_ref).resolve()
         key = (str(path), function_name)
     else:
@@ -187,12 +188,19 @@ def result_text(value: Any) -> str:
 class PythonBackend(Backend):
     kind = "python"
 
+    def parse(self, config: Mapping[str, Any]) -> PythonConfig | list[ConfigProblem]:
+        """The typed config (``PythonConfig``), or why ``function`` is not a "module:function" target."""
+        return parse_python_config(config)
+
     def check(self, tool: Tool) -> list[Problem]:
         """Bad target form, missing file or module, no such function, or a signature no call can fit.
 
         Reads the source and runs none of it (only finding ``pkg.mod`` imports the package ``pkg``).
         """
-        found = _mismatches_in_source(tool)
+        problems = self.config_problems(tool)
+        if problems:
+            return problems
+        found = _mismatches_in_source(tool, self.config_of(tool))
         if isinstance(found, Problem):
             return [found]
         if found is None:
@@ -204,7 +212,7 @@ class PythonBackend(Backend):
 
     def warnings(self, tool: Tool) -> list[BackendWarning]:
         """python-signature: calls the function would refuse when the model leaves out or adds an argument."""
-        found = _mismatches_in_source(tool)
+        found = _mismatches_in_source(tool, self.config_of(tool))
         if found is None or isinstance(found, Problem):
             return []
         source, signature, mismatches = found
@@ -219,7 +227,7 @@ class PythonBackend(Backend):
             # The first call imports the tool's module here, on the event loop's (main) thread, as Python
             # code expects: a module may set a signal handler, ask for the event loop or open a sqlite
             # connection its async functions use. The calls beside it wait for that import.
-            function, is_coroutine = _resolved(tool)
+            function, is_coroutine = _resolved(tool, self)
             if is_coroutine:
                 value = await function(**arguments)
             else:
@@ -235,18 +243,19 @@ class PythonBackend(Backend):
         return BackendOutput(result_text(value))
 
 
-def _mismatches_in_source(tool: Tool) -> tuple[Path, FunctionSignature, list[SignatureMismatch]] | Problem | None:
+def _mismatches_in_source(tool: Tool, config: PythonConfig
+                          ) -> tuple[Path, FunctionSignature, list[SignatureMismatch]] | Problem | None:
     """The function's file, signature and disagreements with the tool's schema; the problem; or None when unknown."""
     from toolrun.backends.python_signature import signature_mismatches
 
-    found = _function_in_source(tool)
+    found = _function_in_source(tool, config)
     if found is None or isinstance(found, Problem):
         return found
     source, signature = found
     return source, signature, signature_mismatches(signature, tool.parameters)
 
 
-def _function_in_source(tool: Tool) -> tuple[Path, FunctionSignature] | Problem | None:
+def _function_in_source(tool: Tool, config: PythonConfig) -> tuple[Path, FunctionSignature] | Problem | None:
     """The function's file and signature, read without running it; the problem; or None when unknown.
 
     None too for a function of Python's own library (``json:dumps``): it was not written as a tool.
@@ -255,14 +264,8 @@ def _function_in_source(tool: Tool) -> tuple[Path, FunctionSignature] | Problem 
 
     where = tool.source.file
     line = tool.source.line_of("backend.python")
-    target = tool.backend.config.get("function")
-    if not isinstance(target, str):
-        return Problem(where, line, "backend.python must be a string \"module:function\" or \"file.py:function\"")
-    try:
-        module_ref, function_name = split_target(target)
-    except ValueError as exc:
-        return Problem(where, line, str(exc), "write it as tools.py:get_stock or mypackage.tools:get_stock")
-    if is_file_target(module_ref):
+    module_ref, function_name = config.module, config.name
+    if config.in_file:
         source = file_path(tool, module_ref)
         if not source.is_file():
             return Problem(where, line, f"python file not found: {source}", "the path is relative to this YAML file's folder")

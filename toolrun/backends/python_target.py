@@ -1,14 +1,44 @@
 """What a python tool's ``backend.python`` names: ``pkg.mod:function`` or ``file.py:function``.
 
-Kept apart from the backend so the catalog cache can tell which file a tool's load-time
-check reads without importing the backend.
+The backend's typed config (``PythonConfig``, parsed once), kept apart from the backend so
+the catalog cache can tell which file a tool's load-time check reads without importing it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from toolrun.backends.base import ConfigProblem
 from toolrun.core.tool import Tool
+
+
+@dataclass(frozen=True)
+class PythonConfig:
+    """The function a python tool runs: ``module`` (``pkg.mod`` or ``file.py``) and the function's ``name`` in it."""
+
+    target: str  # as written: "pkg.mod:func"
+    module: str
+    name: str
+
+    @property
+    def in_file(self) -> bool:
+        """A ``file.py`` beside the YAML file, not a module found by the import system."""
+        return is_file_target(self.module)
+
+
+def parse_python_config(config: Mapping[str, Any]) -> PythonConfig | list[ConfigProblem]:
+    """The typed config of ``{"function": "pkg.mod:func"}``, or why the target is not one."""
+    target = config.get("function")
+    if not isinstance(target, str):
+        return [ConfigProblem("function", "backend.python must be a string \"module:function\" or \"file.py:function\"")]
+    try:
+        module, name = split_target(target)
+    except ValueError as exc:
+        return [ConfigProblem("function", str(exc), "write it as tools.py:get_stock or mypackage.tools:get_stock")]
+    return PythonConfig(target, module, name)
 
 
 def split_target(target: str) -> tuple[str, str]:
@@ -32,11 +62,7 @@ def file_path(tool: Tool, module: str) -> Path:
 
 def source_file(tool: Tool) -> Path | None:
     """The ``.py`` file a file target names; None for ``pkg.mod`` targets and malformed ones."""
-    target = tool.backend.config.get("function")
-    if not isinstance(target, str):
+    config = tool.backend.parsed if isinstance(tool.backend.parsed, PythonConfig) else parse_python_config(tool.backend.config)
+    if isinstance(config, list) or not config.in_file:
         return None
-    try:
-        module, _ = split_target(target)
-    except ValueError:
-        return None
-    return file_path(tool, module) if is_file_target(module) else None
+    return file_path(tool, config.module)

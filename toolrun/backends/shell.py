@@ -26,12 +26,18 @@ import signal
 from collections.abc import Mapping
 from typing import Any
 
-from toolrun.backends.base import Backend, BackendOutput, CallContext
+from toolrun.backends.base import Backend, BackendOutput, CallContext, ConfigProblem
+from toolrun.backends.shell_config import (
+    ShellConfig,
+    parse_shell_config,
+    runs_through_shell,
+    shell_command,
+    written_templates,
+)
 from toolrun.backends.shell_lint import shell_lint_warnings
 from toolrun.backends.warning import BackendWarning
-from toolrun.core.durations import parse_duration
 from toolrun.core.errors import Problem
-from toolrun.core.templates import check_template, first_character_is_authored, placeholders, render, template_fix
+from toolrun.core.templates import first_character_is_authored, placeholders, render
 from toolrun.core.text import excerpt
 from toolrun.core.tool import Tool
 
@@ -41,7 +47,6 @@ NO_OUTPUT = "(the command succeeded and printed nothing)"  # an empty result con
 MAX_CAPTURE_BYTES = 16 * 1024 * 1024  # memory guard; the tool's max_output cuts far earlier
 KILL_GRACE_SECONDS = 1.0
 _ARG_REFERENCE = re.compile(r"TOOLRUN_ARG_([A-Za-z0-9_]+)")
-DEFAULT_OK_EXIT_CODES = (0,)
 RESULT_VARIABLES = frozenset({"stdout", "stderr", "exit_code"})  # what a result template sees besides the arguments
 # Commands whose exit code 1 is an answer, not a failure: grep found nothing, diff found differences.
 EXIT_ONE_IS_AN_ANSWER = {"grep": "finds nothing", "egrep": "finds nothing", "fgrep": "finds nothing",
@@ -57,108 +62,57 @@ def _env_value(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def _templates_of(config: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(dotted key, template) for every templated string of a shell config."""
-    found: list[tuple[str, str]] = []
-    for index, element in enumerate(config.get("argv") or []):
-        if isinstance(element, str):
-            found.append((f"argv.{index}", element))
-    for key in ("cwd", "stdin", "result"):
-        if isinstance(config.get(key), str):
-            found.append((key, config[key]))
-    for name, value in (config.get("env") or {}).items():
-        if isinstance(value, str):
-            found.append((f"env.{name}", value))
-    return found
-
-
 class ShellBackend(Backend):
     kind = "shell"
     arguments_through_templates = True
 
     def placeholders(self, tool: Tool) -> set[str]:
         """Arguments used by argv/cwd/env/stdin templates, or by ``$TOOLRUN_ARG_X`` in a shell command."""
-        config = tool.backend.config
         names: set[str] = set()
-        for key, template in _templates_of(config):
+        for key, template in written_templates(tool.backend.config):
             names |= placeholders(template) - (RESULT_VARIABLES if key == "result" else set())
-        command = config.get("command")
-        if config.get("shell") and isinstance(command, str):
+        command = shell_command(tool.backend.config)
+        if command is not None:
             by_env_name = {argument_env_name(p): p for p in (tool.parameters.get("properties") or {})}
             for suffix in _ARG_REFERENCE.findall(command):
                 env_name = "TOOLRUN_ARG_" + suffix
                 names.add(by_env_name.get(env_name, suffix.lower()))
         return names
 
+    def parse(self, config: Mapping[str, Any]) -> ShellConfig | list[ConfigProblem]:
+        """The typed config (``ShellConfig``), or every problem of ``config``."""
+        return parse_shell_config(config)
+
     def check(self, tool: Tool) -> list[Problem]:
-        """argv empty or not strings, ``command`` misuse, template syntax errors, a bad timeout."""
-        config = tool.backend.config
-        where = tool.source.file
-        problems: list[Problem] = []
-
-        def add(key: str, message: str, fix: str | None = None) -> None:
-            problems.append(Problem(where, tool.source.line_of(f"backend.shell.{key}"), message, fix))
-
-        # Key combinations (command without shell: true, argv with it) are the loader's checks.
-        if config.get("shell"):
-            command = config.get("command")
-            if "command" in config and (not isinstance(command, str) or not command.strip()):
-                add("command", "shell: true needs a non-empty command string", "add command: \"...\"")
-            elif isinstance(command, str) and ("{{" in command or "{%" in command):
-                add("command", "a shell: true command must not contain {{ }} or {% %} templates "
-                    "(model values would become shell syntax)",
-                    "read arguments from environment variables, e.g. \"$TOOLRUN_ARG_CITY\"")
-            by_env_name: dict[str, list[str]] = {}
-            for name in tool.parameters.get("properties") or {}:
-                by_env_name.setdefault(argument_env_name(name), []).append(name)
-            for env_name, names in by_env_name.items():
-                if len(names) > 1:
-                    add("command", f"parameters {', '.join(map(repr, names))} all become {env_name}: "
-                        "one would replace the other", "rename them so they differ in more than case and punctuation")
-        elif "argv" in config:
-            argv = config.get("argv")
-            if not isinstance(argv, list) or not argv:
-                add("argv", "argv must be a non-empty list: [command, arg, ...]",
-                    "e.g. argv: [df, -h, --, \"{{ path }}\"]")
-            elif not all(isinstance(element, str) for element in argv):
-                add("argv", "every argv element must be a string", "quote numbers, e.g. \"10\"")
-            elif not argv[0].strip():
-                add("argv", "argv[0] (the command) is empty", "name the program first, e.g. argv: [df, -h]")
-        env = config.get("env")
-        if env is not None and (not isinstance(env, dict)
-                                or not all(isinstance(v, (str, int, float)) for v in env.values())):
-            add("env", "env must map variable names to strings", 'e.g. env: {LANG: C.UTF-8, TOKEN: "${env:TOKEN}"}')
-        for key, template in _templates_of(config):
-            error = check_template(template)
-            if error:
-                add(key, error, template_fix(error))
-        if config.get("timeout") is not None:
-            try:
-                parse_duration(config["timeout"])
-            except ValueError as exc:
-                add("timeout", str(exc), "write it like 30s, 500ms or 2m")
-        codes = config.get("ok_exit_codes")
-        if codes is not None and (not isinstance(codes, list) or not codes or not all(_is_exit_code(c) for c in codes)):
-            add("ok_exit_codes", f"ok_exit_codes must be a non-empty list of exit codes 0-255, got {codes!r}",
-                "e.g. ok_exit_codes: [0, 1] (grep: 1 means nothing found)")
-        return problems
+        """``parse``'s problems, and parameters whose ``TOOLRUN_ARG_`` names collide in a shell command."""
+        problems = self.config_problems(tool)
+        if not runs_through_shell(tool.backend.config):
+            return problems
+        by_env_name: dict[str, list[str]] = {}
+        for name in tool.parameters.get("properties") or {}:
+            by_env_name.setdefault(argument_env_name(name), []).append(name)
+        line = tool.source.line_of("backend.shell.command")
+        return problems + [
+            Problem(tool.source.file, line, f"parameters {', '.join(map(repr, names))} all become {env_name}: "
+                    "one would replace the other", "rename them so they differ in more than case and punctuation")
+            for env_name, names in by_env_name.items() if len(names) > 1]
 
     def warnings(self, tool: Tool) -> list[BackendWarning]:
         """Model values read as options, secrets in argv, unannotated commands (shell_lint), and exit code 1."""
-        return [*shell_lint_warnings(tool), *_exit_code_warnings(tool.backend.config)]
+        config: ShellConfig = self.config_of(tool)
+        return [*shell_lint_warnings(tool, config), *_exit_code_warnings(config)]
 
     async def run(self, tool: Tool, arguments: dict[str, Any], context: CallContext) -> BackendOutput:
-        config = tool.backend.config
+        config: ShellConfig = self.config_of(tool)
         try:
             argv = self._argv(config, arguments, context, tool.parameters.get("properties") or {})
         except OptionInjection as exc:
             return BackendOutput(str(exc), is_error=True)
         env = self._environment(tool, config, arguments, context)
         cwd = tool.base_dir
-        if config.get("cwd"):
-            cwd = tool.base_dir / os.path.expanduser(render(str(config["cwd"]), arguments, context.environ))
-        stdin_text = render(config["stdin"], arguments, context.environ) if config.get("stdin") is not None else None
-        timeout = parse_duration(config["timeout"]) if config.get("timeout") is not None else None
+        if config.cwd:
+            cwd = tool.base_dir / os.path.expanduser(render(config.cwd, arguments, context.environ))
+        stdin_text = render(config.stdin, arguments, context.environ) if config.stdin is not None else None
         if not cwd.is_dir():
             return BackendOutput(f"working directory not found: {cwd}", is_error=True)
         try:
@@ -176,45 +130,44 @@ class ShellBackend(Backend):
         except (PermissionError, NotADirectoryError) as exc:
             return BackendOutput(f"cannot run {argv[0]}: {exc.strerror}", is_error=True)
         try:
-            stdout, stderr = await asyncio.wait_for(_communicate(process, stdin_text), timeout)
+            stdout, stderr = await asyncio.wait_for(_communicate(process, stdin_text), config.timeout)
         except TimeoutError:
             await _kill_group(process)
-            return BackendOutput(f"the command timed out after {timeout:g}s and was killed", is_error=True)
+            return BackendOutput(f"the command timed out after {config.timeout:g}s and was killed", is_error=True)
         except BaseException:
             await _kill_group(process)
             raise
-        ok_codes = config.get("ok_exit_codes") or DEFAULT_OK_EXIT_CODES
-        if process.returncode not in ok_codes:
+        if process.returncode not in config.success_codes:
             return BackendOutput(_failure_text(process.returncode, stdout, stderr), is_error=True)
-        if config.get("result") is not None:
-            return _rendered_result(str(config["result"]), arguments, context, stdout, stderr, process.returncode)
+        if config.result is not None:
+            return _rendered_result(config.result, arguments, context, stdout, stderr, process.returncode)
         text = stdout.rstrip("\n")  # the final newline is noise to a model
         if text:
             return BackendOutput(text)
         return BackendOutput(NO_OUTPUT if process.returncode == 0 else f"(the command printed nothing; exit code {process.returncode})")
 
-    def _argv(self, config: Mapping[str, Any], arguments: dict[str, Any], context: CallContext,
+    def _argv(self, config: ShellConfig, arguments: dict[str, Any], context: CallContext,
               properties: Mapping[str, Any]) -> list[str]:
-        if config.get("shell"):
-            return ["/bin/sh", "-c", str(config["command"])]
+        if config.shell:
+            return ["/bin/sh", "-c", config.command]
         argv: list[str] = []
         operands_only = False  # after "--" nothing is read as an option
-        for element in config["argv"]:
-            rendered = render(str(element), arguments, context.environ)
+        for element in config.argv:
+            rendered = render(element, arguments, context.environ)
             if "{%" in element and not rendered.strip():
                 continue  # an optional flag whose condition was false
             if not operands_only and argv and rendered.startswith("-"):
-                _refuse_model_option(str(element), rendered, arguments, properties, context.environ)
+                _refuse_model_option(element, rendered, arguments, properties, context.environ)
             operands_only = operands_only or element == "--"
             argv.append(rendered)
         return argv
 
-    def _environment(self, tool: Tool, config: Mapping[str, Any], arguments: dict[str, Any],
+    def _environment(self, tool: Tool, config: ShellConfig, arguments: dict[str, Any],
                      context: CallContext) -> dict[str, str]:
         env = {"PATH": os.environ.get("PATH") or DEFAULT_PATH}
-        for name, value in (config.get("env") or {}).items():
-            env[str(name)] = render(str(value), arguments, context.environ)
-        if config.get("shell"):
+        for name, value in config.env:
+            env[name] = render(value, arguments, context.environ)
+        if config.shell:
             declared = tool.parameters.get("properties") or {}
             for name, value in arguments.items():
                 if name in declared:  # an undeclared extra is unvalidated and could shadow a declared NAME
@@ -222,12 +175,11 @@ class ShellBackend(Backend):
         return env
 
 
-def _exit_code_warnings(config: Mapping[str, Any]) -> list[BackendWarning]:
+def _exit_code_warnings(config: ShellConfig) -> list[BackendWarning]:
     """shell-exit-code: grep, diff and the like answer with exit code 1, which is an error result by default."""
-    argv = config.get("argv")
-    if config.get("shell") or "ok_exit_codes" in config or not isinstance(argv, list) or not argv:
+    if config.shell or config.ok_exit_codes is not None or not config.argv:
         return []
-    program = os.path.basename(str(argv[0]))
+    program = os.path.basename(config.argv[0])
     meaning = EXIT_ONE_IS_AN_ANSWER.get(program)
     if meaning is None:
         return []
@@ -236,10 +188,6 @@ def _exit_code_warnings(config: Mapping[str, Any]) -> list[BackendWarning]:
         f"{program} exits with code 1 when it {meaning}, which is an error result unless ok_exit_codes "
         "allows it: add ok_exit_codes: [0, 1] (and a result template that says what an empty output means)",
     )]
-
-
-def _is_exit_code(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 255
 
 
 def _rendered_result(template: str, arguments: dict[str, Any], context: CallContext, stdout: str, stderr: str,

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from toolrun.backends.env_reference_lint import config_strings, env_reference_warnings
+from toolrun.backends.shell_config import ShellConfig
 from toolrun.backends.warning import BackendWarning
 from toolrun.core.secrets import ENV_REFERENCE
 from toolrun.core.templates import placeholders
@@ -24,13 +25,12 @@ def _template_first() -> re.Pattern[str]:
     return re.compile(r"\s*(?:\{#.*?#\}\s*)*\{[{%]", re.DOTALL)
 
 
-def shell_lint_warnings(tool: Tool) -> list[BackendWarning]:
-    """Every shell lint warning for ``tool`` but shell-exit-code."""
-    config = tool.backend.config
+def shell_lint_warnings(tool: Tool, config: ShellConfig) -> list[BackendWarning]:
+    """Every shell lint warning for ``tool`` (its typed ``config``) but shell-exit-code."""
     # Under shell: true the command is the shell's: $TOOLRUN_ARG_CITY and ${HOME} are what it expands.
-    skip = frozenset({"backend.shell.command"}) if config.get("shell") else frozenset()
-    strings = config_strings(config, "backend.shell", skip)
-    return [*argv_findings(tool), *annotation_findings(tool), *env_reference_warnings(strings, ("backend.shell.env.",))]
+    skip = frozenset({"backend.shell.command"}) if config.shell else frozenset()
+    strings = config_strings(tool.backend.config, "backend.shell", skip)
+    return [*argv_findings(tool, config), *annotation_findings(tool), *env_reference_warnings(strings, ("backend.shell.env.",))]
 
 
 def _value_cannot_start_with_dash(schema: Any) -> bool:
@@ -59,14 +59,12 @@ def _value_cannot_start_with_dash(schema: Any) -> bool:
     return False
 
 
-def argv_findings(tool: Tool) -> Iterator[BackendWarning]:
+def argv_findings(tool: Tool, config: ShellConfig) -> Iterator[BackendWarning]:
     """secret-in-argv; argv-option-injection: an argv element that starts with a model value, before any "--"."""
-    if tool.backend.config.get("shell"):
+    if config.shell:
         return
-    argv = tool.backend.config.get("argv")
-    if not isinstance(argv, list):
-        return
-    secrets = sorted({name for element in argv if isinstance(element, str) for name in ENV_REFERENCE.findall(element)})
+    argv = config.argv
+    secrets = sorted({name for element in argv for name in ENV_REFERENCE.findall(element)})
     if secrets:
         moved = ", ".join(f'{name}: "${{env:{name}}}"' for name in secrets)
         yield BackendWarning("secret-in-argv", "backend.shell.argv",
@@ -75,8 +73,6 @@ def argv_findings(tool: Tool) -> Iterator[BackendWarning]:
         )
     properties = tool.parameters.get("properties", {}) or {}
     for index, element in enumerate(argv):
-        if not isinstance(element, str):
-            continue
         if element == "--":
             return  # everything after it is an operand
         if not _template_first().match(element):

@@ -47,7 +47,7 @@ from toolrun.core.tool import Annotations, BackendSpec, SourceLocation, Tool
 if TYPE_CHECKING:
     from toolrun.catalog.model import LoadedTool
 
-CACHE_FORMAT = 4
+CACHE_FORMAT = 5
 TOKEN_SIZE = 16
 DIGEST_SIZE = 16  # each file and each entry is checked against its digest: a damaged byte is a miss
 SELF_CONTAINED_BACKENDS = frozenset({"http", "shell"})  # their load-time checks read only the tool file
@@ -375,17 +375,17 @@ _PLAIN_FIELDS = tuple(f.name for f in dataclasses.fields(Tool)
 def _tool_fields(tool: Tool) -> tuple[Any, ...]:
     annotations = tool.annotations
     # Every field of the model: a field added to Tool later is kept too (the code stamp drops old caches).
-    return (tool.backend.kind, tool.backend.config, tool.source.line, tool.source.key_lines,
-            None if annotations is None else dataclasses.astuple(annotations),
+    return (tool.backend.kind, tool.backend.config, tool.backend.withheld_credentials, tool.source.line,
+            tool.source.key_lines, None if annotations is None else dataclasses.astuple(annotations),
             tuple(getattr(tool, name) for name in _PLAIN_FIELDS))
 
 
 def _tool(file: Path, name: str, fields: tuple[Any, ...]) -> Tool:
-    kind, config, line, key_lines, annotations, plain_values = fields
+    kind, config, withheld, line, key_lines, annotations, plain_values = fields
     values = dict(zip(_PLAIN_FIELDS, plain_values, strict=True))
     if isinstance(values.get("lint_ignore"), list):
         values["lint_ignore"] = tuple(values["lint_ignore"])
-    return Tool(name=name, backend=BackendSpec(kind, config), source=SourceLocation(file, line, key_lines),
+    return Tool(name=name, backend=BackendSpec(kind, config, withheld_credentials=withheld), source=SourceLocation(file, line, key_lines),
                 annotations=None if annotations is None else Annotations(*annotations), **values)
 
 

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from toolrun.catalog.cjk import is_cjk
 from toolrun.catalog.tokens import token_estimate  # also what tools export shows
-from toolrun.core.credentials import WITHHELD_KEY
 from toolrun.core.schema_dialects import SchemaChange, allows_null, to_gemini, to_openai_strict
 from toolrun.core.text import counted
 from toolrun.core.tool import Tool
@@ -431,10 +430,10 @@ def unused_parameter_findings(tool: Tool) -> Iterator[RawFinding]:
 
 def withheld_credential_findings(tool: Tool) -> Iterator[RawFinding]:
     """credentials-withheld: the toolset's credentials are for its base_url's origin, and this tool goes elsewhere."""
-    withheld = tool.backend.config.get(WITHHELD_KEY)
-    if not isinstance(withheld, dict) or not withheld:
+    withheld = tool.backend.withheld_credentials
+    if not withheld:
         return
-    names = ", ".join(f"{key} {name}" for key, entries in withheld.items() for name in entries)
+    names = ", ".join(f"{key} {name}" for key, entries in withheld for name in entries)
     yield RawFinding(
         "credentials-withheld", "warning", f"backend.{tool.backend.kind}.url",
         f"the toolset's credentials ({names}) are not sent: this tool's url is not on the origin of the "

@@ -15,7 +15,7 @@ from typing import Any
 from toolrun.backends import BACKENDS, Backend, backend_targets, get_backend
 from toolrun.catalog.parameter_checks import LineAt, parameter_schema_problems
 from toolrun.core import templates
-from toolrun.core.credentials import WITHHELD_KEY, credentials_withheld
+from toolrun.core.credentials import credentials_withheld
 from toolrun.core.durations import parse_duration
 from toolrun.core.errors import Problem
 from toolrun.core.text import did_you_mean
@@ -25,7 +25,7 @@ from toolrun.core.yamlsource import LineDict, LineList, line_of, plain
 _EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 _TEMPLATE_MAP_KEYS = ("headers", "query", "env", "form")
 _MERGED_MAPPING_DEFAULTS = {"http": ("headers", "query"), "shell": ("env",)}
-_PLAIN_DEFAULTS = {"http": ("base_url", "timeout", "retries", "allow_hosts"), "shell": ("cwd",)}
+_PLAIN_DEFAULTS = {"http": ("base_url", "timeout", "retries", "allow_hosts", "error_excerpt"), "shell": ("cwd",)}
 _DURATION_FIX = "write it like 30s, 500ms or 2m"
 
 
@@ -80,6 +80,7 @@ def build_tool(
         confirm=bool(_own_or_default(raw, defaults, "confirm", False)),
         annotations=_annotations(raw, defaults),
         lint_ignore=_lint_ignore(raw, defaults),
+        check_formats=_own_or_default(raw, defaults, "check_formats", True) is not False,
     )
     problems += _backend_problems(tool, raw, defaults, file, label, at)
     return (None if problems else tool), problems
@@ -130,7 +131,7 @@ def _backend_spec(
         config = plain(value)
     else:
         config = {"value": plain(value)}  # a plugin backend written as a scalar
-    config = _merge_backend_defaults(kind, config, defaults)
+    config, withheld = _merge_backend_defaults(kind, config, defaults)
     problems: list[Problem] = []
     for key in _TEMPLATE_MAP_KEYS:
         if isinstance(config.get(key), dict):
@@ -141,8 +142,7 @@ def _backend_spec(
         except ValueError as exc:
             message = f"{label}: backend.{kind}.timeout: {exc}"
             problems.append(Problem(file, at("backend", kind, "timeout"), message, _DURATION_FIX))
-    problems += _shape_problems(kind, config, file, label, lambda *steps: at("backend", kind, *steps))
-    return BackendSpec(kind, config), problems
+    return BackendSpec(kind, config, withheld_credentials=withheld), problems
 
 
 def _as_text(value: Any) -> Any:
@@ -156,10 +156,11 @@ def _as_text(value: Any) -> Any:
 
 def _merge_backend_defaults(
     kind: str, config: dict[str, Any], defaults: Mapping[str, Any] | None
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], tuple[tuple[str, tuple[str, ...]], ...]]:
+    """``config`` with the toolset's defaults merged in, and the credentials among them kept from the tool."""
     section = plain((defaults or {}).get(kind) or {})
     if not section:
-        return config
+        return config, ()
     merged = dict(config)
     for key in _PLAIN_DEFAULTS.get(kind, ()):
         if key in section and key not in merged:
@@ -176,29 +177,7 @@ def _merge_backend_defaults(
             inherited = {k: v for k, v in section[key].items() if fold(k) not in own_names and k not in kept_back}
             # null drops a default: headers: {Authorization: null}
             merged[key] = {k: v for k, v in {**inherited, **own}.items() if v is not None}
-    if withheld:
-        merged[WITHHELD_KEY] = withheld  # for the credentials-withheld lint rule
-    return merged
-
-
-def _shape_problems(kind: str, config: dict[str, Any], file: Path, label: str, at: LineAt) -> list[Problem]:
-    """Rules between keys that the schema does not express."""
-    found: list[tuple[tuple[str, ...], str, str]] = []  # (where, what is wrong, fix)
-    if kind == "shell":
-        uses_shell = config.get("shell") is True
-        if "command" in config and not uses_shell:
-            found.append((("command",), "'command' runs through /bin/sh", "add shell: true, or write argv as a list"))
-        if uses_shell and "command" not in config:
-            found.append((("shell",), "shell: true needs a 'command'",
-                          'add command: "..." (arguments as "$TOOLRUN_ARG_<NAME>"), or drop shell: true and use argv'))
-        if uses_shell and "argv" in config:
-            found.append((("argv",), "'argv' and shell: true exclude each other",
-                          "use argv without shell, or shell: true with command"))
-        if not uses_shell and "command" not in config and "argv" not in config:
-            found.append(((), "the shell backend needs 'argv'", 'add argv: [cmd, arg, "{{ name }}"]'))
-    if kind == "http" and "json" in config and "form" in config:
-        found.append((("form",), "'json' and 'form' are both set", "send one body: keep json or form"))
-    return [Problem(file, at(*where), f"{label}: {what}", fix) for where, what, fix in found]
+    return merged, tuple((key, tuple(names)) for key, names in withheld.items())
 
 
 def _backend_problems(
@@ -210,6 +189,8 @@ def _backend_problems(
     try:
         backend = get_backend(kind)
         used = backend.placeholders(tool)
+        # Parsed once, here: check reports parse's problems from it, and run reads the typed config.
+        tool.backend = replace(tool.backend, parsed=_parsed(backend, tool))
         checked = backend.check(tool)
     except Exception as exc:  # a plugin (or an unfinished backend) must not crash loading
         message = f"{label}: backend '{kind}' cannot check this tool: {type(exc).__name__}: {exc}"
@@ -217,8 +198,6 @@ def _backend_problems(
     problems = [
         Problem(p.file or file, p.line or backend_line, _labelled(label, p.message), p.fix) for p in checked
     ]
-    if not checked:  # parsed once here; run reads the typed config (a cached catalog parses at its first call)
-        tool.backend = replace(tool.backend, parsed=_parsed(backend, tool))
     declared = set((tool.parameters.get("properties") or {}) if isinstance(tool.parameters, dict) else {})
     for name in sorted(used - declared):
         guess = did_you_mean(name, declared)
@@ -234,12 +213,11 @@ def _backend_problems(
 
 
 def _parsed(backend: Backend, tool: Tool) -> Any:
-    """The backend's typed config, or None (parsed at the first call) when it is the raw mapping or does not parse."""
+    """The backend's typed config or its problems; None (parsed when asked) when ``parse`` fails."""
     try:
-        parsed = backend.parse(tool.backend.config)
-    except Exception:  # a plugin's parse that fails on a config its check passed: run parses it then
+        return backend.parse(tool.backend.config)
+    except Exception:  # a plugin's parse that fails: its check (or its first call) meets the failure again
         return None
-    return None if isinstance(parsed, list) or parsed is tool.backend.config else parsed
 
 
 def _labelled(label: str, message: str) -> str:

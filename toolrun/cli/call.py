@@ -73,6 +73,9 @@ def call_command(name: str, arg_pairs: tuple[str, ...], args_json: str | None, t
         echo_err(terminal_safe(f"error result: {outcome.result}"), "error")
     else:  # a terminal shows the result escaped; a pipe or a file gets it as the tool wrote it
         click.echo(terminal_safe(outcome.result) if sys.stdout.isatty() else outcome.result)
+    if outcome.blocks and not as_json:
+        click.echo(f"the tool also returned {', '.join(block.describe() for block in outcome.blocks)}; "
+                   "--json prints them under content", err=True)
     if outcome.is_error:
         click.get_current_context().exit(EXIT_RUN_FAILED)
 

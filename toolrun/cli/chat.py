@@ -154,6 +154,9 @@ class Chat:
             display.calls_stopped()
             display.notice(f"error: {exc}")
             return
+        finally:
+            if writer is not None:
+                writer.flush()  # what an answer that broke off had done so far
         display.summary(result, result.mode or "live")
         if result.failed:
             display.notice(f"error: the answer failed: {result.error or result.stop_reason}")

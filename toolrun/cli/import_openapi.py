@@ -9,6 +9,7 @@ import click
 from toolrun.core.errors import EXIT_RUN_FAILED, Problem, UserError
 from toolrun.core.text import terminal_safe
 from toolrun.openapi import group_findings, import_openapi, lint_toolset
+from toolrun.openapi.overrides import edited_since_import, overrides_path
 from toolrun.openapi.toolset import HEADER_START, plural
 
 
@@ -24,18 +25,26 @@ from toolrun.openapi.toolset import HEADER_START, plural
 @click.option("--base-url", help="The API's base URL, instead of the document's first server.")
 @click.option("--allow-external-refs", is_flag=True,
               help="Let the document's $refs read other hosts and files outside its folder (a document you trust).")
+@click.option("--header", "headers", multiple=True, metavar="'K: V'",
+              help="A header for every tool; a secret only as ${env:NAME}. Repeatable.")
+@click.option("--auth-env", metavar="NAME", help="The environment variable of the API's token (default: from the title).")
+@click.option("--env-prefix", metavar="PREFIX", help="Start every environment variable's name with PREFIX.")
 @click.pass_context
 def openapi_command(ctx: click.Context, spec: str, output: Path | None, include: tuple[str, ...],
                     exclude: tuple[str, ...], tags: tuple[str, ...], base_url: str | None,
-                    allow_external_refs: bool) -> None:
+                    allow_external_refs: bool, headers: tuple[str, ...], auth_env: str | None,
+                    env_prefix: str | None) -> None:
     """Import the OpenAPI 3.x or Swagger 2.0 document SPEC (a file or an http(s) URL) as HTTP tools.
 
     The summary (what was skipped and why, which variables to set) and the lint's findings,
     grouped by rule, go to stderr. Exit 0 when the toolset loads, 1 when it has lint errors,
     2 when the document cannot be read.
     """
+    if output is not None:
+        _check_not_edited(output)
     result = import_openapi(spec, include=include, exclude=exclude, tags=tags, base_url=base_url,
-                            allow_external_refs=allow_external_refs)
+                            allow_external_refs=allow_external_refs, headers=headers, auth_env=auth_env,
+                            env_prefix=env_prefix, overrides=overrides_path(output) if output is not None else None)
     replaced = False
     if output is not None:
         replaced = _write(output, result.text)
@@ -45,12 +54,16 @@ def openapi_command(ctx: click.Context, spec: str, output: Path | None, include:
     where = f" to {output}" + (" (replacing the earlier import)" if replaced else "") if output is not None else ""
     say(f"imported {plural(len(result.tools), 'tool')}{where} from {result.title} ({result.spec_version}); "
         f"{len(result.skipped)} skipped" + (f", {result.not_selected} not selected" if result.not_selected else ""))
+    if result.overrides_applied:
+        say(f"  applied the edits in {result.overrides_name}")
     for skipped in result.skipped:
         say(f"  skipped {skipped}")
     for entry in result.other_origins:
         say(f"  other origin: {entry}")
     for note in result.notes:
         say(f"  note: {note}")
+    if result.without_credentials:
+        say("  without credentials: " + ", ".join(result.without_credentials))
     if result.variables:
         say("set " + ", ".join(result.variables) + " (see the file's header)")
     review = lint_toolset(result.text, output)
@@ -65,6 +78,19 @@ def openapi_command(ctx: click.Context, spec: str, output: Path | None, include:
         say(f"  {group}")
     if review.problems or counts["error"]:
         ctx.exit(EXIT_RUN_FAILED)
+
+
+def _check_not_edited(output: Path) -> None:
+    """Refuse to replace an import that was edited by hand since: the edits belong in its overrides file."""
+    try:
+        text = output.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return  # a new file, or one _write reports on
+    if text.startswith(HEADER_START) and edited_since_import(text):
+        edits = overrides_path(output)
+        raise UserError(Problem(output, None, "was edited by hand since it was imported: importing again would lose the edits",
+                                f"move them to {edits} (applied on every import, see docs/openapi.md), then delete "
+                                f"{output.name} and import again"))
 
 
 def _write(output: Path, text: str) -> bool:

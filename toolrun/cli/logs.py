@@ -1,8 +1,9 @@
-"""``toolrun logs [list|show ID|search TEXT|batches]``: the runs in the run log, newest first."""
+"""``toolrun logs [list|show ID|search TEXT|batches|prune]``: the runs in the run log, newest first."""
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -12,6 +13,7 @@ import click
 
 from toolrun.cli.group import ToolrunGroup
 from toolrun.cli.tools_list import format_table
+from toolrun.core.durations import parse_duration
 from toolrun.core.errors import Problem, UserError
 from toolrun.core.text import counted, terminal_safe
 from toolrun.runlog import RunLog, default_log_path
@@ -56,7 +58,7 @@ def read_log(logs: Path | None) -> RunLog:
 @_list_options
 @click.pass_context
 def logs_group(ctx: click.Context, **options: Any) -> None:
-    """The log of every run: list (the default), show ID, search TEXT."""
+    """The log of every run: list (the default), show ID, search TEXT, batches, prune."""
     ctx.meta[_GROUP_LOGS] = options["logs"]  # toolrun logs --logs F show 3: the group's --logs counts too
     if ctx.invoked_subcommand is None:
         _list(**options)
@@ -145,6 +147,44 @@ def search_command(words: tuple[str, ...], limit: int, as_json: bool, logs: Path
         run = runs[hit.run_id] or {}
         click.echo(terminal_safe(f"{hit.run_id}  {_time(run.get('started_at'))}  "
                                  f"{run.get('recipe') or run.get('command')}  [{hit.field}] {hit.excerpt}"))
+
+
+@logs_group.command("prune")
+@click.option("--older-than", "older_than", metavar="DURATION", required=True,
+              help="remove runs that ended longer ago than this: 30d, 12h, 2w")
+@click.option("--vacuum", is_flag=True, help="a log from an older toolrun: shrink it once with a full VACUUM "
+              "(holds the log while it runs)")
+@click.option("--json", "as_json", is_flag=True, help="print what was removed as JSON")
+@_logs_option
+def prune_command(older_than: str, vacuum: bool, as_json: bool, logs: Path | None) -> None:
+    """Remove old runs with their search rows and give the space back, while runs go on writing."""
+    from toolrun.runlog.prune import prune_runs  # only prune needs it
+
+    pruned = prune_runs(read_log(logs), time.time() - _age(older_than), vacuum_once=vacuum)
+    if as_json:
+        click.echo(json.dumps({"runs": pruned.runs, "bytes_freed": pruned.bytes_freed,
+                               "incremental": pruned.incremental}))
+        return
+    click.echo(f"removed {counted(pruned.runs, 'run')} older than {older_than}; "
+               f"the log is {pruned.bytes_freed // 1024} KiB smaller", err=True)
+    if not pruned.incremental:
+        click.echo("note: this log was made before toolrun gave pruned space back, so the file keeps its size "
+                   "(new runs reuse the space); shrink it once with: toolrun logs prune --older-than "
+                   f"{older_than} --vacuum, while no run writes", err=True)
+
+
+_DAYS = {"d": 86400.0, "w": 7 * 86400.0}
+
+
+def _age(text: str) -> float:
+    """Seconds for ``30d``, ``2w`` or any duration of the tool files (``12h``, ``90m``)."""
+    try:
+        if text[-1:] in _DAYS and text[:-1].replace(".", "", 1).isdigit():
+            return float(text[:-1]) * _DAYS[text[-1]]
+        return parse_duration(text)
+    except ValueError:
+        raise UserError(Problem(None, None, f"--older-than: {text!r} is not a duration",
+                                "write it as 30d, 2w, 12h or 90m")) from None
 
 
 def format_run(run: dict[str, Any]) -> list[str]:

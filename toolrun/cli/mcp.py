@@ -68,12 +68,18 @@ _POSITIVE = click.IntRange(min=1)
               help="HTTP: time a request has to send its body once its headers are in.")
 @click.option("--max-connections", type=_POSITIVE, metavar="N", default=DEFAULT_MAX_CONNECTIONS, show_default=True,
               help="HTTP: open connections at most.")
+@click.option("--recipes", "recipes", type=click.Path(path_type=Path, file_okay=False), metavar="DIR",
+              help="Also serve each recipe of DIR as an MCP prompt (its vars are the arguments).")
+@click.option("--allow-origin", "allow_origins", multiple=True, metavar="ORIGIN",
+              help="HTTP: let browser pages of ORIGIN (http://localhost:6274) call the server (CORS). Repeatable.")
 def mcp_command(tools_dir: Path | None, tool_globs: tuple[str, ...], http: str | None, auth: Path | None,
                 audit: Path | None, assume_yes: bool, max_sessions: int | None, max_client_sessions: int | None,
-                header_timeout: float, body_timeout: float, max_connections: int) -> None:
+                header_timeout: float, body_timeout: float, max_connections: int, recipes: Path | None,
+                allow_origins: tuple[str, ...]) -> None:
     """Serve the tool catalog over the Model Context Protocol.
 
-    Tool files added, changed or removed while the server runs are picked up without a restart.
+    Tool files added, changed or removed while the server runs are picked up without a restart;
+    so are recipe files with --recipes.
     """
     from toolrun.mcp import serve  # the SDK loads only for this command
 
@@ -81,4 +87,4 @@ def mcp_command(tools_dir: Path | None, tool_globs: tuple[str, ...], http: str |
     serve(tools_dir if tools_dir is not None else DEFAULT_TOOLS_DIR, tools=list(tool_globs) or None, http=http,
           auth=auth, audit=audit, assume_yes=assume_yes, report=_report, max_sessions=max_sessions,
           max_client_sessions=max_client_sessions, header_timeout=header_timeout, body_timeout=body_timeout,
-          max_connections=max_connections)
+          max_connections=max_connections, recipes=recipes, allow_origins=allow_origins)

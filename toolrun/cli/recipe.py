@@ -151,6 +151,8 @@ def play_recipe(
     finally:
         if log is not None:
             log.close()
+        if writer is not None:
+            writer.flush()  # what a run that broke off had done so far
         if run_log is not None:
             run_log.close()
     if writer is not None and writer.problem:

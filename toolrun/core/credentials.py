@@ -16,7 +16,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 CREDENTIAL_KEYS = ("headers", "query")  # the mappings of defaults.http whose values may be credentials (a cookie: a header)
-WITHHELD_KEY = "withheld_credentials"  # set by the loader in an http tool's config: {"headers": [names], ...}
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from toolrun.core.content import ContentBlock
+
 StopReason = Literal["stop", "tool_calls", "length", "content_filter", "error", "max_turns"]
 Role = Literal["user", "assistant", "tool"]
 
@@ -41,13 +43,15 @@ class ToolCall:
 
 @dataclass
 class ToolResult:
-    """The outcome of one call, sent back tied to the call's id."""
+    """The outcome of one call, sent back tied to the call's id; ``blocks`` are the images, audio and
+    resources beside the text, which each adapter sends as its format allows (or names in a note)."""
 
     call_id: str
     name: str
     content: str
     is_error: bool = False
     provider_id: str | None = None
+    blocks: list[ContentBlock] = field(default_factory=list)
 
 
 @dataclass

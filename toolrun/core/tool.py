@@ -58,11 +58,14 @@ class BackendSpec:
     ``config`` is the mapping under ``backend.<kind>`` (for ``python: "mod:func"`` it is
     ``{"function": "mod:func"}``), plain dicts and lists only. ``parsed`` is the backend's
     typed config when the loader parsed it (None: the backend parses ``config`` when asked).
+    ``withheld_credentials`` names the toolset's credentials the loader kept from this tool,
+    as (``"headers"`` or ``"query"``, names): its request goes to another origin.
     """
 
     kind: str
     config: dict[str, Any]
     parsed: Any = field(default=None, compare=False, repr=False)
+    withheld_credentials: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 @dataclass
@@ -81,6 +84,7 @@ class Tool:
     confirm: bool = False
     annotations: Annotations | None = None
     lint_ignore: tuple[str, ...] = ()  # lint rules the author accepts for this tool (listed as ignored)
+    check_formats: bool = True  # refuse arguments whose date-time, uuid, email... does not match (core/formats.py)
 
     @property
     def base_dir(self) -> Path:

@@ -11,13 +11,15 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from functools import lru_cache
+from dataclasses import dataclass, field
+from functools import lru_cache, partial
 from typing import TYPE_CHECKING, Any
 
 from toolrun.backends import get_backend
-from toolrun.backends.base import CallContext
+from toolrun.backends.base import BackendOutput, CallContext
+from toolrun.core.content import ContentBlock
 from toolrun.core.errors import TOOL_LOGGER
+from toolrun.core.formats import EXPECTED_FORMS, expected_form, uses_checked_format
 from toolrun.core.json_limits import MAX_ARGUMENT_DEPTH, nesting_depth
 from toolrun.core.schema_subset import surely_valid
 from toolrun.core.secrets import MissingSecret, Redactor, active_redactor, redacting
@@ -25,7 +27,7 @@ from toolrun.core.text import counted, exception_text, excerpt
 from toolrun.core.tool import Tool
 
 if TYPE_CHECKING:
-    from jsonschema import Draft202012Validator, ValidationError
+    from jsonschema import Draft202012Validator, FormatChecker, ValidationError
 
     from toolrun.loop.approval import Approver
 
@@ -43,28 +45,56 @@ class ToolOutcome:
     result: str
     is_error: bool
     duration_ms: int
+    blocks: list[ContentBlock] = field(default_factory=list)  # images, audio, resources beside the text
 
 
 @lru_cache(maxsize=1024)
-def _validator(schema_json: str) -> Draft202012Validator:
+def _validator(schema_json: str, check_formats: bool = False) -> Draft202012Validator:
     from jsonschema import Draft202012Validator  # 50-65 ms to import: only once some arguments need it
 
-    return Draft202012Validator(json.loads(schema_json))
+    checker = _format_checker() if check_formats else None
+    return Draft202012Validator(json.loads(schema_json), format_checker=checker)
 
 
-_by_schema_object: dict[int, tuple[dict[str, Any], Draft202012Validator]] = {}
+@lru_cache(maxsize=1)
+def _format_checker() -> FormatChecker:
+    from jsonschema import FormatChecker  # only a schema that uses a checked format gets here
+
+    from toolrun.core.format_checks import matches_format  # ipaddress, uuid, datetime: likewise
+
+    checker = FormatChecker(formats=())  # toolrun's checks alone: jsonschema's need optional packages
+    for name in EXPECTED_FORMS:
+        checker.checks(name)(partial(matches_format, name))
+    return checker
 
 
-def _validator_for(tool: Tool) -> Draft202012Validator:
+_by_schema_object: dict[tuple[int, bool], tuple[dict[str, Any], Draft202012Validator]] = {}
+_formats_by_schema_object: dict[int, tuple[dict[str, Any], bool]] = {}
+
+
+def _validator_for(tool: Tool, check_formats: bool) -> Draft202012Validator:
     # Fast path by identity (the entry keeps the dict alive, so its id cannot be reused);
     # equal schemas of different tools share one validator through the JSON-keyed cache.
-    entry = _by_schema_object.get(id(tool.parameters))
+    entry = _by_schema_object.get((id(tool.parameters), check_formats))
     if entry is not None and entry[0] is tool.parameters:
         return entry[1]
-    validator = _validator(json.dumps(tool.parameters, sort_keys=True, default=str))
+    validator = _validator(json.dumps(tool.parameters, sort_keys=True, default=str), check_formats)
     if len(_by_schema_object) < 4096:
-        _by_schema_object[id(tool.parameters)] = (tool.parameters, validator)
+        _by_schema_object[(id(tool.parameters), check_formats)] = (tool.parameters, validator)
     return validator
+
+
+def _checks_formats(tool: Tool) -> bool:
+    """The tool checks formats and its schema uses one (walked once per schema object)."""
+    if not tool.check_formats:
+        return False
+    entry = _formats_by_schema_object.get(id(tool.parameters))
+    if entry is not None and entry[0] is tool.parameters:
+        return entry[1]
+    uses = uses_checked_format(tool.parameters)
+    if len(_formats_by_schema_object) < 4096:
+        _formats_by_schema_object[id(tool.parameters)] = (tool.parameters, uses)
+    return uses
 
 
 def _json_path(parts: Any) -> str:
@@ -140,12 +170,16 @@ def _no_match(error: ValidationError) -> str:
     return f"expected a string matching {error.validator_value!r}, got {_shown(error.instance)}"
 
 
+def _wrong_format(error: ValidationError) -> str:
+    return f"expected {expected_form(str(error.validator_value))}, got {_shown(error.instance)}"
+
+
 # a JSON Schema keyword -> what its failure says after "at $.path: " (others: jsonschema's own message)
 _WORDINGS: dict[Any, Callable[[ValidationError], str]] = {
     "required": _missing_property, "type": _wrong_type, "enum": _not_one_of, "const": _not_the_constant,
     "additionalProperties": _unexpected_properties, **dict.fromkeys(_BOUNDS, _out_of_bounds),
     "minLength": _wrong_length, "maxLength": _wrong_length, "minItems": _wrong_item_count,
-    "maxItems": _wrong_item_count, "pattern": _no_match,
+    "maxItems": _wrong_item_count, "pattern": _no_match, "format": _wrong_format,
 }
 
 
@@ -155,12 +189,13 @@ def validate_arguments(tool: Tool, arguments: Any) -> list[str]:
         return [f"at $: expected an object with the arguments, got {_type_name(arguments)} {_shown(arguments)}"]
     if nesting_depth(arguments) > MAX_ARGUMENT_DEPTH:  # from an MCP client or a caller: never walked by recursion
         return [f"at $: the arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels; no tool's parameters are that deep"]
-    if surely_valid(tool.parameters, arguments):  # no need for jsonschema, its import or its tens of microseconds
+    check_formats = _checks_formats(tool)  # surely_valid reads no format: a schema that uses one pays for jsonschema
+    if not check_formats and surely_valid(tool.parameters, arguments):  # no jsonschema import, no tens of µs
         return []
     from jsonschema.exceptions import SchemaError
 
     try:
-        validator = _validator_for(tool)
+        validator = _validator_for(tool, check_formats)
         errors = sorted(validator.iter_errors(arguments),
                         key=lambda e: ([str(p) for p in e.absolute_path], e.message))
         mistyped = {tuple(e.absolute_path) for e in errors if e.validator == "type"}
@@ -213,25 +248,33 @@ async def _execute(tool: Tool, arguments: Any, context: CallContext, approver: A
     if refusal:
         return ToolOutcome(refusal, True, 0)
     started = time.perf_counter()  # after approval: a human's thinking time is not the tool's
-    text, is_error = await _run_backend(tool, arguments, context)
+    output = await _run_backend(tool, arguments, context)
     duration_ms = round((time.perf_counter() - started) * 1000)
-    return ToolOutcome(cap_output(redactor.redact(text), tool.max_output), is_error, duration_ms)
+    text = output.text if isinstance(output.text, str) else str(output.text)
+    blocks = [_redacted_block(block, redactor) for block in output.blocks]
+    return ToolOutcome(cap_output(redactor.redact(text), tool.max_output), bool(output.is_error), duration_ms, blocks)
 
 
-async def _run_backend(tool: Tool, arguments: dict[str, Any], context: CallContext) -> tuple[str, bool]:
+def _redacted_block(block: ContentBlock, redactor: Redactor) -> ContentBlock:
+    # A text resource is read like any output; image and audio bytes are not text to search.
+    text = block.resource.get("text")
+    if not isinstance(text, str):
+        return block
+    return ContentBlock({**block.wire, "resource": {**block.resource, "text": redactor.redact(text)}})
+
+
+async def _run_backend(tool: Tool, arguments: dict[str, Any], context: CallContext) -> BackendOutput:
     try:
         backend = get_backend(tool.backend.kind)
     except KeyError:
-        return f"no backend named {tool.backend.kind!r} is installed", True
+        return BackendOutput(f"no backend named {tool.backend.kind!r} is installed", True)
     try:
         async with asyncio.timeout(tool.timeout):  # cancels the backend's task on expiry
-            output = await backend.run(tool, arguments, context)
+            return await backend.run(tool, arguments, context)
     except TimeoutError:
-        return f"the tool timed out after {tool.timeout:g}s", True
+        return BackendOutput(f"the tool timed out after {tool.timeout:g}s", True)
     except MissingSecret as exc:
-        return f"the tool is not configured: {exc}", True
+        return BackendOutput(f"the tool is not configured: {exc}", True)
     except Exception as exc:  # the model gets the type and message, never a traceback
         logging.getLogger(TOOL_LOGGER).debug("tool %s failed in its backend", tool.name, exc_info=True)
-        return exception_text(exc), True
-    text = output.text if isinstance(output.text, str) else str(output.text)
-    return text, bool(output.is_error)
+        return BackendOutput(exception_text(exc), True)

@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from toolrun.core.content import ContentBlock
 from toolrun.core.messages import Message, Usage
 from toolrun.core.secrets import Redactor, redact
 
@@ -33,10 +34,12 @@ class ToolCallRecord:
     result: str
     is_error: bool
     duration_ms: int
+    blocks: list[ContentBlock] = field(default_factory=list)  # images, audio, resources beside the text
 
     def to_json(self) -> dict[str, Any]:
-        """``{"id", "name", "arguments", "result", "is_error", "duration_ms"}``."""
-        return {
+        """``{"id", "name", "arguments", "result", "is_error", "duration_ms"}``, and ``content`` (the MCP blocks
+        beside the text) when there are any."""
+        shown = {
             "id": self.id,
             "name": self.name,
             "arguments": self.arguments,
@@ -44,6 +47,9 @@ class ToolCallRecord:
             "is_error": self.is_error,
             "duration_ms": self.duration_ms,
         }
+        if self.blocks:
+            shown["content"] = [block.wire for block in self.blocks]
+        return shown
 
 
 @dataclass

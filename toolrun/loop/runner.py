@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, cast
 
@@ -191,6 +191,9 @@ class ObserverGroup(RunObserver):
             observer.on_context(event)
 
 
+ToolsUpdate = Callable[[], "list[Tool] | None"]  # the run's tools when they changed, else None
+
+
 async def run_conversation(
     provider: Provider,
     tools: list[Tool],
@@ -202,11 +205,14 @@ async def run_conversation(
     approver: Approver | None = None,
     observer: RunObserver | None = None,
     execute: CallExecutor | None = None,
+    tools_update: ToolsUpdate | None = None,
 ) -> RunResult:
     """Play a conversation against ``provider`` with ``tools`` until the model answers.
 
     ``execute`` runs one valid call (default: the tool's backend, through
-    ``execute_call``); a replay of recorded tool results gives its own.
+    ``execute_call``); a replay of recorded tool results gives its own. ``tools_update``
+    is asked before each request whether the tools changed (an MCP server said so): the
+    new list is offered from that request on, and a call of a removed tool is an unknown tool.
 
     Returns a ``RunResult`` whose ``stop_reason`` is the last answer's (``stop``,
     ``length``, ``content_filter``), or ``max_turns`` / ``error`` with ``error`` saying why.
@@ -217,6 +223,7 @@ async def run_conversation(
         redactor.add(provider.config.api_key)  # however the provider was made, its key never shows
         loop = _ConversationLoop(provider, tools, system, messages, settings, context, approver, observer,
                                  execute or run_tool)
+        loop.tools_update = tools_update
         result = await loop.run()
     result.redactor = redactor
     return result
@@ -242,6 +249,7 @@ class _ConversationLoop:
         self.provider = provider
         self.tools = {tool.name: tool for tool in tools}
         self.definitions = [tool.definition() for tool in tools]
+        self.tools_update: ToolsUpdate | None = None
         self.system = system
         self.history: list[Message] = list(messages)
         self.settings = settings
@@ -267,6 +275,7 @@ class _ConversationLoop:
         for message in self.history:
             self.observer.on_message(message)
         for turn_index in range(self.settings.max_turns):
+            await self._take_changed_tools()
             try:
                 request = await self.window.fit(self._request(turn_index), self._summarize)
                 response = await self.provider.complete(request, stream=self.settings.stream, on_event=self._on_event)
@@ -286,7 +295,7 @@ class _ConversationLoop:
                 self._end_turn(turn)
                 return self._finish_answer(response)
             turn.tool_calls = await self._run_calls(calls, response.stop_reason)
-            results = Message("tool", [ToolResult(r.id, r.name, r.result, r.is_error, c.provider_id)
+            results = Message("tool", [ToolResult(r.id, r.name, r.result, r.is_error, c.provider_id, r.blocks)
                                        for c, r in zip(calls, turn.tool_calls, strict=True)])
             self.history.append(results)
             self.observer.on_message(results)
@@ -305,6 +314,25 @@ class _ConversationLoop:
             f"(max_turns is {self.settings.max_turns}); raise settings.max_turns or --max-turns "
             "if the task needs more rounds",
         )
+
+    async def _take_changed_tools(self) -> None:
+        """Offer the tools ``tools_update`` gives, if any, from the next request; say what changed."""
+        if self.tools_update is None:
+            return
+        changed = await asyncio.to_thread(self.tools_update)  # it may list a server's tools again
+        if changed is None:
+            return
+        added = [tool.name for tool in changed if tool.name not in self.tools]
+        removed = [name for name in self.tools if name not in {tool.name for tool in changed}]
+        self.tools = {tool.name: tool for tool in changed}
+        self.definitions = [tool.definition() for tool in changed]
+        for tool in changed:
+            if tool.max_concurrency is not None and tool.name not in self.running_per_tool:
+                self.running_per_tool[tool.name] = asyncio.Semaphore(tool.max_concurrency)
+        if added or removed:
+            self.observer.on_notice("the tools changed (an MCP server said so): "
+                                    + "; ".join(part for part in (f"added {', '.join(added)}" if added else "",
+                                                                  f"removed {', '.join(removed)}" if removed else "") if part))
 
     def _request(self, turn_index: int) -> ModelRequest:
         tool_choice = self.settings.tool_choice
@@ -383,7 +411,7 @@ class _ConversationLoop:
             tool = self.tools[call.name]
             outcome = await self.execute(tool, call, self.context, self.approver, turn=turn)
             record = ToolCallRecord(call.id, call.name, shown_arguments, outcome.result, outcome.is_error,
-                                    outcome.duration_ms)
+                                    outcome.duration_ms, outcome.blocks)
         self.observer.on_tool_call_end(record)
         return record
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from toolrun.core.errors import Problem, UserError
-from toolrun.mcp.addresses import is_loopback, parse_address
+from toolrun.mcp.addresses import check_origin, is_loopback, parse_address
 from toolrun.mcp.limits import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_HEADER_TIMEOUT,
@@ -43,6 +43,8 @@ def serve(
     header_timeout: float = DEFAULT_HEADER_TIMEOUT,
     body_timeout: float = DEFAULT_BODY_TIMEOUT,
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    recipes: Path | None = None,
+    allow_origins: Sequence[str] = (),
 ) -> None:
     """Serve the catalog of ``tools_dir`` until the client leaves (stdio) or the process is stopped (HTTP).
 
@@ -53,9 +55,12 @@ def serve(
     ``max_client_sessions`` sessions (its own ``max_sessions`` in the auth file), the server
     ``max_sessions``; a request has ``header_timeout`` seconds to send its headers and
     ``body_timeout`` more for its body; at most ``max_connections`` connections are open.
+    With ``recipes``, each recipe of that folder is also served as a prompt. Over HTTP, browser
+    pages of ``allow_origins`` (``https://host[:port]``) may call the server (CORS).
     """
     address = parse_address(http) if http is not None else None
     _check_place(address, auth, tools_dir)
+    origins = _checked_additions(address, recipes, allow_origins)
     from toolrun.mcp.access import load_access_list
 
     access = load_access_list(auth) if auth is not None else None  # a bad file fails before the SDK loads
@@ -65,11 +70,14 @@ def serve(
     from toolrun.core.secrets import Redactor, redacting
     from toolrun.mcp.audit import AuditLog
     from toolrun.mcp.live_catalog import LiveCatalog
+    from toolrun.mcp.prompts import RecipePrompts
     from toolrun.mcp.server import CatalogServer
 
     # Over HTTP every call is audited (stderr by default); over stdio only when asked.
     audit_log = AuditLog.open(audit) if (audit is not None or address is not None) else None
-    server = CatalogServer(LiveCatalog(tools_dir, tools), assume_yes=assume_yes, audit=audit_log, report=report)
+    prompts = RecipePrompts(recipes, report) if recipes is not None else None
+    server = CatalogServer(LiveCatalog(tools_dir, tools), assume_yes=assume_yes, audit=audit_log, report=report,
+                           prompts=prompts)
     # The tokens are secrets of the whole server: no call's output or log line may show them.
     with redacting(Redactor(access.secrets if access else ())):
         server.load()
@@ -77,7 +85,7 @@ def serve(
             if address is None:
                 _serve_stdio(server)
             else:
-                _serve_http(server, address, http, access, report, limits)
+                _serve_http(server, address, http, access, report, limits, origins)
         finally:
             if audit_log is not None:
                 audit_log.close()
@@ -94,6 +102,19 @@ def _check_place(address: tuple[str, int] | None, auth: Path | None, tools_dir: 
     if not tools_dir.is_dir():
         raise UserError(Problem(tools_dir, None, "tools directory not found",
                                 "pass --tools-dir DIR with the folder of tool files"))
+
+
+def _checked_additions(address: tuple[str, int] | None, recipes: Path | None,
+                       allow_origins: Sequence[str]) -> list[str]:
+    """The ``--allow-origin`` origins as a browser sends them; UserError for a bad one or a missing ``--recipes``."""
+    origins = [check_origin(origin) for origin in allow_origins]
+    if origins and address is None:
+        raise UserError(Problem(None, None, "--allow-origin is for browser clients, which reach the server over HTTP",
+                                "add --http 127.0.0.1:PORT, or leave --allow-origin out for stdio"))
+    if recipes is not None and not recipes.is_dir():
+        raise UserError(Problem(recipes, None, "recipes directory not found",
+                                "pass --recipes DIR with the folder of recipe files"))
+    return origins
 
 
 def _session_limits(access: AccessList | None, auth: Path | None, max_sessions: int | None,
@@ -115,7 +136,7 @@ def _serve_stdio(server: CatalogServer) -> None:
 
 
 def _serve_http(server: CatalogServer, address: tuple[str, int], http: str | None, access: AccessList | None,
-                report: Callable[[str], None], limits: HttpLimits) -> None:
+                report: Callable[[str], None], limits: HttpLimits, origins: list[str]) -> None:
     import anyio
 
     from toolrun.mcp.http import bind, serve_http
@@ -125,4 +146,4 @@ def _serve_http(server: CatalogServer, address: tuple[str, int], http: str | Non
     except OSError as exc:
         raise UserError(Problem(None, None, f"cannot listen on {http}: {exc.strerror or exc}",
                                 "pick another port, or stop what is using it")) from None
-    anyio.run(serve_http, server, sock, access, lambda url: report(f"listening on {url}"), limits)
+    anyio.run(serve_http, server, sock, access, lambda url: report(f"listening on {url}"), limits, origins)

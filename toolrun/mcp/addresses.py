@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+from urllib.parse import urlsplit
 
 from toolrun.core.errors import Problem, UserError
 
@@ -35,3 +36,20 @@ def allowed_origins(host: str, port: int) -> list[str]:
     if is_loopback(host):
         origins += [f"http://{name}:{port}" for name in ("127.0.0.1", "localhost", "[::1]")]
     return origins
+
+
+def check_origin(text: str) -> str:
+    """An ``--allow-origin`` value as a browser sends it (``https://inspector.example.com:6274``); UserError otherwise."""
+    try:
+        parts = urlsplit(text.strip())
+        port = parts.port
+    except ValueError:
+        parts, port = None, None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/") \
+            or parts.query or parts.fragment or parts.username is not None:
+        raise UserError(Problem(None, None, f"--allow-origin {text!r} is not an origin",
+                                "write a scheme, host and port as a browser sends them, e.g. "
+                                "--allow-origin http://localhost:6274 (one option per origin; '*' is not accepted)"))
+    host = parts.hostname.lower()
+    shown_host = f"[{host}]" if ":" in host else host
+    return f"{parts.scheme}://{shown_host}" + (f":{port}" if port is not None else "")

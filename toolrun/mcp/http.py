@@ -1,8 +1,9 @@
 """Streamable HTTP at ``/mcp``: the request gate (Origin, bearer tokens) in front of the SDK's app.
 
 The gate answers before the SDK sees a request: 403 for a browser ``Origin`` that is not
-the server's own (the protocol's defence against DNS rebinding), 401 without a known
-bearer token when an access list is in force. An admitted request carries its ``Caller``
+the server's own or one of ``--allow-origin`` (the protocol's defence against DNS
+rebinding), a CORS preflight from an allowed origin (it carries no token), then 401
+without a known bearer token when an access list is in force. An admitted request carries its ``Caller``
 in the ASGI scope, where the tool handlers read which tools it may see and call, and the
 session manager whose sessions it may use (``sessions``). Under uvicorn runs a protocol
 with header and body deadlines and a bound on connections (``deadlines``).
@@ -31,14 +32,20 @@ from toolrun.mcp.server import CALLER_SCOPE_KEY, Caller, CatalogServer
 from toolrun.mcp.sessions import BoundSessionManager
 
 MCP_PATH = "/mcp"
+# What a browser client sends and must read: the session and protocol headers of streamable HTTP.
+CORS_ALLOWED_HEADERS = "authorization, content-type, accept, mcp-protocol-version, mcp-session-id, last-event-id"
+CORS_EXPOSED_HEADERS = "Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenticate"
+CORS_METHODS = "GET, POST, DELETE, OPTIONS"
 
 
 class RequestGate:
     """ASGI middleware: Origin check, then bearer-token check, then the SDK's app."""
 
-    def __init__(self, app: ASGIApp, *, origins: list[str], access: AccessList | None) -> None:
+    def __init__(self, app: ASGIApp, *, origins: list[str], access: AccessList | None,
+                 cors_origins: list[str] | tuple[str, ...] = ()) -> None:
         self.app = app
         self.origins = set(origins)
+        self.cors_origins = set(cors_origins)
         self.access = access
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -47,9 +54,16 @@ class RequestGate:
             return
         headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope.get("headers", [])}
         origin = headers.get("origin")
-        if origin is not None and origin not in self.origins:
+        cross_origin = origin is not None and origin in self.cors_origins
+        if origin is not None and origin not in self.origins and not cross_origin:
             await _refuse(send, 403, "forbidden", f"Origin {origin} is not allowed")
             return
+        if cross_origin:
+            assert origin is not None
+            if scope["method"] == "OPTIONS":
+                await _answer_preflight(send, origin)
+                return
+            send = _with_cors_headers(send, origin)
         if self.access is None:
             scope[CALLER_SCOPE_KEY] = Caller()
         else:
@@ -65,6 +79,28 @@ class RequestGate:
 def caller_of(client: ClientAccess) -> Caller:
     """A static client's caller: its sessions belong to its name (not its token, which may be replaced)."""
     return Caller(client.name, client.tools, identity=f"token:{client.name}", max_sessions=client.max_sessions)
+
+
+async def _answer_preflight(send: Send, origin: str) -> None:
+    headers = [(b"access-control-allow-origin", origin.encode("latin-1")),
+               (b"access-control-allow-methods", CORS_METHODS.encode()),
+               (b"access-control-allow-headers", CORS_ALLOWED_HEADERS.encode()),
+               (b"access-control-max-age", b"600"), (b"vary", b"Origin"), (b"content-length", b"0")]
+    await send({"type": "http.response.start", "status": 204, "headers": headers})
+    await send({"type": "http.response.body", "body": b""})
+
+
+def _with_cors_headers(send: Send, origin: str) -> Send:
+    """``send`` adding the headers that let a page of ``origin`` read the answer and its session id."""
+    added = [(b"access-control-allow-origin", origin.encode("latin-1")),
+             (b"access-control-expose-headers", CORS_EXPOSED_HEADERS.encode()), (b"vary", b"Origin")]
+
+    async def send_with_cors(message: Any) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []), *added]}
+        await send(message)
+
+    return send_with_cors
 
 
 async def _refuse(send: Send, status: int, error: str, message: str,
@@ -91,28 +127,29 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def build_app(server: CatalogServer, host: str, port: int, access: AccessList | None,
-              sessions: SessionLimits | None = None) -> ASGIApp:
+              sessions: SessionLimits | None = None, cors_origins: list[str] | tuple[str, ...] = ()) -> ASGIApp:
     """The SDK's streamable HTTP app at ``/mcp`` behind the gate, its sessions bound and limited."""
     security = TransportSecuritySettings(
         # The gate checks Origin; a Host check would refuse a team's DNS name for the server.
         enable_dns_rebinding_protection=is_loopback(host),
         allowed_hosts=[f"{name}:*" for name in ("127.0.0.1", "localhost", "[::1]")],
-        allowed_origins=allowed_origins(host, port),
+        allowed_origins=[*allowed_origins(host, port), *cors_origins],
     )
     manager = BoundSessionManager(server.server, limits=sessions or SessionLimits(), security_settings=security)
     # What the SDK's streamable_http_app builds, with this session manager in place of its own.
     app = Starlette(routes=[Route(MCP_PATH, endpoint=StreamableHTTPASGIApp(manager))],
                     lifespan=lambda _app: manager.run())
-    return RequestGate(app, origins=allowed_origins(host, port), access=access)
+    return RequestGate(app, origins=allowed_origins(host, port), access=access, cors_origins=cors_origins)
 
 
 async def serve_http(server: CatalogServer, sock: socket.socket, access: AccessList | None,
-                     on_ready: Callable[[str], None], limits: HttpLimits | None = None) -> None:
+                     on_ready: Callable[[str], None], limits: HttpLimits | None = None,
+                     cors_origins: list[str] | tuple[str, ...] = ()) -> None:
     """Serve until SIGINT/SIGTERM; ``on_ready`` gets the URL once the socket accepts connections."""
     limits = limits or HttpLimits()
     host, port = sock.getsockname()[:2]
     shown_host = f"[{host}]" if ":" in host else host
-    app: Any = build_app(server, shown_host, port, access, limits.sessions)
+    app: Any = build_app(server, shown_host, port, access, limits.sessions, cors_origins)
     protocol = deadline_protocol(limits.header_timeout, limits.body_timeout, limits.max_connections)
     # log_config=None: the command's own logging (terminal-safe lines) prints uvicorn's warnings too.
     config = uvicorn.Config(app, http=protocol, log_level="warning", log_config=None, lifespan="on",

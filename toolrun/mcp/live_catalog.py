@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from toolrun.backends.mcp_server import tool_list_generation
 from toolrun.catalog.cache import RECENT_NS, status_key
 from toolrun.catalog.gate import lint_problem
 from toolrun.catalog.lint import lint_catalog
@@ -102,6 +103,8 @@ class LiveCatalog:
             digests[name] = (key, digest)
             found.append((name, key, digest))
         self._digests = digests
+        # An MCP server's notifications/tools/list_changed changes it too: the next refresh lists its tools again.
+        found.append(("mcp tools/list_changed", (tool_list_generation(),), ""))
         return tuple(found)
 
     def refresh(self) -> bool:

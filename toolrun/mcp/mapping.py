@@ -7,15 +7,19 @@ mcp`` prints); a call's is here: ``content``, ``isError`` and ``structuredConten
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
+from toolrun.core.content import ContentBlock
 from toolrun.core.json_limits import MAX_BODY_DEPTH, loads_bounded
 from toolrun.core.tool import Tool
 
 
-def call_result_to_mcp(text: str, is_error: bool) -> dict[str, Any]:
-    """A call's text as a ``CallToolResult``; a JSON object result also as ``structuredContent``."""
-    result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": is_error}
+def call_result_to_mcp(text: str, is_error: bool, blocks: Sequence[ContentBlock] = ()) -> dict[str, Any]:
+    """A call's text as a ``CallToolResult``, followed by the images, audio and resources an MCP server behind
+    the tool returned (unchanged); a JSON object result also as ``structuredContent``."""
+    content = [{"type": "text", "text": text}, *(block.wire for block in blocks)]
+    result: dict[str, Any] = {"content": content, "isError": is_error}
     if not is_error:
         structured = json_object(text)
         if structured is not None:

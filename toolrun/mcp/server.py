@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 import warnings
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -38,11 +39,13 @@ from toolrun.loop.execution import ToolOutcome, execute_call, validate_arguments
 from toolrun.mcp.audit import AuditLog
 from toolrun.mcp.live_catalog import LiveCatalog
 from toolrun.mcp.mapping import APPROVAL_SCHEMA, approval_given, approval_question, call_result_to_mcp
+from toolrun.mcp.prompts import PromptError, RecipePrompts
 
 CALLER_SCOPE_KEY = "toolrun.mcp.caller"  # where the HTTP gate leaves the authenticated client
 APPROVAL_KEY = "toolrun_approval"  # the input request of a 2026-07-28 approval round
 PROGRESS_INTERVAL_SECONDS = 1.0
 WATCH_INTERVAL_SECONDS = 0.25
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")  # least severe first
 
 
 @dataclass(frozen=True)
@@ -66,7 +69,8 @@ def refusal_message(tool: Tool) -> str:
 
 
 class _ToolrunServer(Server[Any]):
-    """The SDK's low-level server, advertising ``tools.listChanged`` on every transport."""
+    """The SDK's low-level server, advertising ``tools.listChanged`` on every transport, and ``logging`` only to
+    the revisions that have ``logging/setLevel`` (2026-07-28 asks for logs per request, and gets none from us)."""
 
     def create_initialization_options(self, notification_options: NotificationOptions | None = None,
                                       experimental_capabilities: dict[str, dict[str, Any]] | None = None,
@@ -74,14 +78,25 @@ class _ToolrunServer(Server[Any]):
         return super().create_initialization_options(notification_options or NotificationOptions(tools_changed=True),
                                                      experimental_capabilities, extensions)
 
+    def get_capabilities(self, notification_options: NotificationOptions | None = None,
+                         experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+                         extensions: dict[str, dict[str, Any]] | None = None, *,
+                         protocol_version: str | None = None) -> types.ServerCapabilities:
+        found = super().get_capabilities(notification_options, experimental_capabilities, extensions,
+                                         protocol_version=protocol_version)
+        if protocol_version in MODERN_PROTOCOL_VERSIONS:
+            found.logging = None
+        return found
+
 
 class CatalogServer:
     """Serves a ``LiveCatalog``; ``report`` receives each problem line meant for the operator (stderr)."""
 
     def __init__(self, live: LiveCatalog, *, assume_yes: bool = False, audit: AuditLog | None = None,
                  report: Callable[[str], None] = lambda line: None,
-                 watch_interval: float = WATCH_INTERVAL_SECONDS) -> None:
+                 watch_interval: float = WATCH_INTERVAL_SECONDS, prompts: RecipePrompts | None = None) -> None:
         self.live = live
+        self.prompts = prompts
         self.assume_yes = assume_yes
         self.audit = audit
         self.report = report
@@ -92,16 +107,26 @@ class CatalogServer:
         self._catalog_secrets = Redactor()
         self._reload_lock = asyncio.Lock()
         self._listeners: dict[str, tuple[ServerSession, Caller]] = {}  # 2025-11-25 sessions to notify, by session id
+        # The level each 2025-11-25 session asked for; forgotten with the session.
+        self._log_levels: weakref.WeakKeyDictionary[ServerSession, str] = weakref.WeakKeyDictionary()
         self._bus = InMemorySubscriptionBus()  # 2026-07-28 clients listen here
-        self.server = _ToolrunServer(
-            "toolrun",
-            version=__version__,
-            instructions="Tools of a toolrun catalog (YAML tool files).",
-            on_list_tools=self._list_tools,
-            on_call_tool=self._call_tool,
-            on_subscriptions_listen=ListenHandler(self._bus),
-            get_tool_input_schema=self._input_schema,
-        )
+        prompt_handlers: dict[str, Any] = {}
+        if prompts is not None:  # the prompts and completions capabilities only when there are recipes to serve
+            prompt_handlers = {"on_list_prompts": self._list_prompts, "on_get_prompt": self._get_prompt,
+                               "on_completion": self._complete}
+        with warnings.catch_warnings():  # logging is deprecated in 2026-07-28, still the 2025-11-25 way
+            warnings.simplefilter("ignore")
+            self.server = _ToolrunServer(
+                "toolrun",
+                version=__version__,
+                instructions="Tools of a toolrun catalog (YAML tool files).",
+                on_list_tools=self._list_tools,
+                on_call_tool=self._call_tool,
+                on_subscriptions_listen=ListenHandler(self._bus),
+                on_set_logging_level=self._set_logging_level,
+                get_tool_input_schema=self._input_schema,
+                **prompt_handlers,
+            )
 
     # ------------------------------------------------------------------ catalog changes
 
@@ -110,6 +135,9 @@ class CatalogServer:
         self.live.refresh()
         self._catalog_secrets = Redactor(self.live.snapshot.secrets)
         self._report_problems()
+        if self.prompts is not None:
+            served = len(self.prompts.refresh())
+            self.report(f"serving {served} recipe{'s' if served != 1 else ''} as prompts from {self.prompts.directory}")
 
     async def refresh(self) -> bool:
         """Reload if the tools directory changed; announce the change to every client."""
@@ -153,7 +181,8 @@ class CatalogServer:
                 with warnings.catch_warnings():  # logging is deprecated in 2026-07-28, still the 2025-11-25 way
                     warnings.simplefilter("ignore")
                     for problem in self.live.problems_for(caller.tools):  # a hidden tool's file stays hidden
-                        await session.send_log_message("error", str(problem), logger="toolrun")
+                        if self._logs_at(session, "error"):
+                            await session.send_log_message("error", str(problem), logger="toolrun")
             except Exception:  # the client went away: forget it
                 self._listeners.pop(key, None)
         await self._bus.publish(ToolsListChanged())
@@ -170,21 +199,53 @@ class CatalogServer:
     def _remember(self, ctx: Any) -> None:
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return  # 2026-07-28 clients subscribe with subscriptions/listen instead
-        request = getattr(ctx, "request", None)
-        headers = getattr(request, "headers", None)
-        key = headers.get("mcp-session-id", "") if headers is not None else "stdio"
+        key = _session_key(ctx)
         if key and (key in self._listeners or len(self._listeners) < 10_000):
             self._listeners[key] = (ctx.session, self.caller(ctx))
+
+    def _logs_at(self, session: ServerSession, level: str) -> bool:
+        """Whether a session gets a message of ``level``: all of them until it sets a level."""
+        asked = self._log_levels.get(session)
+        return asked is None or LOG_LEVELS.index(level) >= LOG_LEVELS.index(asked)
+
+    async def _set_logging_level(self, ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
+        self._log_levels[ctx.session] = params.level
+        self._remember(ctx)
+        return types.EmptyResult()
 
     def _input_schema(self, name: str) -> dict[str, Any] | None:
         tool = self.live.get(name)
         return tool.parameters if tool is not None else None
 
     async def _list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
+        _refuse_cursor(params)
         await self.refresh()
         self._remember(ctx)
         listed = [types.Tool.model_validate(mcp_tool(tool)) for tool in self.live.tools(self.caller(ctx).tools)]
         return types.ListToolsResult(tools=listed)
+
+    # ------------------------------------------------------------------ recipes as prompts
+
+    async def _list_prompts(self, ctx: Any, params: Any) -> types.ListPromptsResult:
+        _refuse_cursor(params)
+        assert self.prompts is not None
+        listed = await anyio.to_thread.run_sync(self.prompts.list_prompts)
+        return types.ListPromptsResult(prompts=[types.Prompt.model_validate(prompt) for prompt in listed])
+
+    async def _get_prompt(self, ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        assert self.prompts is not None
+        prompts = self.prompts
+        try:
+            result = await anyio.to_thread.run_sync(lambda: prompts.get(params.name, params.arguments))
+        except PromptError as exc:
+            raise MCPError(types.INVALID_PARAMS, str(exc)) from None
+        return types.GetPromptResult.model_validate(result)
+
+    async def _complete(self, ctx: Any, params: types.CompleteRequestParams) -> types.CompleteResult:
+        values: list[str] = []
+        if self.prompts is not None and isinstance(params.ref, types.PromptReference):
+            values = self.prompts.complete(params.ref.name, params.argument.name, params.argument.value)
+        return types.CompleteResult(completion=types.Completion(values=values, total=len(values), has_more=False))
 
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> Any:
         caller = self.caller(ctx)
@@ -210,7 +271,7 @@ class CatalogServer:
                     return early
                 outcome = await self._run(ctx, tool, arguments, approver)
                 is_error = outcome.is_error
-                return _typed(call_result_to_mcp(outcome.result, outcome.is_error))
+                return _typed(call_result_to_mcp(outcome.result, outcome.is_error, outcome.blocks))
             finally:
                 if self.audit is not None:
                     shown = self._catalog_secrets.redact(redactor.redact(arguments))
@@ -259,6 +320,18 @@ class CatalogServer:
 
     def initialization_options(self) -> InitializationOptions:
         return self.server.create_initialization_options()
+
+
+def _session_key(ctx: Any) -> str:
+    """The HTTP session id of a request ("stdio" on stdio); empty when an HTTP request has none."""
+    headers = getattr(getattr(ctx, "request", None), "headers", None)
+    return headers.get("mcp-session-id", "") if headers is not None else "stdio"
+
+
+def _refuse_cursor(params: Any) -> None:
+    # Every list is one page: a cursor can only be one this server never gave out.
+    if params is not None and getattr(params, "cursor", None) is not None:
+        raise MCPError(types.INVALID_PARAMS, "Invalid cursor: this server lists everything on one page")
 
 
 def _typed(result: dict[str, Any]) -> types.CallToolResult:

@@ -17,8 +17,12 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from toolrun.core.credentials import origin
+from toolrun.core.secrets import ENV_REFERENCE
+from toolrun.openapi.credential_options import CredentialOptions
+from toolrun.openapi.credential_options import apply as apply_options
 from toolrun.openapi.document import Documents, OpenAPIError, is_url, too_deep, url_scheme
 from toolrun.openapi.operations import METHODS, ImportedTool, Operation, Unsupported, convert_operation
+from toolrun.openapi.overrides import Overrides, read_overrides
 from toolrun.openapi.references import ReferenceRules
 from toolrun.openapi.schemas import DanglingRef, Resolver
 from toolrun.openapi.security import Credentials, credentials, required_schemes, schemes_of
@@ -52,6 +56,9 @@ class ImportResult:
     notes: list[str] = field(default_factory=list)
     allow_hosts: list[str] = field(default_factory=list)  # the hosts the document's servers name
     other_origins: list[str] = field(default_factory=list)  # "GET /x (op): https://other.example", sent no credentials
+    without_credentials: list[str] = field(default_factory=list)  # operations that need none (`security: []`)
+    overrides_name: str | None = None  # the file of hand edits (billing.overrides), there or not
+    overrides_applied: bool = False
 
 
 @dataclass(frozen=True)
@@ -75,9 +82,15 @@ class Selection:
 
 
 def import_openapi(spec: str | Path, *, include: Iterable[str] = (), exclude: Iterable[str] = (),
-                   tags: Iterable[str] = (), base_url: str | None = None,
-                   allow_external_refs: bool = False) -> ImportResult:
+                   tags: Iterable[str] = (), base_url: str | None = None, allow_external_refs: bool = False,
+                   headers: Iterable[str] = (), auth_env: str | None = None, env_prefix: str | None = None,
+                   overrides: str | Path | None = None) -> ImportResult:
     """Import the OpenAPI document at ``spec`` (a path or an http(s) URL) as a toolset.
+
+    ``headers`` (``"Name: value"``, a secret only as ``${env:NAME}``) go to every tool; ``auth_env``
+    names the token variable, ``env_prefix`` starts every variable's name (default: from the
+    API's title); ``overrides`` is a file of hand edits applied to the result (see
+    ``toolrun.openapi.overrides``; a file that does not exist holds none).
 
     Raises ``OpenAPIError`` (a ``UserError``) when the document cannot be read or is not
     OpenAPI, or a ``$ref`` names a place it may not make the import read (another origin, a
@@ -85,47 +98,69 @@ def import_openapi(spec: str | Path, *, include: Iterable[str] = (), exclude: It
     every other problem of a single operation is a ``Skipped`` entry instead.
     """
     shown = str(spec)
+    options = CredentialOptions.parse(headers, auth_env, env_prefix)  # a typed secret stops before any reading
+    edits = read_overrides(Path(overrides)) if overrides is not None else None
+    request = _Request(spec, shown, Selection(tuple(include), tuple(exclude), tuple(tags)), base_url,
+                       allow_external_refs, options, edits, Path(overrides).name if overrides is not None else None)
     try:
-        return _import(spec, shown, include=include, exclude=exclude, tags=tags, base_url=base_url,
-                       allow_external_refs=allow_external_refs)
+        return _import(request)
     except RecursionError:  # a schema nested hundreds deep: converting or writing it out recurses per level
         raise too_deep(shown) from None
 
 
-def _import(spec: str | Path, shown: str, *, include: Iterable[str], exclude: Iterable[str], tags: Iterable[str],
-            base_url: str | None, allow_external_refs: bool) -> ImportResult:
+@dataclass(frozen=True)
+class _Request:
+    """What to import and how: the arguments of ``import_openapi``, checked."""
+
+    spec: str | Path
+    shown: str
+    selection: Selection
+    base_url: str | None
+    allow_external_refs: bool
+    options: CredentialOptions
+    overrides: Overrides | None
+    overrides_name: str | None
+
+
+def _import(request: _Request) -> ImportResult:
     from toolrun.openapi.toolset import render_toolset  # the writer needs the result's parts first
 
+    spec, shown, base_url = request.spec, request.shown, request.base_url
     _check_locations(spec, base_url)
     location = str(spec) if is_url(str(spec)) else str(Path(spec).resolve())
     documents = Documents()
     document = documents.load(location)
     swagger2, spec_version = _version(document, shown)
-    resolver = Resolver(documents, location, ReferenceRules(location, allow_external_refs))
+    resolver = Resolver(documents, location, ReferenceRules(location, request.allow_external_refs))
     title = _title(document, shown)
-    selection = Selection(tuple(include), tuple(exclude), tuple(tags))
-    found = _convert_selected(document, location, resolver, selection, swagger2)
-    found.not_selected += _skip_webhooks(document, location, selection, found.skipped)
+    found = _convert_selected(document, location, resolver, request.selection, swagger2)
+    found.not_selected += _skip_webhooks(document, location, request.selection, found.skipped)
     if not found.tools:
         fix = ("check --include/--exclude/--tag" if found.not_selected else "see the reasons above" if found.skipped
                else "an OpenAPI document lists its operations under `paths:`")
         raise OpenAPIError(_nothing_imported(shown, found.skipped, found.not_selected), fix, shown)
     _name_tools(found.tools)
 
+    prefix = request.options.env_prefix or env_prefix(title)
     notes = found.notes
-    variables: dict[str, str] = {}
-    resolved_base = base_url or _base_url(document, swagger2, location, title, variables, notes)
+    variables = {name: "the API's base URL (--base-url)" for name in ENV_REFERENCE.findall(base_url or "")}
+    resolved_base = base_url or _base_url(document, swagger2, location, prefix, variables, notes)
     schemes = schemes_of(document, swagger2)
     everywhere = required_schemes(document, schemes)
-    creds = _credentials(schemes, everywhere, title, resolver, location, notes)
+    creds = _credentials(schemes, everywhere, prefix, resolver, location, notes)
+    apply_options(request.options, creds)
     variables.update(creds.variables)
+    if not schemes and not creds.variables:
+        notes.append("the document declares no security schemes, so no tool sends credentials; if the API needs "
+                     "them, import again with --auth-env NAME (a bearer token) or --header 'Name: ${env:NAME}'")
     for tool in found.tools:
         tool.base_url = None if base_url else _operation_base(tool.operation, location)
-        variables.update(_tool_credentials(tool, creds, schemes, everywhere, title, resolver, location, notes))
+        variables.update(_tool_credentials(tool, creds, schemes, everywhere, prefix, resolver, location, notes))
     result = ImportResult("", title, shown, spec_version, found.tools, found.skipped, found.not_selected,
-                          resolved_base, variables, notes + creds.notes)
+                          resolved_base, variables, notes + creds.notes,
+                          overrides_name=request.overrides_name, overrides_applied=request.overrides is not None)
     _pin_origins(result)
-    result.text = render_toolset(result, creds)
+    result.text = render_toolset(result, creds, request.overrides)
     return result
 
 
@@ -190,17 +225,14 @@ def _skip_webhooks(document: dict[str, Any], location: str, selection: Selection
 
 
 def _tool_credentials(tool: ImportedTool, creds: Credentials, schemes: dict[str, Any], everywhere: list[str],
-                      title: str, resolver: Resolver, location: str, notes: list[str]) -> dict[str, str]:
-    """The variables of a tool's own scheme (set on the tool), or a note when it needs none but gets the API's."""
+                      prefix: str, resolver: Resolver, location: str, notes: list[str]) -> dict[str, str]:
+    """The variables of a tool's own scheme (set on the tool); an operation that needs none is marked so."""
     own = [name for name in _operation_schemes(tool.operation, schemes) if name not in everywhere]
     if own:  # an operation that needs another scheme than the whole API: its own header or query
-        extra = _credentials(schemes, own, title, resolver, location, notes)
+        extra = _credentials(schemes, own, prefix, resolver, location, notes)
         tool.headers, tool.query = extra.merged_headers(), extra.query
         return extra.variables
-    if creds.variables and _needs_no_credentials(tool.operation):  # the defaults cannot be unset per tool
-        names = ", ".join(creds.variables)
-        notes.append(f"{tool.operation.label}: needs no credentials, but the toolset sends them, so a call "
-                     f"needs {names} set too; move the tool to a toolset of its own if that matters")
+    tool.needs_no_credentials = bool(creds.variables) and _needs_no_credentials(tool.operation)
     return {}
 
 
@@ -328,7 +360,7 @@ def _server_url(servers: Any, location: str) -> str | None:
         return None
 
 
-def _base_url(document: dict[str, Any], swagger2: bool, location: str, title: str, variables: dict[str, str],
+def _base_url(document: dict[str, Any], swagger2: bool, location: str, prefix: str, variables: dict[str, str],
               notes: list[str]) -> str | None:
     if swagger2:
         listed = document.get("schemes")
@@ -343,7 +375,7 @@ def _base_url(document: dict[str, Any], swagger2: bool, location: str, title: st
     unfilled = re.findall(r"\{([^{}]*)\}", url or "")
     if url and url_scheme(url) in ("http", "https") and not unfilled:
         return url.rstrip("/") or url
-    variable = f"{env_prefix(title)}_BASE_URL"
+    variable = f"{prefix}_BASE_URL"
     variables[variable] = "the API's base URL, e.g. https://api.example.com/v1"
     why = (f"its server URL {url} has a variable without a value ({', '.join(unfilled)})" if unfilled
            else f"the document names no absolute server URL ({url or 'none'})")
@@ -385,7 +417,7 @@ def _needs_no_credentials(operation: Operation) -> bool:
     return isinstance(security, list) and all(requirement == {} for requirement in security)
 
 
-def _credentials(schemes: dict[str, Any], used: list[str], title: str, resolver: Resolver, location: str,
+def _credentials(schemes: dict[str, Any], used: list[str], prefix: str, resolver: Resolver, location: str,
                  notes: list[str]) -> Credentials:
     if not schemes or not used:
         return Credentials()
@@ -397,4 +429,4 @@ def _credentials(schemes: dict[str, Any], used: list[str], title: str, resolver:
             notes.append(f"a security scheme is unusable: {exc}")
             return None
 
-    return credentials(title, schemes, used, resolve)
+    return credentials(prefix, schemes, used, resolve)

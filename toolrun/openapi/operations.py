@@ -67,6 +67,7 @@ class ImportedTool:
     headers: dict[str, str] = field(default_factory=dict)  # credentials of its own security requirement
     query: dict[str, str] = field(default_factory=dict)
     content_type: str | None = None  # a JSON body's media type other than application/json (merge-patch+json)
+    needs_no_credentials: bool = False  # `security: []`: the toolset's credentials are set to null in the tool
 
     @property
     def method(self) -> str:

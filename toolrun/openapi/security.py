@@ -1,6 +1,7 @@
 """Security schemes -> headers and query parameters that read ``${env:NAME}``: never a literal secret.
 
-Variable names come from the API's title (``Swagger Petstore`` -> ``SWAGGER_PETSTORE_TOKEN``);
+Variable names start with a prefix, by default from the API's title (``Swagger Petstore`` ->
+``SWAGGER_PETSTORE_TOKEN``);
 with several schemes, each name carries its scheme's name too.
 """
 
@@ -10,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolrun.openapi.text import env_prefix, identifier
+from toolrun.openapi.text import identifier
 
 
 @dataclass
@@ -51,10 +52,9 @@ def required_schemes(document: dict[str, Any], schemes: dict[str, Any]) -> list[
     return list(schemes)[:1]
 
 
-def credentials(title: str, schemes: dict[str, Any], used: list[str], resolve: Any) -> Credentials:
-    """Headers/query/cookies for the ``used`` schemes, each secret an ``${env:NAME}`` reference."""
+def credentials(prefix: str, schemes: dict[str, Any], used: list[str], resolve: Any) -> Credentials:
+    """Headers/query/cookies for the ``used`` schemes, each secret an ``${env:PREFIX_...}`` reference."""
     found = Credentials()
-    prefix = env_prefix(title)
     suffixes = scheme_suffixes(list(schemes))  # from every scheme: the same name in every tool
     for scheme_name in used:
         scheme = resolve(schemes[scheme_name])
@@ -64,7 +64,7 @@ def credentials(title: str, schemes: dict[str, Any], used: list[str], resolve: A
         kind = str(scheme.get("type", "")).lower()
         http_scheme = str(scheme.get("scheme", "")).lower()
         where, name = str(scheme.get("in", "header")), str(scheme.get("name") or "X-API-Key")
-        if kind == "apikey" and not _TOKEN.fullmatch(name):
+        if kind == "apikey" and not TOKEN.fullmatch(name):
             found.notes.append(f"security scheme {scheme_name!r}: its {where} name "
                                f"{name!r} is not a plain name (letters, digits, -_.): add it by hand")
         elif kind == "apikey":
@@ -89,7 +89,7 @@ def credentials(title: str, schemes: dict[str, Any], used: list[str], resolve: A
 
 # A header, cookie or query name as RFC 9110 spells a token: no `=`, `;`, braces or `${`, so a
 # document's name cannot add a cookie, render a template or pick which variable is sent.
-_TOKEN = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+")
+TOKEN = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+")
 
 
 def _variable(prefix: str, scheme: str, kind: str) -> str:

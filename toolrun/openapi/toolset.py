@@ -14,7 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from toolrun.core.credentials import CREDENTIAL_KEYS, is_credential
+from toolrun.core.secrets import ENV_REFERENCE
 from toolrun.openapi.operations import ImportedTool
+from toolrun.openapi.overrides import Overrides, fingerprint
 from toolrun.openapi.security import Credentials
 
 if TYPE_CHECKING:
@@ -143,33 +146,66 @@ def _comment(lines: list[str]) -> str:
 
 def header(result: ImportResult) -> str:
     """The comment block at the top: origin, counts, variables to set, what was skipped and why."""
+    edits = result.overrides_name or "the .overrides file of this file's name"
     lines = [f"{HEADER_START[2:]} from {result.source}",
              f"({result.title}, {result.spec_version}): {plural(len(result.tools), 'tool')}, "
              f"{len(result.skipped)} skipped"
              + (f", {result.not_selected} not selected." if result.not_selected else "."),
-             "Edit freely: sharpen the descriptions (say when to use each tool and when not), drop the tools",
-             "a model should not have. `toolrun tools lint` shows what to improve."]
+             f"Make your edits in {edits} beside this file, not here: sharpen the descriptions (say when to",
+             "use each tool and when not), add headers or tools, drop the tools a model should not have. Every",
+             "import applies them; an edit made here stops the next import. `toolrun tools lint` shows what to improve."]
     if result.variables:
         lines.append("")
         lines.append("Set these environment variables:")
         lines += [f"  {name}: {what}" for name, what in result.variables.items()]
-    if result.skipped:
-        lines.append("")
-        lines.append("Skipped:")
-        lines += [f"  {entry}" for entry in result.skipped]
-    if result.other_origins:
-        lines.append("")
-        lines.append("On another origin than the base URL:")
-        lines += [f"  {entry}" for entry in result.other_origins]
-    if result.notes:
-        lines.append("")
-        lines.append("Notes:")
-        lines += [f"  {note}" for note in result.notes]
+    sections: list[tuple[str, list[Any]]] = [("Without credentials:", result.without_credentials), ("Skipped:", result.skipped),
+                ("On another origin than the base URL:", result.other_origins), ("Notes:", result.notes)]
+    for title, entries in sections:
+        if entries:
+            lines += ["", title, *(f"  {entry}" for entry in entries)]
     return _comment(lines)
 
 
-def render_toolset(result: ImportResult, creds: Credentials) -> str:
-    """The whole toolset file."""
+def render_toolset(result: ImportResult, creds: Credentials, overrides: Overrides | None = None) -> str:
+    """The whole toolset file: the import with ``overrides`` applied, ending with its fingerprint."""
+    defaults = _defaults(result, creds)
+    if overrides is not None:
+        overrides.apply_defaults(defaults)
+    http_defaults: dict[str, Any] = defaults["http"] if isinstance(defaults.get("http"), dict) else {}
+    comments: dict[int, str] = {}
+    mappings = []
+    public: list[tuple[str, int]] = []  # (operation, its mapping's id) of each operation that needs no credentials
+    for tool in result.tools:
+        mapping = tool_mapping(tool)
+        if tool.needs_no_credentials:
+            _drop_default_credentials(mapping, http_defaults)
+            public.append((tool.operation.label, id(mapping)))
+        comments[id(mapping)] = f"{tool.method} {comment_text(tool.operation.path)}"
+        mappings.append(mapping)
+    added: list[dict[str, Any]] = []
+    if overrides is not None:
+        mappings, added, notes = overrides.apply_tools(mappings)
+        result.notes += notes
+    kept = {id(mapping) for mapping in mappings}
+    result.without_credentials += [label for label, mapping_id in public if mapping_id in kept]
+    result.variables = _variables_used(result.variables, [defaults, *mappings, *added])
+    parts = [header(result), ""]
+    if defaults:
+        parts.append(_dump({"defaults": defaults}).rstrip())
+    if not mappings and not added:
+        parts.append("tools: []  # nothing imported: see above")
+    else:
+        parts.append("tools:")
+    for mapping in [*mappings, *added]:
+        parts.append(f"  # {comments.get(id(mapping), 'added in ' + (result.overrides_name or 'the overrides'))}")
+        body = _dump([mapping]).rstrip()
+        parts.append("\n".join(f"  {line}" if line else line for line in body.split("\n")))
+        parts.append("")
+    text = "\n".join(parts).rstrip() + "\n"
+    return text + fingerprint(text)
+
+
+def _defaults(result: ImportResult, creds: Credentials) -> dict[str, Any]:
     http_defaults: dict[str, Any] = {}
     if result.base_url:
         http_defaults["base_url"] = result.base_url
@@ -179,16 +215,36 @@ def render_toolset(result: ImportResult, creds: Credentials) -> str:
         http_defaults["headers"] = creds.merged_headers()
     if creds.query:
         http_defaults["query"] = dict(creds.query)
-    parts = [header(result), ""]
-    if http_defaults:
-        parts.append(_dump({"defaults": {"http": http_defaults}}).rstrip())
-    if not result.tools:
-        parts.append("tools: []  # nothing imported: see above")
-        return "\n".join(parts) + "\n"
-    parts.append("tools:")
-    for tool in result.tools:
-        parts.append(f"  # {tool.method} {comment_text(tool.operation.path)}")
-        body = _dump([tool_mapping(tool)]).rstrip()
-        parts.append("\n".join(f"  {line}" if line else line for line in body.split("\n")))
-        parts.append("")
-    return "\n".join(parts).rstrip() + "\n"
+    return {"http": http_defaults} if http_defaults else {}
+
+
+def _drop_default_credentials(mapping: dict[str, Any], http_defaults: dict[str, Any]) -> None:
+    """``security: []``: each credential of the defaults set to null in the tool (the loader then sends none)."""
+    http = mapping["backend"]["http"]
+    for key in CREDENTIAL_KEYS:
+        entries = http_defaults.get(key)
+        own = http.get(key) or {}
+        nulls = {name: None for name, value in (entries or {}).items()
+                 if is_credential(value) and name.lower() not in {k.lower() for k in own}}
+        if nulls:
+            http[key] = {**own, **nulls}
+
+
+def _variables_used(known: dict[str, str], sections: list[dict[str, Any]]) -> dict[str, str]:
+    """The environment variables the file reads, in the order the import named them: each ``${env:NAME}`` of
+    a base_url, url, header or query entry (one named only by an edit says so)."""
+    used: list[str] = []
+    for section in sections:
+        for http in _http_sections(section):
+            values = [http.get("base_url"), http.get("url"), *(http.get("headers") or {}).values(),
+                      *(http.get("query") or {}).values()]
+            used += [name for value in values if isinstance(value, str) for name in ENV_REFERENCE.findall(value)]
+    ordered = [name for name in known if name in used] + [name for name in dict.fromkeys(used) if name not in known]
+    return {name: known.get(name, "read by an edit in the overrides file") for name in ordered}
+
+
+def _http_sections(section: dict[str, Any]) -> list[dict[str, Any]]:
+    """The http settings of a defaults mapping or of a tool mapping."""
+    found = [section.get("http"), (section.get("backend") or {}).get("http") if isinstance(section.get("backend"), dict)
+             else None]
+    return [http for http in found if isinstance(http, dict)]

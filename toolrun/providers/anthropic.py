@@ -19,6 +19,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from toolrun.core.content import shown_as_image, text_with_notes
 from toolrun.core.errors import ProviderError
 from toolrun.core.json_limits import MAX_ARGUMENT_DEPTH, MAX_BODY_DEPTH, loads_bounded
 from toolrun.core.messages import (
@@ -102,10 +103,26 @@ def _assistant_content(message: Message) -> list[dict[str, Any]]:
     return content
 
 
+IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})  # an image block's media types
+
+
+def _result_content(result: ToolResult) -> str | list[dict[str, Any]]:
+    """A tool_result's ``content``: its text, or text and ``image`` blocks when it has images (audio and
+    resources are named in a note: a tool_result holds only text, image and document blocks)."""
+    images = [block for block in result.blocks if shown_as_image(block, IMAGE_TYPES)]
+    text = text_with_notes(result.content, [block for block in result.blocks if block not in images])
+    if not images:
+        return text
+    parts: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+    return parts + [{"type": "image", "source": {"type": "base64", "media_type": block.mime_type,
+                                                 "data": block.base64_data}} for block in images]
+
+
 def _tool_result_block(result: ToolResult) -> dict[str, Any]:
     block: dict[str, Any] = {"type": "tool_result", "tool_use_id": result.call_id}
-    if result.content:  # content is optional; an empty string is not worth the risk
-        block["content"] = result.content
+    content = _result_content(result)
+    if content:  # content is optional; an empty string is not worth the risk
+        block["content"] = content
     if result.is_error:
         block["is_error"] = True
     return block

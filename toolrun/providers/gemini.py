@@ -25,6 +25,7 @@ from itertools import pairwise
 from typing import Any, ClassVar
 from urllib.parse import quote
 
+from toolrun.core.content import shown_as_image, text_with_notes
 from toolrun.core.errors import ProviderError
 from toolrun.core.messages import (
     Message,
@@ -120,12 +121,19 @@ def _model_parts(message: Message) -> list[dict[str, Any]]:
     return parts
 
 
+IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/webp"})  # a function response part's image types
+
+
 def _function_response(result: ToolResult, call: ToolCall | None) -> dict[str, Any]:
     provider_id = result.provider_id or (call.provider_id if call else None)
     response: dict[str, Any] = {"name": (call.name if call else None) or result.name}
     if provider_id:
         response["id"] = provider_id
-    response["response"] = {"error": result.content} if result.is_error else {"output": result.content}
+    images = [block for block in result.blocks if shown_as_image(block, IMAGE_TYPES)]
+    text = text_with_notes(result.content, [block for block in result.blocks if block not in images])
+    response["response"] = {"error": text} if result.is_error else {"output": text}
+    if images:  # a multimodal function response: the images as inline data parts of it
+        response["parts"] = [{"inlineData": {"mimeType": block.mime_type, "data": block.base64_data}} for block in images]
     return {"functionResponse": response}
 
 

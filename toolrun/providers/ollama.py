@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolrun.core.content import text_with_notes
 from toolrun.core.errors import ProviderError
 from toolrun.core.messages import (
     Message,
@@ -67,7 +68,7 @@ def ollama_messages(request: ModelRequest) -> list[dict[str, Any]]:
             wire.append(assistant)
             continue
         for result in message.tool_results:
-            tool_message = {"role": "tool", "tool_name": result.name, "content": result.content}
+            tool_message = {"role": "tool", "tool_name": result.name, "content": text_with_notes(result.content, result.blocks)}
             if result.provider_id:  # Ollama sent an id for this call: tie the result to it
                 tool_message["tool_call_id"] = result.call_id
             wire.append(tool_message)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolrun.core.content import text_with_notes
 from toolrun.core.errors import ProviderError
 from toolrun.core.json_limits import MAX_BODY_DEPTH, loads_bounded
 from toolrun.core.messages import (
@@ -94,7 +95,9 @@ def chat_messages(request: ModelRequest) -> list[dict[str, Any]]:
             continue
         # One role:tool message per result, in call order, tied by the runner's call id.
         for result in message.tool_results:
-            wire.append({"role": "tool", "tool_call_id": result.call_id, "content": result.content})
+            # A tool message takes text parts only: images, audio and resources are named in a note.
+            wire.append({"role": "tool", "tool_call_id": result.call_id,
+                         "content": text_with_notes(result.content, result.blocks)})
         if message.text is not None:
             wire.append({"role": "user", "content": message.text})
     return wire
@@ -224,18 +227,7 @@ class ChatStreamAssembler:
     def _add_fragment(self, fragment: dict[str, Any]) -> None:
         function = fragment.get("function") or {}
         provider_id = fragment.get("id") or None
-        index = fragment.get("index")
-        position = self.by_index.get(index) if index is not None else None
-        if position is not None and provider_id and self.calls[position].provider_id not in (None, provider_id):
-            position = None  # index stuck at 0 but a new id: a new call (lmdeploy, SGLang)
-        if position is None and index is None and self.calls and not provider_id and not function.get("name"):
-            position = len(self.calls) - 1  # no index at all: a continuation of the last call
-        if position is None:
-            self.calls.append(_PartialCall(provider_id))
-            position = len(self.calls) - 1
-            if index is not None:
-                self.by_index[index] = position
-        call = self.calls[position]
+        call = self.calls[self._position_of(fragment.get("index"), provider_id, bool(function.get("name")))]
         if provider_id and call.provider_id is None:
             call.provider_id = provider_id
         if function.get("name") and not call.name:
@@ -245,6 +237,20 @@ class ChatStreamAssembler:
             call.arguments = arguments  # the object quirk: a whole value, not a fragment
         elif isinstance(arguments, str) and not isinstance(call.arguments, dict):
             call.arguments += arguments
+
+    def _position_of(self, index: Any, provider_id: str | None, named: bool) -> int:
+        """Which call a fragment continues (by its index, else the last one), or a new call's position."""
+        position = self.by_index.get(index) if index is not None else None
+        if position is not None and provider_id and self.calls[position].provider_id not in (None, provider_id):
+            position = None  # index stuck at 0 but a new id: a new call (lmdeploy, SGLang)
+        if position is None and index is None and self.calls and not provider_id and not named:
+            position = len(self.calls) - 1  # no index at all: a continuation of the last call
+        if position is None:
+            self.calls.append(_PartialCall(provider_id))
+            position = len(self.calls) - 1
+            if index is not None:
+                self.by_index[index] = position
+        return position
 
     def finish(self) -> ModelResponse:
         """The assembled answer; ``ProviderError`` when the stream stopped before a finish_reason."""

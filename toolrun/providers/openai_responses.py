@@ -15,6 +15,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from toolrun.core.content import shown_as_image, text_with_notes
 from toolrun.core.errors import ProviderError
 from toolrun.core.messages import (
     Message,
@@ -28,6 +29,7 @@ from toolrun.core.messages import (
     TextPart,
     ToolCall,
     ToolDefinition,
+    ToolResult,
     Usage,
 )
 from toolrun.core.secrets import redact
@@ -83,6 +85,21 @@ def _assistant_items(message: Message) -> list[dict[str, Any]]:
     return items
 
 
+IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/webp", "image/gif"})  # input_image's formats
+
+
+def _output(result: ToolResult) -> str | list[dict[str, Any]]:
+    """A result's ``output``: its text, or ``input_text`` and ``input_image`` parts when it has images (the
+    output may be a list of text, image and file parts); audio and resources are named in a note."""
+    images = [block for block in result.blocks if shown_as_image(block, IMAGE_TYPES)]
+    if not images:
+        return text_with_notes(result.content, result.blocks)
+    text = text_with_notes(result.content, [block for block in result.blocks if block not in images])
+    parts: list[dict[str, Any]] = [{"type": "input_text", "text": text}] if text else []
+    return parts + [{"type": "input_image", "image_url": f"data:{block.mime_type};base64,{block.base64_data}"}
+                     for block in images]
+
+
 def input_items(messages: list[Message]) -> list[dict[str, Any]]:
     """The neutral conversation as Responses ``input`` items, in order."""
     items: list[dict[str, Any]] = []
@@ -91,7 +108,7 @@ def input_items(messages: list[Message]) -> list[dict[str, Any]]:
             items.extend(_assistant_items(message))
             continue
         for result in message.tool_results:
-            items.append({"type": "function_call_output", "call_id": result.call_id, "output": result.content})
+            items.append({"type": "function_call_output", "call_id": result.call_id, "output": _output(result)})
         if message.text is not None:
             items.append({"role": "user", "content": message.text})
     return items

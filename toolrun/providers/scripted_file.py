@@ -71,18 +71,20 @@ def _answer(item: Any, path: Path, line: int, problems: list[Problem]) -> Any:
         problems.append(Problem(path, item.key_lines.get("tool_calls", line), "tool_calls must be a non-empty list",
                                 "write tool_calls: [{name: my_tool, arguments: {key: value}}]"))
         return None
-    specs: list[tuple[str, Any]] = []
-    for number, call in enumerate(calls):
-        call_line = calls.item_lines[number]
-        name = call.get("name") if isinstance(call, LineDict) else None
-        arguments = call.get("arguments", {}) if isinstance(call, LineDict) else None
-        if not isinstance(name, str) or not name:
-            problems.append(Problem(path, call_line, "a tool call needs a name",
-                                    "write {name: my_tool, arguments: {key: value}}"))
-            continue
-        if not isinstance(arguments, (dict, str)):
-            problems.append(Problem(path, call_line, f"the arguments of {name} must be a mapping (or a raw JSON string)",
-                                    "write arguments: {key: value}"))
-            continue
-        specs.append((name, plain(arguments)))
+    specs = [spec for number, call in enumerate(calls)
+             if (spec := _call_spec(call, path, calls.item_lines[number], problems)) is not None]
     return ScriptedModel.calls(specs, text=text) if specs else None
+
+
+def _call_spec(call: Any, path: Path, line: int, problems: list[Problem]) -> tuple[str, Any] | None:
+    """(name, arguments) of one scripted tool call, or None after adding its problem."""
+    name = call.get("name") if isinstance(call, LineDict) else None
+    arguments = call.get("arguments", {}) if isinstance(call, LineDict) else None
+    if not isinstance(name, str) or not name:
+        problems.append(Problem(path, line, "a tool call needs a name", "write {name: my_tool, arguments: {key: value}}"))
+        return None
+    if not isinstance(arguments, (dict, str)):
+        problems.append(Problem(path, line, f"the arguments of {name} must be a mapping (or a raw JSON string)",
+                                "write arguments: {key: value}"))
+        return None
+    return name, plain(arguments)

@@ -1,8 +1,11 @@
 """The run log: every recipe, ask and chat run in one SQLite database, written as it happens.
 
 One connection per writer, WAL journal and a busy timeout: runs in several processes write
-to the same file at once without failing or losing rows. Every write is one short
-``BEGIN IMMEDIATE`` transaction, so a run killed mid-way leaves every event written so far.
+to the same file at once without failing or losing rows. Opening never refuses a writer
+that merely came second: switching a new file to WAL, which SQLite does not wait for, is
+retried until ``BUSY_TIMEOUT_S``, and the schema is made or migrated under the write lock.
+Every write is one short ``BEGIN IMMEDIATE`` transaction (``toolrun.runlog.writer`` puts a
+turn's events in one). New logs use incremental vacuum, so ``prune`` gives space back.
 Values arrive here already redacted (``toolrun.runlog.writer`` redacts with the run's secrets).
 """
 
@@ -12,7 +15,8 @@ import json
 import os
 import re
 import sqlite3
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -55,8 +59,11 @@ def search_text(text: str) -> str:
     """Text as the index stores it: CJK characters (``CJK_RANGES``) spaced apart, the rest as written."""
     if text.isascii():
         return text
-    # surrogatepass: a lone surrogate (JSON may hold one) goes through unchanged, as before
-    return _CJK_UTF8.sub(rb" \1 ", text.encode("utf-8", "surrogatepass")).decode("utf-8", "surrogatepass")
+    # surrogatepass: a lone surrogate (JSON may hold one) goes through unchanged, as before.
+    # split gives the text between CJK characters and each character apart; joined by spaces, each
+    # character stands as " c ": what sub(rb" \1 ") wrote, without a template expanded per character.
+    pieces = _CJK_UTF8.split(text.encode("utf-8", "surrogatepass"))
+    return b" ".join(pieces).decode("utf-8", "surrogatepass")
 
 
 def match_query(text: str) -> str:
@@ -89,10 +96,13 @@ class RunLog:
             create_private(path)  # SQLite gives the -wal and -shm files it makes the database file's mode
             connection = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
             connection.row_factory = sqlite3.Row
-            connection.execute("PRAGMA journal_mode=WAL")
             connection.execute("PRAGMA foreign_keys=ON")
             connection.execute("PRAGMA synchronous=NORMAL")  # WAL keeps committed rows through a process crash
-            migrate(connection, path)
+            # Before the first table exists, or it never takes: a new log gives pruned space back.
+            connection.execute("PRAGMA auto_vacuum=INCREMENTAL")
+            deadline = time.monotonic() + BUSY_TIMEOUT_S
+            retry_busy(lambda: _use_wal(connection), deadline)
+            retry_busy(lambda: migrate(connection, path), deadline)
         except (OSError, sqlite3.Error) as exc:
             raise UserError(Problem(path, None, f"cannot open the run log ({exc})",
                                     "choose another file with --logs or TOOLRUN_LOGS, or skip the log with --no-log")) from None
@@ -104,7 +114,7 @@ class RunLog:
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """One write: taken with the write lock up front (no lock upgrade to deadlock on), committed whole."""
-        self.connection.execute("BEGIN IMMEDIATE")
+        retry_busy(lambda: self.connection.execute("BEGIN IMMEDIATE"), time.monotonic() + BUSY_TIMEOUT_S)
         try:
             yield self.connection
         except BaseException:
@@ -204,10 +214,49 @@ class RunLog:
         return search_runs(self.connection, text, limit=limit)
 
 
+def retry_busy(action: Callable[[], object], deadline: float) -> None:
+    """``action`` again after a short random pause while SQLite says busy or locked, until ``deadline``.
+
+    SQLite's busy timeout covers waiting for a lock, but not every busy answer: a journal
+    mode change, for one, fails at once while another process writes.
+    """
+    while True:
+        try:
+            action()
+            return
+        except sqlite3.OperationalError as exc:
+            if not _busy(exc) or time.monotonic() >= deadline:
+                raise
+        import random  # start-up: only a busy log is retried
+
+        time.sleep(random.uniform(0.005, 0.05))  # apart, so racing processes do not retry in step
+
+
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
+class _NotWal(sqlite3.OperationalError):
+    """SQLite answered a WAL switch with the old mode: another connection held the file."""
+
+    sqlite_errorcode = sqlite3.SQLITE_BUSY
+
+
+def _use_wal(connection: sqlite3.Connection) -> None:
+    """WAL, set once by whichever process gets there first (a change SQLite does not wait for)."""
+    if connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal":
+        return
+    if connection.execute("PRAGMA journal_mode=WAL").fetchone()[0] != "wal":
+        raise _NotWal("database is locked (the journal mode could not be changed to WAL)")
+
+
 def _summary(row: sqlite3.Row) -> dict[str, Any]:
     keys = row.keys()
     status = row["status"]
-    if status == "running" and row["pid"] and not _alive(row["pid"]):
+    if status == "running" and row["pid"] and not process_alive(row["pid"]):
         status = "unfinished"  # the process that wrote it is gone: killed or crashed mid-run
     summary = {
         "id": row["id"], "command": row["command"], "session": row["session"], "recipe": row["recipe"],
@@ -222,7 +271,8 @@ def _summary(row: sqlite3.Row) -> dict[str, Any]:
     return summary
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a run row "running" whose process is gone never finished)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

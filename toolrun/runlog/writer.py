@@ -1,27 +1,35 @@
 """``RunLogWriter``: a run observer that writes each event of a run to the run log as it happens.
 
-One transaction per event (run start, model answer, call start, call end, turn end, notice,
-run end), so a run killed with SIGKILL still has every finished turn in the log. Every
-value is redacted with the run's own secrets before it is written. A log that stops
+Events are kept in memory and written together: at the run's start, at the end of every
+turn, at the run's end, and ``FLUSH_AFTER_S`` after an event that is still waiting (so a
+slow call shows in the log while it runs). A turn of a thousand calls is one transaction,
+not two thousand, and a run killed with SIGKILL still has every finished turn in the log.
+Every value is redacted with the run's own secrets before it is written. A log that stops
 accepting writes (a full disk) never stops the run: the first error is kept in ``problem``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from toolrun.core.messages import Message, ModelResponse, OpaquePart, TextPart, ToolCall, ToolResult
-from toolrun.core.secrets import redact
+from toolrun.core.secrets import active_redactor, redact
 from toolrun.loop.context_window import ContextEvent
 from toolrun.loop.results import RunResult, ToolCallRecord, TurnRecord
 from toolrun.loop.runner import RunObserver
 from toolrun.replay.divergence import Divergence
-from toolrun.runlog.store import RunLog
+from toolrun.runlog.store import RunLog, search_text
+
+FLUSH_AFTER_S = 0.2  # the longest an event waits in memory while the loop is idle (a slow call runs)
+_INSERT_CALL = ("INSERT OR REPLACE INTO tool_calls (run_id, turn, seq, call_id, name, arguments, result, is_error, "
+                "started_at, ended_at, duration_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+_INSERT_SEARCH = "INSERT INTO search (run_id, field, original, text) VALUES (?, ?, ?, ?)"
 
 
 def message_json(message: Message) -> list[dict[str, Any]]:
@@ -34,15 +42,21 @@ def message_json(message: Message) -> list[dict[str, Any]]:
             arguments = part.arguments if part.arguments is not None else part.raw_arguments
             parts.append({"type": "tool_call", "id": part.id, "name": part.name, "arguments": arguments})
         elif isinstance(part, ToolResult):
-            parts.append({"type": "tool_result", "call_id": part.call_id, "name": part.name,
-                          "content": part.content, "is_error": part.is_error})
+            shown = {"type": "tool_result", "call_id": part.call_id, "name": part.name,
+                     "content": part.content, "is_error": part.is_error}
+            if part.blocks:  # images, audio, resources: kept (already capped where the tool answered)
+                shown["blocks"] = [block.wire for block in part.blocks]
+            parts.append(shown)
         elif isinstance(part, OpaquePart):
             parts.append({"type": "opaque", "provider": part.provider})
     return parts
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)  # made once: json.dumps with options makes one a call
+
+
 def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str)
+    return _ENCODER.encode(value)
 
 
 def run_status(result: RunResult) -> str:
@@ -75,48 +89,61 @@ class RunLogWriter(RunObserver):
         self._asked: tuple[str, str | None] = ("", None)  # vars and prompt as written at the start, redacted
         self._messages: list[tuple[str, str]] = []  # (role, content) not written yet
         self._messages_written = 0
+        self._secrets_seen = 0  # how many secrets the run had when its messages were redacted
+        self._statements: list[tuple[str, Sequence[Any]]] = []  # writes waiting, in order
+        self._new_calls: dict[str, list[Any]] = {}  # call id -> its tool_calls row, not written yet
+        self._arguments: dict[str, str] = {}  # call id -> its redacted arguments as JSON
+        self._call_lines: list[str] = []  # finished calls as the index will hold them, one line each
+        self._replace_messages = False  # the next write deletes the run's messages before writing them all again
+        self._flush_timer: asyncio.TimerHandle | None = None
 
-    def _write(self, write: Callable[[sqlite3.Connection], object]) -> None:
+    # -- writing ------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Write every waiting event in one transaction (the loop calls this by itself)."""
+        if self._flush_timer is not None:
+            self._flush_timer.cancel()
+            self._flush_timer = None
+        if not (self._statements or self._new_calls or self._messages or self._call_lines) or self.run_id is None:
+            return
+        statements, calls = self._statements, list(self._new_calls.values())
+        self._statements, self._new_calls = [], {}
+        if self._call_lines:  # the calls written now are one row of the index: its cost is in the words, not the rows
+            text, self._call_lines = "\n".join(self._call_lines), []
+            statements.append((_INSERT_SEARCH, (self.run_id, "tool calls", text, search_text(text))))
         if self.problem is not None:
             return  # one failure is reported; writing on would only fill gaps with noise
         try:
             with self.log.transaction() as connection:
                 self._write_messages(connection)
-                write(connection)
+                if calls:
+                    connection.executemany(_INSERT_CALL, calls)
+                _execute_in_order(connection, statements)
         except sqlite3.Error as exc:
             self.problem = f"the run log {self.log.path} stopped accepting writes ({exc}); this run is incomplete there"
 
-    def on_run_start(self, *, recipe: str, model: str, mode: str) -> None:
-        now = self.clock()
-        self._mark = now
-        self._turn = 0
-        self._messages.clear()  # a chat writes one run per answer: each has its own messages
-        self._messages_written = 0
-        vars_json, prompt = _json(redact(self.vars)), redact(self.prompt)
-        self._asked = (vars_json, prompt)
+    def _queue(self, sql: str, params: Sequence[Any]) -> None:
+        self._statements.append((sql, params))
+        self._flush_soon()
 
-        def write(connection: sqlite3.Connection) -> None:
-            cursor = connection.execute(
-                "INSERT INTO runs (command, session, recipe, model, mode, vars, prompt, started_at, status, pid) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running', ?)",
-                (self.command, self.session, recipe, model, mode, vars_json, prompt, now, os.getpid()))
-            self.run_id = int(cursor.lastrowid or 0)
-            self.log.index(connection, self.run_id, "prompt", prompt)
-            if self.vars:
-                self.log.index(connection, self.run_id, "vars", vars_json)
-            self.log.index(connection, self.run_id, "recipe", recipe)
-
-        self._write(write)
-
-    def on_message(self, message: Message) -> None:
-        if self.run_id is None:
+    def _flush_soon(self) -> None:
+        if self._flush_timer is not None:
             return
-        self._messages.append((message.role, _json(redact(message_json(message)))))
-        if self._turn == 0:  # the run's first messages: kept now, even if the first answer never comes
-            self._write(lambda connection: None)
-        # later ones go with the event that follows them (the answer, the turn's end): no transaction of their own
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # called outside an event loop: nothing would flush later
+            self.flush()
+            return
+        self._flush_timer = loop.call_later(FLUSH_AFTER_S, self.flush)
+
+    def _index(self, field: str, text: str | None) -> None:
+        if text and self.run_id is not None:
+            self._statements.append((_INSERT_SEARCH, (self.run_id, field, text, search_text(text))))
 
     def _write_messages(self, connection: sqlite3.Connection) -> None:
+        if self._replace_messages and self.run_id is not None:
+            connection.execute("DELETE FROM messages WHERE run_id = ?", (self.run_id,))
+            self._replace_messages, self._messages_written = False, 0
         if not self._messages or self.run_id is None:
             return
         start, run_id = self._messages_written, self.run_id
@@ -124,6 +151,40 @@ class RunLogWriter(RunObserver):
                                [(run_id, start + i, role, content) for i, (role, content) in enumerate(self._messages)])
         self._messages_written += len(self._messages)
         self._messages.clear()
+
+    # -- the run's events ---------------------------------------------------------------
+
+    def on_run_start(self, *, recipe: str, model: str, mode: str) -> None:
+        now = self.clock()
+        self._mark = now
+        self._turn = 0
+        self._messages.clear()  # a chat writes one run per answer: each has its own messages
+        self._messages_written = 0
+        self._arguments.clear()
+        vars_json, prompt = _json(redact(self.vars)), redact(self.prompt)
+        self._asked = (vars_json, prompt)
+        if self.problem is not None:
+            return
+        try:  # written at once: the run's id is needed for every row that follows
+            with self.log.transaction() as connection:
+                cursor = connection.execute(
+                    "INSERT INTO runs (command, session, recipe, model, mode, vars, prompt, started_at, status, pid) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running', ?)",
+                    (self.command, self.session, recipe, model, mode, vars_json, prompt, now, os.getpid()))
+                self.run_id = int(cursor.lastrowid or 0)
+                self.log.index(connection, self.run_id, "prompt", prompt)
+                if self.vars:
+                    self.log.index(connection, self.run_id, "vars", vars_json)
+                self.log.index(connection, self.run_id, "recipe", recipe)
+        except sqlite3.Error as exc:
+            self.problem = f"the run log {self.log.path} stopped accepting writes ({exc}); this run is incomplete there"
+
+    def on_message(self, message: Message) -> None:
+        if self.run_id is None:
+            return
+        self._messages.append((message.role, _json(redact(message_json(message)))))
+        self._secrets_seen = _secret_count()
+        self._flush_soon()
 
     def on_notice(self, message: str) -> None:
         self._note("notice", message)
@@ -137,96 +198,114 @@ class RunLogWriter(RunObserver):
     def _note(self, kind: str, message: str) -> None:
         if self.run_id is None:
             return
-        run_id, now, text = self.run_id, self.clock(), redact(message)
-        self._write(lambda c: c.execute("INSERT INTO notices (run_id, at, kind, message) VALUES (?, ?, ?, ?)",
-                                        (run_id, now, kind, text)))
+        self._queue("INSERT INTO notices (run_id, at, kind, message) VALUES (?, ?, ?, ?)",
+                    (self.run_id, self.clock(), kind, redact(message)))
 
     def on_model_response(self, turn_index: int, response: ModelResponse) -> None:
         if self.run_id is None:
             return
         self._turn, self._seq = turn_index + 1, 0
-        run_id, turn, requested, now = self.run_id, self._turn, self._mark, self.clock()
+        run_id, turn, usage = self.run_id, self._turn, response.usage
         text = redact(response.message.text)
-        usage = response.usage
-
-        def write(connection: sqlite3.Connection) -> None:
-            connection.execute(
-                "INSERT OR REPLACE INTO turns (run_id, turn, requested_at, answered_at, stop_reason, text, "
-                "input_tokens, output_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (run_id, turn, requested, now, response.stop_reason, text, usage.input_tokens, usage.output_tokens))
-            connection.execute("UPDATE runs SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, "
-                               "requests = requests + 1 WHERE id = ?", (usage.input_tokens, usage.output_tokens, run_id))
-            self.log.index(connection, run_id, f"turn {turn} text", text)
-
-        self._write(write)
+        self._statements.append((
+            "INSERT OR REPLACE INTO turns (run_id, turn, requested_at, answered_at, stop_reason, text, "
+            "input_tokens, output_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (run_id, turn, self._mark, self.clock(), response.stop_reason, text, usage.input_tokens, usage.output_tokens)))
+        self._statements.append(("UPDATE runs SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, "
+                                 "requests = requests + 1 WHERE id = ?", (usage.input_tokens, usage.output_tokens, run_id)))
+        self._index(f"turn {turn} text", text)
+        self._flush_soon()
 
     def on_tool_call_start(self, call: ToolCall) -> None:
         if self.run_id is None:
             return
         self._seq += 1
-        run_id, turn, seq, now = self.run_id, self._turn, self._seq, self.clock()
         arguments = _json(redact(call.arguments if call.arguments is not None else call.raw_arguments))
-        self._write(lambda c: c.execute(
-            "INSERT OR REPLACE INTO tool_calls (run_id, turn, seq, call_id, name, arguments, started_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)", (run_id, turn, seq, call.id, call.name, arguments, now)))
+        self._arguments[call.id] = arguments
+        self._new_calls[call.id] = [self.run_id, self._turn, self._seq, call.id, call.name, arguments,
+                                    None, None, self.clock(), None, None]
+        self._flush_soon()
 
     def on_tool_call_end(self, record: ToolCallRecord) -> None:
         if self.run_id is None:
             return
-        run_id, now = self.run_id, self.clock()
-        result, arguments = redact(record.result), _json(redact(record.arguments))
-
-        def write(connection: sqlite3.Connection) -> None:
-            connection.execute(
-                "UPDATE tool_calls SET result = ?, is_error = ?, ended_at = ?, duration_ms = ? "
-                "WHERE run_id = ? AND call_id = ?", (result, int(record.is_error), now, record.duration_ms, run_id, record.id))
-            self.log.index(connection, run_id, f"{record.name} call", f"{record.name} {arguments}")
-            self.log.index(connection, run_id, f"{record.name} result", result)
-
-        self._write(write)
+        now, result = self.clock(), redact(record.result)
+        arguments = self._arguments.pop(record.id, None)
+        if arguments is None:  # a call that never started here (refused before it ran)
+            arguments = _json(redact(record.arguments))
+        row = self._new_calls.get(record.id)
+        if row is not None:  # started since the last write: one row, written whole
+            row[6:] = [result, int(record.is_error), row[8], now, record.duration_ms]
+        else:
+            self._statements.append(("UPDATE tool_calls SET result = ?, is_error = ?, ended_at = ?, duration_ms = ? "
+                                     "WHERE run_id = ? AND call_id = ?",
+                                     (result, int(record.is_error), now, record.duration_ms, self.run_id, record.id)))
+        self._call_lines.append(f"{record.name} {arguments} → {result}" if result else f"{record.name} {arguments}")
+        self._flush_soon()
 
     def on_turn_end(self, turn: TurnRecord) -> None:
         if self.run_id is None:
             return
-        run_id, number, now = self.run_id, self._turn, self.clock()
+        now = self.clock()
         self._mark = now  # the next request goes out now
-        self._write(lambda c: c.execute("UPDATE turns SET ended_at = ? WHERE run_id = ? AND turn = ?", (now, run_id, number)))
+        self._statements.append(("UPDATE turns SET ended_at = ? WHERE run_id = ? AND turn = ?", (now, self.run_id, self._turn)))
+        self.flush()  # a finished turn is in the log before the next request goes out
 
     def on_run_end(self, result: RunResult) -> None:
         if self.run_id is None:
             return
         run_id, now = self.run_id, self.clock()
-        document = result.to_json()  # redacted by the run's own redactor
-        messages = [(m.role, _json(result.redact(message_json(m)))) for m in result.messages]
         final, error = result.redact(result.final), result.redact(result.error)
         # a secret the run read after it started (a tool's ${env:...}) is kept from its vars and prompt too
         asked = (_json(result.redact(self.vars)), result.redact(self.prompt))
+        if asked != self._asked:
+            self._statements.append(("UPDATE runs SET vars = ?, prompt = ? WHERE id = ?", (*asked, run_id)))
+            self._statements.append(("DELETE FROM search WHERE run_id = ? AND field IN ('vars', 'prompt')", (run_id,)))
+            self._index("prompt", asked[1])
+            if self.vars:
+                self._index("vars", asked[0])
+        self._statements.append((
+            "UPDATE runs SET ended_at = ?, status = ?, stop_reason = ?, final = ?, error = ?, input_tokens = ?, "
+            "output_tokens = ?, requests = ?, document = ?, recipe = ?, model = ?, mode = ? WHERE id = ?",
+            (now, run_status(result), result.stop_reason, final, error, result.usage.input_tokens,
+             result.usage.output_tokens, result.usage.requests, _json(result.to_json()), result.recipe, result.model,
+             result.mode, run_id)))
+        self._rewrite_messages(result)
+        self._index("final answer", final)
+        self._index("error", error)
+        self.flush()
 
-        def write(connection: sqlite3.Connection) -> None:
-            if asked != self._asked:
-                connection.execute("UPDATE runs SET vars = ?, prompt = ? WHERE id = ?", (*asked, run_id))
-                connection.execute("DELETE FROM search WHERE run_id = ? AND field IN ('vars', 'prompt')", (run_id,))
-                self.log.index(connection, run_id, "prompt", asked[1])
-                if self.vars:
-                    self.log.index(connection, run_id, "vars", asked[0])
-            connection.execute(
-                "UPDATE runs SET ended_at = ?, status = ?, stop_reason = ?, final = ?, error = ?, input_tokens = ?, "
-                "output_tokens = ?, requests = ?, document = ?, recipe = ?, model = ?, mode = ? WHERE id = ?",
-                (now, run_status(result), result.stop_reason, final, error, result.usage.input_tokens,
-                 result.usage.output_tokens, result.usage.requests, _json(document), result.recipe, result.model,
-                 result.mode, run_id))
-            connection.execute("DELETE FROM messages WHERE run_id = ?", (run_id,))
-            connection.executemany("INSERT INTO messages (run_id, seq, role, content) VALUES (?, ?, ?, ?)",
-                                   [(run_id, seq, role, content) for seq, (role, content) in enumerate(messages)])
-            self.log.index(connection, run_id, "final answer", final)
-            self.log.index(connection, run_id, "error", error)
-
-        self._write(write)
+    def _rewrite_messages(self, result: RunResult) -> None:
+        """The messages again, when the run learned a secret after some were written (or some never came)."""
+        secrets = len(result.redactor.secrets) if result.redactor is not None else _secret_count()
+        if secrets == self._secrets_seen and self._messages_written + len(self._messages) == len(result.messages):
+            return  # every message is written or waiting, redacted with every secret the run knows
+        self._replace_messages = True
+        self._messages = [(m.role, _json(result.redact(message_json(m)))) for m in result.messages]
 
     def interrupted(self) -> None:
         """The run was stopped (Ctrl-C) before it finished: say so in the log."""
         if self.run_id is None:
             return
-        run_id, now = self.run_id, self.clock()
-        self._write(lambda c: c.execute("UPDATE runs SET status = 'interrupted', ended_at = ? WHERE id = ? "
-                                        "AND status = 'running'", (now, run_id)))
+        self._statements.append(("UPDATE runs SET status = 'interrupted', ended_at = ? WHERE id = ? AND status = 'running'",
+                                 (self.clock(), self.run_id)))
+        self.flush()
+
+
+def _execute_in_order(connection: sqlite3.Connection, statements: list[tuple[str, Sequence[Any]]]) -> None:
+    """Each statement in turn; a run of the same statement as one ``executemany``."""
+    start = 0
+    while start < len(statements):
+        sql, end = statements[start][0], start + 1
+        while end < len(statements) and statements[end][0] == sql:
+            end += 1
+        if end - start == 1:
+            connection.execute(sql, statements[start][1])
+        else:
+            connection.executemany(sql, [params for _, params in statements[start:end]])
+        start = end
+
+
+def _secret_count() -> int:
+    redactor = active_redactor()
+    return 0 if redactor is None else len(redactor.secrets)

@@ -45,6 +45,7 @@ from toolrun.sessions.expect import Expectations
 from toolrun.sessions.play import run_recipe
 from toolrun.sessions.recipe import DEFAULT_MAX_RETRIES, DEFAULT_REQUEST_TIMEOUT, Recipe, RecipeMessage, load_recipe, select_tools
 from toolrun.sessions.run_options import RunOptions
+from toolrun.sessions.tool_refresh import ServerToolWatch
 
 RECORDED_HEADER = ("# Saved from toolrun chat: the conversation so far; its last answer replays offline from the\n"
                    "# recording beside this file (toolrun recipe FILE, with no API key set, or --replay).\n")
@@ -58,6 +59,7 @@ class ChatSession:
     def __init__(self, base: Recipe, catalog: Catalog, *, environ: Mapping[str, str] | None = None):
         self.base = base
         self.catalog = catalog
+        self._tool_watch = ServerToolWatch(catalog, base.tools)
         self.environ = environ
         self.history: list[tuple[str, str]] = []  # (role, text): questions and final answers
         self.usage = Usage()
@@ -94,7 +96,7 @@ class ChatSession:
             base = adhoc_recipe(name="chat", model=model, tools=tools, tools_dir=tools_dir, system=system)
         if base.settings.context is None:  # a chat grows without end: by default it keeps under the model's window
             base = dataclasses.replace(base, settings=dataclasses.replace(base.settings, context=ContextSettings()))
-        catalog = load_checked_catalog(base.tools_dir, on_loaded=on_catalog, wanted=base.wants_tool)
+        catalog = load_checked_catalog(base.tools_dir, on_loaded=on_catalog, wanted=base.tool_test)
         base.select_tools(catalog)  # a typo in --tools is reported now, not at the first question
         return cls(base, catalog, environ=environ)
 
@@ -117,6 +119,7 @@ class ChatSession:
                      stream: bool | None = None) -> RunResult:
         """Ask ``question`` in the conversation; an answer that reaches the model's final text joins it."""
         self.answers += 1
+        self.catalog = self._tool_watch.reloaded() or self.catalog  # a server changed its tools between questions
         recording = None
         if self._scripted is None:
             if self._workdir is None:

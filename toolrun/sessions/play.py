@@ -47,6 +47,7 @@ from toolrun.replay.recording import (
 )
 from toolrun.sessions.recipe import Recipe, load_recipe
 from toolrun.sessions.run_options import MODES, Mode, RunOptions
+from toolrun.sessions.tool_refresh import ServerToolWatch
 
 if TYPE_CHECKING:
     from toolrun.loop.approval import Approver
@@ -162,7 +163,7 @@ class _Play:
             directory = recipe.locate_tools_dir(Path(options.tools_dir) if options.tools_dir is not None else None)
             # Tools side by side are linted as the recipe offers them: its own selection.
             catalog = load_checked_catalog(directory, on_loaded=self.observer.on_catalog, lint_together=recipe.select_tools,
-                                            wanted=recipe.wants_tool)
+                                            wanted=recipe.tool_test, required=recipe.named_tools)
         tools = recipe.select_tools(catalog)
         system = recipe.render_system(self.vars)
         prompt = options.prompt
@@ -189,7 +190,7 @@ class _Play:
                 connection.provider, tools, system=system, messages=messages,
                 settings=recipe.run_settings(max_turns=options.max_turns, stream=connection.stream),
                 context=recipe.call_context(self.environ), approver=options.approver, observer=self.observer,
-                execute=execute,
+                execute=execute, tools_update=None if options.replay_tools else ServerToolWatch(catalog, recipe.tools).changed_tools,
             )
         finally:
             if not isinstance(model, Provider):  # a caller's own provider object stays theirs to close

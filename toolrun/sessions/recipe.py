@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from functools import lru_cache
@@ -74,6 +74,7 @@ class Recipe:
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT  # seconds per model request
     max_retries: int = DEFAULT_MAX_RETRIES  # of one model request
     rate_limit: float | None = None  # most model requests per minute across a batch's runs
+    var_choices: dict[str, list[str]] = field(default_factory=dict)  # the values a var may take
     document: Any = field(default=None, repr=False, compare=False)  # the YAML, for lines
 
     def line_of(self, *path: Any) -> int | None:
@@ -111,7 +112,16 @@ class Recipe:
                 hint = f"did you mean {guess!r}?" if guess else (
                     f"this recipe's vars are: {', '.join(sorted(known))}" if known else "this recipe uses no vars")
                 raise UserError(Problem(self.path, self.line_of("vars"), f"--var {key}: the recipe has no var {key!r}", hint))
+            choices = self.var_choices.get(key)
+            if choices is not None and overrides[key] not in choices:
+                raise UserError(Problem(self.path, self.line_of("var_choices", key),
+                                        f"--var {key}: {overrides[key]!r} is not one of {', '.join(choices)}",
+                                        f"pass one of them, e.g. --var {key}={choices[0]}"))
         return {**self.vars, **overrides}
+
+    def arguments(self) -> list[str]:
+        """The names of the recipe's vars and of the vars its templates use, declared ones first."""
+        return [*self.vars, *sorted(self.placeholders() - set(self.vars))]
 
     def placeholders(self) -> set[str]:
         """Every var the system prompt and messages use."""
@@ -138,6 +148,20 @@ class Recipe:
         changes: dict[str, Any] = {k: v for k, v in {"max_turns": max_turns, "stream": stream, "parallel": parallel}.items()
                                    if v is not None}
         return dataclasses.replace(self.settings, **changes)
+
+    @property
+    def tool_test(self) -> Callable[[str], bool] | None:
+        """``wants_tool`` when the recipe names its tools; None when it takes the whole catalog (then every
+        file must load)."""
+        return self.wants_tool if self.tools is not None else None
+
+    @property
+    def named_tools(self) -> list[str] | None:
+        """The tools the recipe names (``tools`` and ``expect.tools_not_called``), when none is a glob."""
+        if self.tools is None:
+            return None
+        named = [*self.tools, *self.expect.tools_not_called]
+        return None if any(is_glob(name) for name in named) else named
 
     def wants_tool(self, name: str) -> bool:
         """Whether the recipe may use (or name in ``expect``) the catalog tool ``name``."""
@@ -337,6 +361,7 @@ def _build(document: LineDict, path: Path) -> Recipe:
         request_timeout=_request_timeout(settings_map, path),
         max_retries=settings_map.get("max_retries", DEFAULT_MAX_RETRIES),
         rate_limit=settings_map.get("rate_limit"),
+        var_choices={name: list(values) for name, values in plain(document.get("var_choices") or {}).items()},
         name=document.get("name") or path.stem,
         model=document.get("model"),
         tools=list(tools) if tools is not None else None,
