@@ -184,7 +184,7 @@ def test_drop_oldest_drops_calls_with_their_results_and_says_so(read_page):
     first, second = result.tool_calls[0].id, result.tool_calls[1].id
     assert [e.to_json()["dropped_calls"] for e in observer.events] == [[first], [second]]
     assert observer.events[0].request == 3 and observer.events[0].dropped_messages == 2
-    assert str(observer.events[0]).startswith("context, request 3: dropped 2 earlier messages (1 calls)")
+    assert str(observer.events[0]).startswith("context, request 3: dropped 2 earlier messages (1 call)")
     assert len(result.messages) == 8  # the run's own history keeps everything
 
 
@@ -209,7 +209,7 @@ def test_a_question_that_alone_is_over_the_limit_ends_the_run_with_a_fix(read_pa
 
     assert result.stop_reason == "error" and not model.requests
     assert result.error.startswith("the context is full: the system prompt, the tools, the question")
-    assert "raise it" in result.error
+    assert "more than the limit of 1,000 input tokens; raise settings.context.max_input_tokens" in result.error
 
 
 def test_a_chat_history_drops_whole_earlier_exchanges_first(read_page):

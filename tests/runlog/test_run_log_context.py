@@ -37,7 +37,7 @@ def test_each_trimmed_request_is_a_context_notice_in_the_log_and_an_event_in_the
     notices = [notice for notice in run["notices"] if notice["kind"] == "context"]
     first_call = result.tool_calls[0].id
     assert [notice["message"].split(":")[0] for notice in notices] == ["context, request 3", "context, request 4"]
-    assert "dropped 2 earlier messages (1 calls)" in notices[0]["message"]
+    assert "dropped 2 earlier messages (1 call)" in notices[0]["message"]
     assert notices[0]["at"] <= notices[1]["at"]
     stored = log_document(tmp_path / "logs.db")
     assert stored["context"]["events"][0]["dropped_calls"] == [first_call]  # the run's document in the log

@@ -37,6 +37,7 @@ from toolrun.core.messages import (
     ToolResult,
     Usage,
 )
+from toolrun.core.text import counted
 from toolrun.loop.context_estimate import cut_to_tokens, estimate_text
 from toolrun.loop.context_summary import SUMMARY_HEADER, Summarizer, summarize_dropped
 
@@ -100,7 +101,7 @@ class ContextEvent:
         said = []
         if self.dropped_messages:
             said.append(f"dropped {self.dropped_messages} earlier message{'s' if self.dropped_messages != 1 else ''}"
-                        + (f" ({len(self.dropped_calls)} calls)" if self.dropped_calls else ""))
+                        + (f" ({counted(len(self.dropped_calls), 'call')})" if self.dropped_calls else ""))
         if self.summarized:
             said.append("summarized them")
         if self.cleared_calls:
@@ -196,9 +197,9 @@ class ContextWindow:
         if total > budget:
             raise ContextOverflow(
                 f"the system prompt, the tools, the question and the newest tool results take "
-                f"~{self._shown(total):,} tokens, more than settings.context.max_input_tokens "
-                f"({self.limit:,}); raise it, or send fewer or shorter tools (~{self._shown(fixed):,} tokens "
-                "go to the system prompt and tool definitions)")
+                f"~{self._shown(total):,} tokens, more than the limit of {self.limit:,} input tokens; raise "
+                f"settings.context.max_input_tokens if the model takes more, or send fewer or shorter tools "
+                f"(~{self._shown(fixed):,} tokens go to the system prompt and tool definitions)")
         self._sent_estimate = total
         if event.dropped_messages or event.cleared_calls or event.cut_calls or event.summarized:
             event.tokens_after = self._shown(total)
