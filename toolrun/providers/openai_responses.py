@@ -37,6 +37,7 @@ from toolrun.core.messages import (
 from toolrun.core.secrets import redact
 from toolrun.providers.base import Provider, StreamAssembler, WireItem, WireTool
 from toolrun.providers.openai_family import (
+    CONTEXT_WINDOWS,
     CREDENTIAL_HEADERS,
     OFFICIAL_BASE_URL,
     bearer_headers,
@@ -290,6 +291,7 @@ class OpenAIResponsesProvider(Provider):
     credential_headers: ClassVar[frozenset[str]] = CREDENTIAL_HEADERS
     conversation_key: ClassVar[str | None] = "input"
     output_modes: ClassVar[tuple[OutputMode, ...]] = ("native", "json")
+    context_windows: ClassVar[dict[str, int]] = CONTEXT_WINDOWS
 
     @classmethod
     def tool_definition(cls, definition: ToolDefinition, *, strict: bool = False) -> WireTool:
