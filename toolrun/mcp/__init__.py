@@ -57,15 +57,13 @@ def serve(
     ``max_sessions``; a request has ``header_timeout`` seconds to send its headers and
     ``body_timeout`` more for its body; at most ``max_connections`` connections are open.
     With ``recipes``, each recipe of that folder is also served as a prompt. Over HTTP, browser
-    pages of ``allow_origins`` (``https://host[:port]``) may call the server (CORS). ``auth`` is a file
-    or a config file's ``auth:`` mapping; ``resource_url`` is the server's public URL, the audience its
-    OpenID tokens must carry unless the ``oidc`` section names another.
+    pages of ``allow_origins`` (``https://host[:port]``) may call the server (CORS). ``auth``: a file or a
+    config file's mapping; ``resource_url``: the public URL, the audience of ``oidc`` tokens by default.
     """
     address = parse_address(http) if http is not None else None
     _check_place(address, auth, tools_dir)
     origins = _checked_additions(address, recipes, allow_origins)
     from toolrun.mcp.access import read_access_list
-
     access = read_access_list(auth, resource_url) if auth is not None else None  # a bad file fails before the SDK loads
     limits = HttpLimits(_session_limits(access, auth, max_sessions, max_client_sessions), header_timeout,
                         body_timeout, max_connections)
@@ -75,7 +73,6 @@ def serve(
     from toolrun.mcp.live_catalog import LiveCatalog
     from toolrun.mcp.prompts import RecipePrompts
     from toolrun.mcp.server import CatalogServer
-
     # Over HTTP every call is audited (stderr by default); over stdio only when asked.
     audit_log = AuditLog.open(audit) if (audit is not None or address is not None) else None
     prompts = RecipePrompts(recipes, report) if recipes is not None else None
