@@ -97,3 +97,15 @@ def test_the_gateway_schema_is_printed_and_names_every_key() -> None:
     assert {"listen", "tools_dir", "recipes", "resource_url", "auth", "audit", "allow_origins",
             "metrics_listen"} <= set(schema["properties"])
     assert set(schema["properties"]["auth"]["properties"]["oidc"]["properties"]) == {"issuer", "audience", "rules"}
+
+
+def test_the_config_file_of_the_gateway_doc_loads_as_written(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("NIGHTLY_BOT_TOKEN", "nightly-0123456789abcdef")
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "gateway.md").read_text(encoding="utf-8")
+    example = doc.split("`gateway.yaml`, next to the team's `tools.d/`:\n\n```yaml\n", 1)[1].split("```", 1)[0]
+    path = tmp_path / "gateway.yaml"
+    path.write_text(example, encoding="utf-8")
+    options = load_gateway_config(path).options
+    access = read_access_list(options["auth"], options["resource_url"])
+    assert [client.name for client in access.clients] == ["nightly-bot"]
+    assert access.oidc is not None and access.oidc.audience == "https://tools.internal.example.com/mcp"
