@@ -306,3 +306,15 @@ def test_the_gate_admits_tokens_by_their_claims_and_audits_refusals(tmp_path: Pa
     assert expired.headers["www-authenticate"] == challenge + ', error="invalid_token"'
     lines = [json.loads(line) for line in stream.getvalue().splitlines()]
     assert [(line["subject"], line["refused"], line["issuer"]) for line in lines] == [("mallory", "expired", ISSUER)]
+
+
+def test_a_provider_down_at_start_is_a_warning_not_a_failure() -> None:
+    from toolrun.mcp import _token_verifier
+    from toolrun.mcp.access import AccessList
+
+    unreachable = "http://127.0.0.1:9/realms/ops"  # the discard port: nothing answers there
+    lines: list[str] = []
+    verifier = _token_verifier(AccessList([], oidc=OidcSettings(unreachable, AUDIENCE, RULES)), lines.append)
+    assert verifier is not None and verifier.keys.fetches == 1
+    assert lines[0].startswith(f"warning: no signing keys from {unreachable} (cannot reach ")
+    assert lines[0].endswith("its tokens are refused until it answers (asked again at most once a minute)")

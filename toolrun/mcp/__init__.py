@@ -8,6 +8,7 @@ starts, so ``import toolrun`` and the other commands never pay for it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,6 +25,7 @@ from toolrun.mcp.limits import (
 
 if TYPE_CHECKING:
     from toolrun.mcp.access import AccessList, InlineAuth
+    from toolrun.mcp.oidc import TokenVerifier
     from toolrun.mcp.server import CatalogServer
 
 __all__ = ["parse_address", "serve"]
@@ -147,6 +149,21 @@ def _serve_http(server: CatalogServer, address: tuple[str, int], http: str | Non
     except OSError as exc:
         raise UserError(Problem(None, None, f"cannot listen on {http}: {exc.strerror or exc}",
                                 "pick another port, or stop what is using it")) from None
-    if access is not None and access.oidc is not None:
+    verifier = _token_verifier(access, report)
+    anyio.run(partial(serve_http, resource_url=resource_url, verifier=verifier), server, sock, access,
+              lambda url: report(f"listening on {url}"), limits, origins)
+
+
+def _token_verifier(access: AccessList | None, report: Callable[[str], None]) -> TokenVerifier | None:
+    """The checker of the ``oidc`` section's tokens, its keys read before the first client comes."""
+    if access is None or access.oidc is None:
+        return None
+    from toolrun.mcp.oidc import TokenVerifier
+
+    verifier = TokenVerifier(access.oidc)
+    if verifier.keys.candidates(None):
         report(f"accepting tokens of {access.oidc.issuer} for audience {access.oidc.audience}")
-    anyio.run(serve_http, server, sock, access, lambda url: report(f"listening on {url}"), limits, origins, resource_url)
+    else:  # a provider down at start is not fatal: tokens are refused until it answers
+        report(f"warning: no signing keys from {access.oidc.issuer} ({verifier.keys.last_error or 'it publishes none'}); "
+               "its tokens are refused until it answers (asked again at most once a minute)")
+    return verifier

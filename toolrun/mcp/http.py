@@ -173,7 +173,7 @@ def bind(host: str, port: int) -> socket.socket:
 
 def build_app(server: CatalogServer, host: str, port: int, access: AccessList | None,
               sessions: SessionLimits | None = None, cors_origins: list[str] | tuple[str, ...] = (),
-              resource_url: str | None = None) -> ASGIApp:
+              resource_url: str | None = None, verifier: TokenVerifier | None = None) -> ASGIApp:
     """The SDK's streamable HTTP app at ``/mcp`` behind the gate, its sessions bound and limited."""
     security = TransportSecuritySettings(
         # The gate checks Origin; a Host check would refuse a team's DNS name for the server.
@@ -186,17 +186,18 @@ def build_app(server: CatalogServer, host: str, port: int, access: AccessList | 
     app = Starlette(routes=[Route(MCP_PATH, endpoint=StreamableHTTPASGIApp(manager))],
                     lifespan=lambda _app: manager.run())
     return RequestGate(app, origins=allowed_origins(host, port), access=access, cors_origins=cors_origins,
-                       resource_url=resource_url, audit=server.audit)
+                       resource_url=resource_url, audit=server.audit, verifier=verifier)
 
 
 async def serve_http(server: CatalogServer, sock: socket.socket, access: AccessList | None,
                      on_ready: Callable[[str], None], limits: HttpLimits | None = None,
-                     cors_origins: list[str] | tuple[str, ...] = (), resource_url: str | None = None) -> None:
+                     cors_origins: list[str] | tuple[str, ...] = (), resource_url: str | None = None,
+                     verifier: TokenVerifier | None = None) -> None:
     """Serve until SIGINT/SIGTERM; ``on_ready`` gets the URL once the socket accepts connections."""
     limits = limits or HttpLimits()
     host, port = sock.getsockname()[:2]
     shown_host = f"[{host}]" if ":" in host else host
-    app: Any = build_app(server, shown_host, port, access, limits.sessions, cors_origins, resource_url)
+    app: Any = build_app(server, shown_host, port, access, limits.sessions, cors_origins, resource_url, verifier)
     protocol = deadline_protocol(limits.header_timeout, limits.body_timeout, limits.max_connections)
     # log_config=None: the command's own logging (terminal-safe lines) prints uvicorn's warnings too.
     config = uvicorn.Config(app, http=protocol, log_level="warning", log_config=None, lifespan="on",
