@@ -88,7 +88,8 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
     "toolrun.cli.chat": {"readline": "optional in a Python build, and only a terminal edits lines"},
     "toolrun.cli.common": {"toolrun.cli.tools_list.first_sentence": "only shell completion: toolrun call does without it"},
     "toolrun.cli.logs": {"toolrun.runlog.prune.prune_runs": "only prune needs it"},
-    "toolrun.cli.mcp": {"toolrun.mcp.serve": "the MCP SDK loads only for this command"},
+    "toolrun.cli.mcp": {"toolrun.mcp.serve": "the MCP SDK loads only for this command",
+                        "toolrun.mcp.gateway_config.load_gateway_config": "yaml and the schema only for this command"},
     "toolrun.cli.recipe": {
         "toolrun.runlog.transcript_log.TranscriptLog": "only --transcript writes one",
         "toolrun.runlog.RunLogWriter": "--no-log does without the run log (and sqlite3)",
@@ -105,7 +106,7 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
         "jsonschema.exceptions.SchemaError": JSONSCHEMA,
     },
     "toolrun.mcp": {
-        "toolrun.mcp.access.load_access_list": AS_FOUND,
+        "toolrun.mcp.access.read_access_list": AS_FOUND,
         "anyio": AS_FOUND,
         "toolrun.mcp.audit.AuditLog": AS_FOUND,
         "toolrun.mcp.live_catalog.LiveCatalog": AS_FOUND,
@@ -116,12 +117,14 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
         "toolrun.mcp.stdio.serve_stdio": AS_FOUND,
         "toolrun.mcp.http.bind": AS_FOUND,
         "toolrun.mcp.http.serve_http": AS_FOUND,
+        "toolrun.mcp.oidc.TokenVerifier": "pyjwt only for a server with an oidc section",
     },
     "toolrun.mcp.live_catalog": {
         "toolrun.backends.mcp_server.forget_stopped_servers": AS_FOUND,
         "toolrun.backends.python.forget_imported_code": AS_FOUND,
     },
     "toolrun.mcp.unreadable": {"anyio": AS_FOUND},
+    "toolrun.mcp.gateway_config": {"toolrun.core.schema_errors.schema_problems": JSONSCHEMA},
     "toolrun.openapi.importer": {"toolrun.openapi.toolset.render_toolset": AS_FOUND},
     "toolrun.core.packaged_schemas": {"importlib.resources": "2-5 ms: only when a schema is read, not on a cached start"},
     "toolrun.sessions.play": {

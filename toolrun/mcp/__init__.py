@@ -8,6 +8,7 @@ starts, so ``import toolrun`` and the other commands never pay for it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,7 +24,8 @@ from toolrun.mcp.limits import (
 )
 
 if TYPE_CHECKING:
-    from toolrun.mcp.access import AccessList
+    from toolrun.mcp.access import AccessList, InlineAuth
+    from toolrun.mcp.oidc import TokenVerifier
     from toolrun.mcp.server import CatalogServer
 
 __all__ = ["parse_address", "serve"]
@@ -34,7 +36,7 @@ def serve(
     *,
     tools: Sequence[str] | None = None,
     http: str | None = None,
-    auth: Path | None = None,
+    auth: Path | InlineAuth | None = None,
     audit: Path | None = None,
     assume_yes: bool = False,
     report: Callable[[str], None] = lambda line: None,
@@ -45,6 +47,7 @@ def serve(
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
     recipes: Path | None = None,
     allow_origins: Sequence[str] = (),
+    resource_url: str | None = None,
 ) -> None:
     """Serve the catalog of ``tools_dir`` until the client leaves (stdio) or the process is stopped (HTTP).
 
@@ -56,14 +59,14 @@ def serve(
     ``max_sessions``; a request has ``header_timeout`` seconds to send its headers and
     ``body_timeout`` more for its body; at most ``max_connections`` connections are open.
     With ``recipes``, each recipe of that folder is also served as a prompt. Over HTTP, browser
-    pages of ``allow_origins`` (``https://host[:port]``) may call the server (CORS).
+    pages of ``allow_origins`` (``https://host[:port]``) may call the server (CORS). ``auth``: a file or a
+    config file's mapping; ``resource_url``: the public URL, the audience of ``oidc`` tokens by default.
     """
     address = parse_address(http) if http is not None else None
     _check_place(address, auth, tools_dir)
     origins = _checked_additions(address, recipes, allow_origins)
-    from toolrun.mcp.access import load_access_list
-
-    access = load_access_list(auth) if auth is not None else None  # a bad file fails before the SDK loads
+    from toolrun.mcp.access import read_access_list
+    access = read_access_list(auth, resource_url) if auth is not None else None  # a bad file fails before the SDK loads
     limits = HttpLimits(_session_limits(access, auth, max_sessions, max_client_sessions), header_timeout,
                         body_timeout, max_connections)
 
@@ -72,7 +75,6 @@ def serve(
     from toolrun.mcp.live_catalog import LiveCatalog
     from toolrun.mcp.prompts import RecipePrompts
     from toolrun.mcp.server import CatalogServer
-
     # Over HTTP every call is audited (stderr by default); over stdio only when asked.
     audit_log = AuditLog.open(audit) if (audit is not None or address is not None) else None
     prompts = RecipePrompts(recipes, report) if recipes is not None else None
@@ -85,13 +87,13 @@ def serve(
             if address is None:
                 _serve_stdio(server)
             else:
-                _serve_http(server, address, http, access, report, limits, origins)
+                _serve_http(server, address, http, access, report, limits, origins, resource_url)
         finally:
             if audit_log is not None:
                 audit_log.close()
 
 
-def _check_place(address: tuple[str, int] | None, auth: Path | None, tools_dir: Path) -> None:
+def _check_place(address: tuple[str, int] | None, auth: Path | InlineAuth | None, tools_dir: Path) -> None:
     """Refuse a non-loopback address without ``--auth``, and a missing tools directory."""
     if address is not None and auth is None:
         if not is_loopback(address[0]):
@@ -117,14 +119,15 @@ def _checked_additions(address: tuple[str, int] | None, recipes: Path | None,
     return origins
 
 
-def _session_limits(access: AccessList | None, auth: Path | None, max_sessions: int | None,
+def _session_limits(access: AccessList | None, auth: Path | InlineAuth | None, max_sessions: int | None,
                     max_client_sessions: int | None) -> SessionLimits:
     """The server's and each client's session limits, refused when one client could fill the server."""
     own_limits = [(client.name, client.max_sessions) for client in access.clients] if access else None
     try:
         return resolve_session_limits(max_sessions, max_client_sessions, own_limits)
     except ValueError as exc:
-        raise UserError(Problem(auth, None, str(exc), "raise --max-sessions, or lower the clients' limits")) from None
+        where = auth if auth is None or isinstance(auth, Path) else auth.file
+        raise UserError(Problem(where, None, str(exc), "raise --max-sessions, or lower the clients' limits")) from None
 
 
 def _serve_stdio(server: CatalogServer) -> None:
@@ -136,7 +139,7 @@ def _serve_stdio(server: CatalogServer) -> None:
 
 
 def _serve_http(server: CatalogServer, address: tuple[str, int], http: str | None, access: AccessList | None,
-                report: Callable[[str], None], limits: HttpLimits, origins: list[str]) -> None:
+                report: Callable[[str], None], limits: HttpLimits, origins: list[str], resource_url: str | None) -> None:
     import anyio
 
     from toolrun.mcp.http import bind, serve_http
@@ -146,4 +149,21 @@ def _serve_http(server: CatalogServer, address: tuple[str, int], http: str | Non
     except OSError as exc:
         raise UserError(Problem(None, None, f"cannot listen on {http}: {exc.strerror or exc}",
                                 "pick another port, or stop what is using it")) from None
-    anyio.run(serve_http, server, sock, access, lambda url: report(f"listening on {url}"), limits, origins)
+    verifier = _token_verifier(access, report)
+    anyio.run(partial(serve_http, resource_url=resource_url, verifier=verifier), server, sock, access,
+              lambda url: report(f"listening on {url}"), limits, origins)
+
+
+def _token_verifier(access: AccessList | None, report: Callable[[str], None]) -> TokenVerifier | None:
+    """The checker of the ``oidc`` section's tokens, its keys read before the first client comes."""
+    if access is None or access.oidc is None:
+        return None
+    from toolrun.mcp.oidc import TokenVerifier
+
+    verifier = TokenVerifier(access.oidc)
+    if verifier.keys.candidates(None):
+        report(f"accepting tokens of {access.oidc.issuer} for audience {access.oidc.audience}")
+    else:  # a provider down at start is not fatal: tokens are refused until it answers
+        report(f"warning: no signing keys from {access.oidc.issuer} ({verifier.keys.last_error or 'it publishes none'}); "
+               "its tokens are refused until it answers (asked again at most once a minute)")
+    return verifier
