@@ -30,6 +30,7 @@ from toolrun.loop.runner import RunSettings
 from toolrun.providers.base import ProviderOverrides
 from toolrun.sessions.expect import Expectations, check_expectations
 from toolrun.sessions.recipe_cache import cached_document, keep_document
+from toolrun.sessions.recipe_output import output_problems, structured_output
 
 DEFAULT_TOOLS_DIR = "tools.d"
 DEFAULT_REQUEST_TIMEOUT = 600.0  # seconds: long answers of slow models take minutes
@@ -256,7 +257,7 @@ def _read_and_check(path: Path) -> LineDict:
                                 "start with  name: ...  model: ...  messages: [...]  (see toolrun schema recipe)"))
     problems = schema_problems(document, recipe_schema(), path)
     if not problems:
-        problems = _template_problems(document, path)
+        problems = _template_problems(document, path) + output_problems(document, path)
     if problems:
         raise LoadError(problems)
     return document
@@ -335,6 +336,7 @@ def _build(document: LineDict, path: Path) -> Recipe:
         stream=settings_map.get("stream", defaults.stream),
         max_consecutive_failures=settings_map.get("max_consecutive_failures", defaults.max_consecutive_failures),
         max_concurrency=settings_map.get("max_concurrency", defaults.max_concurrency),
+        output=structured_output(document),
     )
     provider_map = document.get("provider") or {}
     provider = ProviderOverrides(
