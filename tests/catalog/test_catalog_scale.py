@@ -365,3 +365,30 @@ def test_an_mcp_server_file_is_remembered_as_one_whose_names_only_its_server_kno
     scans.clear()
     again = loader._NameScan(["tool_z"], loader.CatalogCache.for_directory(tmp_path))
     assert again(str(tmp_path / "server.yaml")) == loader.SERVER_NAMES_UNKNOWN and scans == []
+
+
+def test_a_warm_lint_takes_the_side_by_side_findings_of_an_unchanged_catalog_from_the_cache(
+        tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolrun.catalog import gate
+
+    compared: list[int] = []
+    real = gate.near_duplicate_findings
+
+    def counting(tools: list[Any]) -> Any:
+        compared.append(len(tools))
+        return real(tools)
+
+    monkeypatch.setattr(gate, "near_duplicate_findings", counting)
+    text = "Prints the daily greeting for the shop. Use it to check the wiring; not for real work."
+    write(tmp_path, "a.yaml", shell_tool("greet_shop", text))
+    write(tmp_path, "b.yaml", shell_tool("greet_store", text))
+    first = load_checked_catalog(tmp_path)
+    assert compared == [2] and "near-duplicate" in {f.rule for f in first.findings}
+    again = load_checked_catalog(tmp_path)
+    assert compared == [2] and again.findings == first.findings  # nothing changed: not compared again
+    write(tmp_path, "b.yaml", shell_tool("greet_store", "Deletes every order of the shop. Use it at closing time only."))
+    changed = load_checked_catalog(tmp_path)
+    assert compared == [2, 2] and "near-duplicate" not in {f.rule for f in changed.findings}
+    damaged = next(cache_dir.glob("catalog-*.together"))
+    damaged.write_bytes(damaged.read_bytes()[:-3] + b"XYZ")
+    assert load_checked_catalog(tmp_path).findings == changed.findings and compared == [2, 2, 2]

@@ -30,6 +30,10 @@ each file's status key and the words it spells (runs of letters, digits, ``_`` a
 every name it can define), or that it is an MCP server's. The next ``call`` stats those
 files and reads only the one that spells its name. It is read only by a name scan that
 meets a file the index does not know, and checked against its digest like the index.
+A fourth, ``.together``, keeps the findings of the rules about tools side by side (near
+duplicates, tool count, token cost) with a digest of what they were computed from: every
+tool's name and file, and each file's status key. A lint of a catalog none of whose files
+changed (all served by the cache) takes them from there instead of comparing every pair.
 """
 
 from __future__ import annotations
@@ -245,6 +249,44 @@ class CatalogCache:
         for key in gone:
             del self._words[key]
         self._words_changed = self._words_changed or bool(gone)
+
+    def together_key(self, tools: list[Tool], *extra: Any) -> bytes | None:
+        """What the side-by-side findings of ``tools`` (and ``extra``, plain values) are computed from, as a
+        digest; None when a tool's file is not kept by the cache (its status key would not say it is unchanged)."""
+        if self._index_path is None:
+            return None
+        parts: list[Any] = [self._stamp, str(self.directory), extra]
+        for tool in tools:
+            key = self.key(tool.source.file)
+            entry = self._entries.get(key)
+            if key not in self._current or entry is None:
+                return None
+            parts.append((tool.name, key, entry[0]))
+        return digest(marshal.dumps(parts))
+
+    def together_findings(self, together_key: bytes) -> list[LintFinding] | None:
+        """The side-by-side findings kept under ``together_key``, if those are the ones kept."""
+        try:
+            data = checked(self._together_path().read_bytes())
+            kept_key, fields = marshal.loads(data)
+            if kept_key != together_key:
+                return None
+            return [LintFinding(*finding) for finding in fields]
+        except (OSError, EOFError, ValueError, TypeError):
+            return None
+
+    def put_together_findings(self, together_key: bytes, findings: list[LintFinding]) -> None:
+        """Keep the side-by-side findings computed from ``together_key`` (one set per directory: the last)."""
+        fields = [(f.tool, f.file, f.line, f.rule, f.severity, f.message) for f in findings]
+        data = marshal.dumps((together_key, fields))
+        with contextlib.suppress(OSError, ValueError):
+            self._together_path().parent.mkdir(parents=True, exist_ok=True)
+            _replace(self._together_path(), digest(data) + data)
+
+    def _together_path(self) -> Path:
+        if self._index_path is None:
+            raise ValueError("the cache is off")
+        return self._index_path.with_suffix(".together")
 
     def _words_known(self) -> dict[str, tuple[tuple[int, ...], bool, str]]:
         if self._words is None:
