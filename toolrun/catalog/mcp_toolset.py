@@ -16,6 +16,7 @@ of this file's tools runs (see ``gate``).
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -92,7 +93,8 @@ def server_tools(config: dict[str, Any], file: Path, servers: ServerOptions, *, 
     and ``servers.notices`` says so.
     """
     key = listing_key(file, config)
-    cached = None if servers.refresh else read_listing(file, key)
+    live = servers.refresh or _changed_since_listed(config, file)
+    cached = None if live else read_listing(file, key)
     if cached is not None and cached.tools is not None:
         return cached.tools, None
     moment = now()
@@ -119,6 +121,12 @@ def server_tools(config: dict[str, Any], file: Path, servers: ServerOptions, *, 
                                "the cache now holds the new list")
     write_listing(file, key, ServerListing(listed))
     return listed, None
+
+
+def _changed_since_listed(config: dict[str, Any], file: Path) -> bool:
+    """Whether a server connected in this process said (list_changed) that its tools changed since it listed them."""
+    clients = sys.modules.get("toolrun.backends.mcp_server")  # not imported: no server was ever connected
+    return clients is not None and clients.tools_changed_since_listed(config, file.parent)
 
 
 def _misplaced_defaults(document: LineDict, file: Path) -> list[Problem]:
