@@ -112,6 +112,8 @@ class Provider(ABC):
     credential_query_keys: ClassVar[frozenset[str]] = frozenset()
     # The key of a request body that holds the conversation ("messages", "input", ...).
     conversation_key: ClassVar[str | None] = None
+    # The most tools one request may define (None: no documented limit).
+    max_tools: ClassVar[int | None] = None
 
     def __init__(self, model: str, config: ProviderConfig, transport: Transport | None = None):
         self.model = model
