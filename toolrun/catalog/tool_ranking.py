@@ -15,6 +15,7 @@ Scores depend only on the catalog and the text: the same ranking on every machin
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
 from collections import Counter, defaultdict
@@ -28,6 +29,10 @@ from toolrun.core.tool import Tool
 # Tuned on half of a public function-calling benchmark (benchmarks/tool_selection.py), held out on the other.
 FIELD_WEIGHTS = {"name": 3.0, "description": 1.0, "parameter_names": 1.0, "parameter_text": 0.4}
 FIELD_LENGTH_NORMALISATION = {"name": 0.3, "description": 0.75, "parameter_names": 0.5, "parameter_text": 0.75}
+NAME_COVERAGE_WEIGHT = 1.0  # bonus for a tool whose name's words the text says, by their idf share
+FEEDBACK_TOOLS = 3  # pseudo-relevance feedback: terms of this many best tools join the query
+FEEDBACK_TERMS = 10
+FEEDBACK_WEIGHT = 0.3
 SATURATION = 1.2  # BM25's k1: how fast repeated hits stop adding
 # (suffix, minimum letters left, replacement): the common English endings, longest first.
 _SUFFIX_RULES = (("ations", 3, "ate"), ("ation", 3, "ate"), ("ings", 3, ""), ("ing", 3, ""), ("ies", 2, "y"),
@@ -125,13 +130,19 @@ class ToolIndex:
         documents = [(tool.name, _field_terms(tool)) for tool in tools]
         average = {name: sum(len(fields[name]) for _, fields in documents) / max(len(documents), 1) or 1.0
                    for name in FIELD_WEIGHTS}
+        self._documents: list[dict[str, float]] = []
+        self._name_terms: list[frozenset[str]] = []
         for index, (name, fields) in enumerate(documents):
             self.names.append(name)
-            for term, weight in _weighted_frequencies(fields, average).items():
+            weights = _weighted_frequencies(fields, average)
+            self._documents.append(weights)
+            self._name_terms.append(frozenset(fields["name"]))
+            for term, weight in weights.items():
                 self._postings[term].append((index, weight))
         count = len(documents)
         self._idf = {term: math.log(1 + (count - len(postings) + 0.5) / (len(postings) + 0.5))
                      for term, postings in self._postings.items()}
+        self._name_mass = [sum(self._idf[term] for term in name_terms) or 1.0 for name_terms in self._name_terms]
 
     @classmethod
     def of_tools(cls, tools: Iterable[Tool]) -> ToolIndex:
@@ -146,14 +157,43 @@ class ToolIndex:
 
     def scores(self, text: str) -> list[float]:
         """Each tool's score for ``text``, in catalog order."""
+        query = query_weights(text)
+        scores = self._scores(query)
+        if FEEDBACK_TOOLS and FEEDBACK_WEIGHT:
+            expanded = self._feedback_terms(query, scores)
+            if expanded:
+                scores = self._scores({**expanded, **query})
+        return scores
+
+    def _scores(self, query: dict[str, float]) -> list[float]:
         scores = [0.0] * len(self.names)
-        for term, query_weight in query_weights(text).items():
+        for term, query_weight in query.items():
             idf = self._idf.get(term)
             if idf is None:
                 continue
             for index, weight in self._postings[term]:
                 scores[index] += query_weight * idf * weight / (SATURATION + weight)
+        if NAME_COVERAGE_WEIGHT:
+            for index, score in enumerate(scores):
+                if score > 0:
+                    covered = sum(self._idf[term] for term in self._name_terms[index] if term in query)
+                    scores[index] += NAME_COVERAGE_WEIGHT * covered / self._name_mass[index]
         return scores
+
+    def _feedback_terms(self, query: dict[str, float], scores: list[float]) -> dict[str, float]:
+        """Pseudo-relevance feedback: the telling terms of the best few tools, at a fraction of a word's weight."""
+        best = heapq.nlargest(FEEDBACK_TOOLS, (index for index in range(len(scores)) if scores[index] > 0),
+                              key=scores.__getitem__)
+        pooled: dict[str, float] = defaultdict(float)
+        for index in best:
+            for term, weight in self._documents[index].items():
+                if term not in query:
+                    pooled[term] += self._idf[term] * weight / (SATURATION + weight)
+        top = heapq.nlargest(FEEDBACK_TERMS, pooled.items(), key=lambda item: item[1])
+        if not top:
+            return {}
+        strongest = top[0][1]
+        return {term: FEEDBACK_WEIGHT * weight / strongest for term, weight in top}
 
 
 def query_weights(text: str) -> dict[str, float]:
