@@ -32,6 +32,7 @@ FIELD_LENGTH_NORMALISATION = {"name": 0.3, "description": 0.75, "parameter_names
 NAME_COVERAGE_WEIGHT = 1.0  # bonus for a tool whose name's words the text says, by their idf share
 FEEDBACK_TOOLS = 3  # pseudo-relevance feedback: terms of this many best tools join the query
 FEEDBACK_TERMS = 10
+FEEDBACK_MIN_CATALOG = 100  # in a small catalog the best three are a large share of it: feedback only blurs
 FEEDBACK_WEIGHT = 0.3
 SATURATION = 1.2  # BM25's k1: how fast repeated hits stop adding
 # (suffix, minimum letters left, replacement): the common English endings, longest first.
@@ -159,7 +160,7 @@ class ToolIndex:
         """Each tool's score for ``text``, in catalog order."""
         query = query_weights(text)
         scores = self._scores(query)
-        if FEEDBACK_TOOLS and FEEDBACK_WEIGHT:
+        if len(self.names) >= FEEDBACK_MIN_CATALOG:
             expanded = self._feedback_terms(query, scores)
             if expanded:
                 scores = self._scores({**expanded, **query})
