@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 import toolrun
+from tests.sessions.test_recipe import make_project, write
 from toolrun.catalog.loader import load_catalog
 from toolrun.core.errors import UserError
 from toolrun.loop.tool_offer import ToolSelection
 from toolrun.providers.scripted import ScriptedModel
 from toolrun.sessions.recipe import load_recipe
-from tests.sessions.test_recipe import make_project, write
 
 
 @pytest.fixture

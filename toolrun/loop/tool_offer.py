@@ -19,12 +19,14 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from toolrun.catalog.tool_ranking import ToolIndex
 from toolrun.core.errors import Problem, UserError
 from toolrun.core.messages import Message, ToolDefinition
 from toolrun.core.tool import FIND_TOOLS, Tool
+
+if TYPE_CHECKING:
+    from toolrun.catalog.tool_ranking import ToolIndex
 
 MODES = ("rank", "search")
 DEFAULT_MAX_TOOLS = 20
@@ -71,6 +73,8 @@ class ToolOffer:
     @property
     def index(self) -> ToolIndex:
         if self._index is None:
+            from toolrun.catalog.tool_ranking import ToolIndex  # start-up: a run without a selection ranks nothing
+
             self._index = ToolIndex.of_tools(self.tools.values())
         return self._index
 
