@@ -29,6 +29,7 @@ import zipfile
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -116,10 +117,51 @@ def recall(rank: Ranker, questions: list[Question]) -> tuple[dict[int, float], l
     return {cutoff: hits[cutoff] / len(questions) for cutoff in CUTOFFS}, misses
 
 
+_JSON_SCHEMA_TYPES = {"dict": "object", "float": "number", "tuple": "array", "any": "string"}
+
+
+def _json_schema(schema: Any) -> Any:
+    """BFCL's Python-flavoured parameter schemas ("dict", "float", "tuple") as JSON Schema."""
+    if isinstance(schema, list):
+        return [_json_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    converted = {key: _json_schema(value) for key, value in schema.items() if key not in ("type", "properties")}
+    if isinstance(schema.get("properties"), dict):
+        converted["properties"] = {name: _json_schema(value) for name, value in schema["properties"].items()}
+    kind = schema.get("type")
+    kind = _JSON_SCHEMA_TYPES.get(kind, kind) if isinstance(kind, str) else None
+    return {**converted, "type": kind} if kind else converted
+
+
+def time_the_command(tools: list[ToolText], folder: Path, rounds: int = 5) -> None:
+    """Write the catalog as one toolset file and time `toolrun tools select` on it, whole process."""
+    folder.mkdir(parents=True, exist_ok=True)
+    by_name = {tool.name.replace(".", "_"): tool for tool in reversed(tools)}  # dots are not allowed in names
+    entries = [{"name": name, "description": tool.description or tool.name,
+                "parameters": _json_schema(tool.parameters) or {"type": "object"},
+                "backend": {"shell": {"argv": ["true"]}}} for name, tool in reversed(by_name.items())]
+    (folder / "bfcl.yaml").write_text(json.dumps({"tools": entries}))  # JSON is YAML
+    command = [sys.executable, "-m", "toolrun", "tools", "select", "weather today in Boston in fahrenheit?",
+               "--tools-dir", str(folder), "--json"]
+    subprocess.run(command, check=True, capture_output=True)  # fills the catalog cache
+    walls, cpus = [], []
+    for _ in range(rounds):
+        before = os.times()
+        started = time.perf_counter()
+        subprocess.run(command, check=True, capture_output=True)
+        walls.append(time.perf_counter() - started)
+        after = os.times()
+        cpus.append(after.children_user - before.children_user + after.children_system - before.children_system)
+    print(f"toolrun tools select, {len(entries)} tools, whole process (catalog cache warm): "
+          f"median {statistics.median(walls):.3f} s wall, {statistics.median(cpus):.3f} s CPU")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", help="a folder holding the sets (default: fetched into a cache folder)")
     parser.add_argument("--misses", type=int, default=0, help="print this many held-out questions missed at 20")
+    parser.add_argument("--command-in", metavar="DIR", help="also time `toolrun tools select` on the catalog written here")
     options = parser.parse_args()
     tools, questions = load(data_folder(options.data))
     halves = {"tuning": questions[0::2], "held-out": questions[1::2]}
@@ -151,6 +193,8 @@ def main() -> None:
         timings.append(time.perf_counter() - started)
     print(f"index build: {built * 1000:.0f} ms; rank one question: median {statistics.median(timings) * 1000:.2f} ms, "
           f"max {max(timings) * 1000:.2f} ms")
+    if options.command_in:
+        time_the_command(tools, Path(options.command_in))
     for question_id, text, needed in held_out_misses[: options.misses]:
         print(f"  missed {question_id}: {sorted(needed)} <- {text[:160]!r}")
 

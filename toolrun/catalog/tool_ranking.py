@@ -15,6 +15,7 @@ Scores depend only on the catalog and the text: the same ranking on every machin
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 import re
@@ -71,6 +72,7 @@ class RankedTool:
     score: float
 
 
+@functools.lru_cache(maxsize=65536)  # a catalog repeats its words: most of an index's build was stemming them
 def stem(term: str) -> str:
     """A light English stem: one common ending off, a doubled last consonant and a final "e" dropped.
 
