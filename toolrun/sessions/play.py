@@ -163,7 +163,7 @@ class _Play:
             directory = recipe.locate_tools_dir(Path(options.tools_dir) if options.tools_dir is not None else None)
             # Tools side by side are linted as the recipe offers them: its own selection.
             catalog = load_checked_catalog(directory, on_loaded=self.observer.on_catalog, lint_together=recipe.select_tools,
-                                            wanted=recipe.wants_tool)
+                                            wanted=recipe.tool_test, required=recipe.named_tools)
         tools = recipe.select_tools(catalog)
         system = recipe.render_system(self.vars)
         prompt = options.prompt

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from functools import lru_cache
@@ -148,6 +148,20 @@ class Recipe:
         changes: dict[str, Any] = {k: v for k, v in {"max_turns": max_turns, "stream": stream, "parallel": parallel}.items()
                                    if v is not None}
         return dataclasses.replace(self.settings, **changes)
+
+    @property
+    def tool_test(self) -> Callable[[str], bool] | None:
+        """``wants_tool`` when the recipe names its tools; None when it takes the whole catalog (then every
+        file must load)."""
+        return self.wants_tool if self.tools is not None else None
+
+    @property
+    def named_tools(self) -> list[str] | None:
+        """The tools the recipe names (``tools`` and ``expect.tools_not_called``), when none is a glob."""
+        if self.tools is None:
+            return None
+        named = [*self.tools, *self.expect.tools_not_called]
+        return None if any(is_glob(name) for name in named) else named
 
     def wants_tool(self, name: str) -> bool:
         """Whether the recipe may use (or name in ``expect``) the catalog tool ``name``."""
