@@ -52,6 +52,9 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
         "toolrun.backends.python_signature.module_outline": AS_FOUND,
         "sysconfig": AS_FOUND,
     },
+    "toolrun.loop.tool_offer": {
+        "toolrun.catalog.tool_ranking.ToolIndex": "only a run with settings.tool_selection ranks (it brings the lint's tokenizer)",
+    },
     "toolrun.batch.on_ray": {"ray": "Ray is an optional extra: a missing one is a one-line error"},
     "toolrun.batch.run": {
         "httpx": "only a batch that reaches a provider needs it",

@@ -19,7 +19,7 @@ from typing import Any
 from toolrun.catalog.cache import CatalogCache, status_key
 from toolrun.catalog.model import Catalog, LoadedTool, ServerOptions, UnstartedTool
 from toolrun.core.errors import Problem, UserError
-from toolrun.core.tool import Tool
+from toolrun.core.tool import FIND_TOOLS, Tool
 from toolrun.core.yamlsource import LineDict, YamlSyntaxError, load_yaml_file
 
 TOOL_FILE_SUFFIXES = (".yaml", ".yml")
@@ -144,6 +144,10 @@ def _add_file(result: LoadResult, file: Path, loaded: tuple[list[LoadedTool], li
     tools, file_problems = loaded
     result.names_by_file[file] = [name for name, _, _ in tools]
     for name, line, tool in tools:
+        if name == FIND_TOOLS:
+            file_problems.append(Problem(file, line, f"the tool name '{name}' is reserved (the search tool "
+                                         "of settings.tool_selection's search mode)", "rename the tool"))
+            continue
         if name in first_seen:
             other_file, other_line = first_seen[name]
             message = f"duplicate tool name '{name}' (also defined at {other_file}:{other_line})"

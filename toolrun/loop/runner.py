@@ -49,6 +49,7 @@ from toolrun.loop.execution import ToolOutcome, execute_call
 from toolrun.loop.final_answer import CUT_OFF, check_answer, failure_message, repair_request
 from toolrun.loop.results import RunResult, ToolCallRecord, TurnRecord
 from toolrun.loop.scheduling import plan_batches
+from toolrun.loop.tool_offer import ToolOffer, ToolSelection, check_selection
 from toolrun.providers.base import Provider
 
 if TYPE_CHECKING:
@@ -78,6 +79,7 @@ class RunSettings:
     output: StructuredOutput | None = None  # a final answer that must be JSON (of a schema)
     # How each request's history is kept under a token limit; None: every request sends it all.
     context: ContextSettings | None = None
+    tool_selection: ToolSelection | None = None  # None: every tool in every request
 
 
 class CallExecutor(Protocol):
@@ -251,7 +253,8 @@ class _ConversationLoop:
         self.execute = execute
         self.provider = provider
         self.tools = {tool.name: tool for tool in tools}
-        self.definitions = [tool.definition() for tool in tools]
+        self.offer = ToolOffer(tools, settings.tool_selection)
+        self.offer.check_limit(provider.name, provider.max_tools)
         self.tools_update: ToolsUpdate | None = None
         self.system = system
         self.history: list[Message] = list(messages)
@@ -336,7 +339,7 @@ class _ConversationLoop:
         added = [tool.name for tool in changed if tool.name not in self.tools]
         removed = [name for name in self.tools if name not in {tool.name for tool in changed}]
         self.tools = {tool.name: tool for tool in changed}
-        self.definitions = [tool.definition() for tool in changed]
+        self.offer.replace_tools(changed)
         for tool in changed:
             if tool.max_concurrency is not None and tool.name not in self.running_per_tool:
                 self.running_per_tool[tool.name] = asyncio.Semaphore(tool.max_concurrency)
@@ -357,7 +360,8 @@ class _ConversationLoop:
             parallel_tool_calls=self.settings.parallel,
             output=self.settings.output,
         )
-        return ModelRequest(self.provider.model, self.system, list(self.history), self.definitions, settings)
+        definitions = self.offer.definitions(self.history, self.provider.max_tools)
+        return ModelRequest(self.provider.model, self.system, list(self.history), definitions, settings)
 
     async def _summarize(self, request: ModelRequest) -> ModelResponse:
         """The context window's summary request: recorded like any other, its tokens in the run's usage."""
@@ -417,7 +421,10 @@ class _ConversationLoop:
         self.observer.on_tool_call_start(call)
         shown_arguments = redact(call.arguments if call.arguments is not None else call.raw_arguments)
         refusal = self._refusal(call, stop_reason)
-        if refusal is not None:
+        if self.offer.answers(call.name):  # a search of the catalog, answered here
+            found, failed = self.offer.find(call.arguments)
+            record = ToolCallRecord(call.id, call.name, shown_arguments, found, failed, 0)
+        elif refusal is not None:
             record = ToolCallRecord(call.id, call.name, shown_arguments, refusal, True, 0)
         else:
             tool = self.tools[call.name]
@@ -513,6 +520,8 @@ def _check_settings(settings: RunSettings, tools: list[Tool]) -> None:
     if settings.max_concurrency < 1:
         raise UserError(Problem(None, None, f"max_concurrency is {settings.max_concurrency}",
                                 "set max_concurrency to 1 or more"))
+    if settings.tool_selection is not None:
+        check_selection(settings.tool_selection, tools)
     if settings.max_consecutive_failures < 1:
         raise UserError(Problem(None, None, f"max_consecutive_failures is {settings.max_consecutive_failures}",
                                 "set max_consecutive_failures to 1 or more"))

@@ -119,6 +119,8 @@ class Provider(ABC):
     context_windows: ClassVar[dict[str, int]] = {}
     # Characters of non-CJK text per token in this format's models' tokenizers, for estimates.
     chars_per_token: ClassVar[float] = 4.0
+    # The most tools one request may define (None: no documented limit).
+    max_tools: ClassVar[int | None] = None
 
     def __init__(self, model: str, config: ProviderConfig, transport: Transport | None = None):
         self.model = model

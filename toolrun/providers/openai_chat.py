@@ -309,6 +309,7 @@ class OpenAIChatProvider(Provider):
     """``openai:MODEL`` — POST {OPENAI_BASE_URL}/chat/completions with a Bearer key."""
 
     name = "openai"
+    max_tools = 128  # "A max of 128 functions are supported" (the API reference)
     default_base_url = OFFICIAL_BASE_URL
     base_url_env = ("OPENAI_BASE_URL",)
     api_key_env = ("OPENAI_API_KEY",)

@@ -285,6 +285,7 @@ class OpenAIResponsesProvider(Provider):
     """``openai-responses:MODEL`` — same endpoint variables and key as ``openai``."""
 
     name: ClassVar[str] = PROVIDER
+    max_tools = 128  # "A max of 128 functions are supported" (the API reference)
     default_base_url: ClassVar[str] = OFFICIAL_BASE_URL
     base_url_env: ClassVar[tuple[str, ...]] = ("OPENAI_BASE_URL",)
     api_key_env: ClassVar[tuple[str, ...]] = ("OPENAI_API_KEY",)
