@@ -42,6 +42,7 @@ from toolrun.core.messages import (
 from toolrun.core.secrets import Redactor, active_redactor, redact, redacting
 from toolrun.core.text import close_matches, counted, excerpt
 from toolrun.core.tool import Tool
+from toolrun.core.tracing import chat_span, tool_span
 from toolrun.loop.call_ids import CallIdAllocator
 from toolrun.loop.execution import ToolOutcome, execute_call
 from toolrun.loop.results import RunResult, ToolCallRecord, TurnRecord
@@ -264,9 +265,7 @@ class _ConversationLoop:
         for turn_index in range(self.settings.max_turns):
             await self._take_changed_tools()
             try:
-                response = await self.provider.complete(
-                    self._request(turn_index), stream=self.settings.stream, on_event=self._on_event
-                )
+                response = await self._complete(self._request(turn_index))
             except ProviderError as exc:
                 return self._finish("error", f"{exc.reason}: {exc}")
             self.usage = self.usage + response.usage
@@ -334,6 +333,15 @@ class _ConversationLoop:
         )
         return ModelRequest(self.provider.model, self.system, list(self.history), self.definitions, settings)
 
+    async def _complete(self, request: ModelRequest) -> ModelResponse:
+        """One model request, in a ``chat`` span when tracing: every provider's, a plugin's and a script's alike."""
+        provider = self.provider
+        with chat_span(provider.telemetry_name or provider.name, request, base_url=provider.config.base_url,
+                       stream=self.settings.stream) as span:
+            response = await provider.complete(request, stream=self.settings.stream, on_event=self._on_event)
+            span.record(response)
+        return response
+
     def _on_event(self, event: StreamEvent) -> None:
         if isinstance(event, TextDelta):
             self.observer.on_text_delta(event.text)
@@ -390,7 +398,9 @@ class _ConversationLoop:
             record = ToolCallRecord(call.id, call.name, shown_arguments, refusal, True, 0)
         else:
             tool = self.tools[call.name]
-            outcome = await self.execute(tool, call, self.context, self.approver, turn=turn)
+            with tool_span(call.name, call.id, call.arguments, description=tool.description) as span:
+                outcome = await self.execute(tool, call, self.context, self.approver, turn=turn)
+                span.finish(outcome.result, outcome.is_error)
             record = ToolCallRecord(call.id, call.name, shown_arguments, outcome.result, outcome.is_error,
                                     outcome.duration_ms, outcome.blocks)
         self.observer.on_tool_call_end(record)

@@ -112,6 +112,8 @@ class Provider(ABC):
     credential_query_keys: ClassVar[frozenset[str]] = frozenset()
     # The key of a request body that holds the conversation ("messages", "input", ...).
     conversation_key: ClassVar[str | None] = None
+    # gen_ai.provider.name in traces (the OpenTelemetry GenAI conventions' well-known value); None: ``name``.
+    telemetry_name: ClassVar[str | None] = None
 
     def __init__(self, model: str, config: ProviderConfig, transport: Transport | None = None):
         self.model = model

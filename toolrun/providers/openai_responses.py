@@ -272,6 +272,7 @@ class OpenAIResponsesProvider(Provider):
     api_key_env: ClassVar[tuple[str, ...]] = ("OPENAI_API_KEY",)
     credential_headers: ClassVar[frozenset[str]] = CREDENTIAL_HEADERS
     conversation_key: ClassVar[str | None] = "input"
+    telemetry_name: ClassVar[str | None] = "openai"  # the same provider as openai, another wire format
 
     @classmethod
     def tool_definition(cls, definition: ToolDefinition, *, strict: bool = False) -> WireTool:
