@@ -45,6 +45,7 @@ from toolrun.core.text import close_matches, counted, excerpt
 from toolrun.core.tool import Tool
 from toolrun.core.tracing import chat_span, tool_span
 from toolrun.loop.call_ids import CallIdAllocator
+from toolrun.loop.context_window import ContextEvent, ContextOverflow, ContextSettings, ContextWindow
 from toolrun.loop.execution import ToolOutcome, execute_call
 from toolrun.loop.final_answer import CUT_OFF, check_answer, failure_message, repair_request
 from toolrun.loop.results import RunResult, ToolCallRecord, TurnRecord
@@ -76,6 +77,8 @@ class RunSettings:
     # forcing it on every turn would make the model call tools forever.
     reset_tool_choice: bool = True
     output: StructuredOutput | None = None  # a final answer that must be JSON (of a schema)
+    # How each request's history is kept under a token limit; None: every request sends it all.
+    context: ContextSettings | None = None
 
 
 class CallExecutor(Protocol):
@@ -133,6 +136,9 @@ class RunObserver:
     def on_turn_end(self, turn: TurnRecord) -> None:
         """A turn is complete: the model's answer and every call it led to."""
 
+    def on_context(self, event: ContextEvent) -> None:
+        """A request went out with part of the history left out, cleared, summarized or cut to fit."""
+
 
 class ObserverGroup(RunObserver):
     """Passes every event to each of several observers, in order (None entries are skipped)."""
@@ -183,6 +189,10 @@ class ObserverGroup(RunObserver):
     def on_turn_end(self, turn: TurnRecord) -> None:
         for observer in self.observers:
             observer.on_turn_end(turn)
+
+    def on_context(self, event: ContextEvent) -> None:
+        for observer in self.observers:
+            observer.on_context(event)
 
 
 ToolsUpdate = Callable[[], "list[Tool] | None"]  # the run's tools when they changed, else None
@@ -265,6 +275,9 @@ class _ConversationLoop:
         self.output_errors: list[str] = []  # why the last structured answer cannot be used
         self.repairs = 0  # repair turns asked for a structured answer that failed its checks
         self.turn_limit = settings.max_turns  # repair turns come on top of max_turns
+        self.window = ContextWindow(settings.context, window=provider.context_window(provider.model),
+                                    max_tokens=settings.max_tokens, chars_per_token=provider.chars_per_token,
+                                    on_event=self.observer.on_context)
 
     async def run(self) -> RunResult:
         for message in self.history:
@@ -274,9 +287,11 @@ class _ConversationLoop:
             turn_index += 1
             await self._take_changed_tools()
             try:
-                response = await self._complete(self._request(turn_index))
-            except ProviderError as exc:
+                request = await self.window.fit(self._request(turn_index), self._summarize)
+                response = await self._complete(request, self._on_event)
+            except (ProviderError, ContextOverflow) as exc:
                 return self._finish("error", f"{exc.reason}: {exc}")
+            self.window.observe(response.usage)
             self.usage = self.usage + response.usage
             calls = self.ids.assign_all(response.message.tool_calls)
             self.history.append(response.message)
@@ -345,13 +360,19 @@ class _ConversationLoop:
         )
         return ModelRequest(self.provider.model, self.system, list(self.history), self.definitions, settings)
 
-    async def _complete(self, request: ModelRequest) -> ModelResponse:
+    async def _complete(self, request: ModelRequest, on_event: Callable[[StreamEvent], None] | None = None) -> ModelResponse:
         """One model request, in a ``chat`` span when tracing: every provider's, a plugin's and a script's alike."""
         provider = self.provider
         with chat_span(provider.telemetry_name or provider.name, request, base_url=provider.config.base_url,
                        stream=self.settings.stream) as span:
-            response = await provider.complete(request, stream=self.settings.stream, on_event=self._on_event)
+            response = await provider.complete(request, stream=self.settings.stream, on_event=on_event)
             span.record(response)
+        return response
+
+    async def _summarize(self, request: ModelRequest) -> ModelResponse:
+        """The context window's summary request: recorded like any other, its tokens in the run's usage."""
+        response = await self._complete(request)
+        self.usage = self.usage + response.usage
         return response
 
     def _on_event(self, event: StreamEvent) -> None:
@@ -494,6 +515,7 @@ class _ConversationLoop:
             error=error,
             output=redact(self.output),
             output_requested=self.settings.output is not None,
+            context=self.window.to_json() if self.window.limit is not None else None,
         )
 
 

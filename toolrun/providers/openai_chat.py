@@ -38,6 +38,7 @@ from toolrun.core.messages import (
 from toolrun.core.secrets import redact
 from toolrun.providers.base import Provider, StreamAssembler, WireItem, WireTool
 from toolrun.providers.openai_family import (
+    CONTEXT_WINDOWS,
     CREDENTIAL_HEADERS,
     OFFICIAL_BASE_URL,
     bearer_headers,
@@ -314,6 +315,7 @@ class OpenAIChatProvider(Provider):
     credential_headers = CREDENTIAL_HEADERS
     conversation_key = "messages"
     output_modes: ClassVar[tuple[OutputMode, ...]] = ("native", "json")
+    context_windows = CONTEXT_WINDOWS
     path = "/chat/completions"
 
     @classmethod

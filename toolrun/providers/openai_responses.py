@@ -37,6 +37,7 @@ from toolrun.core.messages import (
 from toolrun.core.secrets import redact
 from toolrun.providers.base import Provider, StreamAssembler, WireItem, WireTool
 from toolrun.providers.openai_family import (
+    CONTEXT_WINDOWS,
     CREDENTIAL_HEADERS,
     OFFICIAL_BASE_URL,
     bearer_headers,
@@ -291,6 +292,7 @@ class OpenAIResponsesProvider(Provider):
     conversation_key: ClassVar[str | None] = "input"
     telemetry_name: ClassVar[str | None] = "openai"  # the same provider as openai, another wire format
     output_modes: ClassVar[tuple[OutputMode, ...]] = ("native", "json")
+    context_windows: ClassVar[dict[str, int]] = CONTEXT_WINDOWS
 
     @classmethod
     def tool_definition(cls, definition: ToolDefinition, *, strict: bool = False) -> WireTool:

@@ -26,6 +26,7 @@ from toolrun.core.templates import TemplateError, check_template, placeholders, 
 from toolrun.core.text import did_you_mean, is_glob, matches_any
 from toolrun.core.tool import Tool
 from toolrun.core.yamlsource import LineDict, YamlSyntaxError, line_of, load_yaml_file, plain
+from toolrun.loop.context_window import DEFAULT_STRATEGY, ContextSettings
 from toolrun.loop.runner import RunSettings
 from toolrun.providers.base import ProviderOverrides
 from toolrun.sessions.expect import Expectations, check_expectations
@@ -324,6 +325,13 @@ def _request_timeout(settings_map: dict, path: Path) -> float:
                                 "write a duration such as 90s or 10m")) from None
 
 
+def _context_settings(context_map: Mapping[str, Any] | None) -> ContextSettings | None:
+    if context_map is None:
+        return None
+    return ContextSettings(max_input_tokens=context_map.get("max_input_tokens"),
+                           strategy=context_map.get("strategy", DEFAULT_STRATEGY))
+
+
 def _build(document: LineDict, path: Path) -> Recipe:
     settings_map = document.get("settings") or {}
     defaults = RunSettings()
@@ -337,6 +345,7 @@ def _build(document: LineDict, path: Path) -> Recipe:
         max_consecutive_failures=settings_map.get("max_consecutive_failures", defaults.max_consecutive_failures),
         max_concurrency=settings_map.get("max_concurrency", defaults.max_concurrency),
         output=structured_output(document),
+        context=_context_settings(settings_map.get("context")),
     )
     provider_map = document.get("provider") or {}
     provider = ProviderOverrides(
