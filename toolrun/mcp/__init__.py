@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from toolrun.core.errors import Problem, UserError
-from toolrun.core.tracing import active_tracer
 from toolrun.mcp.addresses import check_origin, is_loopback, parse_address
 from toolrun.mcp.limits import (
     DEFAULT_BODY_TIMEOUT,
@@ -82,7 +81,6 @@ def serve(
     # The tokens are secrets of the whole server: no call's output or log line may show them.
     with redacting(Redactor(access.secrets if access else ())):
         server.load()
-        active_tracer()  # tracing set up before the first request, so the MCP SDK's spans are kept from the first
         try:
             if address is None:
                 _serve_stdio(server)

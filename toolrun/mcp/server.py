@@ -33,7 +33,7 @@ from toolrun import __version__
 from toolrun.backends.base import CallContext
 from toolrun.core.secrets import Redactor, redacting, run_redactor
 from toolrun.core.tool import Tool
-from toolrun.core.tracing import tool_span
+from toolrun.core.tracing import active_tracer, tool_span
 from toolrun.export import mcp_tool
 from toolrun.loop.approval import Approver, approve_all
 from toolrun.loop.execution import ToolOutcome, execute_call, validate_arguments
@@ -96,6 +96,7 @@ class CatalogServer:
     def __init__(self, live: LiveCatalog, *, assume_yes: bool = False, audit: AuditLog | None = None,
                  report: Callable[[str], None] = lambda line: None,
                  watch_interval: float = WATCH_INTERVAL_SECONDS, prompts: RecipePrompts | None = None) -> None:
+        active_tracer()  # tracing set up before the first request, so the MCP SDK's spans are kept from the first
         self.live = live
         self.prompts = prompts
         self.assume_yes = assume_yes
