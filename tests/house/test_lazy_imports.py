@@ -174,6 +174,9 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
         "jinja2.UndefinedError": AS_FOUND,
     },
     "toolrun.core.text": {"difflib": "only a mistake needs a did-you-mean"},
+    "toolrun.core.tracing": {
+        "toolrun.core.otel_tracing.otlp_tracer": "the OpenTelemetry SDK is an optional extra, loaded only when an OTLP endpoint is set",
+    },
     "toolrun.core.yamlsource": {"yaml": YAML},
 }
 

@@ -22,9 +22,9 @@ from tests.cli.test_cli_recipe import INVENTORY, ROOT, clean_env
 # Each is imported only by what this replay never does: a request over the network (httpx,
 # and email through http.client), checking a tool (the catalog cache holds them: an http
 # tool's URL is parsed with httpx, a python tool's source read with python_signature and
-# sysconfig), or suggesting a name for a typo (difflib).
+# sysconfig), suggesting a name for a typo (difflib), or tracing (no OTLP endpoint is set).
 NEVER_IMPORTED = ("httpx", "httpcore", "email", "http.client", "urllib.request", "difflib", "toolrun.backends.http",
-                  "toolrun.backends.python_signature", "sysconfig")
+                  "toolrun.backends.python_signature", "sysconfig", "opentelemetry", "toolrun.core.otel_tracing")
 # Each checks a file the caches serve (a tool file, or the recipe: a warm replay reads neither
 # again), serves an option this replay does not take (a scripted: model, --replay-tools,
 # --transcript), another command (toolrun logs search), the lint of a tool not cached, a live

@@ -45,6 +45,7 @@ from toolrun.core.secrets import redact
 from toolrun.core.templates import TemplateError, placeholders, render, value_placeholders
 from toolrun.core.text import excerpt
 from toolrun.core.tool import Tool
+from toolrun.core.tracing import propagation_headers
 from toolrun.core.url_template import PATH_PARAMETER, path_parameters
 from toolrun.core.version import USER_AGENT
 
@@ -259,6 +260,7 @@ class HttpBackend(Backend):
             parts = request_parts(config, arguments, context.environ)
             if problem := next(filter(None, (header_problem(k, v) for k, v in parts["headers"].items())), None):
                 return BackendOutput(redact(problem), is_error=True)
+            _add_trace_context(parts["headers"])
             # Bytes: httpx would encode ASCII only. Outer spaces are no part of a field value (RFC 9110): dropped.
             parts["headers"] = {k: v.strip(" \t").encode("latin-1") for k, v in parts["headers"].items()}
             # httpx replaces the URL's own query with params, even empty ones: the URL is sent as written
@@ -273,6 +275,12 @@ class HttpBackend(Backend):
                 return BackendOutput(redact(str(exc)), is_error=True)
         output = result_of(config, arguments, response, context.environ)
         return BackendOutput(redact(output.text), output.is_error)
+
+
+def _add_trace_context(headers: dict[str, str]) -> None:
+    """``traceparent`` of the tool call's span, when tracing, unless the tool sends its own."""
+    given = {name.lower() for name in headers}
+    headers.update({name: value for name, value in propagation_headers().items() if name.lower() not in given})
 
 
 def request_parts(config: HttpConfig, arguments: Mapping[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:

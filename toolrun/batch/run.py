@@ -18,6 +18,7 @@ from toolrun.batch.plan import BatchPlan, BatchSpec, plan_batch
 from toolrun.batch.rate_limit import MAX_PAUSE_S, RateLimiter
 from toolrun.batch.results_file import ResultsFile
 from toolrun.batch.summary import BatchSummary, summarize
+from toolrun.core.tracing import run_span
 from toolrun.providers import split_model
 from toolrun.providers.transport import HttpxTransport, Transport
 from toolrun.runlog import RunLog, RunLogWriter
@@ -104,7 +105,8 @@ async def run_batch(spec: BatchSpec, *, observer: BatchObserver | None = None, r
 
             await run_on_ray(plan, finished, address=ray_address)
         else:
-            await run_locally(plan, finished, run_log=run_log)
+            with run_span(plan.recipe.name, operation="invoke_workflow", attributes={"toolrun.batch.id": plan.batch_id}):
+                await run_locally(plan, finished, run_log=run_log)  # each run's invoke_agent span nests in the batch's
     finally:
         results.close()
     return summarize(lines, batch_id=plan.batch_id, total=plan.total)

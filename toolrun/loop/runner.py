@@ -43,6 +43,7 @@ from toolrun.core.messages import (
 from toolrun.core.secrets import Redactor, active_redactor, redact, redacting
 from toolrun.core.text import close_matches, counted, excerpt
 from toolrun.core.tool import Tool
+from toolrun.core.tracing import chat_span, tool_span
 from toolrun.loop.call_ids import CallIdAllocator
 from toolrun.loop.context_window import ContextEvent, ContextOverflow, ContextSettings, ContextWindow
 from toolrun.loop.execution import ToolOutcome, execute_call
@@ -290,7 +291,7 @@ class _ConversationLoop:
             await self._take_changed_tools()
             try:
                 request = await self.window.fit(self._request(turn_index), self._summarize)
-                response = await self.provider.complete(request, stream=self.settings.stream, on_event=self._on_event)
+                response = await self._complete(request, self._on_event)
             except (ProviderError, ContextOverflow) as exc:
                 return self._finish("error", f"{exc.reason}: {exc}")
             self.window.observe(response.usage)
@@ -363,9 +364,18 @@ class _ConversationLoop:
         definitions = self.offer.definitions(self.history, self.provider.max_tools)
         return ModelRequest(self.provider.model, self.system, list(self.history), definitions, settings)
 
+    async def _complete(self, request: ModelRequest, on_event: Callable[[StreamEvent], None] | None = None) -> ModelResponse:
+        """One model request, in a ``chat`` span when tracing: every provider's, a plugin's and a script's alike."""
+        provider = self.provider
+        with chat_span(provider.telemetry_name or provider.name, request, base_url=provider.config.base_url,
+                       stream=self.settings.stream) as span:
+            response = await provider.complete(request, stream=self.settings.stream, on_event=on_event)
+            span.record(response)
+        return response
+
     async def _summarize(self, request: ModelRequest) -> ModelResponse:
         """The context window's summary request: recorded like any other, its tokens in the run's usage."""
-        response = await self.provider.complete(request, stream=self.settings.stream)
+        response = await self._complete(request)
         self.usage = self.usage + response.usage
         return response
 
@@ -428,7 +438,9 @@ class _ConversationLoop:
             record = ToolCallRecord(call.id, call.name, shown_arguments, refusal, True, 0)
         else:
             tool = self.tools[call.name]
-            outcome = await self.execute(tool, call, self.context, self.approver, turn=turn)
+            with tool_span(call.name, call.id, call.arguments, description=tool.description) as span:
+                outcome = await self.execute(tool, call, self.context, self.approver, turn=turn)
+                span.finish(outcome.result, outcome.is_error)
             record = ToolCallRecord(call.id, call.name, shown_arguments, outcome.result, outcome.is_error,
                                     outcome.duration_ms, outcome.blocks)
         self.observer.on_tool_call_end(record)

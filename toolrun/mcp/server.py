@@ -33,6 +33,7 @@ from toolrun import __version__
 from toolrun.backends.base import CallContext
 from toolrun.core.secrets import Redactor, redacting, run_redactor
 from toolrun.core.tool import Tool
+from toolrun.core.tracing import active_tracer, tool_span
 from toolrun.export import mcp_tool
 from toolrun.loop.approval import Approver, approve_all
 from toolrun.loop.execution import ToolOutcome, execute_call, validate_arguments
@@ -95,6 +96,7 @@ class CatalogServer:
     def __init__(self, live: LiveCatalog, *, assume_yes: bool = False, audit: AuditLog | None = None,
                  report: Callable[[str], None] = lambda line: None,
                  watch_interval: float = WATCH_INTERVAL_SECONDS, prompts: RecipePrompts | None = None) -> None:
+        active_tracer()  # tracing set up before the first request, so the MCP SDK's spans are kept from the first
         self.live = live
         self.prompts = prompts
         self.assume_yes = assume_yes
@@ -269,7 +271,9 @@ class CatalogServer:
             try:
                 if early is not None:
                     return early
-                outcome = await self._run(ctx, tool, arguments, approver)
+                with tool_span(tool.name, _request_id(ctx), arguments, description=tool.description) as span:
+                    outcome = await self._run(ctx, tool, arguments, approver)
+                    span.finish(outcome.result, outcome.is_error)
                 is_error = outcome.is_error
                 return _typed(call_result_to_mcp(outcome.result, outcome.is_error, outcome.blocks))
             finally:
@@ -320,6 +324,12 @@ class CatalogServer:
 
     def initialization_options(self) -> InitializationOptions:
         return self.server.create_initialization_options()
+
+
+def _request_id(ctx: Any) -> str | None:
+    """The JSON-RPC id of a tools/call: the call's id in its trace (an MCP call has no other)."""
+    request_id = getattr(ctx, "request_id", None)
+    return None if request_id is None else str(request_id)
 
 
 def _session_key(ctx: Any) -> str:

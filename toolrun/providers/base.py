@@ -112,6 +112,8 @@ class Provider(ABC):
     credential_query_keys: ClassVar[frozenset[str]] = frozenset()
     # The key of a request body that holds the conversation ("messages", "input", ...).
     conversation_key: ClassVar[str | None] = None
+    # gen_ai.provider.name in traces (the OpenTelemetry GenAI conventions' well-known value); None: ``name``.
+    telemetry_name: ClassVar[str | None] = None
     # How this format can ask for a structured final answer (``output.mode``); the first is the default.
     output_modes: ClassVar[tuple[OutputMode, ...]] = ("json",)
     # Context windows in tokens by model-name prefix (the longest prefix wins); overridden by

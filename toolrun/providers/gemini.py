@@ -499,6 +499,7 @@ class GeminiProvider(Provider):
     api_key_env: ClassVar[tuple[str, ...]] = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
     credential_headers: ClassVar[frozenset[str]] = frozenset({"x-goog-api-key"})
     credential_query_keys: ClassVar[frozenset[str]] = frozenset({"key"})  # Gemini also accepts ?key=
+    telemetry_name: ClassVar[str | None] = "gcp.gemini"
     conversation_key: ClassVar[str | None] = "contents"
     output_modes: ClassVar[tuple[OutputMode, ...]] = ("native", "json")
     context_windows: ClassVar[dict[str, int]] = CONTEXT_WINDOWS

@@ -291,6 +291,7 @@ class OpenAIResponsesProvider(Provider):
     api_key_env: ClassVar[tuple[str, ...]] = ("OPENAI_API_KEY",)
     credential_headers: ClassVar[frozenset[str]] = CREDENTIAL_HEADERS
     conversation_key: ClassVar[str | None] = "input"
+    telemetry_name: ClassVar[str | None] = "openai"  # the same provider as openai, another wire format
     output_modes: ClassVar[tuple[OutputMode, ...]] = ("native", "json")
     context_windows: ClassVar[dict[str, int]] = CONTEXT_WINDOWS
 

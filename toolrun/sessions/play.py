@@ -30,6 +30,7 @@ from toolrun.catalog.model import Catalog
 from toolrun.core.errors import Problem, ProviderError, UserError
 from toolrun.core.messages import Message, TextPart
 from toolrun.core.secrets import redacting, run_redactor
+from toolrun.core.tracing import INPUT_TOKENS, OUTPUT_TOKENS, PROVIDER_NAME, REQUEST_MODEL, Attributes, run_span
 from toolrun.loop.results import RunResult
 from toolrun.loop.runner import RunObserver, run_conversation
 from toolrun.providers import SCRIPTED_PROVIDER, get_provider_class, split_model
@@ -124,9 +125,30 @@ async def run_recipe(recipe: str | Path | Recipe, options: RunOptions) -> RunRes
     redactor = run_redactor()
     with redacting(redactor):  # every secret this run reads stays in this run
         play = _Play(recipe if isinstance(recipe, Recipe) else load_recipe(Path(recipe)), options)
-        result = await play.run()
+        with run_span(play.recipe.name) as span:
+            result = await play.run()
+            if span.recording:
+                span.set(_traced_outcome(result))
+            if result.failed:
+                span.fail(result.stop_reason)
     result.redactor = redactor
     return result
+
+
+def _traced_outcome(result: RunResult) -> Attributes:
+    """What a run's ``invoke_agent`` span says once it has ended: model, mode, tokens, how it stopped."""
+    attributes: Attributes = {INPUT_TOKENS: result.usage.input_tokens, OUTPUT_TOKENS: result.usage.output_tokens,
+                              "toolrun.run.stop_reason": result.stop_reason, "toolrun.run.mode": result.mode or "",
+                              "toolrun.run.tool_calls": len(result.tool_calls),
+                              "toolrun.run.expect_failures": len(result.expect_failures)}
+    provider, _, model = (result.model or "").partition(":")
+    if model:
+        try:
+            attributes[PROVIDER_NAME] = get_provider_class(provider).telemetry_name or provider
+        except UserError:  # a name only a plugin knew: the run has said so already
+            attributes[PROVIDER_NAME] = provider
+        attributes[REQUEST_MODEL] = model
+    return attributes
 
 
 @dataclass
