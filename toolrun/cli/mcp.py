@@ -13,6 +13,7 @@ from toolrun.cli.common import tools_dir_option
 from toolrun.core.durations import parse_duration
 from toolrun.core.text import terminal_safe
 from toolrun.mcp.limits import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS
+from toolrun.mcp.service import DEFAULT_DRAIN_DELAY
 
 
 def _report(line: str) -> None:
@@ -72,10 +73,16 @@ _POSITIVE = click.IntRange(min=1)
               help="Also serve each recipe of DIR as an MCP prompt (its vars are the arguments).")
 @click.option("--allow-origin", "allow_origins", multiple=True, metavar="ORIGIN",
               help="HTTP: let browser pages of ORIGIN (http://localhost:6274) call the server (CORS). Repeatable.")
+@click.option("--metrics-listen", metavar="[HOST:]PORT",
+              help="HTTP: serve Prometheus /metrics here (a bare port: on 127.0.0.1), never on the --http address.")
+@click.option("--drain-delay", type=_SECONDS, default=DEFAULT_DRAIN_DELAY, show_default="5s",
+              help="HTTP: at SIGTERM, /readyz answers 503 this long before the server stops taking connections.")
+@click.option("--stateless", is_flag=True,
+              help="HTTP: keep no sessions (any replica answers any request); no approvals, list_changed or progress.")
 def mcp_command(tools_dir: Path | None, tool_globs: tuple[str, ...], http: str | None, auth: Path | None,
                 audit: Path | None, assume_yes: bool, max_sessions: int | None, max_client_sessions: int | None,
                 header_timeout: float, body_timeout: float, max_connections: int, recipes: Path | None,
-                allow_origins: tuple[str, ...]) -> None:
+                allow_origins: tuple[str, ...], metrics_listen: str | None, drain_delay: float, stateless: bool) -> None:
     """Serve the tool catalog over the Model Context Protocol.
 
     Tool files added, changed or removed while the server runs are picked up without a restart;
@@ -87,4 +94,5 @@ def mcp_command(tools_dir: Path | None, tool_globs: tuple[str, ...], http: str |
     serve(tools_dir if tools_dir is not None else DEFAULT_TOOLS_DIR, tools=list(tool_globs) or None, http=http,
           auth=auth, audit=audit, assume_yes=assume_yes, report=_report, max_sessions=max_sessions,
           max_client_sessions=max_client_sessions, header_timeout=header_timeout, body_timeout=body_timeout,
-          max_connections=max_connections, recipes=recipes, allow_origins=allow_origins)
+          max_connections=max_connections, recipes=recipes, allow_origins=allow_origins, metrics_listen=metrics_listen,
+          drain_delay=drain_delay, stateless=stateless)

@@ -21,9 +21,11 @@ from toolrun.mcp.limits import (
     SessionLimits,
     resolve_session_limits,
 )
+from toolrun.mcp.service import DEFAULT_DRAIN_DELAY, ServiceOptions, parse_metrics_address
 
 if TYPE_CHECKING:
     from toolrun.mcp.access import AccessList
+    from toolrun.mcp.metrics import GatewayMetrics
     from toolrun.mcp.server import CatalogServer
 
 __all__ = ["parse_address", "serve"]
@@ -45,6 +47,9 @@ def serve(
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
     recipes: Path | None = None,
     allow_origins: Sequence[str] = (),
+    metrics_listen: str | None = None,
+    drain_delay: float = DEFAULT_DRAIN_DELAY,
+    stateless: bool = False,
 ) -> None:
     """Serve the catalog of ``tools_dir`` until the client leaves (stdio) or the process is stopped (HTTP).
 
@@ -57,10 +62,15 @@ def serve(
     ``body_timeout`` more for its body; at most ``max_connections`` connections are open.
     With ``recipes``, each recipe of that folder is also served as a prompt. Over HTTP, browser
     pages of ``allow_origins`` (``https://host[:port]``) may call the server (CORS).
+
+    As a service (HTTP): ``metrics_listen`` (``[HOST:]PORT``) serves Prometheus ``/metrics`` there;
+    SIGTERM drains (``/readyz`` 503, ``drain_delay`` seconds, calls finish, then exit); ``stateless``
+    keeps no session, so any replica behind a balancer answers any request.
     """
     address = parse_address(http) if http is not None else None
     _check_place(address, auth, tools_dir)
     origins = _checked_additions(address, recipes, allow_origins)
+    service = _service_options(address, metrics_listen, drain_delay, stateless)
     from toolrun.mcp.access import load_access_list
 
     access = load_access_list(auth) if auth is not None else None  # a bad file fails before the SDK loads
@@ -77,7 +87,7 @@ def serve(
     audit_log = AuditLog.open(audit) if (audit is not None or address is not None) else None
     prompts = RecipePrompts(recipes, report) if recipes is not None else None
     server = CatalogServer(LiveCatalog(tools_dir, tools), assume_yes=assume_yes, audit=audit_log, report=report,
-                           prompts=prompts)
+                           prompts=prompts, stateless=service.stateless)
     # The tokens are secrets of the whole server: no call's output or log line may show them.
     with redacting(Redactor(access.secrets if access else ())):
         server.load()
@@ -85,7 +95,7 @@ def serve(
             if address is None:
                 _serve_stdio(server)
             else:
-                _serve_http(server, address, http, access, report, limits, origins)
+                _serve_http(server, address, http, access, report, limits, origins, service)
         finally:
             if audit_log is not None:
                 audit_log.close()
@@ -117,6 +127,19 @@ def _checked_additions(address: tuple[str, int] | None, recipes: Path | None,
     return origins
 
 
+def _service_options(address: tuple[str, int] | None, metrics_listen: str | None, drain_delay: float,
+                     stateless: bool) -> ServiceOptions:
+    """The service options, checked: metrics on an address of their own, stateless only over HTTP."""
+    if stateless and address is None:
+        raise UserError(Problem(None, None, "--stateless is for a server over HTTP (stdio is one session)",
+                                "add --http HOST:PORT, or leave --stateless out"))
+    if drain_delay < 0:
+        raise UserError(Problem(None, None, f"--drain-delay {drain_delay} is negative",
+                                "give the time your balancer needs to notice /readyz, e.g. --drain-delay 5s"))
+    metrics = parse_metrics_address(metrics_listen, address) if metrics_listen is not None else None
+    return ServiceOptions(metrics, drain_delay, stateless)
+
+
 def _session_limits(access: AccessList | None, auth: Path | None, max_sessions: int | None,
                     max_client_sessions: int | None) -> SessionLimits:
     """The server's and each client's session limits, refused when one client could fill the server."""
@@ -136,7 +159,7 @@ def _serve_stdio(server: CatalogServer) -> None:
 
 
 def _serve_http(server: CatalogServer, address: tuple[str, int], http: str | None, access: AccessList | None,
-                report: Callable[[str], None], limits: HttpLimits, origins: list[str]) -> None:
+                report: Callable[[str], None], limits: HttpLimits, origins: list[str], service: ServiceOptions) -> None:
     import anyio
 
     from toolrun.mcp.http import bind, serve_http
@@ -146,4 +169,25 @@ def _serve_http(server: CatalogServer, address: tuple[str, int], http: str | Non
     except OSError as exc:
         raise UserError(Problem(None, None, f"cannot listen on {http}: {exc.strerror or exc}",
                                 "pick another port, or stop what is using it")) from None
-    anyio.run(serve_http, server, sock, access, lambda url: report(f"listening on {url}"), limits, origins)
+    stop_metrics = _start_metrics(server.metrics, service, report)
+    try:
+        anyio.run(serve_http, server, sock, access, lambda url: report(f"listening on {url}"), limits, origins,
+                  service)
+    finally:
+        stop_metrics()
+
+
+def _start_metrics(metrics: GatewayMetrics, service: ServiceOptions, report: Callable[[str], None]) -> Callable[[], None]:
+    """Serve ``/metrics`` on ``--metrics-listen`` (in a thread); the function that stops it."""
+    if service.metrics_listen is None:
+        return lambda: None
+    from toolrun.mcp.metrics import serve_metrics
+
+    host, port = service.metrics_listen
+    try:
+        endpoint = serve_metrics(metrics, host, port)
+    except OSError as exc:
+        raise UserError(Problem(None, None, f"cannot listen on --metrics-listen {host}:{port}: {exc.strerror or exc}",
+                                "pick another port, or stop what is using it")) from None
+    report(f"metrics on {endpoint.url}")
+    return endpoint.stop

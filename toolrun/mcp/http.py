@@ -6,7 +6,9 @@ rebinding), a CORS preflight from an allowed origin (it carries no token), then 
 without a known bearer token when an access list is in force. An admitted request carries its ``Caller``
 in the ASGI scope, where the tool handlers read which tools it may see and call, and the
 session manager whose sessions it may use (``sessions``). Under uvicorn runs a protocol
-with header and body deadlines and a bound on connections (``deadlines``).
+with header and body deadlines and a bound on connections (``deadlines``), draining at
+SIGTERM (``drain``); ``/healthz`` and ``/readyz`` are answered before the gate (``health``),
+``/metrics`` on an address of its own (``metrics``).
 """
 
 from __future__ import annotations
@@ -27,8 +29,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from toolrun.mcp.access import AccessList, ClientAccess
 from toolrun.mcp.addresses import allowed_origins, is_loopback
 from toolrun.mcp.deadlines import deadline_protocol
+from toolrun.mcp.drain import DrainingServer, shutdown_bound
+from toolrun.mcp.health import HealthRoutes, Readiness
 from toolrun.mcp.limits import HttpLimits, SessionLimits
 from toolrun.mcp.server import CALLER_SCOPE_KEY, Caller, CatalogServer
+from toolrun.mcp.service import ServiceOptions
 from toolrun.mcp.sessions import BoundSessionManager
 
 MCP_PATH = "/mcp"
@@ -42,11 +47,13 @@ class RequestGate:
     """ASGI middleware: Origin check, then bearer-token check, then the SDK's app."""
 
     def __init__(self, app: ASGIApp, *, origins: list[str], access: AccessList | None,
-                 cors_origins: list[str] | tuple[str, ...] = ()) -> None:
+                 cors_origins: list[str] | tuple[str, ...] = (),
+                 on_refused: Callable[[str], None] = lambda reason: None) -> None:
         self.app = app
         self.origins = set(origins)
         self.cors_origins = set(cors_origins)
         self.access = access
+        self.on_refused = on_refused  # the reason of each refusal, for the metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -56,6 +63,7 @@ class RequestGate:
         origin = headers.get("origin")
         cross_origin = origin is not None and origin in self.cors_origins
         if origin is not None and origin not in self.origins and not cross_origin:
+            self.on_refused("origin")
             await _refuse(send, 403, "forbidden", f"Origin {origin} is not allowed")
             return
         if cross_origin:
@@ -69,6 +77,7 @@ class RequestGate:
         else:
             client = self.access.client_for(headers.get("authorization"))
             if client is None:
+                self.on_refused("no_token" if "authorization" not in headers else "unknown_token")
                 await _refuse(send, 401, "unauthorized", "a known bearer token is required",
                               [(b"www-authenticate", b'Bearer realm="toolrun"')])
                 return
@@ -127,34 +136,54 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def build_app(server: CatalogServer, host: str, port: int, access: AccessList | None,
-              sessions: SessionLimits | None = None, cors_origins: list[str] | tuple[str, ...] = ()) -> ASGIApp:
-    """The SDK's streamable HTTP app at ``/mcp`` behind the gate, its sessions bound and limited."""
+              sessions: SessionLimits | None = None, cors_origins: list[str] | tuple[str, ...] = (),
+              readiness: Readiness | None = None) -> ASGIApp:
+    """The SDK's streamable HTTP app at ``/mcp`` behind the gate, its sessions bound and limited (none kept
+    when the server is stateless), and the health routes in front of both."""
     security = TransportSecuritySettings(
         # The gate checks Origin; a Host check would refuse a team's DNS name for the server.
         enable_dns_rebinding_protection=is_loopback(host),
         allowed_hosts=[f"{name}:*" for name in ("127.0.0.1", "localhost", "[::1]")],
         allowed_origins=[*allowed_origins(host, port), *cors_origins],
     )
-    manager = BoundSessionManager(server.server, limits=sessions or SessionLimits(), security_settings=security)
+    manager = BoundSessionManager(server.server, limits=sessions or SessionLimits(), security_settings=security,
+                                  stateless=server.stateless)
+    server.metrics.count_sessions(lambda: len(manager.ledger))
     # What the SDK's streamable_http_app builds, with this session manager in place of its own.
     app = Starlette(routes=[Route(MCP_PATH, endpoint=StreamableHTTPASGIApp(manager))],
                     lifespan=lambda _app: manager.run())
-    return RequestGate(app, origins=allowed_origins(host, port), access=access, cors_origins=cors_origins)
+    gate = RequestGate(app, origins=allowed_origins(host, port), access=access, cors_origins=cors_origins,
+                       on_refused=server.metrics.auth_failed)
+    return HealthRoutes(gate, readiness or Readiness(loaded=True))
+
+
+def http_server_for(server: CatalogServer, sock: socket.socket, access: AccessList | None,
+                    limits: HttpLimits | None = None, cors_origins: list[str] | tuple[str, ...] = (),
+                    service: ServiceOptions | None = None) -> DrainingServer:
+    """The uvicorn server of ``sock``: the app, the client deadlines, and the drain at SIGTERM."""
+    limits = limits or HttpLimits()
+    service = service or ServiceOptions()
+    host, port = sock.getsockname()[:2]
+    shown_host = f"[{host}]" if ":" in host else host
+    readiness = Readiness(loaded=True)  # the catalog loaded before the socket was bound
+    app: Any = build_app(server, shown_host, port, access, limits.sessions, cors_origins, readiness)
+    protocol = deadline_protocol(limits.header_timeout, limits.body_timeout, limits.max_connections)
+    call_timeout = max((tool.timeout for tool in server.live.tools()), default=0.0)
+    # log_config=None: the command's own logging (terminal-safe lines) prints uvicorn's warnings too.
+    config = uvicorn.Config(app, http=protocol, log_level="warning", log_config=None, lifespan="on",
+                            timeout_graceful_shutdown=shutdown_bound(), access_log=False)
+    return DrainingServer(config, readiness=readiness, drain_delay=service.drain_delay,
+                          calls_in_flight=lambda: server.calls_in_flight, call_timeout=call_timeout)
 
 
 async def serve_http(server: CatalogServer, sock: socket.socket, access: AccessList | None,
                      on_ready: Callable[[str], None], limits: HttpLimits | None = None,
-                     cors_origins: list[str] | tuple[str, ...] = ()) -> None:
-    """Serve until SIGINT/SIGTERM; ``on_ready`` gets the URL once the socket accepts connections."""
-    limits = limits or HttpLimits()
+                     cors_origins: list[str] | tuple[str, ...] = (), service: ServiceOptions | None = None) -> None:
+    """Serve until SIGTERM has drained the server, or SIGINT; ``on_ready`` gets the URL once the socket
+    accepts connections."""
+    http_server = http_server_for(server, sock, access, limits, cors_origins, service)
     host, port = sock.getsockname()[:2]
     shown_host = f"[{host}]" if ":" in host else host
-    app: Any = build_app(server, shown_host, port, access, limits.sessions, cors_origins)
-    protocol = deadline_protocol(limits.header_timeout, limits.body_timeout, limits.max_connections)
-    # log_config=None: the command's own logging (terminal-safe lines) prints uvicorn's warnings too.
-    config = uvicorn.Config(app, http=protocol, log_level="warning", log_config=None, lifespan="on",
-                            timeout_graceful_shutdown=2, access_log=False)
-    http_server = uvicorn.Server(config)
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(server.watch)
         on_ready(f"http://{shown_host}:{port}{MCP_PATH}")
