@@ -27,6 +27,7 @@ CALLS_PER_CLIENT = 6
 CALL_MS = 100
 CALL_LIMIT_SECONDS = 60  # far beyond any call here: a client past it waits for something that will not come
 OPEN_ATTEMPTS = 5
+RUN_LIMIT_SECONDS = 1800  # 200 clients and three replicas on 2 cores shared with other work: minutes
 
 
 @dataclass
@@ -85,11 +86,21 @@ def test_three_replicas_behind_haproxy_survive_one_killed_mid_run(tmp_path: Path
                 victim.kill()
                 killed_at.append(time.monotonic())
 
-            with anyio.fail_after(600):  # the whole run: no client may wait forever
+            async def report_progress() -> None:  # seen with -s: where a slow run on a busy machine is
+                started = time.monotonic()
+                while True:
+                    await anyio.sleep(10)
+                    print(f"{time.monotonic() - started:5.0f} s: {len(records)} calls, "
+                          f"{sum(1 for r in records if r.error)} failed, {len(opened)} sessions", flush=True)
+
+            with anyio.fail_after(RUN_LIMIT_SECONDS):  # the whole run: no client may wait forever
                 async with anyio.create_task_group() as clients:
                     clients.start_soon(kill_a_third_of_the_way_in)
-                    for index in range(CLIENTS):
-                        clients.start_soon(run_client, index, cluster.url, records, opened)
+                    clients.start_soon(report_progress)
+                    async with anyio.create_task_group() as callers:
+                        for index in range(CLIENTS):
+                            callers.start_soon(run_client, index, cluster.url, records, opened)
+                    clients.cancel_scope.cancel()
 
         anyio.run(main)
         victim.wait(10)

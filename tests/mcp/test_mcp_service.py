@@ -83,7 +83,7 @@ def client(url: str, token: str | None = TOKEN) -> Client:
 
 @asynccontextmanager
 async def running(server: CatalogServer, access: AccessList | None = None,
-                  service: ServiceOptions = ServiceOptions()) -> AsyncIterator[tuple[str, DrainingServer]]:
+                  service: ServiceOptions | None = None) -> AsyncIterator[tuple[str, DrainingServer]]:
     """The server on a free loopback port, in this event loop; stopped at exit unless a drain stopped it."""
     sock = bind("127.0.0.1", 0)
     http_server = http_server_for(server, sock, access, service=service)

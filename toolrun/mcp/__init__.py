@@ -62,10 +62,8 @@ def serve(
     ``body_timeout`` more for its body; at most ``max_connections`` connections are open.
     With ``recipes``, each recipe of that folder is also served as a prompt. Over HTTP, browser
     pages of ``allow_origins`` (``https://host[:port]``) may call the server (CORS).
-
-    As a service (HTTP): ``metrics_listen`` (``[HOST:]PORT``) serves Prometheus ``/metrics`` there;
-    SIGTERM drains (``/readyz`` 503, ``drain_delay`` seconds, calls finish, then exit); ``stateless``
-    keeps no session, so any replica behind a balancer answers any request.
+    Over HTTP, ``metrics_listen`` serves ``/metrics``, SIGTERM drains after ``drain_delay``, ``stateless``
+    keeps no session (docs/gateway.md).
     """
     address = parse_address(http) if http is not None else None
     _check_place(address, auth, tools_dir)
@@ -78,16 +76,10 @@ def serve(
                         body_timeout, max_connections)
 
     from toolrun.core.secrets import Redactor, redacting
-    from toolrun.mcp.audit import AuditLog
-    from toolrun.mcp.live_catalog import LiveCatalog
-    from toolrun.mcp.prompts import RecipePrompts
-    from toolrun.mcp.server import CatalogServer
 
     # Over HTTP every call is audited (stderr by default); over stdio only when asked.
-    audit_log = AuditLog.open(audit) if (audit is not None or address is not None) else None
-    prompts = RecipePrompts(recipes, report) if recipes is not None else None
-    server = CatalogServer(LiveCatalog(tools_dir, tools), assume_yes=assume_yes, audit=audit_log, report=report,
-                           prompts=prompts, stateless=service.stateless)
+    server = _catalog_server(tools_dir, tools, recipes, report, audit, audited=audit is not None or address is not None,
+                             assume_yes=assume_yes, stateless=service.stateless)
     # The tokens are secrets of the whole server: no call's output or log line may show them.
     with redacting(Redactor(access.secrets if access else ())):
         server.load()
@@ -97,8 +89,22 @@ def serve(
             else:
                 _serve_http(server, address, http, access, report, limits, origins, service)
         finally:
-            if audit_log is not None:
-                audit_log.close()
+            if server.audit is not None:
+                server.audit.close()
+
+
+def _catalog_server(tools_dir: Path, tools: Sequence[str] | None, recipes: Path | None, report: Callable[[str], None],
+                    audit: Path | None, *, audited: bool, assume_yes: bool, stateless: bool) -> CatalogServer:
+    """The server of the catalog, with its audit log (at ``audit``, else stderr) when ``audited``."""
+    from toolrun.mcp.audit import AuditLog
+    from toolrun.mcp.live_catalog import LiveCatalog
+    from toolrun.mcp.prompts import RecipePrompts
+    from toolrun.mcp.server import CatalogServer
+
+    audit_log = AuditLog.open(audit) if audited else None
+    prompts = RecipePrompts(recipes, report) if recipes is not None else None
+    return CatalogServer(LiveCatalog(tools_dir, tools), assume_yes=assume_yes, audit=audit_log, report=report,
+                         prompts=prompts, stateless=stateless)
 
 
 def _check_place(address: tuple[str, int] | None, auth: Path | None, tools_dir: Path) -> None:
