@@ -32,14 +32,17 @@ if TYPE_CHECKING:  # playing a recipe (providers, replay, the runner) is importe
     from toolrun.sessions.recipe import Recipe
 
 
-def load_catalog(tools_dir: str | Path = DEFAULT_TOOLS_DIR, *, lint: bool = True) -> Catalog:
+def load_catalog(tools_dir: str | Path = DEFAULT_TOOLS_DIR, *, lint: bool = True, partial: bool = False) -> Catalog:
     """Load every tool file of ``tools_dir`` (``*.yaml``, ``*.yml``) into a ``Catalog``.
 
     With ``lint`` (the default) the description lint runs: its findings are in
     ``catalog.findings``, and a finding of severity error stops loading like a broken
     file does. Raises ``toolrun.LoadError`` whose ``problems`` name file, line and fix.
+    With ``partial``, a file that does not load (an MCP server that does not start) is left
+    out instead: the catalog holds the tools of the other files, ``catalog.problems`` the
+    problems (lint errors still raise).
     """
-    return load_checked_catalog(Path(tools_dir), lint=lint)
+    return load_checked_catalog(Path(tools_dir), lint=lint, partial=partial)
 
 
 def load_recipe(path: str | Path) -> Recipe:

@@ -147,7 +147,7 @@ def test_a_server_that_cannot_start_is_a_problem_of_its_file_only(tmp_path: Path
     broken = by_file["tickets.yaml"]
     assert broken.line == 2 and "did not start" in broken.message
     assert "can't open file" in broken.message and "no_such_server.py" in broken.message  # the stderr tail
-    assert "the other tool files are not affected" in (broken.fix or "")
+    assert "toolrun tools list --refresh tries it again" in (broken.fix or "")
     typo = by_file["typo.yaml"]
     assert typo.line == 2 and "no tool matching 'serch_tickets'" in typo.message and typo.fix == "did you mean 'search_tickets'?"
 
@@ -297,9 +297,11 @@ def test_a_run_that_may_use_one_of_its_tools_starts_it(tmp_path: Path, recipe_to
     assert result.final == "fine" and pid_file.exists()
 
 
-def test_a_server_whose_tools_are_chosen_by_glob_starts_for_any_run(tmp_path: Path) -> None:
+def test_a_server_whose_tools_are_chosen_by_glob_starts_only_for_a_name_not_found_elsewhere(tmp_path: Path) -> None:
     _, pid_file = probe_project(tmp_path, "['who*']")  # its names are known only to the server
     toolrun.run(recipe_using(tmp_path, "[what_day]"), model=ScriptedModel(["fine"]))
+    assert not pid_file.exists()  # what_day is found in local.yaml: the server is not asked
+    toolrun.run(recipe_using(tmp_path, "[what_day, whoami]"), model=ScriptedModel(["fine"]))
     assert pid_file.exists()
 
 

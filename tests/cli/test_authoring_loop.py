@@ -61,7 +61,7 @@ def test_a_broken_script_names_file_line_and_fix(tmp_path: Path) -> None:
     result = invoke("recipe", str(INVENTORY), "--model", f"scripted:{script}")
     assert result.exit_code == 2
     assert f"{script}:2: a tool call needs a name" in result.stderr
-    assert f"{script}:3: a turn is {{text: ...}} or {{tool_calls: [{{name, arguments}}]}}" in result.stderr
+    assert f"{script}:3: a turn is {{text: ...}}, {{output: {{...}}}} or {{tool_calls: [{{name, arguments}}]}}" in result.stderr
 
 
 def test_a_script_that_runs_out_fails_the_run_with_a_reason(tmp_path: Path) -> None:

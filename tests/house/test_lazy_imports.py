@@ -140,6 +140,10 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
         "toolrun.core.schema_errors.schema_problems": "a cached recipe is not checked again",
         "toolrun.core.durations.parse_duration": "only a recipe that sets the timeout",
     },
+    "toolrun.sessions.recipe_output": {
+        "jsonschema.Draft202012Validator": JSONSCHEMA,
+        "jsonschema.exceptions.SchemaError": JSONSCHEMA,
+    },
     "toolrun.sessions.recipe_cache": {"tempfile": "only a recipe not kept yet is written (random, shutil)"},
     "toolrun.replay.divergence": {"difflib": "only a divergence is described with a diff"},
     "toolrun.replay.recording": {"tempfile": "only recording writes a cassette: a replay does without random and shutil"},

@@ -224,7 +224,7 @@ class _Connection:
 
     async def _on_message(self, message: Any) -> None:
         if getattr(message, "method", None) == "notifications/tools/list_changed":
-            _tools_changed()
+            _tools_changed(self.spec)
 
     async def closed(self, timeout: float = 5.0) -> None:
         """Let the holding task notice the end of the session and finish."""
@@ -303,6 +303,7 @@ class ServerHub:
 
     async def _list(self, spec: ServerSpec) -> list[RemoteTool]:
         connection = await self._connected(spec)
+        _changed_since_listed.discard(spec)  # a change announced from now on is seen by the next listing
         try:
             async with asyncio.timeout(spec.timeout):
                 listed = await _every_page(connection.client)
@@ -430,11 +431,18 @@ def result_output(result: Any) -> BackendOutput:
 _hub: ServerHub | None = None
 _hub_lock = threading.Lock()
 _tool_list_generation = 0  # how many times a server of this process said its tools changed (list_changed)
+_changed_since_listed: set[ServerSpec] = set()  # servers whose list_changed came after their last tools/list
 
 
-def _tools_changed() -> None:
+def _tools_changed(spec: ServerSpec) -> None:
     global _tool_list_generation
+    _changed_since_listed.add(spec)
     _tool_list_generation += 1  # only the hub's loop thread writes it
+
+
+def tools_changed_since_listed(config: Mapping[str, Any], base_dir: Path) -> bool:
+    """Whether this server said its tools changed after it last listed them: a cached listing of it is out of date."""
+    return bool(_changed_since_listed) and server_spec(config, base_dir) in _changed_since_listed
 
 
 def tool_list_generation() -> int:

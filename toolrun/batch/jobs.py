@@ -81,7 +81,7 @@ def _line(job: Job, batch_id: str, result: RunResult | None, duration_ms: int, *
                 "repeat": job.repeat, "status": "failed", "final": None, "stop_reason": "error",
                 "usage": {"input_tokens": 0, "output_tokens": 0, "requests": 0}, "tool_calls": [],
                 "expect": {"passed": False, "failures": []}, "error": error, "duration_ms": duration_ms,
-                "mode": None, "divergences": []}
+                "mode": None, "divergences": [], "output": None}
     document = result.to_json()
     failures = list(document.get("expect_failures", []))
     status = "failed" if result.failed else ("expect_failed" if failures else "ok")
@@ -94,4 +94,5 @@ def _line(job: Job, batch_id: str, result: RunResult | None, duration_ms: int, *
         "error": document.get("error"), "duration_ms": duration_ms,
         # A replayed run answers with the recording's words: say so, and where the row departed from it.
         "mode": document["mode"], "divergences": [d["message"] for d in document.get("divergences") or []],
+        "output": document.get("output"),  # the fields a recipe with output: extracted from this row
     }

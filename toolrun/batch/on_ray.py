@@ -74,7 +74,7 @@ class BatchWorker:
         os.chdir(cwd)  # relative paths (a scripted:FILE) mean what they mean to the driver
         self.recipe = load_recipe(Path(recipe))
         self.catalog = load_checked_catalog(self.recipe.locate_tools_dir(Path(tools_dir) if tools_dir else None),
-                                            wanted=self.recipe.wants_tool)
+                                            wanted=self.recipe.tool_test)
         options = dataclasses.replace(options, environ={**os.environ, **(options.environ or {})})
         self.options, self.batch_id, self.concurrency, self.limiters = options, batch_id, concurrency, limiters
         self.transports: Any = None  # made on the actor's event loop, at the first job

@@ -68,7 +68,7 @@ def plan_batch(spec: BatchSpec) -> BatchPlan:
     models = list(dict.fromkeys(spec.models)) or [recipe.model_spec()]
     for model in models:
         split_model(model)  # a malformed model is bad input now, not a failure of every row
-    catalog = load_checked_catalog(recipe.locate_tools_dir(spec.tools_dir), wanted=recipe.wants_tool)
+    catalog = load_checked_catalog(recipe.locate_tools_dir(spec.tools_dir), wanted=recipe.tool_test)
     jobs = plan_jobs([fields for _, fields in rows], models, spec.repeat)
     kept, foreign, batch_id = _resume_point(spec, {job.key: job.row for job in jobs})
     done = {line["key"] for line in kept}

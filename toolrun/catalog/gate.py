@@ -1,7 +1,11 @@
 """Load a catalog and hold it to the lint: what every command and ``toolrun.load_catalog`` do.
 
-Load problems always stop loading; lint findings of severity error (a poisoned or broken
-description) stop it too, so no model is offered such a tool. Warnings do not stop it.
+A file with a load problem is a problem of that file only: a caller that names the tools it
+needs (``names``, ``wanted``) gets the catalog of the healthy files when none of the tools it
+may use is declared in a broken one (``catalog.problems`` says what was left out); a caller
+that needs the whole catalog is stopped, unless it accepts a partial one (``partial``).
+Lint findings of severity error (a poisoned or broken description) always stop loading, so
+no model is offered such a tool. Warnings do not stop it.
 The per-tool rules run on every tool loaded (kept in the catalog cache with the file);
 the rules about tools side by side (near-duplicates, tool count, token cost) run on the
 tools ``lint_together`` picks: all of them by default, the recipe's own for a recipe, none
@@ -22,7 +26,7 @@ from toolrun.catalog.lint import (
     near_duplicate_findings,
     sort_findings,
 )
-from toolrun.catalog.loader import load_catalog
+from toolrun.catalog.loader import LoadResult, load_catalog
 from toolrun.catalog.model import Catalog
 from toolrun.core.errors import LoadError, Problem, UserError
 from toolrun.core.tool import Tool
@@ -39,7 +43,8 @@ def load_checked_catalog(directory: Path, *, lint: bool = True,
                          on_loaded: Callable[[Catalog], None] | None = None,
                          names: Collection[str] | None = None,
                          lint_together: ToolPicker | None = every_tool,
-                         wanted: Callable[[str], bool] | None = None) -> Catalog:
+                         wanted: Callable[[str], bool] | None = None, partial: bool = False,
+                         refresh_servers: bool = False, required: Collection[str] | None = None) -> Catalog:
     """The catalog of ``directory``, with ``findings`` when ``lint``.
 
     Raises ``LoadError`` listing every load problem of every file, or every lint error
@@ -51,27 +56,34 @@ def load_checked_catalog(directory: Path, *, lint: bool = True,
     ``lint_together`` picks the tools the side-by-side rules look at (None: no such rule
     runs); a picker that raises ``UserError`` leaves them out, for its caller to raise the
     same error once the catalog is shown. ``wanted`` says which tools the caller may use: an
-    MCP server that offers none of them is not started (``catalog.unstarted``).
+    MCP server that offers none of them is not started (``catalog.unstarted``); None: the
+    command may use every tool, so any broken file stops it. ``partial``: load problems never
+    stop loading, they are in ``catalog.problems``. ``refresh_servers``: MCP servers are asked
+    for their tools again, not served from the cache of their last answer. ``required``: the
+    tool names the caller needs by name (see ``load_catalog``; ``names`` are by default).
     """
     directory = Path(directory)
     cache = CatalogCache.for_directory(directory)
     try:
-        result = load_catalog(directory, names=names, cache=cache, wanted=wanted)
+        result = load_catalog(directory, names=names, cache=cache, wanted=wanted, refresh_servers=refresh_servers,
+                              required=required)
     except LoadError:
         raise
     except UserError as exc:  # a directory that is missing or unreadable: a load problem too
         raise LoadError(exc.problems) from None
-    if result.problems:
+    needed = set(names).__contains__ if names is not None else wanted
+    if result.problems and not partial and not left_out_unneeded(result, needed):
         raise LoadError(result.problems)
     catalog = result.catalog
+    catalog.problems = list(result.problems)
     if lint:
         findings = per_tool_findings(catalog, cache)
-        together = _picked(lint_together, catalog)
+        together = _picked(lint_together, catalog, result.problems if not partial else [])
         if together is not None:
             findings += near_duplicate_findings(together)
-            if together or not len(catalog):  # a recipe that picks no tool is not an empty catalog
+            if together or not (len(catalog) or result.problems):  # a recipe that picks no tool is not an empty catalog
                 findings += catalog_findings(together, str(directory))
-        elif not len(catalog):  # an empty catalog is said by every command
+        elif not (len(catalog) or result.problems):  # an empty catalog is said by every command (not a broken one)
             findings += catalog_findings([], str(directory))
         catalog.findings = sort_findings(apply_ignores(findings, list(catalog)))
     cache.save()
@@ -80,6 +92,25 @@ def load_checked_catalog(directory: Path, *, lint: bool = True,
     if catalog.lint_errors:
         raise LoadError([lint_problem(finding) for finding in catalog.lint_errors], catalog=catalog)
     return catalog
+
+
+def left_out_unneeded(result: LoadResult, needed: Callable[[str], bool] | None) -> bool:
+    """Whether every file with a problem declares none of the tools ``needed`` says a command may use.
+
+    A file whose names could not be read (a YAML error) may define any of them; a server that
+    did not start is different: a name found in a healthy file is taken from there (whether
+    the server defines it too is for ``toolrun tools lint`` to say).
+    """
+    if needed is None:
+        return False
+    for problem in result.problems:
+        file = Path(problem.file) if problem.file is not None else None
+        declared = result.names_by_file.get(file) if file is not None else None
+        if declared is None or any(map(needed, declared)):
+            return False
+        if not declared and file not in result.server_files:
+            return False
+    return True
 
 
 def per_tool_findings(catalog: Catalog, cache: CatalogCache | None = None) -> list[LintFinding]:
@@ -98,12 +129,14 @@ def per_tool_findings(catalog: Catalog, cache: CatalogCache | None = None) -> li
     return findings
 
 
-def _picked(picker: ToolPicker | None, catalog: Catalog) -> list[Tool] | None:
+def _picked(picker: ToolPicker | None, catalog: Catalog, left_out: list[Problem]) -> list[Tool] | None:
     if picker is None:
         return None
     try:
         return list(picker(catalog))
-    except UserError:
+    except UserError as exc:
+        if left_out:  # a tool the caller picks is missing, and a broken file may be where it is
+            raise LoadError([*left_out, *exc.problems]) from None
         return None
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from toolrun.catalog.cache import CatalogCache
-from toolrun.catalog.model import Catalog, LoadedTool, UnstartedTool
+from toolrun.catalog.model import Catalog, LoadedTool, ServerOptions, UnstartedTool
 from toolrun.core.errors import Problem, UserError
 from toolrun.core.tool import Tool
 from toolrun.core.yamlsource import LineDict, YamlSyntaxError, load_yaml_file
@@ -33,6 +33,8 @@ class LoadResult:
     catalog: Catalog
     problems: list[Problem] = field(default_factory=list)
     names_by_file: dict[Path, list[str]] = field(default_factory=dict)  # every tool name a file declares, broken ones too
+    notices: list[str] = field(default_factory=list)  # worth saying, not a problem (a server's tools changed)
+    server_files: set[Path] = field(default_factory=set)  # MCP server toolsets: their names come from the server
 
 
 def tool_files(directory: Path, suffixes: tuple[str, ...] = TOOL_FILE_SUFFIXES) -> list[Path]:
@@ -81,50 +83,76 @@ def _file_or_broken_link(entry: os.DirEntry[str]) -> bool:
 
 
 def load_catalog(directory: Path, *, names: Collection[str] | None = None,
-                 cache: CatalogCache | None = None, wanted: Callable[[str], bool] | None = None) -> LoadResult:
+                 cache: CatalogCache | None = None, wanted: Callable[[str], bool] | None = None,
+                 refresh_servers: bool = False, required: Collection[str] | None = None) -> LoadResult:
     """Load every tool file of ``directory``; problems are collected, never raised (except a missing directory).
 
     With ``names``, only the files whose text mentions one of them are loaded (a name scan:
     a file that defines a tool spells its name; an ``mcp_server`` file, whose names come
-    from the server, is always loaded), so one tool of a large catalog costs one
-    file's parsing; two files defining the name are both loaded, and the duplicate reported.
+    from the server, only when a name is not found in the others), so one tool of a large
+    catalog costs one file's parsing; two files defining the name are both loaded, and the
+    duplicate reported.
     With ``cache``, files unchanged since they were last loaded cleanly are not parsed again,
     and the name scan does not even read them (the cache knows the names they define).
     ``wanted`` tells which tools the caller needs (with ``names``: those names): an MCP server
     none of whose tools is wanted is not started when the file names its tools
-    (``Catalog.unstarted`` has them).
+    (``Catalog.unstarted`` has them). An MCP server's tools come from the cache of its last
+    answer when there is one (``refresh_servers``: ask every server again). ``required``
+    (default: ``names``) are names the caller needs: a server whose tools are neither named
+    in its file nor cached is started only when one of them is not found in the other files
+    (whether it defines one of them too is for ``toolrun tools lint`` to say).
     """
     files = tool_files(directory)
+    later: list[Path] = []  # MCP server files whose names only the server (or its cached list) knows
     if names is not None:
-        files = [file for file in files if _mentions(file, names, cache)]
+        mentions = [(file, _mentions(file, names, cache)) for file in files]
+        files = [file for file, mention in mentions if mention is True]
+        later = [file for file, mention in mentions if mention is SERVER_NAMES_UNKNOWN]
         if wanted is None:
             wanted = set(names).__contains__
+        if required is None:
+            required = names
     elif cache is not None:
         cache.forget_missing({cache.key(file) for file in files})
-    catalog = Catalog(directory=directory)
-    problems: list[Problem] = []
+    result = LoadResult(Catalog(directory=directory))
     first_seen: dict[str, tuple[Path, int | None]] = {}
-    names_by_file: dict[Path, list[str]] = {}
+    servers = ServerOptions(refresh=refresh_servers, start=required is None)
     for file in files:
-        tools, file_problems = _load_tool_file_cached(file, cache, wanted)
-        names_by_file[file] = [name for name, _, _ in tools]
-        for name, line, tool in tools:
-            if name in first_seen:
-                other_file, other_line = first_seen[name]
-                message = f"duplicate tool name '{name}' (also defined at {other_file}:{other_line})"
-                file_problems.append(Problem(file, line, message, "rename one of the two tools"))
-                continue
-            first_seen[name] = (file, line)
-            if isinstance(tool, UnstartedTool):
-                if names is None:  # a catalog of a few named tools does not list what it left out
-                    catalog.unstarted[name] = tool
-            elif tool is not None:
-                catalog.tools[name] = tool
-        problems += sorted(_unique(file_problems), key=lambda p: p.line or 0)
-    return LoadResult(catalog, problems, names_by_file)
+        _add_file(result, file, _load_tool_file_cached(file, cache, wanted, servers), first_seen, names)
+    later += servers.skipped
+    if later and not all(name in first_seen for name in required or ()):
+        servers.skipped, servers.start = [], True  # a needed name may be one of theirs: ask them
+        for file in later:
+            _add_file(result, file, _load_tool_file_cached(file, cache, wanted, servers), first_seen, names)
+    result.catalog.notices = result.notices = servers.notices
+    result.server_files = servers.files
+    return result
 
 
-def _mentions(file: Path, names: Collection[str], cache: CatalogCache | None = None) -> bool:
+def _add_file(result: LoadResult, file: Path, loaded: tuple[list[LoadedTool], list[Problem]],
+              first_seen: dict[str, tuple[Path, int | None]], names: Collection[str] | None) -> None:
+    """Put the tools of one file in the catalog, its problems (duplicate names too) in ``result``."""
+    tools, file_problems = loaded
+    result.names_by_file[file] = [name for name, _, _ in tools]
+    for name, line, tool in tools:
+        if name in first_seen:
+            other_file, other_line = first_seen[name]
+            message = f"duplicate tool name '{name}' (also defined at {other_file}:{other_line})"
+            file_problems.append(Problem(file, line, message, "rename one of the two tools"))
+            continue
+        first_seen[name] = (file, line)
+        if isinstance(tool, UnstartedTool):
+            if names is None:  # a catalog of a few named tools does not list what it left out
+                result.catalog.unstarted[name] = tool
+        elif tool is not None:
+            result.catalog.tools[name] = tool
+    result.problems += sorted(_unique(file_problems), key=lambda p: p.line or 0)
+
+
+SERVER_NAMES_UNKNOWN = "server"  # a name scan's answer for an MCP server file: its names are not in its text
+
+
+def _mentions(file: Path, names: Collection[str], cache: CatalogCache | None = None) -> bool | str:
     if cache is not None:
         defined = cache.names(file)
         if defined is not None:  # unchanged since cached: the names it defines are known
@@ -134,7 +162,7 @@ def _mentions(file: Path, names: Collection[str], cache: CatalogCache | None = N
     except OSError:
         return True  # loading it reports why it cannot be read
     if _server_toolset().search(text):  # its tools are named by the server, not in the file
-        return True
+        return SERVER_NAMES_UNKNOWN
     return any(_name_pattern(name).search(text) is not None for name in names)
 
 
@@ -151,10 +179,10 @@ def _name_pattern(name: str) -> re.Pattern[bytes]:
 
 
 def _load_tool_file_cached(
-    file: Path, cache: CatalogCache | None, wanted: Callable[[str], bool] | None
+    file: Path, cache: CatalogCache | None, wanted: Callable[[str], bool] | None, servers: ServerOptions
 ) -> tuple[list[LoadedTool], list[Problem]]:
     if cache is None:
-        return load_tool_file(file, wanted=wanted)
+        return load_tool_file(file, wanted=wanted, servers=servers)
     try:
         status = file.stat()
     except OSError:
@@ -165,8 +193,8 @@ def _load_tool_file_cached(
             return cached, []
         cache.set_aside(file)
     read_from_ns = time.time_ns()
-    tools, problems = load_tool_file(file, wanted=wanted)
-    if not problems:
+    tools, problems = load_tool_file(file, wanted=wanted, servers=servers)
+    if not problems and file not in servers.skipped:  # a server left unasked is not a file without tools
         cache.put(file, status, tools, read_from_ns=read_from_ns)
     return tools, problems
 
@@ -184,11 +212,13 @@ def load_catalog_or_raise(directory: Path, *, wanted: Callable[[str], bool] | No
     return result.catalog
 
 
-def load_tool_file(file: Path, *, wanted: Callable[[str], bool] | None = None) -> tuple[list[LoadedTool], list[Problem]]:
+def load_tool_file(file: Path, *, wanted: Callable[[str], bool] | None = None,
+                   servers: ServerOptions | None = None) -> tuple[list[LoadedTool], list[Problem]]:
     """The tools of one file as (name, line, Tool or None when broken), and the file's problems.
 
     Names of broken tools are still returned so duplicate names are found across files.
-    ``wanted``: see ``load_catalog`` (an MCP server's tools may come back as ``UnstartedTool``).
+    ``wanted``: see ``load_catalog`` (an MCP server's tools may come back as ``UnstartedTool``);
+    ``servers``: whether to ask MCP servers afresh, and where to put what is worth saying.
     """
     # What checks a file is imported when one is read: a warm cache serves every file without them.
     from toolrun.catalog.mcp_toolset import load_mcp_toolset
@@ -209,7 +239,8 @@ def load_tool_file(file: Path, *, wanted: Callable[[str], bool] | None = None) -
         broken_paths.add(path[:3] if path[:1] == ("tools",) else path[:1])
 
     if "mcp_server" in document:
-        server_tools, toolset_problems = load_mcp_toolset(document, file, broken_paths, wanted)
+        server_tools, toolset_problems = load_mcp_toolset(document, file, broken_paths, wanted,
+                                                          servers if servers is not None else ServerOptions())
         return server_tools, problems + toolset_problems
     entries, defaults, defaults_broken = _tool_entries(document, broken_paths)
     tools: list[LoadedTool] = []

@@ -1,6 +1,7 @@
 """A toolset file whose tools come from an MCP server (``mcp_server:``), turned into our Tools.
 
-The server is asked for its tools once, at load, unless the command wants none of them:
+The server's tools come from the cache of its last answer (``server_listing``), else the
+server is asked for them at load — unless the command wants none of them:
 when ``mcp_server.tools`` lists plain names (no globs), their catalog names are known from
 the file alone, and a recipe or ``toolrun call`` that needs none of them leaves the server
 unstarted (the names still count for duplicates). Each becomes a Tool of the
@@ -8,19 +9,31 @@ unstarted (the names still count for duplicates). Each becomes a Tool of the
 and annotation hints, then the file's per-tool overrides. From there they are checked
 and linted like any other tool, and their arguments are validated before they are sent.
 A server that cannot start or answer is a problem of this file only, with the server's
-stderr tail; the other files of the catalog load as usual.
+stderr tail; the other files of the catalog load as usual, and a command that needs none
+of this file's tools runs (see ``gate``).
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-from toolrun.catalog.model import LoadedTool, UnstartedTool
+from toolrun.catalog.model import LoadedTool, ServerOptions, UnstartedTool
 from toolrun.catalog.parameter_checks import parameter_schema_problems
+from toolrun.catalog.server_listing import (
+    FAILED_START_MEMORY_SECONDS,
+    ListedTool,
+    ServerListing,
+    listing_changes,
+    listing_key,
+    now,
+    read_listing,
+    write_listing,
+)
 from toolrun.core.durations import parse_duration
 from toolrun.core.errors import Problem
 from toolrun.core.text import did_you_mean, is_glob, matches_any
@@ -36,13 +49,18 @@ ToolWanted = Callable[[str], bool]
 
 
 def load_mcp_toolset(document: LineDict, file: Path, broken_paths: set[tuple[Any, ...]],
-                     wanted: ToolWanted | None = None) -> tuple[list[LoadedTool], list[Problem]]:
+                     wanted: ToolWanted | None = None, servers: ServerOptions | None = None
+                     ) -> tuple[list[LoadedTool], list[Problem]]:
     """The tools of an ``mcp_server`` file; ``broken_paths`` are the schema's problems already reported.
 
     With ``wanted`` (a test of a catalog name), a file whose names are known without the
     server and of which none is wanted gives ``UnstartedTool``s: no server is started.
+    Otherwise the server's tools come from the cache of its last answer, or from the server
+    (``servers.refresh``: always from the server).
     """
     server_line = line_of(document, ("mcp_server",))
+    servers = servers if servers is not None else ServerOptions()
+    servers.files.add(file)
     problems = _misplaced_defaults(document, file)
     if any(path[:1] == ("mcp_server",) for path in broken_paths):
         return [], problems  # the server's own settings are wrong: do not start anything
@@ -54,14 +72,61 @@ def load_mcp_toolset(document: LineDict, file: Path, broken_paths: set[tuple[Any
     if wanted is not None and names is not None and not problems and not any(map(wanted, names)):
         return [(name, server_line, UnstartedTool(name, SourceLocation(file, server_line or 1))) for name in names], []
 
+    remote_tools, failure = server_tools(config, file, servers, needed=names is not None)
+    if remote_tools is None:
+        if failure is None:  # left unasked (servers.skipped): nothing is known about it yet
+            return [], problems
+        return [], problems + [Problem(file, server_line, failure, _START_FIX)]
+    return _served_tools(remote_tools, config, timeout, document, file, broken_paths, problems), problems
+
+
+_START_FIX = "run the command yourself (or open the url) to see why; toolrun tools list --refresh tries it again at once"
+
+
+def server_tools(config: dict[str, Any], file: Path, servers: ServerOptions, *, needed: bool = False
+                 ) -> tuple[list[ListedTool] | None, str | None]:
+    """The server's tools, from the cache of its last answer or from the server; or None and why not
+    (None and None: left unasked, as ``servers.start`` says, unless the caller wants one of them: ``needed``).
+
+    A start that failed less than ``FAILED_START_MEMORY_SECONDS`` ago is not tried again
+    (unless ``servers.refresh``). A live answer that differs from the cached one replaces it,
+    and ``servers.notices`` says so.
+    """
+    key = listing_key(file, config)
+    live = servers.refresh or _changed_since_listed(config, file)
+    cached = None if live else read_listing(file, key)
+    if cached is not None and cached.tools is not None:
+        return cached.tools, None
+    moment = now()
+    if cached is not None and cached.failure is not None and cached.failed_recently(moment):
+        ago = max(0, round(moment - cached.failed_at))
+        return None, f"{cached.failure} (tried {ago}s ago; not tried again for {FAILED_START_MEMORY_SECONDS:g}s)"
+
+    if not (servers.start or servers.refresh or needed):
+        servers.skipped.append(file)
+        return None, None
+
     from toolrun.backends.mcp_server import McpServerUnavailable, list_server_tools
 
     try:
-        remote_tools = list_server_tools(config, file.parent)
+        listed = [ListedTool(tool.name, tool.description, dict(tool.input_schema), tool.title, dict(tool.annotations))
+                  for tool in list_server_tools(config, file.parent)]
     except McpServerUnavailable as exc:
-        fix = "run the command yourself (or open the url) to see why; the other tool files are not affected by it"
-        return [], problems + [Problem(file, server_line, str(exc), fix)]
-    return _served_tools(remote_tools, config, timeout, document, file, broken_paths, problems), problems
+        write_listing(file, key, ServerListing(None, str(exc), moment))
+        return None, str(exc)
+    before = read_listing(file, None)
+    changes = listing_changes(before.tools, listed) if before is not None and before.tools is not None else None
+    if changes:
+        servers.notices.append(f"{file}: the MCP server's tools changed since they were cached ({changes}); "
+                               "the cache now holds the new list")
+    write_listing(file, key, ServerListing(listed))
+    return listed, None
+
+
+def _changed_since_listed(config: dict[str, Any], file: Path) -> bool:
+    """Whether a server connected in this process said (list_changed) that its tools changed since it listed them."""
+    clients = sys.modules.get("toolrun.backends.mcp_server")  # not imported: no server was ever connected
+    return clients is not None and clients.tools_changed_since_listed(config, file.parent)
 
 
 def _misplaced_defaults(document: LineDict, file: Path) -> list[Problem]:

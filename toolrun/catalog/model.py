@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from toolrun.core.errors import Problem
 from toolrun.core.tool import SourceLocation, Tool
 
 if TYPE_CHECKING:
@@ -27,6 +28,18 @@ class UnstartedTool:
     source: SourceLocation
 
 
+@dataclass
+class ServerOptions:
+    """How one load treats MCP servers: ask them afresh (``refresh``); start one whose tools are not
+    known without it (``start``, else its file goes to ``skipped``); and what it found worth saying."""
+
+    refresh: bool = False
+    start: bool = True
+    skipped: list[Path] = field(default_factory=list)
+    files: set[Path] = field(default_factory=set)  # the MCP server toolset files read (their names come from the server)
+    notices: list[str] = field(default_factory=list)
+
+
 # What loading a file gives for each name it defines: the Tool, an UnstartedTool, or None when broken.
 LoadedTool = tuple[str, int | None, Tool | UnstartedTool | None]
 
@@ -39,6 +52,8 @@ class Catalog:
     directory: Path | None = None
     findings: list[LintFinding] = field(default_factory=list)  # the lint's, when it ran
     unstarted: dict[str, UnstartedTool] = field(default_factory=dict)  # MCP server tools not needed here
+    problems: list[Problem] = field(default_factory=list)  # of the files left out of a partial catalog
+    notices: list[str] = field(default_factory=list)  # what loading found worth saying (a server's tools changed)
 
     @property
     def lint_errors(self) -> list[LintFinding]:

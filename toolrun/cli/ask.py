@@ -27,7 +27,9 @@ from toolrun.cli.recipe_options import (
 )
 from toolrun.cli.run_log_options import open_run_log, run_log_options
 from toolrun.core.errors import Problem, UserError
+from toolrun.loop.runner import RunSettings
 from toolrun.sessions.ask import adhoc_recipe, choose_model
+from toolrun.sessions.recipe_output import read_output_schema
 from toolrun.sessions.run_options import RunOptions
 
 
@@ -39,11 +41,13 @@ from toolrun.sessions.run_options import RunOptions
 @system_option
 @json_option("print the run as one JSON document on stdout (as recipe --json)")
 @stream_option
-@max_turns_option("most model requests in the run (default 8)")
+@max_turns_option("most model requests in the run (default 10)")
 @record_option
 @replay_option
 @assume_yes_option()
 @transcript_option
+@click.option("--output-schema", "output_schema", type=click.Path(path_type=Path), default=None,
+              help="a JSON Schema file (JSON or YAML): the answer is JSON of that shape, validated (--json carries it as output)")
 @run_log_options
 def ask_command(
     prompt: str,
@@ -60,6 +64,7 @@ def ask_command(
     transcript_path: Path | None,
     logs: Path | None,
     no_log: bool,
+    output_schema: Path | None = None,
 ) -> None:
     """Ask PROMPT (- reads it from stdin) with tools from the catalog, until the model answers.
 
@@ -70,8 +75,9 @@ def ask_command(
         prompt = sys.stdin.read().strip()
     if not prompt.strip():
         raise UserError(Problem(None, None, "the prompt is empty", "ask a question, or pipe one in with -"))
+    settings = RunSettings(output=read_output_schema(output_schema)) if output_schema is not None else None
     recipe = adhoc_recipe(name="ask", model=choose_model(model_spec, replay=replay), tools=tool_patterns,
-                          tools_dir=tools_dir, system=system)
+                          tools_dir=tools_dir, system=system, settings=settings)
     options = RunOptions(mode="live" if replay is None else "auto",  # no recipe file, so no recording beside it to fall back to
                          prompt=prompt, stream=stream, max_turns=max_turns, record=record, replay=replay)
     code = play_recipe(recipe, options, as_json=as_json, assume_yes=assume_yes, transcript_path=transcript_path,

@@ -13,9 +13,10 @@ from click.shell_completion import CompletionItem
 from toolrun.catalog.gate import ToolPicker, load_checked_catalog
 from toolrun.catalog.loader import load_catalog as load_catalog_quietly
 from toolrun.catalog.model import DEFAULT_TOOLS_DIR, Catalog
-from toolrun.cli.display import load_summary
+from toolrun.cli.display import load_report, load_summary
 from toolrun.cli.group import report_error
 from toolrun.core.errors import EXIT_BAD_INPUT, LoadError, Problem
+from toolrun.core.text import terminal_safe
 
 
 def tools_dir_option(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -47,19 +48,33 @@ def complete_tool_names(ctx: click.Context, param: click.Parameter, incomplete: 
 
 
 def print_load_summary(catalog: Catalog) -> None:
-    """The one-line lint summary on stderr."""
+    """The one-line lint summary on stderr, then the problems of files left out and what loading noticed."""
+    for line in load_report(catalog):
+        click.echo(line, err=True)
+
+
+def _print_summary_and_notices(catalog: Catalog) -> None:
     click.echo(load_summary(catalog), err=True)
+    for notice in catalog.notices:
+        click.echo(terminal_safe(f"toolrun: {notice}"), err=True)
+
+
+def print_load_problems(catalog: Catalog) -> None:
+    """Each problem of a file left out of a partial catalog as an error on stderr, and their count."""
+    report_error(LoadError(catalog.problems))
 
 
 def load_catalog_for_cli(tools_dir: Path | None, *, names: Collection[str] | None = None,
-                         lint_together: ToolPicker | None = None) -> Catalog:
+                         lint_together: ToolPicker | None = None, partial: bool = False,
+                         refresh_servers: bool = False) -> Catalog:
     """Load the catalog a command works on and print the one-line lint summary to stderr.
 
     The per-tool lint runs on the tools loaded; the side-by-side rules only on the tools
     ``lint_together`` picks (a command that hands tools to a model). With ``names`` only the
     files that mention them are loaded; when one is not found there, the whole catalog is
     loaded (to say which names are close). Raises ``LoadError`` with every load problem of
-    every file loaded, or with the lint's errors (lint errors stop loading; warnings do not).
+    every file loaded, or with the lint's errors (lint errors stop loading; warnings do not),
+    except for files that hold none of ``names``, or with ``partial`` (``catalog.problems``).
     """
     directory = tools_dir if tools_dir is not None else DEFAULT_TOOLS_DIR
     if names is not None:
@@ -70,7 +85,11 @@ def load_catalog_for_cli(tools_dir: Path | None, *, names: Collection[str] | Non
         catalog = load_checked_catalog(directory, names=names, lint_together=None, on_loaded=summary_when_found)
         if all(name in catalog for name in names):
             return catalog
-    return load_checked_catalog(directory, on_loaded=print_load_summary, lint_together=lint_together)
+    if partial:  # the caller reports the problems itself
+        return load_checked_catalog(directory, on_loaded=_print_summary_and_notices,
+                                    lint_together=lint_together, partial=True, refresh_servers=refresh_servers)
+    return load_checked_catalog(directory, on_loaded=print_load_summary, lint_together=lint_together,
+                                refresh_servers=refresh_servers)
 
 
 def exit_with_load_failure_json(ctx: click.Context, error: LoadError) -> NoReturn:

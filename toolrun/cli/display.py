@@ -56,7 +56,8 @@ class TerminalDisplay(RunObserver):
             self.live.stop()
 
     def on_catalog(self, catalog: Catalog) -> None:
-        self._info(load_summary(catalog))
+        for line in load_report(catalog):
+            self._info(line)
 
     def on_notice(self, message: str) -> None:
         self.notice(message)
@@ -139,6 +140,18 @@ def load_summary(catalog: Catalog) -> str:
     if errors or warnings:
         line += " (toolrun tools lint shows them)"
     return line
+
+
+def load_report(catalog: Catalog) -> list[str]:
+    """The summary line, then each problem of a file left out of the catalog, then what loading noticed."""
+    lines = [load_summary(catalog)]
+    lines += [terminal_safe(f"warning: {problem}") for problem in catalog.problems]
+    if catalog.problems:
+        files = {str(problem.file) for problem in catalog.problems}
+        lines.append(f"toolrun: the tools of {counted(len(files), 'file')} with a problem are left out; "
+                     "this command needs none of them")
+    lines += [terminal_safe(f"toolrun: {notice}") for notice in catalog.notices]
+    return lines
 
 
 def summary_line(turns: list[TurnRecord], tool_calls: int, usage: Usage, mode: str) -> str:

@@ -19,7 +19,8 @@ from toolrun.cli.common import (
     json_usage_errors,
     tools_dir_option,
 )
-from toolrun.core.errors import EXIT_RUN_FAILED, LoadError
+from toolrun.cli.group import report_error
+from toolrun.core.errors import EXIT_BAD_INPUT, EXIT_RUN_FAILED, LoadError
 from toolrun.core.text import counted, terminal_safe
 
 
@@ -39,14 +40,15 @@ def lint_command(ctx: click.Context, tools_dir: Path | None, as_json: bool, stri
     """Check that each tool tells a model enough to choose and call it (rules: docs/lint.md).
 
     Exit 0 when clean or only warnings/info, 1 on a lint error (or a warning with
-    --strict) among the findings shown, 2 when the tool files do not load.
+    --strict) among the findings shown, 2 when a tool file does not load (the others are
+    still checked).
     """
     selection = FindingFilter(rules, severity, tool_globs)
     if selection.unknown_rule():
         raise click.UsageError(str(selection.unknown_rule()))
     directory = tools_dir if tools_dir is not None else DEFAULT_TOOLS_DIR
-    try:
-        catalog = load_checked_catalog(directory)  # the per-tool findings of unchanged files come from the cache
+    try:  # the per-tool findings of unchanged files come from the cache; a broken file is reported below
+        catalog = load_checked_catalog(directory, partial=True)
     except LoadError as error:
         if error.catalog is not None:
             catalog = error.catalog  # lint errors are listed here, not a reason to stop
@@ -56,8 +58,10 @@ def lint_command(ctx: click.Context, tools_dir: Path | None, as_json: bool, stri
             exit_with_load_failure_json(ctx, error)
     findings = selection.apply(catalog.findings)
     counts = count_by_severity(findings)
+    problems = catalog.problems
     if as_json:
-        document = {"tools": len(catalog), "problems": [], "findings": [finding.to_json() for finding in findings]}
+        document = {"tools": len(catalog), "problems": [problem.to_json() for problem in problems],
+                    "findings": [finding.to_json() for finding in findings]}
         click.echo(json.dumps(document, ensure_ascii=False, indent=2))
     else:
         shown, info_lines = (findings, []) if verbose or rules else summarised_info(findings)
@@ -68,11 +72,15 @@ def lint_command(ctx: click.Context, tools_dir: Path | None, as_json: bool, stri
             click.echo(where + paint(severity, severity, color) + rest, color=color)
         for line in info_lines:
             click.echo(paint(terminal_safe(line), "info", color), color=color)
-        click.echo(
-            f"{counted(len(catalog), 'tool')}: {counted(counts['error'], 'error')}, "
-            f"{counted(counts['warning'], 'warning')}, {counts['info']} info"
-            + (f", {counts['ignored']} ignored" if counts["ignored"] else ""),
-            err=True,
-        )
+        if len(catalog) or not problems:  # nothing loaded: the problems below say all there is
+            click.echo(
+                f"{counted(len(catalog), 'tool')}: {counted(counts['error'], 'error')}, "
+                f"{counted(counts['warning'], 'warning')}, {counts['info']} info"
+                + (f", {counts['ignored']} ignored" if counts["ignored"] else ""),
+                err=True,
+            )
+    if problems:  # a file that does not load fails the lint like before, after what did load is checked
+        report_error(LoadError(problems))
+        ctx.exit(EXIT_BAD_INPUT)
     if counts["error"] or (strict and counts["warning"]):
         ctx.exit(EXIT_RUN_FAILED)

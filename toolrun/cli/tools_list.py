@@ -17,9 +17,10 @@ from toolrun.cli.common import (
     exit_with_load_failure_json,
     json_usage_errors,
     load_catalog_for_cli,
+    print_load_problems,
     tools_dir_option,
 )
-from toolrun.core.errors import LoadError
+from toolrun.core.errors import EXIT_BAD_INPUT, LoadError
 from toolrun.core.tool import Tool
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s|(?<=[。！？])")
@@ -31,11 +32,15 @@ _SUMMARY_WIDTH = 80
 @click.option("--json", "as_json", is_flag=True,
               help='Print a JSON list of the tools on stdout; {"tools": 0, "problems": [...], "findings": [...]} '
                    "when the files do not load.")
+@click.option("--refresh", is_flag=True, help="Ask each MCP server for its tools again instead of using the cached list.")
 @click.pass_context
-def list_command(ctx: click.Context, tools_dir: Path | None, as_json: bool) -> None:
-    """List the tools: name, backend, first sentence of the description, file."""
+def list_command(ctx: click.Context, tools_dir: Path | None, as_json: bool, refresh: bool) -> None:
+    """List the tools: name, backend, first sentence of the description, file.
+
+    A file that does not load is shown as an error after the tools that did (exit 2).
+    """
     try:
-        catalog = load_catalog_for_cli(tools_dir)
+        catalog = load_catalog_for_cli(tools_dir, partial=not as_json, refresh_servers=refresh)
     except LoadError as error:
         if not as_json:
             raise
@@ -45,9 +50,12 @@ def list_command(ctx: click.Context, tools_dir: Path | None, as_json: bool) -> N
         return
     if not len(catalog):
         click.echo(f"no tools in {catalog.directory}", err=True)
-        return
-    rows = [(tool.name, tool.backend.kind, first_sentence(tool.description), _where(tool)) for tool in catalog]
-    click.echo(format_table(("NAME", "BACKEND", "DESCRIPTION", "FILE"), rows))
+    else:
+        rows = [(tool.name, tool.backend.kind, first_sentence(tool.description), _where(tool)) for tool in catalog]
+        click.echo(format_table(("NAME", "BACKEND", "DESCRIPTION", "FILE"), rows))
+    if catalog.problems:
+        print_load_problems(catalog)
+        ctx.exit(EXIT_BAD_INPUT)
 
 
 def tool_listing(tool: Tool) -> dict[str, Any]:

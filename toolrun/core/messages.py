@@ -113,6 +113,22 @@ class ToolDefinition:
 
 
 ToolChoice = Literal["auto", "none", "required"] | str  # any other string: that tool's name
+OutputMode = Literal["native", "tool", "json"]
+
+
+@dataclass
+class StructuredOutput:
+    """A final answer that must be JSON: of ``schema`` (the author's JSON Schema), or any JSON when None.
+
+    ``mode`` says how the provider is asked: ``native`` (its structured output), ``tool`` (a
+    forced final tool whose input is the answer), ``json`` (JSON mode and the word JSON in the
+    system prompt); None lets the adapter pick for the model. ``name`` names the schema on the wire.
+    """
+
+    schema: dict[str, Any] | None = None
+    mode: OutputMode | None = None
+    retries: int = 1
+    name: str = "answer"
 
 
 @dataclass
@@ -123,6 +139,7 @@ class ModelSettings:
     max_tokens: int | None = None
     tool_choice: ToolChoice = "auto"
     parallel_tool_calls: bool = True
+    output: StructuredOutput | None = None  # the final answer's shape, asked the provider's way
     extra: dict[str, Any] = field(default_factory=dict)  # passed through into the body
 
 

@@ -183,6 +183,25 @@ _WORDINGS: dict[Any, Callable[[ValidationError], str]] = {
 }
 
 
+def schema_violations(schema: dict[str, Any], value: Any) -> list[str]:
+    """Every way ``value`` breaks ``schema``, each naming the JSON path, the expected and the given."""
+    from jsonschema.exceptions import SchemaError
+
+    try:
+        validator = _validator(json.dumps(schema, sort_keys=True, default=str))
+        return _described(validator, value)
+    except SchemaError as exc:
+        return [f"the schema is invalid: {exc.message}"]
+
+
+def _described(validator: Draft202012Validator, value: Any) -> list[str]:
+    errors = sorted(validator.iter_errors(value), key=lambda e: ([str(p) for p in e.absolute_path], e.message))
+    mistyped = {tuple(e.absolute_path) for e in errors if e.validator == "type"}
+    # A wrong type says it all: drop the enum/pattern/... noise about the same value.
+    errors = [e for e in errors if e.validator == "type" or tuple(e.absolute_path) not in mistyped]
+    return [_describe(error) for error in errors]
+
+
 def validate_arguments(tool: Tool, arguments: Any) -> list[str]:
     """Every way ``arguments`` breaks the tool's schema, each naming the JSON path, the expected and the given."""
     if not isinstance(arguments, dict):
@@ -195,13 +214,7 @@ def validate_arguments(tool: Tool, arguments: Any) -> list[str]:
     from jsonschema.exceptions import SchemaError
 
     try:
-        validator = _validator_for(tool, check_formats)
-        errors = sorted(validator.iter_errors(arguments),
-                        key=lambda e: ([str(p) for p in e.absolute_path], e.message))
-        mistyped = {tuple(e.absolute_path) for e in errors if e.validator == "type"}
-        # A wrong type says it all: drop the enum/pattern/... noise about the same value.
-        errors = [e for e in errors if e.validator == "type" or tuple(e.absolute_path) not in mistyped]
-        return [_describe(error) for error in errors]
+        return _described(_validator_for(tool, check_formats), arguments)
     except SchemaError as exc:
         return [f"the tool's parameter schema is invalid: {exc.message}"]
     except Exception as exc:  # e.g. an unknown type name: the loader should have caught it

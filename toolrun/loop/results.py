@@ -92,6 +92,8 @@ class RunResult:
     divergences: list[Divergence] | None = None
     expect_failures: list[str] = field(default_factory=list)
     recorded_exchanges: int | None = None  # with record=: how many model exchanges were saved
+    output: Any = None  # the structured final answer (parsed, validated); None without one
+    output_requested: bool = False  # the run asked for a structured answer (``output:``)
     redactor: Redactor | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -101,8 +103,9 @@ class RunResult:
 
     @property
     def failed(self) -> bool:
-        """The run did not reach an answer: the provider failed, or the turn limit was hit."""
-        return self.stop_reason in FAILED_STOP_REASONS
+        """The run did not reach an answer: the provider failed, the turn limit was hit, or a
+        structured answer was asked for and none came (cut off, filtered, invalid)."""
+        return self.stop_reason in FAILED_STOP_REASONS or (self.output_requested and self.output is None)
 
     def redact(self, value: Any) -> Any:
         """``value`` with this run's secrets replaced (the active scope's, for a bare result)."""
@@ -112,7 +115,8 @@ class RunResult:
         """The JSON document of the run, as ``toolrun recipe --json`` prints it.
 
         ``error``, ``divergences`` and ``expect_failures`` are present only when they say
-        something (a failed run, a replay, a failed check).
+        something (a failed run, a replay, a failed check); ``output`` when the run asked for a
+        structured answer (null when none could be used).
         """
         document: dict[str, Any] = {
             "recipe": self.recipe,
@@ -123,6 +127,8 @@ class RunResult:
             "usage": usage_totals(self.usage),
             "turns": [turn.to_json() for turn in self.turns],
         }
+        if self.output_requested:
+            document["output"] = self.output
         if self.error:
             document["error"] = self.error
         if self.divergences is not None:

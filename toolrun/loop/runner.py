@@ -23,7 +23,7 @@ import asyncio
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from toolrun.backends.base import CallContext
 from toolrun.core.errors import Problem, ProviderError, UserError
@@ -34,6 +34,7 @@ from toolrun.core.messages import (
     ModelResponse,
     ModelSettings,
     StreamEvent,
+    StructuredOutput,
     TextDelta,
     ToolCall,
     ToolResult,
@@ -44,6 +45,7 @@ from toolrun.core.text import close_matches, counted, excerpt
 from toolrun.core.tool import Tool
 from toolrun.loop.call_ids import CallIdAllocator
 from toolrun.loop.execution import ToolOutcome, execute_call
+from toolrun.loop.final_answer import CUT_OFF, check_answer, failure_message, repair_request
 from toolrun.loop.results import RunResult, ToolCallRecord, TurnRecord
 from toolrun.loop.scheduling import plan_batches
 from toolrun.providers.base import Provider
@@ -72,6 +74,7 @@ class RunSettings:
     # A forced choice ("required" or a tool's name) applies to the first request only;
     # forcing it on every turn would make the model call tools forever.
     reset_tool_choice: bool = True
+    output: StructuredOutput | None = None  # a final answer that must be JSON (of a schema)
 
 
 class CallExecutor(Protocol):
@@ -257,11 +260,17 @@ class _ConversationLoop:
         self.running_per_tool = {tool.name: asyncio.Semaphore(tool.max_concurrency) for tool in tools
                                  if tool.max_concurrency is not None}
         self.final: str | None = None  # the model's last text; a recipe's own assistant lines never count
+        self.output: Any = None  # the structured answer, once one passed its checks
+        self.output_errors: list[str] = []  # why the last structured answer cannot be used
+        self.repairs = 0  # repair turns asked for a structured answer that failed its checks
+        self.turn_limit = settings.max_turns  # repair turns come on top of max_turns
 
     async def run(self) -> RunResult:
         for message in self.history:
             self.observer.on_message(message)
-        for turn_index in range(self.settings.max_turns):
+        turn_index = -1
+        while turn_index + 1 < self.turn_limit:
+            turn_index += 1
             await self._take_changed_tools()
             try:
                 response = await self.provider.complete(
@@ -280,6 +289,8 @@ class _ConversationLoop:
             turn = TurnRecord(response.stop_reason, redact(response.message.text), response.usage)
             if not calls:
                 self._end_turn(turn)
+                if self._wants_repair(response):
+                    continue
                 return self._finish_answer(response)
             turn.tool_calls = await self._run_calls(calls, response.stop_reason)
             results = Message("tool", [ToolResult(r.id, r.name, r.result, r.is_error, c.provider_id, r.blocks)
@@ -297,7 +308,7 @@ class _ConversationLoop:
                 )
         return self._finish(
             "max_turns",
-            f"stopped after {counted(self.settings.max_turns, 'model request')} without a final answer "
+            f"stopped after {counted(self.turn_limit, 'model request')} without a final answer "
             f"(max_turns is {self.settings.max_turns}); raise settings.max_turns or --max-turns "
             "if the task needs more rounds",
         )
@@ -331,6 +342,7 @@ class _ConversationLoop:
             max_tokens=self.settings.max_tokens,
             tool_choice=tool_choice,
             parallel_tool_calls=self.settings.parallel,
+            output=self.settings.output,
         )
         return ModelRequest(self.provider.model, self.system, list(self.history), self.definitions, settings)
 
@@ -426,17 +438,40 @@ class _ConversationLoop:
         self.turns.append(turn)
         self.observer.on_turn_end(turn)
 
+    def _wants_repair(self, response: ModelResponse) -> bool:
+        """Check a structured answer; True when a repair turn was added to the history to fix it."""
+        output = self.settings.output
+        if output is None or response.stop_reason not in ("stop", "tool_calls"):
+            return False
+        checked = check_answer(response.message.text, output)
+        if checked.valid:
+            self.output = checked.value
+            return False
+        if self.repairs >= output.retries:
+            self.output_errors = checked.errors
+            return False
+        self.repairs += 1
+        self.turn_limit += 1
+        repair = repair_request(checked.errors, output)
+        self.history.append(repair)
+        self.observer.on_message(repair)
+        return True
+
     def _finish_answer(self, response: ModelResponse) -> RunResult:
         stop_reason = response.stop_reason
         if stop_reason == "tool_calls":  # said it would call tools but sent none: it is done
             stop_reason = "stop"
         error = None
-        if stop_reason == "length":
+        if stop_reason == "length" and self.settings.output is not None:
+            error = CUT_OFF
+        elif stop_reason == "length":
             error = "the answer was cut off by the output limit (stop reason: length); raise settings.max_tokens"
         elif stop_reason == "content_filter":
             error = "the provider's content filter stopped the answer"
         elif stop_reason == "error":
             error = f"the provider reported an error (stop reason: {response.raw_stop_reason or 'error'})"
+        elif self.output_errors:
+            return self._finish("error", failure_message(self.output_errors, self.repairs))
         return self._finish(stop_reason, error)
 
     def _finish(self, stop_reason: str, error: str | None) -> RunResult:
@@ -447,6 +482,8 @@ class _ConversationLoop:
             turns=self.turns,
             messages=self.history,
             error=error,
+            output=redact(self.output),
+            output_requested=self.settings.output is not None,
         )
 
 

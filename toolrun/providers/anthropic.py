@@ -15,7 +15,9 @@ Wire rules handled here:
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -27,6 +29,7 @@ from toolrun.core.messages import (
     ModelRequest,
     ModelResponse,
     OpaquePart,
+    OutputMode,
     Part,
     StopReason,
     StreamEvent,
@@ -37,10 +40,17 @@ from toolrun.core.messages import (
     ToolResult,
     Usage,
 )
+from toolrun.core.schema_dialects import SUBSCHEMA_MAPS, holds_subschemas
 from toolrun.core.secrets import redact
 from toolrun.providers.alternation import alternating_turns
 from toolrun.providers.answer_numbers import stream_index, token_count
 from toolrun.providers.base import Provider, StreamAssembler, WireItem, WireTool
+from toolrun.providers.structured import (
+    answer_from_final_tool,
+    output_mode,
+    request_with_final_tool,
+    system_with_json_instruction,
+)
 from toolrun.providers.transport import WireRequest
 
 PROVIDER = "anthropic"
@@ -159,6 +169,7 @@ def wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
 def build_request_body(request: ModelRequest, *, stream: bool) -> dict[str, Any]:
     """The JSON body of POST /v1/messages for ``request``."""
     settings = request.settings
+    request, output_config = _structured(request)
     body: dict[str, Any] = {
         "model": request.model,
         "max_tokens": settings.max_tokens or DEFAULT_MAX_TOKENS,
@@ -169,13 +180,64 @@ def build_request_body(request: ModelRequest, *, stream: bool) -> dict[str, Any]
     if request.tools:
         # the same shape `toolrun tools show --format anthropic` prints: one place
         body["tools"] = [tool_definition(definition).definition for definition in request.tools]
-        body["tool_choice"] = tool_choice_body(settings.tool_choice, settings.parallel_tool_calls)
+        body["tool_choice"] = tool_choice_body(request.settings.tool_choice, settings.parallel_tool_calls)
+    if output_config is not None:
+        body["output_config"] = output_config
     if settings.temperature is not None:
         body["temperature"] = settings.temperature
     if stream:
         body["stream"] = True
     body.update(settings.extra)
     return body
+
+
+# Models with structured output (``output_config``); older ones answer through a forced final tool.
+_NATIVE_OUTPUT_FROM = (4, 5)
+_NATIVE_OUTPUT_ALSO = frozenset({("opus", 4, 1)})
+_MODEL_VERSION = re.compile(r"claude-(opus|sonnet|haiku)-(\d+)(?:-(\d{1,2}))?(?!\d)")
+
+
+def default_output_mode(model: str) -> OutputMode:
+    """``native`` for models with structured output (Claude 4.5 and later, Opus 4.1), else ``tool``."""
+    match = _MODEL_VERSION.search(model)
+    if match is None:
+        return "tool"
+    family, major, minor = match.group(1), int(match.group(2)), int(match.group(3) or 0)
+    native = (major, minor) >= _NATIVE_OUTPUT_FROM or (family, major, minor) in _NATIVE_OUTPUT_ALSO
+    return "native" if native else "tool"
+
+
+def _structured(request: ModelRequest) -> tuple[ModelRequest, dict[str, Any] | None]:
+    """The request as sent for its structured answer, and the ``output_config`` (None: not that way)."""
+    output = request.settings.output
+    mode = output_mode(request, default_output_mode(request.model))
+    if output is None:
+        return request, None
+    if mode == "native" and output.schema is not None:
+        return request, {"format": {"type": "json_schema", "schema": closed_objects(output.schema)}}
+    if mode == "tool":
+        tools, choice = request_with_final_tool(request)
+        settings = dataclasses.replace(request.settings, tool_choice=choice)
+        return dataclasses.replace(request, tools=tools, settings=settings), None
+    # no JSON mode on this API: the instruction in the system prompt is all there is
+    return dataclasses.replace(request, system=system_with_json_instruction(request.system, output)), None
+
+
+def closed_objects(schema: Any) -> Any:
+    """``schema`` with ``additionalProperties: false`` on every object that does not say (structured output wants it)."""
+    if isinstance(schema, list):
+        return [closed_objects(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    closed: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in SUBSCHEMA_MAPS and isinstance(value, dict):
+            closed[key] = {name: closed_objects(subschema) for name, subschema in value.items()}
+        else:
+            closed[key] = closed_objects(value) if holds_subschemas(key, value) else value
+    if (closed.get("type") == "object" or "properties" in closed) and "additionalProperties" not in closed:
+        closed["additionalProperties"] = False
+    return closed
 
 
 # --------------------------------------------------------------------------- response
@@ -369,10 +431,21 @@ class AnthropicProvider(Provider):
     api_key_env: ClassVar[tuple[str, ...]] = ("ANTHROPIC_API_KEY",)
     credential_headers: ClassVar[frozenset[str]] = frozenset({"x-api-key", "anthropic-organization-id"})
     conversation_key: ClassVar[str | None] = "messages"
+    output_modes: ClassVar[tuple[OutputMode, ...]] = ("native", "tool", "json")
 
     @classmethod
     def tool_definition(cls, definition: ToolDefinition, *, strict: bool = False) -> WireTool:
         return tool_definition(definition)  # Anthropic has no strict mode
+
+    @classmethod
+    def output_mode_for(cls, model: str) -> OutputMode:
+        return default_output_mode(model)
+
+    def final_answer(self, request: ModelRequest, response: ModelResponse) -> ModelResponse:
+        output = request.settings.output
+        if output is None or output_mode(request, default_output_mode(request.model)) != "tool":
+            return response
+        return answer_from_final_tool(response, output)
 
     @classmethod
     def tool_names(cls, entry: Any) -> list[str] | None:

@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Literal, Protocol
 from urllib.parse import urlsplit
 
 from toolrun.core.errors import Problem, ProviderError, UnreadableAnswer, UserError
-from toolrun.core.messages import ModelRequest, ModelResponse, StreamEvent, ToolDefinition
+from toolrun.core.messages import ModelRequest, ModelResponse, OutputMode, StreamEvent, ToolDefinition
 from toolrun.core.secrets import redact, register_secret
 from toolrun.core.text import excerpt
 from toolrun.providers.streaming import EventSink, NotAnEventStream, emit, sse_json, stream_lines
@@ -112,6 +112,8 @@ class Provider(ABC):
     credential_query_keys: ClassVar[frozenset[str]] = frozenset()
     # The key of a request body that holds the conversation ("messages", "input", ...).
     conversation_key: ClassVar[str | None] = None
+    # How this format can ask for a structured final answer (``output.mode``); the first is the default.
+    output_modes: ClassVar[tuple[OutputMode, ...]] = ("json",)
 
     def __init__(self, model: str, config: ProviderConfig, transport: Transport | None = None):
         self.model = model
@@ -164,15 +166,16 @@ class Provider(ABC):
         if not stream:
             body = (await self.transport.send(wire)).body
             with self.reading_answer():
-                return self.parse_answer(self.object_body(body))
+                return self.final_answer(request, self.parse_answer(self.object_body(body)))
         try:
-            return await self._streamed(wire, on_event)
+            response = await self._streamed(wire, on_event)
         except NotAnEventStream as exc:
             whole = self.answer_instead_of_stream(exc.text)
             if whole is None:
                 raise
             with self.reading_answer():
-                return self.parse_answer(whole)
+                response = self.parse_answer(whole)
+        return self.final_answer(request, response)
 
     async def _streamed(self, wire: WireRequest, on_event: EventSink | None) -> ModelResponse:
         assembler = self.stream_assembler()
@@ -215,6 +218,15 @@ class Provider(ABC):
     def stream_assembler(self) -> StreamAssembler:
         """A new assembler for one streamed answer."""
         raise NotImplementedError(f"provider {self.name!r} does not say how it reads a stream")
+
+    def final_answer(self, request: ModelRequest, response: ModelResponse) -> ModelResponse:
+        """The answer as the runner should see it (a forced final tool's call becomes the answer's text)."""
+        return response
+
+    @classmethod
+    def output_mode_for(cls, model: str) -> OutputMode:
+        """How this format asks ``model`` for a structured answer when the author does not say."""
+        return cls.output_modes[0]
 
     def stream_events(self, lines: AsyncIterator[str]) -> AsyncIterator[tuple[str | None, dict[str, Any]]]:
         """(event name, parsed JSON object) of a streamed answer: server-sent events unless the format differs."""

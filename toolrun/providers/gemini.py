@@ -32,6 +32,7 @@ from toolrun.core.messages import (
     ModelRequest,
     ModelResponse,
     OpaquePart,
+    OutputMode,
     Part,
     StopReason,
     StreamEvent,
@@ -47,6 +48,7 @@ from toolrun.core.secrets import redact
 from toolrun.providers.alternation import alternating_turns
 from toolrun.providers.answer_numbers import token_count
 from toolrun.providers.base import Provider, StreamAssembler, WireItem, WireTool
+from toolrun.providers.structured import output_mode, system_with_json_instruction
 from toolrun.providers.transport import WireRequest
 
 PROVIDER = "gemini"
@@ -172,13 +174,13 @@ def wire_contents(messages: list[Message]) -> list[dict[str, Any]]:
 def build_request_body(request: ModelRequest, *, stream: bool) -> dict[str, Any]:
     """The JSON body of generateContent / streamGenerateContent (the same for both)."""
     settings = request.settings
+    generation, system = _structured(request)
     body: dict[str, Any] = {"contents": wire_contents(request.messages)}
-    if request.system:
-        body["systemInstruction"] = {"parts": [{"text": request.system}]}
+    if system:
+        body["systemInstruction"] = {"parts": [{"text": system}]}
     if request.tools:
         body["tools"] = tools_value([tool_definition(definition).definition for definition in request.tools])
         body["toolConfig"] = tool_config(settings.tool_choice)
-    generation: dict[str, Any] = {}
     if settings.temperature is not None:
         generation["temperature"] = settings.temperature
     if settings.max_tokens is not None:
@@ -192,6 +194,34 @@ def build_request_body(request: ModelRequest, *, stream: bool) -> dict[str, Any]
         else:
             body[key] = value
     return body
+
+
+# Models that take a response schema beside function declarations; older ones refuse the pair.
+_SCHEMA_WITH_TOOLS = re.compile(r"gemini-(?:[3-9]|\d{2,})")
+
+
+def _structured(request: ModelRequest) -> tuple[dict[str, Any], str | None]:
+    """The ``generationConfig`` entries of a structured answer, and the system prompt as sent.
+
+    ``responseSchema`` (the same subset as tools) with ``responseMimeType``; a schema the
+    subset cannot hold goes as ``responseJsonSchema``. Before Gemini 3 a model with tools
+    refuses a response MIME type: then the system prompt asks for the JSON.
+    """
+    output = request.settings.output
+    mode = output_mode(request, "native")
+    if output is None:
+        return {}, request.system
+    if request.tools and not _SCHEMA_WITH_TOOLS.search(request.model):
+        return {}, system_with_json_instruction(request.system, output)
+    generation: dict[str, Any] = {"responseMimeType": "application/json"}
+    if mode == "json" or output.schema is None:
+        return generation, system_with_json_instruction(request.system, output)
+    converted = to_gemini(output.schema)
+    if converted.schema is not None and not any(change.lossy for change in converted.changes):
+        generation["responseSchema"] = converted.schema
+    else:
+        generation["responseJsonSchema"] = output.schema
+    return generation, request.system
 
 
 # --------------------------------------------------------------------------- response
@@ -469,6 +499,7 @@ class GeminiProvider(Provider):
     credential_headers: ClassVar[frozenset[str]] = frozenset({"x-goog-api-key"})
     credential_query_keys: ClassVar[frozenset[str]] = frozenset({"key"})  # Gemini also accepts ?key=
     conversation_key: ClassVar[str | None] = "contents"
+    output_modes: ClassVar[tuple[OutputMode, ...]] = ("native", "json")
 
     @classmethod
     def tool_definition(cls, definition: ToolDefinition, *, strict: bool = False) -> WireTool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from toolrun.core.content import text_with_notes
 from toolrun.core.errors import ProviderError
@@ -20,6 +20,7 @@ from toolrun.core.messages import (
     Message,
     ModelRequest,
     ModelResponse,
+    OutputMode,
     StreamEvent,
     TextDelta,
     TextPart,
@@ -39,6 +40,7 @@ from toolrun.providers.openai_family import (
     token_usage,
 )
 from toolrun.providers.streaming import ndjson_json
+from toolrun.providers.structured import output_mode, system_with_json_instruction
 from toolrun.providers.transport import WireRequest
 
 DEFAULT_HOST = "http://127.0.0.1:11434"
@@ -80,7 +82,14 @@ def ollama_messages(request: ModelRequest) -> list[dict[str, Any]]:
 def build_request_body(request: ModelRequest, *, stream: bool) -> dict[str, Any]:
     """The JSON body of ``POST /api/chat``; ``stream`` is always explicit (Ollama streams by default)."""
     settings = request.settings
+    output = settings.output
+    json_mode = output is not None and (output_mode(request, "native") == "json" or output.schema is None)
+    if json_mode:
+        assert output is not None  # "json" alone lets a model answer any JSON: the prompt says which
+        request = dataclasses.replace(request, system=system_with_json_instruction(request.system, output))
     body: dict[str, Any] = {"model": request.model, "messages": ollama_messages(request), "stream": stream}
+    if output is not None:
+        body["format"] = "json" if json_mode else output.schema
     if request.tools and settings.tool_choice != "none":
         body["tools"] = [function_tool(definition).definition for definition in request.tools]
     options: dict[str, Any] = {}
@@ -186,6 +195,7 @@ class OllamaProvider(Provider):
     requires_api_key = False
     credential_headers = frozenset({"authorization"})  # a gateway's Bearer key
     conversation_key = "messages"
+    output_modes: ClassVar[tuple[OutputMode, ...]] = ("native", "json")
 
     @classmethod
     def tool_definition(cls, definition: ToolDefinition, *, strict: bool = False) -> WireTool:

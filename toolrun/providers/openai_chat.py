@@ -15,8 +15,9 @@ answers 400 when it is missing there; on other turns it would be ignored, so it 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from toolrun.core.content import text_with_notes
 from toolrun.core.errors import ProviderError
@@ -25,7 +26,9 @@ from toolrun.core.messages import (
     Message,
     ModelRequest,
     ModelResponse,
+    OutputMode,
     StreamEvent,
+    StructuredOutput,
     TextDelta,
     TextPart,
     ToolCall,
@@ -41,11 +44,13 @@ from toolrun.providers.openai_family import (
     chat_conversation_item,
     function_tool,
     function_tool_names,
+    json_schema_format,
     normalise_stop_reason,
     parse_arguments,
     token_usage,
     tool_choice_value,
 )
+from toolrun.providers.structured import output_mode, system_with_json_instruction
 from toolrun.providers.transport import WireRequest
 
 PROVIDER = "openai"
@@ -111,7 +116,13 @@ def build_request_body(
     compatible servers only know ``max_tokens`` — the provider picks by base URL.
     """
     settings = request.settings
+    mode = output_mode(request, "native")
+    if mode == "json" or (mode == "native" and settings.output and settings.output.schema is None):
+        assert settings.output is not None  # JSON mode refuses a conversation that never says "JSON"
+        request = dataclasses.replace(request, system=system_with_json_instruction(request.system, settings.output))
     body: dict[str, Any] = {"model": request.model, "messages": chat_messages(request)}
+    if settings.output is not None:
+        body["response_format"] = response_format(settings.output, mode)
     if request.tools:
         body["tools"] = [function_tool(definition).definition for definition in request.tools]
         if settings.tool_choice != "auto":  # "auto" is the default; old servers choke on the key
@@ -127,6 +138,13 @@ def build_request_body(
         body["stream_options"] = {"include_usage": True}
     body.update(settings.extra)
     return body
+
+
+def response_format(output: StructuredOutput, mode: OutputMode | None) -> dict[str, Any]:
+    """``response_format`` for a structured answer: a strict ``json_schema``, or JSON mode (``json_object``)."""
+    if mode == "json" or output.schema is None:
+        return {"type": "json_object"}
+    return {"type": "json_schema", "json_schema": json_schema_format(output)}
 
 
 # ---------------------------------------------------------------- response
@@ -159,11 +177,16 @@ def parse_response(body: dict[str, Any]) -> ModelResponse:
         provider_id = wire_call.get("id")
         parts.append(ToolCall(provider_id or "", function.get("name") or "", arguments, raw, provider_id))
     raw_reason = choice.get("finish_reason")
+    reason = raw_reason
+    refusal = wire_message.get("refusal")
+    if isinstance(refusal, str) and refusal and not parts:  # structured output: the model declined
+        parts.append(TextPart(refusal))
+        reason = "content_filter"
     has_calls = any(isinstance(part, ToolCall) for part in parts)
     message = Message("assistant", list(parts), _provider_data(wire_message.get("reasoning_content"), has_calls))
     return ModelResponse(
         message=message,
-        stop_reason=normalise_stop_reason(raw_reason, bool(message.tool_calls)),
+        stop_reason=normalise_stop_reason(reason, bool(message.tool_calls)),
         usage=parse_usage(body.get("usage")),
         raw_stop_reason=raw_reason,
         model=body.get("model"),
@@ -193,6 +216,7 @@ class ChatStreamAssembler:
     """
 
     text: list[str] = field(default_factory=list)
+    refusal: list[str] = field(default_factory=list)
     reasoning: list[str] = field(default_factory=list)
     calls: list[_PartialCall] = field(default_factory=list)
     by_index: dict[int, int] = field(default_factory=dict)  # wire index -> position in calls
@@ -215,6 +239,8 @@ class ChatStreamAssembler:
             if text := text_of(delta.get("content")):
                 self.text.append(text)
                 events.append(TextDelta(text))
+            if isinstance(delta.get("refusal"), str):
+                self.refusal.append(delta["refusal"])
             if isinstance(delta.get("reasoning_content"), str):
                 self.reasoning.append(delta["reasoning_content"])
             for fragment in delta.get("tool_calls") or []:
@@ -256,15 +282,19 @@ class ChatStreamAssembler:
         if self.finish_reason is None:  # a cut stream would otherwise pass for a whole answer
             raise ProviderError("the stream ended before its finish_reason: the answer is incomplete", retryable=True)
         parts: list[TextPart | ToolCall] = []
+        finish_reason = self.finish_reason
         if self.text:
             parts.append(TextPart("".join(self.text)))
+        elif self.refusal:  # structured output: the model declined
+            parts.append(TextPart("".join(self.refusal)))
+            finish_reason = "content_filter"
         for call in self.calls:
             arguments, raw = parse_arguments(call.arguments)
             parts.append(ToolCall(call.provider_id or "", call.name, arguments, raw, call.provider_id))
         message = Message("assistant", list(parts), _provider_data("".join(self.reasoning), bool(self.calls)))
         return ModelResponse(
             message=message,
-            stop_reason=normalise_stop_reason(self.finish_reason, bool(message.tool_calls)),
+            stop_reason=normalise_stop_reason(finish_reason, bool(message.tool_calls)),
             usage=self.usage or Usage(0, 0, 1),
             raw_stop_reason=self.finish_reason,
             model=self.model,
@@ -283,6 +313,7 @@ class OpenAIChatProvider(Provider):
     api_key_env = ("OPENAI_API_KEY",)
     credential_headers = CREDENTIAL_HEADERS
     conversation_key = "messages"
+    output_modes: ClassVar[tuple[OutputMode, ...]] = ("native", "json")
     path = "/chat/completions"
 
     @classmethod

@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from toolrun.core.json_limits import MAX_ARGUMENT_DEPTH, loads_bounded
-from toolrun.core.messages import StopReason, ToolDefinition, Usage
+from toolrun.core.messages import StopReason, StructuredOutput, ToolDefinition, Usage
 from toolrun.core.schema_dialects import to_openai_strict
 from toolrun.providers.answer_numbers import token_count
 from toolrun.providers.base import ProviderConfig, WireItem, WireTool
@@ -99,6 +99,17 @@ def strict_parameters(parameters: dict[str, Any], changes: list[str]) -> tuple[d
         return copy.deepcopy(parameters), False
     changes.extend(f"strict mode: {change}" for change in converted.changes)
     return converted.schema, True
+
+
+def json_schema_format(output: StructuredOutput) -> dict[str, Any]:
+    """``{name, schema, strict}`` of a ``json_schema`` answer format: strict when the schema can be.
+
+    The strict dialect makes optional properties required and nullable; the runner removes
+    the nulls it adds before it validates the answer against the author's schema.
+    """
+    assert output.schema is not None
+    schema, strict = strict_parameters(output.schema, [])
+    return {"name": output.name, "schema": schema, "strict": strict}
 
 
 def function_tool(definition: ToolDefinition, *, strict: bool = False) -> WireTool:

@@ -22,9 +22,11 @@ from toolrun.core.messages import (
     ModelRequest,
     ModelResponse,
     OpaquePart,
+    OutputMode,
     Part,
     StopReason,
     StreamEvent,
+    StructuredOutput,
     TextDelta,
     TextPart,
     ToolCall,
@@ -38,11 +40,13 @@ from toolrun.providers.openai_family import (
     CREDENTIAL_HEADERS,
     OFFICIAL_BASE_URL,
     bearer_headers,
+    json_schema_format,
     parse_arguments,
     strict_parameters,
     token_usage,
     tool_choice_value,
 )
+from toolrun.providers.structured import output_mode, system_with_json_instruction
 from toolrun.providers.transport import WireRequest
 
 PROVIDER = "openai-responses"
@@ -117,8 +121,14 @@ def build_request_body(request: ModelRequest, *, stream: bool) -> dict[str, Any]
     """The JSON body of ``POST /responses`` (system prompt as ``instructions``)."""
     settings = request.settings
     body: dict[str, Any] = {"model": request.model, "input": input_items(request.messages), "store": False}
-    if request.system:
-        body["instructions"] = request.system
+    instructions = request.system
+    if settings.output is not None:
+        mode = output_mode(request, "native")
+        body["text"] = {"format": text_format(settings.output, mode)}
+        if body["text"]["format"]["type"] == "json_object":  # JSON mode refuses a conversation that never says "JSON"
+            instructions = system_with_json_instruction(instructions, settings.output)
+    if instructions:
+        body["instructions"] = instructions
     if request.tools:
         body["tools"] = [tool_definition(definition).definition for definition in request.tools]
         if settings.tool_choice != "auto":
@@ -133,6 +143,13 @@ def build_request_body(request: ModelRequest, *, stream: bool) -> dict[str, Any]
         body["stream"] = True
     body.update(settings.extra)
     return body
+
+
+def text_format(output: StructuredOutput, mode: OutputMode | None) -> dict[str, Any]:
+    """``text.format`` for a structured answer: a strict ``json_schema`` (flat), or JSON mode."""
+    if mode == "json" or output.schema is None:
+        return {"type": "json_object"}
+    return {"type": "json_schema", **json_schema_format(output)}
 
 
 # ---------------------------------------------------------------- response
@@ -272,6 +289,7 @@ class OpenAIResponsesProvider(Provider):
     api_key_env: ClassVar[tuple[str, ...]] = ("OPENAI_API_KEY",)
     credential_headers: ClassVar[frozenset[str]] = CREDENTIAL_HEADERS
     conversation_key: ClassVar[str | None] = "input"
+    output_modes: ClassVar[tuple[OutputMode, ...]] = ("native", "json")
 
     @classmethod
     def tool_definition(cls, definition: ToolDefinition, *, strict: bool = False) -> WireTool:

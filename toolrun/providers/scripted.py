@@ -32,7 +32,7 @@ import dataclasses
 import json
 import re
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from toolrun.core.errors import ProviderError
 from toolrun.core.json_limits import MAX_ARGUMENT_DEPTH, loads_bounded
@@ -40,6 +40,7 @@ from toolrun.core.messages import (
     Message,
     ModelRequest,
     ModelResponse,
+    OutputMode,
     StopReason,
     TextDelta,
     TextPart,
@@ -75,6 +76,7 @@ class ScriptedModel(Provider):
     name = "scripted"
     default_base_url = "scripted:"
     requires_api_key = False
+    output_modes: ClassVar[tuple[OutputMode, ...]] = ("native", "tool", "json")  # a script answers any way
 
     def __init__(self, responses: Iterable[ScriptItem] = (), *, model: str = "scripted") -> None:
         super().__init__(model, ProviderConfig(base_url=self.default_base_url), transport=_OfflineTransport())
@@ -93,6 +95,11 @@ class ScriptedModel(Provider):
     def text(text: str, *, stop_reason: StopReason = "stop", usage: Usage | None = None) -> ModelResponse:
         """A plain text answer."""
         return ModelResponse(Message("assistant", [TextPart(text)]), stop_reason, usage or Usage(requests=1))
+
+    @staticmethod
+    def output(value: Any, *, stop_reason: StopReason = "stop", usage: Usage | None = None) -> ModelResponse:
+        """A structured final answer: ``value`` as the JSON text a provider's structured output sends."""
+        return ScriptedModel.text(json.dumps(value, ensure_ascii=False), stop_reason=stop_reason, usage=usage)
 
     @staticmethod
     def calls(

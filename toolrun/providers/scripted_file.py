@@ -7,6 +7,7 @@ Each item is one model answer, in order::
         - {name: get_flower_inventory, arguments: {city: 上海}}
     - text: 北京有玫瑰 100 枝，上海有百合 80 枝。   # the final answer
 
+A recipe with ``output:`` gets its structured answer as ``- output: {city: 北京, roses: 100}``.
 An item may hold both ``text`` and ``tool_calls`` (text said before the calls). The tools
 run for real; only the model is scripted. A script that runs out before the run ends is
 a provider failure saying so.
@@ -22,7 +23,7 @@ from toolrun.core.yamlsource import LineDict, LineList, YamlSyntaxError, load_ya
 from toolrun.providers.scripted import ScriptedModel
 
 _EXAMPLE = "- tool_calls: [{name: my_tool, arguments: {key: value}}]\n- text: the answer"
-_ITEM_KEYS = ("text", "tool_calls")
+_ITEM_KEYS = ("text", "tool_calls", "output")
 
 
 def load_scripted_model(path: Path) -> ScriptedModel:
@@ -53,13 +54,19 @@ def _answer(item: Any, path: Path, line: int, problems: list[Problem]) -> Any:
     if isinstance(item, str):
         return item  # a bare string is a text answer
     if not isinstance(item, LineDict) or not any(key in item for key in _ITEM_KEYS):
-        problems.append(Problem(path, line, "a turn is {text: ...} or {tool_calls: [{name, arguments}]}",
+        problems.append(Problem(path, line, "a turn is {text: ...}, {output: {...}} or {tool_calls: [{name, arguments}]}",
                                 f"write e.g.\n{_EXAMPLE}"))
         return None
     unknown = [key for key in item if key not in _ITEM_KEYS]
     if unknown:
         problems.append(Problem(path, item.key_lines.get(unknown[0], line), f"unknown key {unknown[0]!r} in a turn",
-                                "a turn has only text and tool_calls"))
+                                "a turn has only text, output and tool_calls"))
+    if "output" in item:
+        if "text" in item or "tool_calls" in item:
+            problems.append(Problem(path, item.key_lines.get("output", line), "a turn with output is the final answer",
+                                    "put text and tool_calls in turns of their own, before the output"))
+            return None
+        return ScriptedModel.output(plain(item["output"]))
     text = item.get("text")
     if text is not None and not isinstance(text, str):
         problems.append(Problem(path, item.key_lines.get("text", line), "text must be a string", "quote the answer"))

@@ -92,7 +92,7 @@ class ChatSession:
                                         "pass --model provider:model (e.g. openai:gpt-4o-mini), set TOOLRUN_MODEL, "
                                         "or start from a recipe with --recipe"))
             base = adhoc_recipe(name="chat", model=model, tools=tools, tools_dir=tools_dir, system=system)
-        catalog = load_checked_catalog(base.tools_dir, on_loaded=on_catalog, wanted=base.wants_tool)
+        catalog = load_checked_catalog(base.tools_dir, on_loaded=on_catalog, wanted=base.tool_test)
         base.select_tools(catalog)  # a typo in --tools is reported now, not at the first question
         return cls(base, catalog, environ=environ)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
@@ -23,6 +24,7 @@ class Expectations:
     final_not_contains: list[str] = field(default_factory=list)
     max_turns: int | None = None
     stop_reason: str | None = None
+    output: dict[str, Any] = field(default_factory=dict)  # dotted path -> the value the structured answer has there
 
     @classmethod
     def from_mapping(cls, mapping: dict[str, Any] | None) -> Expectations:
@@ -40,11 +42,12 @@ class Expectations:
             final_not_contains=as_list("final_not_contains"),
             max_turns=mapping.get("max_turns"),
             stop_reason=mapping.get("stop_reason"),
+            output=dict(mapping.get("output") or {}),
         )
 
     def __bool__(self) -> bool:
         return bool(self.tools_called or self.tools_not_called or self.final_contains
-                    or self.final_not_contains or self.max_turns is not None or self.stop_reason)
+                    or self.final_not_contains or self.max_turns is not None or self.stop_reason or self.output)
 
 
 def check_expectations(expect: Expectations | None, result: RunResult) -> list[str]:
@@ -103,9 +106,45 @@ def _how_it_ended(expect: Expectations, result: RunResult) -> list[str]:
     return failures
 
 
+_MISSING = object()
+
+
+def _structured_answer(expect: Expectations, result: RunResult) -> list[str]:
+    failures = []
+    for path, wanted in expect.output.items():
+        found = value_at(result.output, path)
+        if found is _MISSING:
+            where = "there is no structured answer" if result.output is None else "the answer has no such key"
+            failures.append(f"expect.output: {path}: {where}")
+        elif found != wanted:
+            failures.append(f"expect.output: {path} is {_json(found)}, not {_json(wanted)}")
+    return failures
+
+
+def value_at(value: Any, path: str) -> Any:
+    """The value at a dotted ``path`` (``address.city``, ``items.0.name``); ``_MISSING`` when there is none.
+
+    A key that holds a dot itself is found whole first: ``{"a.b": 1}`` answers ``a.b``.
+    """
+    if isinstance(value, dict) and path in value:
+        return value[path]
+    head, dot, rest = path.partition(".")
+    if isinstance(value, dict) and head in value:
+        inner = value[head]
+    elif isinstance(value, list) and head.isdigit() and int(head) < len(value):
+        inner = value[int(head)]
+    else:
+        return _MISSING
+    return value_at(inner, rest) if dot else inner
+
+
+def _json(value: Any) -> str:
+    return excerpt(json.dumps(value, ensure_ascii=False), _EXCERPT_CHARS)
+
+
 # in the order a report lists them
 _CHECKS: tuple[Callable[[Expectations, RunResult], list[str]], ...] = (
-    _tools_called, _tools_not_called, _final_answer, _how_it_ended)
+    _tools_called, _tools_not_called, _final_answer, _structured_answer, _how_it_ended)
 
 
 def _shown(final: str | None) -> str:

@@ -46,6 +46,7 @@ from toolrun.replay.recording import (
     load_cassette,
 )
 from toolrun.sessions.recipe import Recipe, load_recipe
+from toolrun.sessions.recipe_output import check_output_mode
 from toolrun.sessions.run_options import MODES, Mode, RunOptions
 from toolrun.sessions.tool_refresh import ServerToolWatch
 
@@ -163,13 +164,14 @@ class _Play:
             directory = recipe.locate_tools_dir(Path(options.tools_dir) if options.tools_dir is not None else None)
             # Tools side by side are linted as the recipe offers them: its own selection.
             catalog = load_checked_catalog(directory, on_loaded=self.observer.on_catalog, lint_together=recipe.select_tools,
-                                            wanted=recipe.wants_tool)
+                                            wanted=recipe.tool_test, required=recipe.named_tools)
         tools = recipe.select_tools(catalog)
         system = recipe.render_system(self.vars)
         prompt = options.prompt
         messages = [Message("user", [TextPart(prompt)])] if prompt is not None else recipe.render_messages(self.vars)
         replay = Path(options.replay) if options.replay is not None else None
         connection = self._connect(model, options.mode, record_path, replay, options.stream)
+        await self._check_output_mode(connection)
         execute = None
         if options.replay_tools:
             if connection.replay is None:
@@ -206,6 +208,17 @@ class _Play:
             result.recorded_exchanges = len(connection.recorder.cassette.exchanges)
         self.observer.on_run_end(result)
         return result
+
+    async def _check_output_mode(self, connection: _Connection) -> None:
+        """Bad input when ``output.mode`` is not a way this run's provider can ask (its connection closed)."""
+        recipe, provider_class = self.recipe, type(connection.provider)
+        try:
+            check_output_mode(recipe.settings.output, provider_class.name, provider_class.output_modes, recipe.path,
+                              recipe.line_of("output", "mode"))
+        except UserError:
+            if not isinstance(self.options.model, Provider):  # a caller's own provider object stays theirs to close
+                await connection.provider.aclose()
+            raise
 
     # -- reaching the model -------------------------------------------------------------
 

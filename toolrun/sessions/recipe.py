@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from functools import lru_cache
@@ -30,6 +30,7 @@ from toolrun.loop.runner import RunSettings
 from toolrun.providers.base import ProviderOverrides
 from toolrun.sessions.expect import Expectations, check_expectations
 from toolrun.sessions.recipe_cache import cached_document, keep_document
+from toolrun.sessions.recipe_output import output_problems, structured_output
 
 DEFAULT_TOOLS_DIR = "tools.d"
 DEFAULT_REQUEST_TIMEOUT = 600.0  # seconds: long answers of slow models take minutes
@@ -148,6 +149,20 @@ class Recipe:
                                    if v is not None}
         return dataclasses.replace(self.settings, **changes)
 
+    @property
+    def tool_test(self) -> Callable[[str], bool] | None:
+        """``wants_tool`` when the recipe names its tools; None when it takes the whole catalog (then every
+        file must load)."""
+        return self.wants_tool if self.tools is not None else None
+
+    @property
+    def named_tools(self) -> list[str] | None:
+        """The tools the recipe names (``tools`` and ``expect.tools_not_called``), when none is a glob."""
+        if self.tools is None:
+            return None
+        named = [*self.tools, *self.expect.tools_not_called]
+        return None if any(is_glob(name) for name in named) else named
+
     def wants_tool(self, name: str) -> bool:
         """Whether the recipe may use (or name in ``expect``) the catalog tool ``name``."""
         if self.tools is None:
@@ -242,7 +257,7 @@ def _read_and_check(path: Path) -> LineDict:
                                 "start with  name: ...  model: ...  messages: [...]  (see toolrun schema recipe)"))
     problems = schema_problems(document, recipe_schema(), path)
     if not problems:
-        problems = _template_problems(document, path)
+        problems = _template_problems(document, path) + output_problems(document, path)
     if problems:
         raise LoadError(problems)
     return document
@@ -321,6 +336,7 @@ def _build(document: LineDict, path: Path) -> Recipe:
         stream=settings_map.get("stream", defaults.stream),
         max_consecutive_failures=settings_map.get("max_consecutive_failures", defaults.max_consecutive_failures),
         max_concurrency=settings_map.get("max_concurrency", defaults.max_concurrency),
+        output=structured_output(document),
     )
     provider_map = document.get("provider") or {}
     provider = ProviderOverrides(
