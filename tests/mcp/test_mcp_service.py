@@ -268,3 +268,14 @@ def test_stateless_keeps_no_session_and_refuses_tools_that_need_approval_unless_
     refused = answers["wipe-False"]
     assert refused.is_error and "--stateless" in refused.content[0].text and "--yes" in refused.content[0].text
     assert not answers["wipe-True"].is_error
+
+
+@pytest.mark.integration  # a whole process start: seconds, and the in-process drain test above covers the rest
+def test_a_sigterm_sent_on_seeing_the_url_drains_and_the_process_exits_0(tmp_path: Path) -> None:
+    """The URL is printed once uvicorn's signal handlers are in place: a process manager that stops the
+    server as soon as it is up gets a drain and status 0, not a death by SIGTERM."""
+    from tests.mcp_helpers import http_server
+
+    with http_server("--tools-dir", str(write_tools(tmp_path)), "--drain-delay", "100ms") as started:
+        started.process.send_signal(signal.SIGTERM)
+        assert started.process.wait(30) == 0, "\n".join(started.stderr)

@@ -186,6 +186,14 @@ async def serve_http(server: CatalogServer, sock: socket.socket, access: AccessL
     shown_host = f"[{host}]" if ":" in host else host
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(server.watch)
-        on_ready(f"http://{shown_host}:{port}{MCP_PATH}")
+        tasks.start_soon(_announce_when_started, http_server, lambda: on_ready(f"http://{shown_host}:{port}{MCP_PATH}"))
         await http_server.serve(sockets=[sock])
         tasks.cancel_scope.cancel()
+
+
+async def _announce_when_started(http_server: uvicorn.Server, announce: Callable[[], None]) -> None:
+    # Only once uvicorn has started are its signal handlers in place: a SIGTERM sent on seeing the URL drains.
+    while not http_server.started and not http_server.should_exit:
+        await anyio.sleep(0.01)
+    if http_server.started:
+        announce()
