@@ -90,8 +90,9 @@ def test_three_replicas_behind_haproxy_survive_one_killed_mid_run(tmp_path: Path
                 started = time.monotonic()
                 while True:
                     await anyio.sleep(10)
-                    print(f"{time.monotonic() - started:5.0f} s: {len(records)} calls, "
-                          f"{sum(1 for r in records if r.error)} failed, {len(opened)} sessions", flush=True)
+                    failed = [r.error for r in records if r.error]
+                    print(f"{time.monotonic() - started:5.0f} s: {len(records)} calls, {len(failed)} failed, "
+                          f"{len(opened)} sessions" + (f"; last failure: {failed[-1]}" if failed else ""), flush=True)
 
             with anyio.fail_after(RUN_LIMIT_SECONDS):  # the whole run: no client may wait forever
                 async with anyio.create_task_group() as clients:
