@@ -14,6 +14,10 @@ others find it warm.
 Peers (the optional ``bench`` extra): pydantic-ai (``FunctionModel``) and ``llm``. A peer
 that is not installed is shown as such.
 
+BFCL rows (benchmarks/bfcl_catalog.py): one tool file per tool from the Berkeley Function
+Calling Leaderboard's real definitions. MCP row (benchmarks/mcp_peer.py): FastMCP, in its
+own virtual environment, serving the same tool.
+
     python benchmarks/run.py [--repeat 7] [--quick] [--json FILE] [--toolrun-root DIR]
 
 ``--toolrun-root`` measures another checkout (e.g. an older commit exported with
@@ -446,6 +450,57 @@ def run_log_rows(repeat: int, toolrun_root: Path, work: Path) -> list[Row]:
     return rows
 
 
+def bfcl_rows(repeat: int, toolrun_root: Path, work: Path, quick: bool) -> list[Row]:
+    """One tool file per tool, real BFCL definitions (benchmarks/bfcl_catalog.py): call on a cold cache, on one
+    filled only by calls of other tools, on one filled by ``tools list``; lint of a smaller catalog, warm."""
+    from bfcl_catalog import bfcl_wheel, write_bfcl_catalog
+
+    wheel = bfcl_wheel()
+    if wheel is None:
+        return []
+    big_count, small_count = (1000, 300) if quick else (4852, 1213)
+    big, small = work / "bfcl-big", work / "bfcl-small"
+    names = write_bfcl_catalog(big, big_count, wheel)
+    write_bfcl_catalog(small, small_count, wheel)
+    settled = time.time() - 3600
+    for file in [*big.iterdir(), *small.iterdir()]:
+        os.utime(file, (settled, settled))
+    target, other = names[1], names[2]  # math_sum and another: no required argument needs inventing
+    call = [*TOOLRUN, "call", target, "--arg", "numbers=[1, 2]", "--tools-dir", str(big)]
+    caches = {kind: work / f"cache-bfcl-{kind}" for kind in ("called", "listed", "lint")}
+    for cache in caches.values():
+        cache.mkdir()
+    wall([*TOOLRUN, "call", other, "--tools-dir", str(big)], command_env(toolrun_root, caches["called"]), toolrun_root,
+         ok=(0, 1, 2))  # its arguments may be missing: the call still scans the catalog
+    wall([*TOOLRUN, "tools", "list", "--tools-dir", str(big)], command_env(toolrun_root, caches["listed"]), toolrun_root)
+    lint = [*TOOLRUN, "tools", "lint", "--tools-dir", str(small)]
+    wall(lint, command_env(toolrun_root, caches["lint"]), toolrun_root, ok=(0, 1))
+    n, m = f"{big_count:,}", f"{small_count:,}"
+    rows = [Row(f"toolrun call, one tool of {n} one per file (BFCL), cold cache", "s"),
+            Row(f"toolrun call, one tool of {n} one per file (BFCL), cache of other calls only", "s", goal="<= 0.2 s"),
+            Row(f"toolrun call, one tool of {n} one per file (BFCL), listed cache", "s", goal="<= 0.2 s"),
+            Row(f"toolrun tools lint, {m} BFCL tools one per file, warm", "s", goal="<= 1.0 s")]
+    for round_number in range(repeat):
+        cold = work / f"cache-bfcl-cold-{round_number}"
+        cold.mkdir()
+        runs = [(call, cold), (call, caches["called"]), (call, caches["listed"]), (lint, caches["lint"])]
+        for row, (argv, cache) in zip(rows, runs, strict=True):
+            row.samples.append(wall(argv, command_env(toolrun_root, cache), toolrun_root, ok=(0, 1)))
+    return rows
+
+
+def mcp_peer_rows(repeat: int, toolrun_root: Path, work: Path, quick: bool) -> list[Row]:
+    """``toolrun mcp`` over stdio beside FastMCP serving the same tool (benchmarks/mcp_peer.py), per call."""
+    from mcp_peer import samples
+
+    (work / "cache-mcp").mkdir()
+    found = samples(repeat, 100 if quick else 500, toolrun_root, work, command_env(toolrun_root, work / "cache-mcp"))
+    rows = [Row("MCP stdio, sequential tools/call: FastMCP (peer, own venv)", "ms", found.get("FastMCP", []), note="peer"),
+            Row("MCP stdio, sequential tools/call: toolrun mcp", "ms", found["toolrun mcp"],
+                compare="MCP stdio, sequential tools/call: FastMCP (peer, own venv)", goal="<= 0.5x FastMCP")]
+    return rows
+
+
 # --------------------------------------------------------------------------- report
 
 
@@ -476,17 +531,18 @@ def table(rows: list[Row]) -> str:
 
 
 def main() -> None:
+    sys.path.insert(0, str(HERE))  # the generators beside this script
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7, help="rounds per figure (median and min-max over them)")
     parser.add_argument("--quick", action="store_true", help="small catalogs and conversations: a smoke run")
     parser.add_argument("--json", type=Path, help="also write the figures and versions to this file")
     parser.add_argument("--toolrun-root", type=Path, default=ROOT, help="the checkout to measure (default: this one)")
-    parser.add_argument("--only", choices=["process", "calls", "scripted", "record", "runlog"], action="append",
+    parser.add_argument("--only", choices=["process", "bfcl", "mcp", "calls", "scripted", "record", "runlog"], action="append",
                         help="measure only these groups of rows (repeatable)")
     options = parser.parse_args()
     root = options.toolrun_root.resolve()
     sys.path.insert(0, str(root))
-    groups = options.only or ["process", "calls", "scripted", "record", "runlog"]
+    groups = options.only or ["process", "bfcl", "mcp", "calls", "scripted", "record", "runlog"]
     found = versions(root)
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="toolrun-bench-") as temporary:
@@ -495,6 +551,10 @@ def main() -> None:
         os.environ["TOOLRUN_CACHE_DIR"] = str(work / "cache-in-process")
         if "process" in groups:
             rows += process_rows(options.repeat, root, work, options.quick)
+        if "bfcl" in groups:
+            rows += bfcl_rows(options.repeat, root, work, options.quick)
+        if "mcp" in groups:
+            rows += mcp_peer_rows(options.repeat, root, work, options.quick)
         if "calls" in groups or "scripted" in groups:
             calls = call_rows(options.repeat if "calls" in groups else 0, work / "tools")
             rows += calls if "calls" in groups else []

@@ -31,13 +31,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """``-n auto``: one worker more than the cores this process may use. Many tests wait on a
-    subprocess, a server or a timeout, and the extra worker uses that time (on 2 cores: ~55 s
-    instead of ~63 s). ``PYTEST_XDIST_AUTO_NUM_WORKERS`` and ``-n logical`` keep xdist's own count."""
+    """``-n auto``: one worker per core this process may use. A third worker on 2 cores filled some
+    waits, but its start-up and collection (every module imported again) cost more CPU than it saved
+    once the tests waited less. ``PYTEST_XDIST_AUTO_NUM_WORKERS`` and ``-n logical`` keep xdist's own count."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS") or config.option.numprocesses == "logical":
         return None
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return usable + 1
+    return usable
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -66,6 +66,8 @@ class LoopbackServer:
 
         class _RequestHandler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body go out in two writes: with Nagle on, the body waits ~40 ms for the client's ACK.
+            disable_nagle_algorithm = True
 
             def log_message(self, *args: Any) -> None:  # keep test output quiet
                 pass

@@ -283,3 +283,112 @@ def test_a_damaged_cache_file_is_read_again_never_served(tmp_path: Path, cache_d
     assert list(again.tools) == ["first_tool"]
     assert again.get("first_tool").backend.config["argv"] == ["echo", "hello"]
     assert parses == ["a.yaml"]
+
+
+@pytest.fixture
+def scans(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the files a name scan reads, in order."""
+    read: list[str] = []
+    real = loader.read_for_scan
+
+    def counting(file: str) -> bytes:
+        read.append(Path(file).name)
+        return real(file)
+
+    monkeypatch.setattr(loader, "read_for_scan", counting)
+    return read
+
+
+def _call(folder: Path, name: str) -> str:
+    result = CliRunner().invoke(main, ["call", name, "--tools-dir", str(folder)])
+    assert result.exit_code == 0, result.output
+    return result.stdout.strip()
+
+
+def test_a_call_remembers_the_words_of_the_files_it_scanned_and_the_next_reads_only_its_own(
+        tmp_path: Path, cache_dir: Path, parses: list[str], scans: list[str]) -> None:
+    for index in range(5):
+        write(tmp_path, f"t{index}.yaml", shell_tool(f"tool_{index}", f"Prints greeting {index}. Use it to check the "
+                                                     "wiring; not for real work.", word=f"w{index}"))
+    assert _call(tmp_path, "tool_1") == "w1"
+    assert sorted(scans) == [f"t{index}.yaml" for index in range(5)] and parses == ["t1.yaml"]
+    scans.clear()
+    parses.clear()
+    assert _call(tmp_path, "tool_3") == "w3"  # a file never loaded: its words say it spells tool_3
+    assert scans == [] and parses == ["t3.yaml"]
+    scans.clear()
+    parses.clear()
+    missing = CliRunner().invoke(main, ["call", "tool_9", "--tools-dir", str(tmp_path)])
+    assert missing.exit_code != 0 and "no tool named 'tool_9'" in missing.stderr
+
+
+@pytest.mark.parametrize("how", ["same size", "touch -r"])
+def test_a_scanned_file_changed_since_is_read_again(tmp_path: Path, cache_dir: Path, scans: list[str], how: str) -> None:
+    write(tmp_path, "a.yaml", shell_tool("tool_a", "Prints greeting a. Use it to check the wiring; not for real work."))
+    other = write(tmp_path, "b.yaml", shell_tool("tool_b", "Prints greeting b. Use it to check the wiring; not for real work."))
+    assert _call(tmp_path, "tool_a") == "hi"
+    before = other.stat()
+    # b.yaml now defines tool_c (same size), and keeps its old time (touch -r) or gets a new one.
+    other.write_text(shell_tool("tool_c", "Prints greeting b. Use it to check the wiring; not for real work."), encoding="utf-8")
+    assert other.stat().st_size == before.st_size
+    if how == "touch -r":
+        os.utime(other, ns=(before.st_atime_ns, before.st_mtime_ns))
+    else:
+        write(tmp_path, "b.yaml", other.read_text(encoding="utf-8"))
+    scans.clear()
+    assert _call(tmp_path, "tool_c") == "hi"
+    assert scans == ["b.yaml"]
+
+
+def test_a_damaged_words_file_is_read_again_never_served(tmp_path: Path, cache_dir: Path, scans: list[str]) -> None:
+    write(tmp_path, "a.yaml", shell_tool("tool_a", "Prints greeting a. Use it to check the wiring; not for real work."))
+    write(tmp_path, "b.yaml", shell_tool("tool_b", "Prints greeting b. Use it to check the wiring; not for real work."))
+    assert _call(tmp_path, "tool_a") == "hi"
+    (words,) = cache_dir.glob("catalog-*.words")
+    data = words.read_bytes()
+    assert b" tool_b " in data
+    words.write_bytes(data.replace(b" tool_b ", b" tool_x "))  # as if b.yaml spelled tool_x
+    scans.clear()
+    missing = CliRunner().invoke(main, ["call", "tool_x", "--tools-dir", str(tmp_path)])
+    assert "no tool named 'tool_x'" in missing.stderr
+    assert sorted(scans) == ["b.yaml"]  # the damaged file is not believed: b.yaml is read again
+
+
+def test_an_mcp_server_file_is_remembered_as_one_whose_names_only_its_server_knows(
+        tmp_path: Path, cache_dir: Path, scans: list[str]) -> None:
+    write(tmp_path, "a.yaml", shell_tool("tool_a", "Prints greeting a. Use it to check the wiring; not for real work."))
+    write(tmp_path, "server.yaml", "mcp_server:\n  command: [definitely-not-a-command-here]\n")
+    cache = loader.CatalogCache.for_directory(tmp_path)
+    scan = loader._NameScan(["tool_z"], cache)
+    assert scan(str(tmp_path / "server.yaml")) == loader.SERVER_NAMES_UNKNOWN
+    cache.save()
+    scans.clear()
+    again = loader._NameScan(["tool_z"], loader.CatalogCache.for_directory(tmp_path))
+    assert again(str(tmp_path / "server.yaml")) == loader.SERVER_NAMES_UNKNOWN and scans == []
+
+
+def test_a_warm_lint_takes_the_side_by_side_findings_of_an_unchanged_catalog_from_the_cache(
+        tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolrun.catalog import gate
+
+    compared: list[int] = []
+    real = gate.near_duplicate_findings
+
+    def counting(tools: list[Any]) -> Any:
+        compared.append(len(tools))
+        return real(tools)
+
+    monkeypatch.setattr(gate, "near_duplicate_findings", counting)
+    text = "Prints the daily greeting for the shop. Use it to check the wiring; not for real work."
+    write(tmp_path, "a.yaml", shell_tool("greet_shop", text))
+    write(tmp_path, "b.yaml", shell_tool("greet_store", text))
+    first = load_checked_catalog(tmp_path)
+    assert compared == [2] and "near-duplicate" in {f.rule for f in first.findings}
+    again = load_checked_catalog(tmp_path)
+    assert compared == [2] and again.findings == first.findings  # nothing changed: not compared again
+    write(tmp_path, "b.yaml", shell_tool("greet_store", "Deletes every order of the shop. Use it at closing time only."))
+    changed = load_checked_catalog(tmp_path)
+    assert compared == [2, 2] and "near-duplicate" not in {f.rule for f in changed.findings}
+    damaged = next(cache_dir.glob("catalog-*.together"))
+    damaged.write_bytes(damaged.read_bytes()[:-3] + b"XYZ")
+    assert load_checked_catalog(tmp_path).findings == changed.findings and compared == [2, 2, 2]

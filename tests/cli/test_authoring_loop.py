@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_cli_recipe import ANSWER, INVENTORY, clean_env, invoke, toolrun
+from tests.cli.test_cli_recipe import ANSWER, INVENTORY, clean_env, invoke, toolrun_in_process
 from tests.loopback import Recorded, Reply
 
 SCRIPT = """\
@@ -28,7 +28,7 @@ def _script(tmp_path: Path, text: str = SCRIPT) -> Path:
 
 
 def test_scripted_model_from_a_file_runs_the_real_tools_offline(tmp_path: Path) -> None:
-    completed = toolrun("recipe", str(INVENTORY), "--model", f"scripted:{_script(tmp_path)}", "--json")
+    completed = toolrun_in_process("recipe", str(INVENTORY), "--model", f"scripted:{_script(tmp_path)}", "--json")
     assert completed.returncode == 3, completed.stderr  # runs; the recipe's expect wants 向日葵 too
     document = json.loads(completed.stdout)
     assert document["mode"] == "scripted" and document["final"] == "北京有玫瑰 100 枝，上海有百合 80 枝。"
@@ -50,7 +50,7 @@ def test_a_recipe_may_name_its_script_relative_to_itself(tmp_path: Path) -> None
         messages: [{{user: 北京和上海?}}]
         expect: {{final_contains: [玫瑰, 百合]}}
     """), encoding="utf-8")
-    completed = toolrun("recipe", str(recipe), cwd=Path("/"))
+    completed = toolrun_in_process("recipe", str(recipe), cwd=Path("/"))
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout == "北京有玫瑰 100 枝，上海有百合 80 枝。\n"
     assert completed.stderr.rstrip().endswith("· scripted")
@@ -72,7 +72,7 @@ def test_a_script_that_runs_out_fails_the_run_with_a_reason(tmp_path: Path) -> N
 
 
 def test_a_prompt_argument_replaces_the_recipes_messages(tmp_path: Path) -> None:
-    completed = toolrun("recipe", str(INVENTORY), "只看北京", "--model", f"scripted:{_script(tmp_path)}", "--json")
+    completed = toolrun_in_process("recipe", str(INVENTORY), "只看北京", "--model", f"scripted:{_script(tmp_path)}", "--json")
     document = json.loads(completed.stdout)
     assert document["final"].startswith("北京")
     # the scripted model's first request held one user message: the prompt

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_cli_recipe import INVENTORY, ROOT, TOOLRUN, clean_env, toolrun
+from tests.cli.test_cli_recipe import INVENTORY, ROOT, TOOLRUN, clean_env, toolrun_in_process
 from toolrun.batch.results_file import ResultsFile
 from toolrun.mcp.audit import AuditLog
 from toolrun.replay.recording import Cassette, CassetteFile, save_cassette
@@ -40,7 +40,7 @@ def test_a_run_writes_its_log_and_transcript_for_its_owner_only(tmp_path: Path) 
     chosen = tmp_path / "chosen"
     chosen.mkdir(mode=0o755)
     transcript = chosen / "run.jsonl"
-    completed = toolrun("recipe", str(INVENTORY), "--transcript", str(transcript),
+    completed = toolrun_in_process("recipe", str(INVENTORY), "--transcript", str(transcript),
                         env=clean_env(XDG_DATA_HOME=str(data), TOOLRUN_LOGS=""))
     assert completed.returncode == 0, completed.stderr
     logs = data / "toolrun" / "logs.db"
@@ -101,9 +101,9 @@ def test_a_saved_chat_and_a_timeline_page_are_private(tmp_path: Path) -> None:
                              text=True, timeout=60)
     assert chatted.returncode == 0, chatted.stderr
     transcript = tmp_path / "run.jsonl"
-    played = toolrun("recipe", "out.yaml", "--no-log", "--transcript", str(transcript), cwd=tmp_path)
+    played = toolrun_in_process("recipe", "out.yaml", "--no-log", "--transcript", str(transcript), cwd=tmp_path)
     assert played.returncode == 0, played.stderr
-    viewed = toolrun("view", str(transcript), "-o", str(tmp_path / "page.html"), cwd=tmp_path)
+    viewed = toolrun_in_process("view", str(transcript), "-o", str(tmp_path / "page.html"), cwd=tmp_path)
     assert viewed.returncode == 0, viewed.stderr
     for name in ("out.yaml", "out.script.yaml", "page.html"):
         assert oct(mode(tmp_path / name)) == "0o600", name

@@ -52,6 +52,9 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
         "toolrun.backends.python_signature.module_outline": AS_FOUND,
         "sysconfig": AS_FOUND,
     },
+    "toolrun.loop.tool_offer": {
+        "toolrun.catalog.tool_ranking.ToolIndex": "only a run with settings.tool_selection ranks (it brings the lint's tokenizer)",
+    },
     "toolrun.batch.on_ray": {"ray": "Ray is an optional extra: a missing one is a one-line error"},
     "toolrun.batch.run": {
         "httpx": "only a batch that reaches a provider needs it",
@@ -88,7 +91,8 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
     "toolrun.cli.chat": {"readline": "optional in a Python build, and only a terminal edits lines"},
     "toolrun.cli.common": {"toolrun.cli.tools_list.first_sentence": "only shell completion: toolrun call does without it"},
     "toolrun.cli.logs": {"toolrun.runlog.prune.prune_runs": "only prune needs it"},
-    "toolrun.cli.mcp": {"toolrun.mcp.serve": "the MCP SDK loads only for this command"},
+    "toolrun.cli.mcp": {"toolrun.mcp.serve": "the MCP SDK loads only for this command",
+                        "toolrun.mcp.gateway_config.load_gateway_config": "yaml and the schema only for this command"},
     "toolrun.cli.recipe": {
         "toolrun.runlog.transcript_log.TranscriptLog": "only --transcript writes one",
         "toolrun.runlog.RunLogWriter": "--no-log does without the run log (and sqlite3)",
@@ -105,7 +109,7 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
         "jsonschema.exceptions.SchemaError": JSONSCHEMA,
     },
     "toolrun.mcp": {
-        "toolrun.mcp.access.load_access_list": AS_FOUND,
+        "toolrun.mcp.access.read_access_list": AS_FOUND,
         "anyio": AS_FOUND,
         "toolrun.mcp.audit.AuditLog": AS_FOUND,
         "toolrun.mcp.live_catalog.LiveCatalog": AS_FOUND,
@@ -117,12 +121,14 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
         "toolrun.mcp.http.bind": AS_FOUND,
         "toolrun.mcp.http.serve_http": AS_FOUND,
         "toolrun.mcp.metrics.serve_metrics": "prometheus-client: only a server with --metrics-listen serves metrics",
+        "toolrun.mcp.oidc.TokenVerifier": "pyjwt only for a server with an oidc section",
     },
     "toolrun.mcp.live_catalog": {
         "toolrun.backends.mcp_server.forget_stopped_servers": AS_FOUND,
         "toolrun.backends.python.forget_imported_code": AS_FOUND,
     },
     "toolrun.mcp.unreadable": {"anyio": AS_FOUND},
+    "toolrun.mcp.gateway_config": {"toolrun.core.schema_errors.schema_problems": JSONSCHEMA},
     "toolrun.openapi.importer": {"toolrun.openapi.toolset.render_toolset": AS_FOUND},
     "toolrun.core.packaged_schemas": {"importlib.resources": "2-5 ms: only when a schema is read, not on a cached start"},
     "toolrun.sessions.play": {

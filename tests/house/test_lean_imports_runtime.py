@@ -113,3 +113,10 @@ print("ok")
 """
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_the_commands_that_only_load_a_catalog_do_not_import_the_run_loop() -> None:
+    # tools list and tools lint print the catalog summary: not a reason to import the loop and asyncio.
+    probe = "import sys, toolrun.cli.tools_lint, toolrun.cli.tools_list; print('toolrun.loop.runner' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "False", done.stderr

@@ -122,3 +122,15 @@ def test_tool_call_helper_keeps_chinese_in_raw_arguments():
     call = tool_call("get_flower_inventory", {"city": "深圳"})
     assert call.raw_arguments == '{"city": "深圳"}'
     assert isinstance(ScriptedModel.text("x"), ModelResponse)
+
+
+def test_a_summary_request_is_answered_without_using_a_scripted_turn():
+    model = ScriptedModel(["the one scripted answer"])
+    asked = ModelRequest("scripted", "condense this", [Message("user", [TextPart("user: read page 1\n" * 50)])], [],
+                         purpose="summary")
+    summary = asyncio.run(model.complete(asked, stream=False))
+    assert summary.message.text.startswith("(scripted summary) user: read page 1 user: read page 1")
+    assert len(summary.message.text) < 330
+    assert model.remaining == 1 and model.requests == [] and model.summary_requests == [asked]
+    answer = asyncio.run(model.complete(ModelRequest("scripted", None, [], []), stream=False))
+    assert answer.message.text == "the one scripted answer"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_cli_recipe import INVENTORY, INVENTORY_CASSETTE, TOOLRUN, clean_env, invoke, toolrun
+from tests.cli.test_cli_recipe import INVENTORY, INVENTORY_CASSETTE, TOOLRUN, clean_env, invoke, toolrun_in_process
 from toolrun.core.errors import UserError
 from toolrun.runlog import RunLog, default_log_path
 from toolrun.runlog.schema import SCHEMA_VERSION
@@ -107,9 +107,9 @@ def logs_json(db: Path, *args: str) -> list | dict:
 def test_three_runs_listed_newest_first_shown_and_searched(tmp_path: Path) -> None:
     db = tmp_path / "logs.db"
     env = clean_env(TOOLRUN_LOGS=str(db))
-    assert toolrun("recipe", str(INVENTORY), env=env).returncode == 0
-    assert toolrun("recipe", str(INVENTORY), "--max-turns", "1", env=env).returncode == 1  # fails: turn limit
-    assert toolrun("recipe", str(shop(tmp_path, TWO_CITIES)), env=env).returncode == 0
+    assert toolrun_in_process("recipe", str(INVENTORY), env=env).returncode == 0
+    assert toolrun_in_process("recipe", str(INVENTORY), "--max-turns", "1", env=env).returncode == 1  # fails: turn limit
+    assert toolrun_in_process("recipe", str(shop(tmp_path, TWO_CITIES)), env=env).returncode == 0
 
     runs = logs_json(db)
     assert [(r["id"], r["recipe"], r["status"]) for r in runs] == [(3, "shop", "ok"), (2, "inventory", "failed"),
@@ -210,7 +210,7 @@ def test_a_strict_replay_failed_after_its_answer_is_a_failed_run_in_the_log(tmp_
     recorded = json.loads(INVENTORY_CASSETTE.read_text(encoding="utf-8"))
     recorded["exchanges"].append(recorded["exchanges"][-1])
     cassette.write_text(json.dumps(recorded, ensure_ascii=False), encoding="utf-8")
-    completed = toolrun("recipe", str(INVENTORY), "--replay", str(cassette), "--strict", "--json", "--logs", str(db))
+    completed = toolrun_in_process("recipe", str(INVENTORY), "--replay", str(cassette), "--strict", "--json", "--logs", str(db))
     assert completed.returncode == 1, completed.stderr
     assert "Traceback" not in completed.stderr and "error: the run failed: strict:" in completed.stderr
     document = json.loads(completed.stdout)
@@ -224,7 +224,7 @@ def test_a_strict_replay_failed_after_its_answer_is_a_failed_run_in_the_log(tmp_
 def test_secrets_never_reach_the_log(tmp_path: Path) -> None:
     db = tmp_path / "logs.db"
     recipe = shop(tmp_path, "- tool_calls: [{name: whoami, arguments: {}}]\n- text: done\n")
-    completed = toolrun("recipe", str(recipe), "--logs", str(db), env=clean_env(SHOP_TOKEN=SECRET))
+    completed = toolrun_in_process("recipe", str(recipe), "--logs", str(db), env=clean_env(SHOP_TOKEN=SECRET))
     assert completed.returncode == 0, completed.stderr
     run = logs_json(db, "show", "1")
     assert run["turns"][0]["tool_calls"][0]["result"] == "***"
@@ -235,9 +235,9 @@ def test_secrets_never_reach_the_log(tmp_path: Path) -> None:
 def test_no_log_and_a_missing_folder(tmp_path: Path) -> None:
     db = tmp_path / "logs.db"
     env = clean_env(TOOLRUN_LOGS=str(db))
-    assert toolrun("recipe", str(INVENTORY), "--no-log", env=env).returncode == 0
+    assert toolrun_in_process("recipe", str(INVENTORY), "--no-log", env=env).returncode == 0
     assert not db.exists()
-    completed = toolrun("recipe", str(INVENTORY), "--logs", str(tmp_path / "nope" / "logs.db"))
+    completed = toolrun_in_process("recipe", str(INVENTORY), "--logs", str(tmp_path / "nope" / "logs.db"))
     assert completed.returncode == 2 and "--logs: the folder" in completed.stderr
     missing = invoke("logs", "--logs", str(db))
     assert missing.exit_code == 2 and "no run log here yet" in missing.stderr
@@ -280,7 +280,7 @@ def test_an_older_database_is_migrated_when_opened_and_keeps_its_runs(tmp_path: 
     from toolrun.runlog import schema
 
     db = tmp_path / "logs.db"
-    assert toolrun("recipe", str(INVENTORY), "--logs", str(db)).returncode == 0
+    assert toolrun_in_process("recipe", str(INVENTORY), "--logs", str(db)).returncode == 0
     later = [*schema.MIGRATIONS, ["ALTER TABLE runs ADD COLUMN label TEXT", "UPDATE runs SET label = 'migrated'"]]
     monkeypatch.setattr(schema, "MIGRATIONS", later)
     monkeypatch.setattr(schema, "SCHEMA_VERSION", len(later))

@@ -1,5 +1,6 @@
 """``toolrun ask``: one question with tools, played like a recipe — against a loopback
-OpenAI server, the shipped recording and a scripted model, through the real console script."""
+OpenAI server, the shipped recording and a scripted model; in-process (click's runner), and
+through the real console script for the prompt read from stdin."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_cli_recipe import ANSWER, ROOT, TOOLRUN, clean_env, fake_openai, invoke, live_env, make_world, toolrun
+from tests.cli.test_cli_recipe import ANSWER, ROOT, TOOLRUN, clean_env, fake_openai, invoke, live_env, make_world
+from tests.cli.test_cli_recipe import toolrun_in_process as run
 from toolrun.core.templates import render
 from toolrun.sessions.ask import adhoc_recipe, literal_template
 
@@ -28,19 +30,18 @@ def test_ask_runs_the_three_calls_concurrently_and_prints_like_a_recipe(tmp_path
     recipe = make_world(tmp_path, delay=0.4)
     db = tmp_path / "logs.db"
     env = {**live_env(server), "TOOLRUN_LOGS": str(db)}
-    asked = toolrun("ask", QUESTION, "--tools", "get_flower_*", "--model", "openai:gpt-4o-mini", env=env, cwd=tmp_path)
+    asked = run("ask", QUESTION, "--tools", "get_flower_*", "--model", "openai:gpt-4o-mini", env=env, cwd=tmp_path)
     assert asked.returncode == 0, asked.stderr
     assert asked.stdout.strip() == ANSWER
-    played = toolrun("recipe", recipe.name, env=env, cwd=tmp_path)
+    played = run("recipe", recipe.name, env=env, cwd=tmp_path)
     # the same lines as a recipe run: load summary, three calls, the summary line
     strip = [line for line in asked.stderr.splitlines() if " ms: " not in line]
     assert strip == [line for line in played.stderr.splitlines() if " ms: " not in line]
     assert asked.stderr.strip().splitlines()[-1] == "2 turns · 3 tool calls · 330 in / 157 out tokens · live"
 
-    run = json.loads(subprocess.run([str(TOOLRUN), "logs", "show", "1", "--json"], env=env, capture_output=True,
-                                    text=True, check=True).stdout)
-    assert (run["command"], run["recipe"], run["prompt"]) == ("ask", "ask", QUESTION)
-    calls = run["turns"][0]["tool_calls"]
+    logged = json.loads(invoke("logs", "show", "1", "--json", env=env).stdout)
+    assert (logged["command"], logged["recipe"], logged["prompt"]) == ("ask", "ask", QUESTION)
+    calls = logged["turns"][0]["tool_calls"]
     assert len(calls) == 3
     latest_start, earliest_end = max(c["started_at"] for c in calls), min(c["ended_at"] for c in calls)
     assert latest_start < earliest_end, "the three calls ran one after another"
@@ -49,9 +50,9 @@ def test_ask_runs_the_three_calls_concurrently_and_prints_like_a_recipe(tmp_path
 def test_ask_json_is_the_recipe_document(tmp_path: Path, loopback) -> None:
     server = loopback(fake_openai)
     recipe = make_world(tmp_path)
-    asked = toolrun("ask", QUESTION, "--tools", "get_flower_*", "--model", "openai:gpt-4o-mini", "--json",
+    asked = run("ask", QUESTION, "--tools", "get_flower_*", "--model", "openai:gpt-4o-mini", "--json",
                     "--no-log", env=live_env(server), cwd=tmp_path)
-    played = toolrun("recipe", str(recipe), "--json", "--no-log", env=live_env(server), cwd=tmp_path)
+    played = run("recipe", str(recipe), "--json", "--no-log", env=live_env(server), cwd=tmp_path)
     assert asked.returncode == 0, asked.stderr
     document, expected = json.loads(asked.stdout), json.loads(played.stdout)
     assert document.pop("recipe") == "ask" and expected.pop("recipe") == "shops"
@@ -73,14 +74,14 @@ def test_ask_recorded_replays_without_divergence_and_the_recipes_recording_with_
     server = loopback(fake_openai)
     make_world(tmp_path)
     cassette = tmp_path / "asked.cassette.json"
-    recorded = toolrun("ask", QUESTION, "--tools", "get_flower_*", "--model", "openai:gpt-4o-mini", "--record",
+    recorded = run("ask", QUESTION, "--tools", "get_flower_*", "--model", "openai:gpt-4o-mini", "--record",
                        str(cassette), "--no-log", env=live_env(server), cwd=tmp_path)
     assert recorded.returncode == 0, recorded.stderr
     server.stop()
-    replayed = toolrun("ask", QUESTION, "--tools", "get_flower_*", "--replay", str(cassette), "--no-log", cwd=tmp_path)
+    replayed = run("ask", QUESTION, "--tools", "get_flower_*", "--replay", str(cassette), "--no-log", cwd=tmp_path)
     assert replayed.returncode == 0, replayed.stderr
     assert replayed.stdout.strip() == ANSWER and "divergence" not in replayed.stderr
-    shipped = toolrun("ask", QUESTION, "--tools", "get_flower_*", "--replay", "recipes/inventory.cassette.json", "--no-log")
+    shipped = run("ask", QUESTION, "--tools", "get_flower_*", "--replay", "recipes/inventory.cassette.json", "--no-log")
     assert shipped.returncode == 0 and shipped.stdout.strip() == ANSWER
     assert "replay divergence at exchange 1: request field temperature differs" in shipped.stderr
 
@@ -90,7 +91,7 @@ def test_ask_with_a_scripted_model_keeps_braces_as_typed(tmp_path: Path) -> None
                       encoding="utf-8")
     prompt = "what is {{ city }} {% raw %}?"
     # --tools: the ticket MCP server beside them is left unstarted (seconds of start-up the test is not about)
-    completed = toolrun("ask", prompt, "--model", f"scripted:{script}", "--tools-dir", str(ROOT / "tools.d"),
+    completed = run("ask", prompt, "--model", f"scripted:{script}", "--tools-dir", str(ROOT / "tools.d"),
                         "--tools", "get_flower_*", "--system", "Answer in {{ language }}.", "--json", "--no-log", cwd=tmp_path)
     assert completed.returncode == 0, completed.stderr
     document = json.loads(completed.stdout)
@@ -99,7 +100,7 @@ def test_ask_with_a_scripted_model_keeps_braces_as_typed(tmp_path: Path) -> None
 
 
 def test_ask_says_what_is_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    no_key = toolrun("ask", "hi", "--model", "openai:gpt-4o-mini", "--tools", "get_flower_*", cwd=ROOT)
+    no_key = run("ask", "hi", "--model", "openai:gpt-4o-mini", "--tools", "get_flower_*", cwd=ROOT)
     assert no_key.returncode == 2 and "no OPENAI_API_KEY set" in no_key.stderr and "Traceback" not in no_key.stderr
     monkeypatch.chdir(ROOT)
     no_model = invoke("ask", "hi")

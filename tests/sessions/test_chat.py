@@ -23,8 +23,9 @@ from tests.cli.test_cli_recipe import (
     TOOLRUN,
     clean_env,
     completion,
+    invoke,
     sse_chunks,
-    toolrun,
+    toolrun_in_process,
 )
 from tests.loopback import Recorded, Reply
 from toolrun.sessions.chat import ChatSession
@@ -150,14 +151,13 @@ def test_a_chat_typed_in_a_terminal_saved_and_replayed_offline(tmp_path: Path, l
     assert "- user: 北京、上海和深圳的鲜花库存是多少?" in saved and "tools_called:\n  - get_flower_inventory" in saved
     assert "sk-test-chat" not in (tmp_path / "saved.cassette.json").read_text(encoding="utf-8")
     server.stop()
-    replayed = toolrun("recipe", "saved.yaml", cwd=tmp_path)  # no key, no server: the recording beside it
+    replayed = toolrun_in_process("recipe", "saved.yaml", cwd=tmp_path)  # no key, no server: the recording beside it
     assert replayed.returncode == 0, replayed.stderr
     assert replayed.stdout.strip() == ANSWER
     assert "replaying saved.cassette.json" in replayed.stderr and "divergence" not in replayed.stderr
     assert replayed.stderr.strip().splitlines()[-1] == "2 turns · 3 tool calls · 330 in / 157 out tokens · replay"
 
-    runs = json.loads(subprocess.run([str(TOOLRUN), "logs", "--json", "--logs", str(db)], capture_output=True,
-                                     text=True, check=True).stdout)
+    runs = json.loads(invoke("logs", "--json", "--logs", str(db)).stdout)
     chat_runs = [run for run in runs if run["command"] == "chat"]
     assert [(run["status"], run["prompt"]) for run in chat_runs] == [("interrupted", "慢慢说"), ("ok", QUESTION)]
     assert chat_runs[0]["session"] == chat_runs[1]["session"]
@@ -191,7 +191,7 @@ def test_chat_reads_lines_from_a_pipe_and_saves_a_scripted_chat(tmp_path: Path) 
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout == "深圳有向日葵。\n"
     assert "unknown command /nope" in completed.stderr and "saved out.yaml, out.script.yaml" in completed.stderr
-    again = toolrun("recipe", "out.yaml", "--json", cwd=tmp_path)
+    again = toolrun_in_process("recipe", "out.yaml", "--json", cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     document = json.loads(again.stdout)
     assert document["final"] == "深圳有向日葵。" and document["turns"][0]["tool_calls"][0]["result"] == "向日葵: 200, 玉兰: 90"
@@ -206,8 +206,7 @@ def test_a_chat_from_a_recipe_logs_its_vars_and_a_scripted_save_names_its_script
         [str(TOOLRUN), "chat", "--recipe", str(INVENTORY), "--model", f"scripted:{script}", "--logs", str(db)],
         input="北京呢?\n/save out\n", cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=60)
     assert completed.returncode == 0, completed.stderr
-    run = json.loads(subprocess.run([str(TOOLRUN), "logs", "show", "1", "--json", "--logs", str(db)],
-                                    capture_output=True, text=True, check=True).stdout)
+    run = json.loads(invoke("logs", "show", "1", "--json", "--logs", str(db)).stdout)
     assert (run["command"], run["prompt"], run["final"]) == ("chat", "北京呢?", "北京有玫瑰。")
     assert run["vars"] == {"question": QUESTION}  # the recipe's vars, which its system prompt may use
     header = (tmp_path / "out.yaml").read_text(encoding="utf-8").split("\nname:")[0]

@@ -7,7 +7,7 @@ import json
 import re
 from pathlib import Path
 
-from tests.cli.test_cli_recipe import INVENTORY, invoke, toolrun
+from tests.cli.test_cli_recipe import INVENTORY, invoke, toolrun_in_process
 from tests.view.test_view import open_in_chromium, turn_section
 from toolrun.loop.execution import DENIED_MESSAGE, NO_APPROVER_MESSAGE
 from toolrun.view import render_page
@@ -21,7 +21,7 @@ def _logged_run(tmp_path: Path) -> tuple[Path, dict]:
                       "    - {name: get_flower_inventory, arguments: {city: 北京}}\n- text: 纽约没有店。\n",
                       encoding="utf-8")
     db = tmp_path / "logs.db"
-    completed = toolrun("recipe", str(INVENTORY), "--model", f"scripted:{script}", "--logs", str(db))
+    completed = toolrun_in_process("recipe", str(INVENTORY), "--model", f"scripted:{script}", "--logs", str(db))
     assert completed.returncode == 3, completed.stderr  # the recipe's expect wants 玫瑰 and more
     return db, json.loads(invoke("logs", "show", "1", "--logs", str(db), "--json").stdout)
 

@@ -24,6 +24,16 @@ A random token opens the entries and is named by the index: a pair written by tw
 processes does not match, and is ignored like a file that cannot be read. The index starts
 with a digest of the rest and names each entry's digest: a damaged byte makes a miss (the
 file is read again), never another tool.
+A third file, ``.words``, keeps what a name scan learned of the files it read but did not
+load (a ``call`` reads every file it knows nothing of to find the one that spells the name):
+each file's status key and the words it spells (runs of letters, digits, ``_`` and ``-``, so
+every name it can define), or that it is an MCP server's. The next ``call`` stats those
+files and reads only the one that spells its name. It is read only by a name scan that
+meets a file the index does not know, and checked against its digest like the index.
+A fourth, ``.together``, keeps the findings of the rules about tools side by side (near
+duplicates, tool count, token cost) with a digest of what they were computed from: every
+tool's name and file, and each file's status key. A lint of a catalog none of whose files
+changed (all served by the cache) takes them from there instead of comparing every pair.
 """
 
 from __future__ import annotations
@@ -106,12 +116,16 @@ class CatalogCache:
         self._changed = False
         self._current: set[str] = set()  # files whose entry was checked against the disk in this process
         self._stamp = ""
+        self._words_path: Path | None = None
+        self._words: dict[str, tuple[tuple[int, ...], bool, str]] | None = None  # read on first need
+        self._words_changed = False
         if folder is None:
             return
         self._stamp = _code_stamp()
         key = hashlib.sha256(str(directory.resolve()).encode()).hexdigest()[:24]
         self._index_path = folder / f"catalog-{key}.index"  # one pair per directory: another toolrun replaces it
         self._entries_path = folder / f"catalog-{key}.entries"
+        self._words_path = folder / f"catalog-{key}.words"
         try:
             loaded = marshal.loads(checked(self._index_path.read_bytes()))
         except (OSError, EOFError, ValueError, TypeError):
@@ -197,30 +211,94 @@ class CatalogCache:
                                              entry[3])
             self._changed = True
 
-    def key(self, file: Path) -> str:
+    def key(self, file: Path | str) -> str:
         """``file``'s entry: its path inside the directory (tool files may be in subfolders)."""
-        try:
-            return file.relative_to(self.directory).as_posix()
-        except ValueError:
-            return str(file)
+        path = str(file)  # a string prefix: Path.relative_to took a third of a warm lint's own time
+        if path.startswith(self._prefix):
+            return path[len(self._prefix):].replace(os.sep, "/")
+        return path
 
-    def names(self, file: Path) -> tuple[str, ...] | None:
-        """The names ``file`` defines, when the cache knows it unchanged; else None (read it).
-
-        A name scan without reading the file: only the index and the file's status are used.
-        """
-        path = str(file)
-        if not path.startswith(self._prefix):
-            return None
-        key = path[len(self._prefix):].replace(os.sep, "/")
+    def names(self, key: str, stamp: tuple[int, ...]) -> tuple[str, ...] | None:
+        """The names the file of ``key`` defines, when the cache knows it unchanged (``stamp``: its
+        ``status_key`` now); else None (read it). A name scan without reading the file."""
         known = self._index.get(key)
         if known is None or not isinstance(known, tuple) or len(known) != 5:
             return None
-        try:
-            status = os.stat(path)
-        except OSError:
+        return known[1] if known[0] == stamp else None
+
+    def words(self, key: str, stamp: tuple[int, ...]) -> tuple[bool, str] | None:
+        """What a name scan learned of the file of ``key`` when it is unchanged since: (an MCP server's, its words)."""
+        known = self._words_known().get(key)
+        if not isinstance(known, tuple) or len(known) != 3 or known[0] != stamp:
             return None
-        return known[1] if known[0] == status_key(status) else None
+        return known[1], known[2]
+
+    def put_words(self, file: Path | str, status: os.stat_result, server: bool, words: str) -> None:
+        """Keep what a name scan read in ``file`` (``status``: from before it was read; a file written
+        within the last ``RECENT_NS`` is not kept, as a change within its clock tick could go unseen)."""
+        if self._words_path is None or changed_recently(status):
+            return
+        self._words_known()[self.key(file)] = (status_key(status), server, words)
+        self._words_changed = True
+
+    def keep_words_of(self, present: set[str]) -> None:
+        """Drop what the name scan kept of files no longer in the directory (``present``: their keys)."""
+        if self._words is None:
+            return
+        gone = set(self._words) - present
+        for key in gone:
+            del self._words[key]
+        self._words_changed = self._words_changed or bool(gone)
+
+    def together_key(self, tools: list[Tool], *extra: Any) -> bytes | None:
+        """What the side-by-side findings of ``tools`` (and ``extra``, plain values) are computed from, as a
+        digest; None when a tool's file is not kept by the cache (its status key would not say it is unchanged)."""
+        if self._index_path is None:
+            return None
+        parts: list[Any] = [self._stamp, str(self.directory), extra]
+        for tool in tools:
+            key = self.key(tool.source.file)
+            entry = self._entries.get(key)
+            if key not in self._current or entry is None:
+                return None
+            parts.append((tool.name, key, entry[0]))
+        return digest(marshal.dumps(parts))
+
+    def together_findings(self, together_key: bytes) -> list[LintFinding] | None:
+        """The side-by-side findings kept under ``together_key``, if those are the ones kept."""
+        try:
+            data = checked(self._together_path().read_bytes())
+            kept_key, fields = marshal.loads(data)
+            if kept_key != together_key:
+                return None
+            return [LintFinding(*finding) for finding in fields]
+        except (OSError, EOFError, ValueError, TypeError):
+            return None
+
+    def put_together_findings(self, together_key: bytes, findings: list[LintFinding]) -> None:
+        """Keep the side-by-side findings computed from ``together_key`` (one set per directory: the last)."""
+        fields = [(f.tool, f.file, f.line, f.rule, f.severity, f.message) for f in findings]
+        data = marshal.dumps((together_key, fields))
+        with contextlib.suppress(OSError, ValueError):
+            self._together_path().parent.mkdir(parents=True, exist_ok=True)
+            _replace(self._together_path(), digest(data) + data)
+
+    def _together_path(self) -> Path:
+        if self._index_path is None:
+            raise ValueError("the cache is off")
+        return self._index_path.with_suffix(".together")
+
+    def _words_known(self) -> dict[str, tuple[tuple[int, ...], bool, str]]:
+        if self._words is None:
+            self._words = {}
+            if self._words_path is not None:
+                try:
+                    loaded = marshal.loads(checked(self._words_path.read_bytes()))
+                except (OSError, EOFError, ValueError, TypeError):
+                    return self._words
+                if isinstance(loaded, dict) and loaded.get("code") == self._stamp and isinstance(loaded.get("files"), dict):
+                    self._words = loaded["files"]
+        return self._words
 
     def forget_missing(self, present: set[str]) -> None:
         """Drop the entries of files no longer in the directory (``present``: their keys)."""
@@ -231,10 +309,17 @@ class CatalogCache:
         self._changed = self._changed or bool(gone)
 
     def save(self) -> None:
-        """Write the cache back if it changed: the entries, then the index naming them (each atomically).
+        """Write the cache back if it changed: the entries, then the index naming them (each atomically),
+        and the name scan's words.
 
         A cache that cannot be written is skipped.
         """
+        if self._words_changed and self._words_path is not None and self._words is not None:
+            data = marshal.dumps({"code": self._stamp, "files": self._words})
+            with contextlib.suppress(OSError):
+                self._words_path.parent.mkdir(parents=True, exist_ok=True)
+                _replace(self._words_path, digest(data) + data)
+                self._words_changed = False
         if self._index_path is None or self._entries_path is None or not self._changed:
             return
         token = os.urandom(TOKEN_SIZE)

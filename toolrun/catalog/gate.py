@@ -80,9 +80,9 @@ def load_checked_catalog(directory: Path, *, lint: bool = True,
         findings = per_tool_findings(catalog, cache)
         together = _picked(lint_together, catalog, result.problems if not partial else [])
         if together is not None:
-            findings += near_duplicate_findings(together)
-            if together or not (len(catalog) or result.problems):  # a recipe that picks no tool is not an empty catalog
-                findings += catalog_findings(together, str(directory))
+            # A recipe that picks no tool is not an empty catalog.
+            findings += side_by_side_findings(together, directory, cache,
+                                              whole=bool(together or not (len(catalog) or result.problems)))
         elif not (len(catalog) or result.problems):  # an empty catalog is said by every command (not a broken one)
             findings += catalog_findings([], str(directory))
         catalog.findings = sort_findings(apply_ignores(findings, list(catalog)))
@@ -92,6 +92,22 @@ def load_checked_catalog(directory: Path, *, lint: bool = True,
     if catalog.lint_errors:
         raise LoadError([lint_problem(finding) for finding in catalog.lint_errors], catalog=catalog)
     return catalog
+
+
+def side_by_side_findings(tools: list[Tool], directory: Path, cache: CatalogCache | None = None, *,
+                          whole: bool = True) -> list[LintFinding]:
+    """The findings of the rules about ``tools`` side by side: near duplicates, and with ``whole`` the
+    catalog-wide ones (count, token cost). Kept in ``cache``: an unchanged catalog is not compared again."""
+    key = cache.together_key(tools, whole) if cache is not None else None
+    kept = cache.together_findings(key) if cache is not None and key is not None else None
+    if kept is not None:
+        return kept
+    findings = near_duplicate_findings(tools)
+    if whole:
+        findings += catalog_findings(tools, str(directory))
+    if cache is not None and key is not None:
+        cache.put_together_findings(key, findings)
+    return findings
 
 
 def left_out_unneeded(result: LoadResult, needed: Callable[[str], bool] | None) -> bool:

@@ -222,8 +222,9 @@ def catalog_findings(tools: list[Tool], directory: str | None) -> list[LintFindi
                 "too-many-tools",
                 "warning",
                 f"too many tools for one request: {len(tools)} (more than {TOO_MANY_TOOLS}); "
-                "models choose worse among many tools — give each recipe only the tools it needs "
-                "(`tools:` in the recipe) or split the catalog",
+                "models choose worse among many tools — offer each request only the most relevant ones "
+                "(`settings.tool_selection: {max_tools: 20}` in the recipe), give each recipe only the tools "
+                "it needs (`tools:`) or split the catalog",
             )
         )
     total = sum(token_estimate(tool) for tool in tools)

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolrun.catalog.cache import CatalogCache
+from toolrun.catalog.cache import CatalogCache, status_key
 from toolrun.catalog.model import Catalog, LoadedTool, ServerOptions, UnstartedTool
 from toolrun.core.errors import Problem, UserError
-from toolrun.core.tool import Tool
+from toolrun.core.tool import FIND_TOOLS, Tool
 from toolrun.core.yamlsource import LineDict, YamlSyntaxError, load_yaml_file
 
 TOOL_FILE_SUFFIXES = (".yaml", ".yml")
@@ -44,16 +44,21 @@ def tool_files(directory: Path, suffixes: tuple[str, ...] = TOOL_FILE_SUFFIXES) 
     the order is the same on every machine. Hidden files and folders (``.git``) and
     ``__pycache__`` are skipped; symlinked folders are not followed (no loops).
     """
+    return [Path(path) for path in _tool_paths(directory, suffixes)]
+
+
+def _tool_paths(directory: Path, suffixes: tuple[str, ...] = TOOL_FILE_SUFFIXES) -> list[str]:
     if not directory.exists():
         fix = f"pass --tools-dir DIR, or create {directory}/ with one YAML file per tool"
         raise UserError(Problem(directory, None, "tools directory not found", fix))
     if not directory.is_dir():
         fix = "pass --tools-dir with the folder that holds the tool files"
         raise UserError(Problem(directory, None, "is not a directory", fix))
-    return _tool_files_in(directory, suffixes)
+    return _tool_paths_in(str(directory), suffixes)
 
 
-def _tool_files_in(folder: Path, suffixes: tuple[str, ...]) -> list[Path]:
+def _tool_paths_in(folder: str, suffixes: tuple[str, ...]) -> list[str]:
+    """``tool_files`` as strings: a name scan makes a Path only of the files it loads."""
     # os.scandir's entries know their type without a stat each: ~3x faster than os.walk + is_file.
     files: list[str] = []
     subfolders: list[str] = []
@@ -64,14 +69,14 @@ def _tool_files_in(folder: Path, suffixes: tuple[str, ...]) -> list[Path]:
                 continue
             if entry.is_dir(follow_symlinks=False):  # a symlinked folder is not followed (no loops)
                 if name not in _SKIPPED_FOLDERS:
-                    subfolders.append(name)
+                    subfolders.append(entry.path)
             # A broken symlink is kept so that reading it reports it; a folder named x.yaml is not a tool file.
             elif os.path.splitext(name)[1] in suffixes and _file_or_broken_link(entry):
-                files.append(name)
+                files.append(entry.path)
     # At each level a folder's own files come before its subfolders, each by name.
-    found = [folder / name for name in sorted(files)]
-    for name in sorted(subfolders):
-        found += _tool_files_in(folder / name, suffixes)
+    found = sorted(files)
+    for path in sorted(subfolders):
+        found += _tool_paths_in(path, suffixes)
     return found
 
 
@@ -102,18 +107,22 @@ def load_catalog(directory: Path, *, names: Collection[str] | None = None,
     in its file nor cached is started only when one of them is not found in the other files
     (whether it defines one of them too is for ``toolrun tools lint`` to say).
     """
-    files = tool_files(directory)
+    paths = _tool_paths(directory)
     later: list[Path] = []  # MCP server files whose names only the server (or its cached list) knows
     if names is not None:
-        mentions = [(file, _mentions(file, names, cache)) for file in files]
-        files = [file for file, mention in mentions if mention is True]
-        later = [file for file, mention in mentions if mention is SERVER_NAMES_UNKNOWN]
+        mentions = list(zip(paths, map(_NameScan(names, cache), paths), strict=True))
+        if cache is not None:
+            cache.keep_words_of({cache.key(path) for path in paths})
+        files = [Path(path) for path, mention in mentions if mention is True]
+        later = [Path(path) for path, mention in mentions if mention is SERVER_NAMES_UNKNOWN]
         if wanted is None:
             wanted = set(names).__contains__
         if required is None:
             required = names
-    elif cache is not None:
-        cache.forget_missing({cache.key(file) for file in files})
+    else:
+        files = [Path(path) for path in paths]
+        if cache is not None:
+            cache.forget_missing({cache.key(path) for path in paths})
     result = LoadResult(Catalog(directory=directory))
     first_seen: dict[str, tuple[Path, int | None]] = {}
     servers = ServerOptions(refresh=refresh_servers, start=required is None)
@@ -135,6 +144,10 @@ def _add_file(result: LoadResult, file: Path, loaded: tuple[list[LoadedTool], li
     tools, file_problems = loaded
     result.names_by_file[file] = [name for name, _, _ in tools]
     for name, line, tool in tools:
+        if name == FIND_TOOLS:
+            file_problems.append(Problem(file, line, f"the tool name '{name}' is reserved (the search tool "
+                                         "of settings.tool_selection's search mode)", "rename the tool"))
+            continue
         if name in first_seen:
             other_file, other_line = first_seen[name]
             message = f"duplicate tool name '{name}' (also defined at {other_file}:{other_line})"
@@ -152,18 +165,61 @@ def _add_file(result: LoadResult, file: Path, loaded: tuple[list[LoadedTool], li
 SERVER_NAMES_UNKNOWN = "server"  # a name scan's answer for an MCP server file: its names are not in its text
 
 
-def _mentions(file: Path, names: Collection[str], cache: CatalogCache | None = None) -> bool | str:
-    if cache is not None:
-        defined = cache.names(file)
-        if defined is not None:  # unchanged since cached: the names it defines are known
-            return any(name in defined for name in names)
-    try:
-        text = file.read_bytes()
-    except OSError:
-        return True  # loading it reports why it cannot be read
-    if _server_toolset().search(text):  # its tools are named by the server, not in the file
-        return SERVER_NAMES_UNKNOWN
-    return any(_name_pattern(name).search(text) is not None for name in names)
+class _NameScan:
+    """Which files may define one of ``names``: True, False, or SERVER_NAMES_UNKNOWN, file by file."""
+
+    def __init__(self, names: Collection[str], cache: CatalogCache | None) -> None:
+        self.names, self.cache = names, cache
+        # Looked up among a scanned file's words, each between spaces; only names made of word characters.
+        self.needles = [f" {name} " for name in names] if all(map(_is_word, names)) else None
+
+    def __call__(self, file: str) -> bool | str:
+        cache = self.cache
+        status = None
+        if cache is not None:
+            try:
+                status = os.stat(file)
+            except OSError:
+                return True  # loading it reports why it cannot be read
+            key, stamp = cache.key(file), status_key(status)
+            defined = cache.names(key, stamp)
+            if defined is not None:  # unchanged since cached: the names it defines are known
+                return any(name in defined for name in self.names)
+            scanned = cache.words(key, stamp) if self.needles is not None else None
+            if scanned is not None:  # unchanged since a name scan read it: the words it spells are known
+                server, words = scanned
+                return SERVER_NAMES_UNKNOWN if server else any(needle in words for needle in self.needles or ())
+        try:
+            text = read_for_scan(file)
+        except OSError:
+            return True
+        server = _server_toolset().search(text) is not None  # its tools are named by the server, not in the file
+        if cache is not None and status is not None:
+            cache.put_words(file, status, server, "" if server else _words_of(text))
+        if server:
+            return SERVER_NAMES_UNKNOWN
+        return any(_name_pattern(name).search(text) is not None for name in self.names)
+
+
+def read_for_scan(file: str) -> bytes:
+    """The bytes of ``file`` for a name scan (one place, so a test can count what a scan reads)."""
+    with open(file, "rb") as stream:
+        return stream.read()
+
+
+def _is_word(name: str) -> bool:
+    # A name made only of a word's characters is found by a whole-word match exactly when it is one of the words.
+    return _word().fullmatch(name.encode("utf-8")) is not None
+
+
+def _words_of(text: bytes) -> str:
+    """The distinct runs of letters, digits, ``_`` and ``-`` in ``text``, each between spaces."""
+    return " " + " ".join({word.decode("ascii") for word in _word().findall(text)}) + " "
+
+
+@functools.cache
+def _word() -> re.Pattern[bytes]:
+    return re.compile(rb"[\w-]+")  # bytes: \w is ASCII, as in _name_pattern
 
 
 @functools.cache

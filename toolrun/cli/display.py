@@ -15,6 +15,7 @@ from typing import Any, TextIO
 from toolrun.catalog.model import Catalog
 from toolrun.cli.color import color_enabled, paint
 from toolrun.cli.live_line import LiveElapsed
+from toolrun.cli.load_report import load_report
 from toolrun.core.messages import ModelResponse, ToolCall, Usage
 from toolrun.core.secrets import redact
 from toolrun.core.text import counted, terminal_safe
@@ -125,33 +126,6 @@ def _is_terminal(stream: TextIO) -> bool:
         return stream.isatty()
     except (AttributeError, ValueError):
         return False
-
-
-def load_summary(catalog: Catalog) -> str:
-    """``toolrun: 7 tools from tools.d — 0 errors, 2 warnings (toolrun tools lint shows them)``."""
-    errors = sum(1 for finding in catalog.findings if finding.severity == "error" and not finding.ignored)
-    warnings = sum(1 for finding in catalog.findings if finding.severity == "warning" and not finding.ignored)
-    line = f"toolrun: {counted(len(catalog), 'tool')} from {catalog.directory}"
-    if catalog.unstarted:  # an MCP server this command needs none of: its tools are neither listed nor linted
-        servers = len({tool.source.file for tool in catalog.unstarted.values()})
-        which = "an MCP server" if servers == 1 else f"{servers} MCP servers"
-        line += f" (+{counted(len(catalog.unstarted), 'tool')} of {which} not needed here, not started)"
-    line += f" — {counted(errors, 'error')}, {counted(warnings, 'warning')}"
-    if errors or warnings:
-        line += " (toolrun tools lint shows them)"
-    return line
-
-
-def load_report(catalog: Catalog) -> list[str]:
-    """The summary line, then each problem of a file left out of the catalog, then what loading noticed."""
-    lines = [load_summary(catalog)]
-    lines += [terminal_safe(f"warning: {problem}") for problem in catalog.problems]
-    if catalog.problems:
-        files = {str(problem.file) for problem in catalog.problems}
-        lines.append(f"toolrun: the tools of {counted(len(files), 'file')} with a problem are left out; "
-                     "this command needs none of them")
-    lines += [terminal_safe(f"toolrun: {notice}") for notice in catalog.notices]
-    return lines
 
 
 def summary_line(turns: list[TurnRecord], tool_calls: int, usage: Usage, mode: str) -> str:

@@ -40,6 +40,7 @@ TOOLS_COMMANDS = {
     "show": "toolrun.cli.tools_export:show_command",
     "lint": "toolrun.cli.tools_lint:lint_command",
     "export": "toolrun.cli.tools_export:export_command",
+    "select": "toolrun.cli.tools_select:select_command",
 }
 IMPORT_COMMANDS = {
     "openapi": "toolrun.cli.import_openapi:openapi_command",

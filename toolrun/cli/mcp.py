@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from toolrun.api import DEFAULT_TOOLS_DIR
 from toolrun.cli.common import tools_dir_option
@@ -79,20 +80,30 @@ _POSITIVE = click.IntRange(min=1)
               help="HTTP: at SIGTERM, /readyz answers 503 this long before the server stops taking connections.")
 @click.option("--stateless", is_flag=True,
               help="HTTP: keep no sessions (any replica answers any request); no approvals, list_changed or progress.")
-def mcp_command(tools_dir: Path | None, tool_globs: tuple[str, ...], http: str | None, auth: Path | None,
-                audit: Path | None, assume_yes: bool, max_sessions: int | None, max_client_sessions: int | None,
-                header_timeout: float, body_timeout: float, max_connections: int, recipes: Path | None,
-                allow_origins: tuple[str, ...], metrics_listen: str | None, drain_delay: float, stateless: bool) -> None:
+@click.option("--resource-url", "resource_url", metavar="URL",
+              help="HTTP: the server's public URL, the audience of --auth's OpenID tokens (https://tools.example.com/mcp).")
+@click.option("--config", "config", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",
+              help="Read the settings from a YAML file (`toolrun schema gateway`); options given here override it.")
+def mcp_command(config: Path | None, **given: Any) -> None:
     """Serve the tool catalog over the Model Context Protocol.
 
     Tool files added, changed or removed while the server runs are picked up without a restart;
     so are recipe files with --recipes.
     """
     from toolrun.mcp import serve  # the SDK loads only for this command
+    from toolrun.mcp.gateway_config import load_gateway_config
 
+    from_file = load_gateway_config(config).options if config is not None else {}
+    context = click.get_current_context()
+    options: dict[str, Any] = {}
+    for name, value in given.items():  # an option on the command line wins over the file
+        key = _SERVE_NAMES.get(name, name)
+        typed = context.get_parameter_source(name) not in (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
+        options[key] = value if typed or key not in from_file else from_file[key]
+    options["tools"] = list(options["tools"]) or None
+    tools_dir = options.pop("tools_dir")
     _log_to_stderr_safely()
-    serve(tools_dir if tools_dir is not None else DEFAULT_TOOLS_DIR, tools=list(tool_globs) or None, http=http,
-          auth=auth, audit=audit, assume_yes=assume_yes, report=_report, max_sessions=max_sessions,
-          max_client_sessions=max_client_sessions, header_timeout=header_timeout, body_timeout=body_timeout,
-          max_connections=max_connections, recipes=recipes, allow_origins=allow_origins, metrics_listen=metrics_listen,
-          drain_delay=drain_delay, stateless=stateless)
+    serve(tools_dir if tools_dir is not None else DEFAULT_TOOLS_DIR, report=_report, **options)
+
+
+_SERVE_NAMES = {"tool_globs": "tools"}  # an option whose name differs from serve()'s argument

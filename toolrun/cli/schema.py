@@ -1,4 +1,4 @@
-"""``toolrun schema tool|recipe``: print a packaged JSON Schema (for editors and CI)."""
+"""``toolrun schema tool|recipe|gateway``: print a packaged JSON Schema (for editors and CI)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import click
 from toolrun.catalog.tool_schema import packaged_schema_text
 from toolrun.core.errors import Problem, UserError
 
-SCHEMA_NAMES = ("tool", "recipe")
+SCHEMA_NAMES = ("tool", "recipe", "gateway")
 
 
 @click.command("schema")
 @click.argument("name", type=click.Choice(SCHEMA_NAMES))
 def schema_command(name: str) -> None:
-    """Print the JSON Schema of tool files (tool) or recipes (recipe).
+    """Print the JSON Schema of tool files (tool), recipes (recipe) or `toolrun mcp --config` files (gateway).
 
     Point your editor at it, e.g. a first line `# yaml-language-server: $schema=tool.schema.json`
     after `toolrun schema tool > tool.schema.json`.

@@ -152,6 +152,8 @@ class ModelRequest:
     messages: list[Message]
     tools: list[ToolDefinition]
     settings: ModelSettings = field(default_factory=ModelSettings)
+    # "summary": a context-window summary the run asks for itself (a scripted model answers it alone)
+    purpose: Literal["answer", "summary"] = "answer"
 
 
 @dataclass

@@ -14,6 +14,7 @@ from toolrun.core.messages import ToolDefinition
 
 DEFAULT_TIMEOUT_SECONDS = 30.0
 DEFAULT_MAX_OUTPUT = 20_000
+FIND_TOOLS = "find_tools"  # the search tool of a run's tool selection: no catalog tool may take the name
 
 
 @dataclass(frozen=True)

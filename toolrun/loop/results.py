@@ -94,6 +94,8 @@ class RunResult:
     recorded_exchanges: int | None = None  # with record=: how many model exchanges were saved
     output: Any = None  # the structured final answer (parsed, validated); None without one
     output_requested: bool = False  # the run asked for a structured answer (``output:``)
+    # With settings.context: the limit, the strategy and what each request left out (see context_window)
+    context: dict[str, Any] | None = None
     redactor: Redactor | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -114,9 +116,9 @@ class RunResult:
     def to_json(self) -> dict[str, Any]:
         """The JSON document of the run, as ``toolrun recipe --json`` prints it.
 
-        ``error``, ``divergences`` and ``expect_failures`` are present only when they say
-        something (a failed run, a replay, a failed check); ``output`` when the run asked for a
-        structured answer (null when none could be used).
+        ``error``, ``divergences``, ``expect_failures`` and ``context`` are present only when they
+        say something (a failed run, a replay, a failed check, a run under a context limit);
+        ``output`` when the run asked for a structured answer (null when none could be used).
         """
         document: dict[str, Any] = {
             "recipe": self.recipe,
@@ -135,6 +137,8 @@ class RunResult:
             document["divergences"] = [divergence.to_json() for divergence in self.divergences]
         if self.expect_failures:
             document["expect_failures"] = list(self.expect_failures)
+        if self.context is not None:
+            document["context"] = self.context
         return self.redact(document)
 
 

@@ -44,10 +44,12 @@ from toolrun.core.secrets import Redactor, active_redactor, redact, redacting
 from toolrun.core.text import close_matches, counted, excerpt
 from toolrun.core.tool import Tool
 from toolrun.loop.call_ids import CallIdAllocator
+from toolrun.loop.context_window import ContextEvent, ContextOverflow, ContextSettings, ContextWindow
 from toolrun.loop.execution import ToolOutcome, execute_call
 from toolrun.loop.final_answer import CUT_OFF, check_answer, failure_message, repair_request
 from toolrun.loop.results import RunResult, ToolCallRecord, TurnRecord
 from toolrun.loop.scheduling import plan_batches
+from toolrun.loop.tool_offer import ToolOffer, ToolSelection, check_selection
 from toolrun.providers.base import Provider
 
 if TYPE_CHECKING:
@@ -75,6 +77,9 @@ class RunSettings:
     # forcing it on every turn would make the model call tools forever.
     reset_tool_choice: bool = True
     output: StructuredOutput | None = None  # a final answer that must be JSON (of a schema)
+    # How each request's history is kept under a token limit; None: every request sends it all.
+    context: ContextSettings | None = None
+    tool_selection: ToolSelection | None = None  # None: every tool in every request
 
 
 class CallExecutor(Protocol):
@@ -132,6 +137,9 @@ class RunObserver:
     def on_turn_end(self, turn: TurnRecord) -> None:
         """A turn is complete: the model's answer and every call it led to."""
 
+    def on_context(self, event: ContextEvent) -> None:
+        """A request went out with part of the history left out, cleared, summarized or cut to fit."""
+
 
 class ObserverGroup(RunObserver):
     """Passes every event to each of several observers, in order (None entries are skipped)."""
@@ -182,6 +190,10 @@ class ObserverGroup(RunObserver):
     def on_turn_end(self, turn: TurnRecord) -> None:
         for observer in self.observers:
             observer.on_turn_end(turn)
+
+    def on_context(self, event: ContextEvent) -> None:
+        for observer in self.observers:
+            observer.on_context(event)
 
 
 ToolsUpdate = Callable[[], "list[Tool] | None"]  # the run's tools when they changed, else None
@@ -241,7 +253,8 @@ class _ConversationLoop:
         self.execute = execute
         self.provider = provider
         self.tools = {tool.name: tool for tool in tools}
-        self.definitions = [tool.definition() for tool in tools]
+        self.offer = ToolOffer(tools, settings.tool_selection)
+        self.offer.check_limit(provider.name, provider.max_tools)
         self.tools_update: ToolsUpdate | None = None
         self.system = system
         self.history: list[Message] = list(messages)
@@ -264,6 +277,9 @@ class _ConversationLoop:
         self.output_errors: list[str] = []  # why the last structured answer cannot be used
         self.repairs = 0  # repair turns asked for a structured answer that failed its checks
         self.turn_limit = settings.max_turns  # repair turns come on top of max_turns
+        self.window = ContextWindow(settings.context, window=provider.context_window(provider.model),
+                                    max_tokens=settings.max_tokens, chars_per_token=provider.chars_per_token,
+                                    on_event=self.observer.on_context)
 
     async def run(self) -> RunResult:
         for message in self.history:
@@ -273,11 +289,11 @@ class _ConversationLoop:
             turn_index += 1
             await self._take_changed_tools()
             try:
-                response = await self.provider.complete(
-                    self._request(turn_index), stream=self.settings.stream, on_event=self._on_event
-                )
-            except ProviderError as exc:
+                request = await self.window.fit(self._request(turn_index), self._summarize)
+                response = await self.provider.complete(request, stream=self.settings.stream, on_event=self._on_event)
+            except (ProviderError, ContextOverflow) as exc:
                 return self._finish("error", f"{exc.reason}: {exc}")
+            self.window.observe(response.usage)
             self.usage = self.usage + response.usage
             calls = self.ids.assign_all(response.message.tool_calls)
             self.history.append(response.message)
@@ -323,7 +339,7 @@ class _ConversationLoop:
         added = [tool.name for tool in changed if tool.name not in self.tools]
         removed = [name for name in self.tools if name not in {tool.name for tool in changed}]
         self.tools = {tool.name: tool for tool in changed}
-        self.definitions = [tool.definition() for tool in changed]
+        self.offer.replace_tools(changed)
         for tool in changed:
             if tool.max_concurrency is not None and tool.name not in self.running_per_tool:
                 self.running_per_tool[tool.name] = asyncio.Semaphore(tool.max_concurrency)
@@ -344,7 +360,14 @@ class _ConversationLoop:
             parallel_tool_calls=self.settings.parallel,
             output=self.settings.output,
         )
-        return ModelRequest(self.provider.model, self.system, list(self.history), self.definitions, settings)
+        definitions = self.offer.definitions(self.history, self.provider.max_tools)
+        return ModelRequest(self.provider.model, self.system, list(self.history), definitions, settings)
+
+    async def _summarize(self, request: ModelRequest) -> ModelResponse:
+        """The context window's summary request: recorded like any other, its tokens in the run's usage."""
+        response = await self.provider.complete(request, stream=self.settings.stream)
+        self.usage = self.usage + response.usage
+        return response
 
     def _on_event(self, event: StreamEvent) -> None:
         if isinstance(event, TextDelta):
@@ -398,7 +421,10 @@ class _ConversationLoop:
         self.observer.on_tool_call_start(call)
         shown_arguments = redact(call.arguments if call.arguments is not None else call.raw_arguments)
         refusal = self._refusal(call, stop_reason)
-        if refusal is not None:
+        if self.offer.answers(call.name):  # a search of the catalog, answered here
+            found, failed = self.offer.find(call.arguments)
+            record = ToolCallRecord(call.id, call.name, shown_arguments, found, failed, 0)
+        elif refusal is not None:
             record = ToolCallRecord(call.id, call.name, shown_arguments, refusal, True, 0)
         else:
             tool = self.tools[call.name]
@@ -484,6 +510,7 @@ class _ConversationLoop:
             error=error,
             output=redact(self.output),
             output_requested=self.settings.output is not None,
+            context=self.window.to_json() if self.window.limit is not None else None,
         )
 
 
@@ -493,6 +520,8 @@ def _check_settings(settings: RunSettings, tools: list[Tool]) -> None:
     if settings.max_concurrency < 1:
         raise UserError(Problem(None, None, f"max_concurrency is {settings.max_concurrency}",
                                 "set max_concurrency to 1 or more"))
+    if settings.tool_selection is not None:
+        check_selection(settings.tool_selection, tools)
     if settings.max_consecutive_failures < 1:
         raise UserError(Problem(None, None, f"max_consecutive_failures is {settings.max_consecutive_failures}",
                                 "set max_consecutive_failures to 1 or more"))

@@ -8,6 +8,7 @@ starts, so ``import toolrun`` and the other commands never pay for it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,8 +25,9 @@ from toolrun.mcp.limits import (
 from toolrun.mcp.service import DEFAULT_DRAIN_DELAY, ServiceOptions, parse_metrics_address
 
 if TYPE_CHECKING:
-    from toolrun.mcp.access import AccessList
+    from toolrun.mcp.access import AccessList, InlineAuth
     from toolrun.mcp.metrics import GatewayMetrics
+    from toolrun.mcp.oidc import TokenVerifier
     from toolrun.mcp.server import CatalogServer
 
 __all__ = ["parse_address", "serve"]
@@ -36,7 +38,7 @@ def serve(
     *,
     tools: Sequence[str] | None = None,
     http: str | None = None,
-    auth: Path | None = None,
+    auth: Path | InlineAuth | None = None,
     audit: Path | None = None,
     assume_yes: bool = False,
     report: Callable[[str], None] = lambda line: None,
@@ -47,6 +49,7 @@ def serve(
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
     recipes: Path | None = None,
     allow_origins: Sequence[str] = (),
+    resource_url: str | None = None,
     metrics_listen: str | None = None,
     drain_delay: float = DEFAULT_DRAIN_DELAY,
     stateless: bool = False,
@@ -61,7 +64,8 @@ def serve(
     ``max_sessions``; a request has ``header_timeout`` seconds to send its headers and
     ``body_timeout`` more for its body; at most ``max_connections`` connections are open.
     With ``recipes``, each recipe of that folder is also served as a prompt. Over HTTP, browser
-    pages of ``allow_origins`` (``https://host[:port]``) may call the server (CORS).
+    pages of ``allow_origins`` (``https://host[:port]``) may call the server (CORS). ``auth``: a file or a
+    config file's mapping; ``resource_url``: the public URL, the audience of ``oidc`` tokens by default.
     Over HTTP, ``metrics_listen`` serves ``/metrics``, SIGTERM drains after ``drain_delay``, ``stateless``
     keeps no session (docs/gateway.md).
     """
@@ -69,9 +73,8 @@ def serve(
     _check_place(address, auth, tools_dir)
     origins = _checked_additions(address, recipes, allow_origins)
     service = _service_options(address, metrics_listen, drain_delay, stateless)
-    from toolrun.mcp.access import load_access_list
-
-    access = load_access_list(auth) if auth is not None else None  # a bad file fails before the SDK loads
+    from toolrun.mcp.access import read_access_list
+    access = read_access_list(auth, resource_url) if auth is not None else None  # a bad file fails before the SDK loads
     limits = HttpLimits(_session_limits(access, auth, max_sessions, max_client_sessions), header_timeout,
                         body_timeout, max_connections)
 
@@ -87,7 +90,7 @@ def serve(
             if address is None:
                 _serve_stdio(server)
             else:
-                _serve_http(server, address, http, access, report, limits, origins, service)
+                _serve_http(server, address, http, access, report, limits, origins, service, resource_url)
         finally:
             if server.audit is not None:
                 server.audit.close()
@@ -107,7 +110,7 @@ def _catalog_server(tools_dir: Path, tools: Sequence[str] | None, recipes: Path 
                          prompts=prompts, stateless=stateless)
 
 
-def _check_place(address: tuple[str, int] | None, auth: Path | None, tools_dir: Path) -> None:
+def _check_place(address: tuple[str, int] | None, auth: Path | InlineAuth | None, tools_dir: Path) -> None:
     """Refuse a non-loopback address without ``--auth``, and a missing tools directory."""
     if address is not None and auth is None:
         if not is_loopback(address[0]):
@@ -146,14 +149,15 @@ def _service_options(address: tuple[str, int] | None, metrics_listen: str | None
     return ServiceOptions(metrics, drain_delay, stateless)
 
 
-def _session_limits(access: AccessList | None, auth: Path | None, max_sessions: int | None,
+def _session_limits(access: AccessList | None, auth: Path | InlineAuth | None, max_sessions: int | None,
                     max_client_sessions: int | None) -> SessionLimits:
     """The server's and each client's session limits, refused when one client could fill the server."""
     own_limits = [(client.name, client.max_sessions) for client in access.clients] if access else None
     try:
         return resolve_session_limits(max_sessions, max_client_sessions, own_limits)
     except ValueError as exc:
-        raise UserError(Problem(auth, None, str(exc), "raise --max-sessions, or lower the clients' limits")) from None
+        where = auth if auth is None or isinstance(auth, Path) else auth.file
+        raise UserError(Problem(where, None, str(exc), "raise --max-sessions, or lower the clients' limits")) from None
 
 
 def _serve_stdio(server: CatalogServer) -> None:
@@ -165,7 +169,8 @@ def _serve_stdio(server: CatalogServer) -> None:
 
 
 def _serve_http(server: CatalogServer, address: tuple[str, int], http: str | None, access: AccessList | None,
-                report: Callable[[str], None], limits: HttpLimits, origins: list[str], service: ServiceOptions) -> None:
+                report: Callable[[str], None], limits: HttpLimits, origins: list[str], service: ServiceOptions,
+                resource_url: str | None) -> None:
     import anyio
 
     from toolrun.mcp.http import bind, serve_http
@@ -175,10 +180,11 @@ def _serve_http(server: CatalogServer, address: tuple[str, int], http: str | Non
     except OSError as exc:
         raise UserError(Problem(None, None, f"cannot listen on {http}: {exc.strerror or exc}",
                                 "pick another port, or stop what is using it")) from None
+    verifier = _token_verifier(access, report)
     stop_metrics = _start_metrics(server.metrics, service, report)
     try:
-        anyio.run(serve_http, server, sock, access, lambda url: report(f"listening on {url}"), limits, origins,
-                  service)
+        anyio.run(partial(serve_http, service=service, resource_url=resource_url, verifier=verifier), server, sock,
+                  access, lambda url: report(f"listening on {url}"), limits, origins)
     finally:
         stop_metrics()
 
@@ -197,3 +203,18 @@ def _start_metrics(metrics: GatewayMetrics, service: ServiceOptions, report: Cal
                                 "pick another port, or stop what is using it")) from None
     report(f"metrics on {endpoint.url}")
     return endpoint.stop
+
+
+def _token_verifier(access: AccessList | None, report: Callable[[str], None]) -> TokenVerifier | None:
+    """The checker of the ``oidc`` section's tokens, its keys read before the first client comes."""
+    if access is None or access.oidc is None:
+        return None
+    from toolrun.mcp.oidc import TokenVerifier
+
+    verifier = TokenVerifier(access.oidc)
+    if verifier.keys.candidates(None):
+        report(f"accepting tokens of {access.oidc.issuer} for audience {access.oidc.audience}")
+    else:  # a provider down at start is not fatal: tokens are refused until it answers
+        report(f"warning: no signing keys from {access.oidc.issuer} ({verifier.keys.last_error or 'it publishes none'}); "
+               "its tokens are refused until it answers (asked again at most once a minute)")
+    return verifier

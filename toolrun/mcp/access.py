@@ -9,7 +9,9 @@ clients:
 ```
 
 A token is never written in the file: it comes from the environment or is given as its
-SHA-256 digest. Tokens are compared by digest in constant time.
+SHA-256 digest. Tokens are compared by digest in constant time. Beside the clients (or
+instead of them) an ``oidc:`` section admits the bearer JWTs of an OpenID provider
+(``oidc_rules``, ``oidc``).
 """
 
 from __future__ import annotations
@@ -23,9 +25,12 @@ from typing import Any
 
 from toolrun.core.errors import LoadError, Problem
 from toolrun.core.secrets import ENV_REFERENCE, MissingSecret, read_secret
+from toolrun.core.text import did_you_mean
 from toolrun.core.yamlsource import LineDict, YamlSyntaxError, load_yaml_file
+from toolrun.mcp.oidc_rules import OidcSettings, parse_oidc
 
 _CLIENT_KEYS = {"name", "token", "token_sha256", "tools", "max_sessions"}
+_TOP_KEYS = ("clients", "oidc")
 _HEX_DIGEST = re.compile(r"^[0-9a-fA-F]{64}$")
 _EXAMPLE = 'clients: [{name: oncall-bot, token: "${env:ONCALL_BOT_TOKEN}", tools: ["get_*"]}]'
 
@@ -40,6 +45,14 @@ class ClientAccess:
     max_sessions: int | None = None  # None: the server's limit per client
 
 
+@dataclass(frozen=True)
+class InlineAuth:
+    """The ``auth:`` mapping written inside a config file: its lines are that file's."""
+
+    document: Any
+    file: Path
+
+
 def token_digest(token: str) -> bytes:
     return hashlib.sha256(token.encode("utf-8")).digest()
 
@@ -47,9 +60,11 @@ def token_digest(token: str) -> bytes:
 class AccessList:
     """The clients of an ``--auth`` file, looked up by the bearer token a request carries."""
 
-    def __init__(self, clients: list[ClientAccess], secrets: list[str] | None = None) -> None:
+    def __init__(self, clients: list[ClientAccess], secrets: list[str] | None = None,
+                 oidc: OidcSettings | None = None) -> None:
         self.clients = clients
         self.secrets = list(secrets or [])  # the literal tokens read from the environment, to redact
+        self.oidc = oidc  # the OpenID provider whose tokens are admitted too, if any
 
     def client_for(self, authorization: str | None) -> ClientAccess | None:
         """The client whose token the ``Authorization: Bearer`` header carries, else None."""
@@ -66,8 +81,10 @@ class AccessList:
         return found
 
 
-def load_access_list(path: Path) -> AccessList:
-    """Read an ``--auth`` file; ``LoadError`` listing every problem (file, line, fix)."""
+def load_access_list(path: Path, resource_url: str | None = None) -> AccessList:
+    """Read an ``--auth`` file; ``LoadError`` listing every problem (file, line, fix).
+
+    ``resource_url`` is the audience an ``oidc`` section without its own ``audience`` expects."""
     if not path.is_file():
         raise LoadError(Problem(path, None, "cannot read the auth file: it does not exist",
                                 f"pass --auth with a YAML file listing the clients, e.g. {_EXAMPLE}"))
@@ -75,11 +92,43 @@ def load_access_list(path: Path) -> AccessList:
         document = load_yaml_file(path)
     except YamlSyntaxError as exc:
         raise LoadError([exc.problem]) from None
-    clients_node = document.get("clients") if isinstance(document, dict) else None
-    if not isinstance(clients_node, list) or not clients_node:
-        raise LoadError(Problem(path, getattr(document, "line", None), "expected a list of clients under 'clients:'",
-                                f"write it like {_EXAMPLE}"))
+    return access_list_from(document, path, resource_url)
+
+
+def read_access_list(auth: Path | InlineAuth, resource_url: str | None = None) -> AccessList:
+    """The access list of an ``--auth`` file or of a config file's ``auth:`` mapping."""
+    if isinstance(auth, InlineAuth):
+        return access_list_from(auth.document, auth.file, resource_url)
+    return load_access_list(auth, resource_url)
+
+
+def access_list_from(document: Any, path: Path, resource_url: str | None = None) -> AccessList:
+    """The access list of a parsed auth mapping (a file's, or the ``auth:`` of a config file)."""
     problems: list[Problem] = []
+    if isinstance(document, dict):
+        for key in document:
+            if key not in _TOP_KEYS:
+                guess = did_you_mean(str(key), _TOP_KEYS)
+                problems.append(Problem(path, _line(document, key), f"unknown key {key!r} in the auth file",
+                                        f"did you mean {guess!r}?" if guess else "use clients: and oidc:"))
+    clients_node = document.get("clients") if isinstance(document, dict) else None
+    oidc_node = document.get("oidc") if isinstance(document, dict) else None
+    oidc = None
+    if oidc_node is not None:
+        oidc, oidc_problems = parse_oidc(oidc_node, path, resource_url)
+        problems += oidc_problems
+    has_clients = isinstance(clients_node, list) and bool(clients_node)
+    if (clients_node is not None and not has_clients) or (clients_node is None and oidc_node is None):
+        raise LoadError([Problem(path, getattr(document, "line", None), "expected a list of clients under 'clients:'",
+                                 f"write it like {_EXAMPLE}, or add an oidc: section"), *problems])
+    clients, secrets = _clients(clients_node or [], path, problems)
+    if problems:
+        raise LoadError(problems)
+    return AccessList(clients, secrets, oidc)
+
+
+def _clients(clients_node: list[Any], path: Path, problems: list[Problem]) -> tuple[list[ClientAccess], list[str]]:
+    """The static clients, their problems added to ``problems``."""
     clients: list[ClientAccess] = []
     secrets: list[str] = []
     names: set[str] = set()
@@ -98,9 +147,7 @@ def load_access_list(path: Path) -> AccessList:
     if len(set(digests)) != len(digests):
         problems.append(Problem(path, None, "two clients share one token: the audit log could not tell them apart",
                                 "give each client its own token"))
-    if problems:
-        raise LoadError(problems)
-    return AccessList(clients, secrets)
+    return clients, secrets
 
 
 def _line(entry: Any, key: str) -> int | None:
@@ -112,7 +159,9 @@ def _line(entry: Any, key: str) -> int | None:
 def _client(entry: Any, path: Path) -> tuple[ClientAccess | None, list[Problem], str | None]:
     if not isinstance(entry, dict):
         return None, [Problem(path, getattr(entry, "line", None), "a client must be a mapping", f"write it like {_EXAMPLE}")], None
-    problems = [Problem(path, _line(entry, key), f"unknown key {key!r} in a client", f"use only {', '.join(sorted(_CLIENT_KEYS))}")
+    problems = [Problem(path, _line(entry, key), f"unknown key {key!r} in a client",
+                        f"did you mean {guess!r}?" if (guess := did_you_mean(str(key), sorted(_CLIENT_KEYS)))
+                        else f"use only {', '.join(sorted(_CLIENT_KEYS))}")
                 for key in entry if key not in _CLIENT_KEYS]
     name = entry.get("name")
     if not isinstance(name, str) or not name.strip():

@@ -42,6 +42,15 @@ class AuditLog:
                  "duration_ms": duration_ms}
         if unknown:
             entry["unknown_tool"] = True
+        self._write(entry)
+
+    def refused(self, *, subject: str | None, issuer: str | None, reason: str) -> None:
+        """One line for a bearer token refused at the door (HTTP 401): who it claimed to be, and why."""
+        entry = {"time": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+                 "client": None, "subject": subject, "issuer": issuer, "refused": reason}
+        self._write(entry)
+
+    def _write(self, entry: dict[str, Any]) -> None:
         # Readable text (北京) stays; what a terminal would obey (a client's U+009B, U+202E) becomes \\u009b.
         line = json_terminal_safe(json.dumps(entry, ensure_ascii=False, default=str))
         with self._lock:

@@ -3,7 +3,10 @@
 The gate answers before the SDK sees a request: 403 for a browser ``Origin`` that is not
 the server's own or one of ``--allow-origin`` (the protocol's defence against DNS
 rebinding), a CORS preflight from an allowed origin (it carries no token), then 401
-without a known bearer token when an access list is in force. An admitted request carries its ``Caller``
+without a known bearer token when an access list is in force — a static client's token, or
+a JWT of the ``oidc`` issuer (checked in a worker thread: it may fetch the issuer's keys),
+whose refusal is an audit line naming the token's subject. With ``oidc``, the RFC 9728
+metadata is public at ``/.well-known/oauth-protected-resource``. An admitted request carries its ``Caller``
 in the ASGI scope, where the tool handlers read which tools it may see and call, and the
 session manager whose sessions it may use (``sessions``). Under uvicorn runs a protocol
 with header and body deadlines and a bound on connections (``deadlines``), draining at
@@ -28,10 +31,13 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from toolrun.mcp.access import AccessList, ClientAccess
 from toolrun.mcp.addresses import allowed_origins, is_loopback
+from toolrun.mcp.audit import AuditLog
 from toolrun.mcp.deadlines import deadline_protocol
 from toolrun.mcp.drain import DrainingServer, shutdown_bound
 from toolrun.mcp.health import HealthRoutes, Readiness
 from toolrun.mcp.limits import HttpLimits, SessionLimits
+from toolrun.mcp.oidc import TokenRefused, TokenVerifier
+from toolrun.mcp.protected_resource import ProtectedResource
 from toolrun.mcp.server import CALLER_SCOPE_KEY, Caller, CatalogServer
 from toolrun.mcp.service import ServiceOptions
 from toolrun.mcp.sessions import BoundSessionManager
@@ -44,20 +50,28 @@ CORS_METHODS = "GET, POST, DELETE, OPTIONS"
 
 
 class RequestGate:
-    """ASGI middleware: Origin check, then bearer-token check, then the SDK's app."""
+    """ASGI middleware: the public resource metadata, Origin check, bearer-token check, then the SDK's app."""
 
     def __init__(self, app: ASGIApp, *, origins: list[str], access: AccessList | None,
-                 cors_origins: list[str] | tuple[str, ...] = (),
+                 cors_origins: list[str] | tuple[str, ...] = (), resource_url: str | None = None,
+                 audit: AuditLog | None = None, verifier: TokenVerifier | None = None,
                  on_refused: Callable[[str], None] = lambda reason: None) -> None:
         self.app = app
         self.origins = set(origins)
         self.cors_origins = set(cors_origins)
         self.access = access
+        self.audit = audit
+        oidc = access.oidc if access is not None else None
+        self.verifier = verifier or (TokenVerifier(oidc) if oidc is not None else None)
+        self.resource = ProtectedResource.of(oidc, resource_url) if oidc is not None else None
         self.on_refused = on_refused  # the reason of each refusal, for the metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        if self.resource is not None and scope["path"] in self.resource.paths() and scope["method"] in ("GET", "HEAD"):
+            await _answer_metadata(send, self.resource.document())
             return
         headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope.get("headers", [])}
         origin = headers.get("origin")
@@ -72,17 +86,49 @@ class RequestGate:
                 await _answer_preflight(send, origin)
                 return
             send = _with_cors_headers(send, origin)
-        if self.access is None:
-            scope[CALLER_SCOPE_KEY] = Caller()
-        else:
-            client = self.access.client_for(headers.get("authorization"))
-            if client is None:
-                self.on_refused("no_token" if "authorization" not in headers else "unknown_token")
-                await _refuse(send, 401, "unauthorized", "a known bearer token is required",
-                              [(b"www-authenticate", b'Bearer realm="toolrun"')])
-                return
-            scope[CALLER_SCOPE_KEY] = caller_of(client)
+        caller = await self._caller(headers.get("authorization"), send)
+        if caller is None:
+            return
+        scope[CALLER_SCOPE_KEY] = caller
         await self.app(scope, receive, send)
+
+    async def _caller(self, authorization: str | None, send: Send) -> Caller | None:
+        """Who the request comes from; None once it has been answered 401."""
+        if self.access is None:
+            return Caller()
+        client = self.access.client_for(authorization)
+        if client is not None:
+            return caller_of(client)
+        token = bearer_token(authorization)
+        refusal = "a known bearer token is required"
+        if self.verifier is not None and token is not None and token.count(".") == 2:
+            try:
+                verified = await anyio.to_thread.run_sync(self.verifier.verify, token)
+            except TokenRefused as refused:
+                if self.audit is not None:
+                    self.audit.refused(subject=refused.subject, issuer=self.verifier.settings.issuer, reason=refused.reason)
+                refusal = f"the token was refused: {refused.reason}"
+            else:
+                return Caller(verified.subject, verified.tools, identity=f"oidc:{verified.issuer}#{verified.subject}")
+        self.on_refused("no_token" if token is None else "refused_jwt" if refusal != "a known bearer token is required"
+                        else "unknown_token")
+        challenge = self.resource.challenge(invalid_token=token is not None) if self.resource else b'Bearer realm="toolrun"'
+        await _refuse(send, 401, "unauthorized", refusal, [(b"www-authenticate", challenge)])
+        return None
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer TOKEN`` header, else None."""
+    scheme, _, token = (authorization or "").strip().partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+
+
+async def _answer_metadata(send: Send, body: bytes) -> None:
+    # Public and the same for everyone: any page may read it (a browser client discovers the issuer this way).
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+               (b"access-control-allow-origin", b"*"), (b"cache-control", b"max-age=3600")]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 def caller_of(client: ClientAccess) -> Caller:
@@ -137,7 +183,8 @@ def bind(host: str, port: int) -> socket.socket:
 
 def build_app(server: CatalogServer, host: str, port: int, access: AccessList | None,
               sessions: SessionLimits | None = None, cors_origins: list[str] | tuple[str, ...] = (),
-              readiness: Readiness | None = None) -> ASGIApp:
+              readiness: Readiness | None = None, resource_url: str | None = None,
+              verifier: TokenVerifier | None = None) -> ASGIApp:
     """The SDK's streamable HTTP app at ``/mcp`` behind the gate, its sessions bound and limited (none kept
     when the server is stateless), and the health routes in front of both."""
     security = TransportSecuritySettings(
@@ -153,20 +200,22 @@ def build_app(server: CatalogServer, host: str, port: int, access: AccessList | 
     app = Starlette(routes=[Route(MCP_PATH, endpoint=StreamableHTTPASGIApp(manager))],
                     lifespan=lambda _app: manager.run())
     gate = RequestGate(app, origins=allowed_origins(host, port), access=access, cors_origins=cors_origins,
+                       resource_url=resource_url, audit=server.audit, verifier=verifier,
                        on_refused=server.metrics.auth_failed)
     return HealthRoutes(gate, readiness or Readiness(loaded=True))
 
 
 def http_server_for(server: CatalogServer, sock: socket.socket, access: AccessList | None,
                     limits: HttpLimits | None = None, cors_origins: list[str] | tuple[str, ...] = (),
-                    service: ServiceOptions | None = None) -> DrainingServer:
+                    service: ServiceOptions | None = None, resource_url: str | None = None,
+                    verifier: TokenVerifier | None = None) -> DrainingServer:
     """The uvicorn server of ``sock``: the app, the client deadlines, and the drain at SIGTERM."""
     limits = limits or HttpLimits()
     service = service or ServiceOptions()
     host, port = sock.getsockname()[:2]
     shown_host = f"[{host}]" if ":" in host else host
     readiness = Readiness(loaded=True)  # the catalog loaded before the socket was bound
-    app: Any = build_app(server, shown_host, port, access, limits.sessions, cors_origins, readiness)
+    app: Any = build_app(server, shown_host, port, access, limits.sessions, cors_origins, readiness, resource_url, verifier)
     protocol = deadline_protocol(limits.header_timeout, limits.body_timeout, limits.max_connections)
     call_timeout = max((tool.timeout for tool in server.live.tools()), default=0.0)
     # log_config=None: the command's own logging (terminal-safe lines) prints uvicorn's warnings too.
@@ -178,10 +227,11 @@ def http_server_for(server: CatalogServer, sock: socket.socket, access: AccessLi
 
 async def serve_http(server: CatalogServer, sock: socket.socket, access: AccessList | None,
                      on_ready: Callable[[str], None], limits: HttpLimits | None = None,
-                     cors_origins: list[str] | tuple[str, ...] = (), service: ServiceOptions | None = None) -> None:
+                     cors_origins: list[str] | tuple[str, ...] = (), service: ServiceOptions | None = None,
+                     resource_url: str | None = None, verifier: TokenVerifier | None = None) -> None:
     """Serve until SIGTERM has drained the server, or SIGINT; ``on_ready`` gets the URL once the socket
     accepts connections."""
-    http_server = http_server_for(server, sock, access, limits, cors_origins, service)
+    http_server = http_server_for(server, sock, access, limits, cors_origins, service, resource_url, verifier)
     host, port = sock.getsockname()[:2]
     shown_host = f"[{host}]" if ":" in host else host
     async with anyio.create_task_group() as tasks:

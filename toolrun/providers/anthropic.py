@@ -56,6 +56,8 @@ from toolrun.providers.transport import WireRequest
 PROVIDER = "anthropic"
 ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096  # the API refuses a request without max_tokens
+# Every Claude model's standard window (the 1M-token beta needs a header this adapter does not send).
+CONTEXT_WINDOWS = {"claude-": 200_000}
 
 STOP_REASONS: dict[str, StopReason] = {
     "end_turn": "stop",
@@ -432,6 +434,8 @@ class AnthropicProvider(Provider):
     credential_headers: ClassVar[frozenset[str]] = frozenset({"x-api-key", "anthropic-organization-id"})
     conversation_key: ClassVar[str | None] = "messages"
     output_modes: ClassVar[tuple[OutputMode, ...]] = ("native", "tool", "json")
+    context_windows: ClassVar[dict[str, int]] = CONTEXT_WINDOWS
+    chars_per_token: ClassVar[float] = 3.5  # Claude's tokenizer splits Latin text finer than OpenAI's
 
     @classmethod
     def tool_definition(cls, definition: ToolDefinition, *, strict: bool = False) -> WireTool:

@@ -114,6 +114,13 @@ class Provider(ABC):
     conversation_key: ClassVar[str | None] = None
     # How this format can ask for a structured final answer (``output.mode``); the first is the default.
     output_modes: ClassVar[tuple[OutputMode, ...]] = ("json",)
+    # Context windows in tokens by model-name prefix (the longest prefix wins); overridden by
+    # settings.context.max_input_tokens. A model not in the table has no known window.
+    context_windows: ClassVar[dict[str, int]] = {}
+    # Characters of non-CJK text per token in this format's models' tokenizers, for estimates.
+    chars_per_token: ClassVar[float] = 4.0
+    # The most tools one request may define (None: no documented limit).
+    max_tools: ClassVar[int | None] = None
 
     def __init__(self, model: str, config: ProviderConfig, transport: Transport | None = None):
         self.model = model
@@ -144,6 +151,12 @@ class Provider(ABC):
             )
         register_secret(api_key)
         return ProviderConfig(base_url=base_url.rstrip("/"), api_key=api_key, headers=dict(overrides.headers))
+
+    @classmethod
+    def context_window(cls, model: str) -> int | None:
+        """The model's context window in tokens from the adapter's table, or None when unknown."""
+        matches = [prefix for prefix in cls.context_windows if model.startswith(prefix)]
+        return cls.context_windows[max(matches, key=len)] if matches else None
 
     @classmethod
     def has_credentials(cls, overrides: ProviderOverrides | None = None, environ: Mapping[str, str] | None = None) -> bool:

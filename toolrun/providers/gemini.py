@@ -52,6 +52,7 @@ from toolrun.providers.structured import output_mode, system_with_json_instructi
 from toolrun.providers.transport import WireRequest
 
 PROVIDER = "gemini"
+CONTEXT_WINDOWS = {"gemini-1.5-pro": 2_097_152, "gemini-1.5-flash": 1_048_576, "gemini-2": 1_048_576}
 SIGNATURE = "thoughtSignature"
 TEXT_SIGNATURES = "text_signatures"  # Message.provider_data["gemini"][...]: part index -> signature
 
@@ -500,6 +501,7 @@ class GeminiProvider(Provider):
     credential_query_keys: ClassVar[frozenset[str]] = frozenset({"key"})  # Gemini also accepts ?key=
     conversation_key: ClassVar[str | None] = "contents"
     output_modes: ClassVar[tuple[OutputMode, ...]] = ("native", "json")
+    context_windows: ClassVar[dict[str, int]] = CONTEXT_WINDOWS
 
     @classmethod
     def tool_definition(cls, definition: ToolDefinition, *, strict: bool = False) -> WireTool:

@@ -196,6 +196,8 @@ class OllamaProvider(Provider):
     credential_headers = frozenset({"authorization"})  # a gateway's Bearer key
     conversation_key = "messages"
     output_modes: ClassVar[tuple[OutputMode, ...]] = ("native", "json")
+    # No window table: the server's num_ctx decides, and it cuts a longer prompt silently —
+    # a recipe for Ollama states settings.context.max_input_tokens.
 
     @classmethod
     def tool_definition(cls, definition: ToolDefinition, *, strict: bool = False) -> WireTool:

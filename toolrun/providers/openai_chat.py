@@ -38,6 +38,7 @@ from toolrun.core.messages import (
 from toolrun.core.secrets import redact
 from toolrun.providers.base import Provider, StreamAssembler, WireItem, WireTool
 from toolrun.providers.openai_family import (
+    CONTEXT_WINDOWS,
     CREDENTIAL_HEADERS,
     OFFICIAL_BASE_URL,
     bearer_headers,
@@ -308,12 +309,14 @@ class OpenAIChatProvider(Provider):
     """``openai:MODEL`` — POST {OPENAI_BASE_URL}/chat/completions with a Bearer key."""
 
     name = "openai"
+    max_tools = 128  # "A max of 128 functions are supported" (the API reference)
     default_base_url = OFFICIAL_BASE_URL
     base_url_env = ("OPENAI_BASE_URL",)
     api_key_env = ("OPENAI_API_KEY",)
     credential_headers = CREDENTIAL_HEADERS
     conversation_key = "messages"
     output_modes: ClassVar[tuple[OutputMode, ...]] = ("native", "json")
+    context_windows = CONTEXT_WINDOWS
     path = "/chat/completions"
 
     @classmethod

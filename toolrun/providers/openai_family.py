@@ -18,6 +18,12 @@ from toolrun.providers.answer_numbers import token_count
 from toolrun.providers.base import ProviderConfig, WireItem, WireTool
 
 OFFICIAL_BASE_URL = "https://api.openai.com/v1"
+# Context windows (input tokens) of OpenAI's models by name prefix; a compatible server's models
+# are not here (their window is the server's setting): settings.context.max_input_tokens says it.
+CONTEXT_WINDOWS = {
+    "gpt-3.5-turbo": 16_385, "gpt-4": 8_192, "gpt-4-32k": 32_768, "gpt-4-turbo": 128_000, "gpt-4o": 128_000,
+    "gpt-4.1": 1_047_576, "gpt-5": 272_000, "o1": 200_000, "o1-mini": 128_000, "o3": 200_000, "o4-mini": 200_000,
+}
 # Bearer key, Azure's key header, and the headers that name the account.
 CREDENTIAL_HEADERS = frozenset({"authorization", "api-key", "openai-organization", "openai-project"})
 

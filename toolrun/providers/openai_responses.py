@@ -37,6 +37,7 @@ from toolrun.core.messages import (
 from toolrun.core.secrets import redact
 from toolrun.providers.base import Provider, StreamAssembler, WireItem, WireTool
 from toolrun.providers.openai_family import (
+    CONTEXT_WINDOWS,
     CREDENTIAL_HEADERS,
     OFFICIAL_BASE_URL,
     bearer_headers,
@@ -284,12 +285,14 @@ class OpenAIResponsesProvider(Provider):
     """``openai-responses:MODEL`` — same endpoint variables and key as ``openai``."""
 
     name: ClassVar[str] = PROVIDER
+    max_tools = 128  # "A max of 128 functions are supported" (the API reference)
     default_base_url: ClassVar[str] = OFFICIAL_BASE_URL
     base_url_env: ClassVar[tuple[str, ...]] = ("OPENAI_BASE_URL",)
     api_key_env: ClassVar[tuple[str, ...]] = ("OPENAI_API_KEY",)
     credential_headers: ClassVar[frozenset[str]] = CREDENTIAL_HEADERS
     conversation_key: ClassVar[str | None] = "input"
     output_modes: ClassVar[tuple[OutputMode, ...]] = ("native", "json")
+    context_windows: ClassVar[dict[str, int]] = CONTEXT_WINDOWS
 
     @classmethod
     def tool_definition(cls, definition: ToolDefinition, *, strict: bool = False) -> WireTool:

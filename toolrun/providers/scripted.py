@@ -23,6 +23,10 @@ A script item is a ``ModelResponse``, a ``str`` (a plain text answer), an except
 instance (raised, e.g. a ``ProviderError`` to test a failing provider), or a function
 ``(ModelRequest) -> ModelResponse | str`` that looks at what it was sent. A whole model
 can also be one function: ``ScriptedModel.from_function(fn)``.
+
+A run under ``settings.context`` with the ``summarize`` strategy asks for summaries of what it
+leaves out (``purpose="summary"``): the model answers those itself, with an excerpt of what it
+was asked to condense, and keeps them in ``summary_requests`` — the script is for the run's turns.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from toolrun.core.messages import (
     ToolCall,
     Usage,
 )
+from toolrun.core.text import excerpt
 from toolrun.providers.base import EventSink, Provider, ProviderConfig
 from toolrun.providers.transport import Transport, WireRequest, WireResponse
 
@@ -54,6 +59,7 @@ ModelFunction = Callable[[ModelRequest], ModelResponse | str]
 ScriptItem = ModelResponse | str | BaseException | ModelFunction
 # (name, arguments) or (name, arguments, provider id); arguments as a dict or a raw JSON string
 CallSpec = tuple[str, Any] | tuple[str, Any, str | None]
+_SUMMARY_CHARS = 300  # of a scripted summary
 
 
 class ScriptExhausted(ProviderError):
@@ -71,7 +77,7 @@ class _OfflineTransport(Transport):
 
 
 class ScriptedModel(Provider):
-    """A Provider that plays a script; ``requests`` holds a copy of every request it got."""
+    """A Provider that plays a script; ``requests`` holds a copy of every request of a turn it got."""
 
     name = "scripted"
     default_base_url = "scripted:"
@@ -82,6 +88,7 @@ class ScriptedModel(Provider):
         super().__init__(model, ProviderConfig(base_url=self.default_base_url), transport=_OfflineTransport())
         self.script: list[ScriptItem] = list(responses)
         self.requests: list[ModelRequest] = []
+        self.summary_requests: list[ModelRequest] = []  # the context window's, answered without the script
         self._function: ModelFunction | None = None
 
     @classmethod
@@ -128,6 +135,9 @@ class ScriptedModel(Provider):
 
     async def complete(self, request: ModelRequest, *, stream: bool, on_event: EventSink | None = None) -> ModelResponse:
         """Answer ``request`` from the script; streams its text word by word when asked to."""
+        if request.purpose == "summary":  # the run's own housekeeping: no scripted turn is used
+            self.summary_requests.append(request)
+            return ScriptedModel.text(scripted_summary(request))
         # A snapshot, not a deep copy: the runner keeps appending to its history but never changes
         # a message once sent, so copying the list keeps each request as it was (a deep copy of the
         # whole history per request made a long conversation quadratic).
@@ -160,6 +170,12 @@ class ScriptedModel(Provider):
         # parts is enough (a deep copy of a 1,000-call answer cost 37 µs a call).
         return dataclasses.replace(item, message=dataclasses.replace(
             item.message, parts=[_copied(part) for part in item.message.parts]))
+
+
+def scripted_summary(request: ModelRequest) -> str:
+    """A scripted model's answer to a summary request: the start of what it was asked to condense."""
+    text = "\n".join(message.text or "" for message in request.messages)
+    return f"(scripted summary) {excerpt(text, _SUMMARY_CHARS, flatten=True)}"
 
 
 def _copied(part: Any) -> Any:

@@ -13,6 +13,9 @@ epoch (``toolrun view`` draws the timeline from these):
                     ``started_at`` and ``ended_at`` (seconds since the epoch)
 ``divergence``      ``{exchange, kind, path, recorded, now, message}`` — replay only
 ``notice``          ``{message}`` — e.g. the replay fallback
+``context``         ``{request, tokens_before, tokens_after, limit, dropped_messages, dropped_calls,
+                    cleared_calls, cut_calls, summarized}`` — what a request under ``settings.context``
+                    left out (only the keys that say something)
 ``interrupted``     ``{message}`` — the run was stopped (Ctrl-C) before it finished
 ``run_end``         the whole run document (``toolrun recipe --json``) (``final``, ``stop_reason``, ``usage``,
                     ``turns``, ``error`` ...) plus ``divergences`` when replaying
@@ -32,6 +35,7 @@ from toolrun.core.messages import ModelResponse, ToolCall
 from toolrun.core.private_files import open_private
 from toolrun.core.secrets import redact
 from toolrun.core.text import json_terminal_safe
+from toolrun.loop.context_window import ContextEvent
 from toolrun.loop.results import RunResult, ToolCallRecord
 from toolrun.loop.runner import RunObserver
 from toolrun.replay.divergence import Divergence
@@ -84,6 +88,9 @@ class TranscriptLog(RunObserver):
 
     def on_divergence(self, divergence: Divergence) -> None:
         self.write("divergence", **divergence.to_json())
+
+    def on_context(self, event: ContextEvent) -> None:
+        self.write("context", **event.to_json())
 
     def on_model_response(self, turn_index: int, response: ModelResponse) -> None:
         self._turn = turn_index + 1

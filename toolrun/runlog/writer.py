@@ -20,6 +20,7 @@ from typing import Any
 
 from toolrun.core.messages import Message, ModelResponse, OpaquePart, TextPart, ToolCall, ToolResult
 from toolrun.core.secrets import active_redactor, redact
+from toolrun.loop.context_window import ContextEvent
 from toolrun.loop.results import RunResult, ToolCallRecord, TurnRecord
 from toolrun.loop.runner import RunObserver
 from toolrun.replay.divergence import Divergence
@@ -190,6 +191,9 @@ class RunLogWriter(RunObserver):
 
     def on_divergence(self, divergence: Divergence) -> None:
         self._note("divergence", str(divergence))
+
+    def on_context(self, event: ContextEvent) -> None:
+        self._note("context", str(event))  # what a request left out to fit, and when (the note's time)
 
     def _note(self, kind: str, message: str) -> None:
         if self.run_id is None:

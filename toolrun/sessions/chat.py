@@ -9,7 +9,8 @@ recording beside the recipe, where ``toolrun recipe`` finds it when there is no 
 A scripted model (``scripted:FILE``) is one object for the whole chat; its save is a script.
 
 Earlier answers' tool calls are not re-sent: the model sees its own earlier answers, which
-tell what the tools returned, and a saved chat stays a plain recipe.
+tell what the tools returned, and a saved chat stays a plain recipe. A chat keeps each request
+under the model's context window (``settings.context``, drop-oldest) unless its recipe says otherwise.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from toolrun.core.messages import Usage
 from toolrun.core.private_files import write_private_text
 from toolrun.core.tool import Tool
 from toolrun.loop.approval import Approver
+from toolrun.loop.context_window import ContextSettings
 from toolrun.loop.results import RunResult
 from toolrun.loop.runner import RunObserver, RunSettings
 from toolrun.providers import SCRIPTED_PROVIDER, split_model
@@ -92,6 +94,8 @@ class ChatSession:
                                         "pass --model provider:model (e.g. openai:gpt-4o-mini), set TOOLRUN_MODEL, "
                                         "or start from a recipe with --recipe"))
             base = adhoc_recipe(name="chat", model=model, tools=tools, tools_dir=tools_dir, system=system)
+        if base.settings.context is None:  # a chat grows without end: by default it keeps under the model's window
+            base = dataclasses.replace(base, settings=dataclasses.replace(base.settings, context=ContextSettings()))
         catalog = load_checked_catalog(base.tools_dir, on_loaded=on_catalog, wanted=base.tool_test)
         base.select_tools(catalog)  # a typo in --tools is reported now, not at the first question
         return cls(base, catalog, environ=environ)
@@ -206,6 +210,10 @@ def script_of(result: RunResult) -> list[dict[str, Any]]:
 
 
 def _changed_settings(settings: RunSettings) -> dict[str, Any]:
-    defaults = dataclasses.asdict(RunSettings())
-    return {key: value for key, value in dataclasses.asdict(settings).items()
-            if value != defaults.get(key) and key not in ("reset_tool_choice", "stream")}
+    defaults = RunSettings()
+    changed: dict[str, Any] = {}
+    for key in (f.name for f in dataclasses.fields(settings) if f.name not in ("reset_tool_choice", "stream")):
+        value = getattr(settings, key)
+        if value != getattr(defaults, key):
+            changed[key] = value.to_mapping() if isinstance(value, ContextSettings) else value
+    return changed

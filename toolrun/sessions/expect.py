@@ -9,6 +9,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from toolrun.core.text import counted, excerpt
+from toolrun.core.tool import FIND_TOOLS
 from toolrun.loop.runner import RunResult
 
 _EXCERPT_CHARS = 120
@@ -64,7 +65,7 @@ def check_expectations(expect: Expectations | None, result: RunResult) -> list[s
 
 def _tools_called(expect: Expectations, result: RunResult) -> list[str]:
     failures = []
-    calls = result.tool_calls
+    calls = [call for call in result.tool_calls if call.name != FIND_TOOLS]  # a search is not a use of a tool
     for pattern in expect.tools_called:
         matching = [c for c in calls if fnmatchcase(c.name, pattern)]
         if not matching:

@@ -26,7 +26,9 @@ from toolrun.core.templates import TemplateError, check_template, placeholders, 
 from toolrun.core.text import did_you_mean, is_glob, matches_any
 from toolrun.core.tool import Tool
 from toolrun.core.yamlsource import LineDict, YamlSyntaxError, line_of, load_yaml_file, plain
+from toolrun.loop.context_window import DEFAULT_STRATEGY, ContextSettings
 from toolrun.loop.runner import RunSettings
+from toolrun.loop.tool_offer import ToolSelection, check_selection
 from toolrun.providers.base import ProviderOverrides
 from toolrun.sessions.expect import Expectations, check_expectations
 from toolrun.sessions.recipe_cache import cached_document, keep_document
@@ -194,9 +196,21 @@ class Recipe:
                                             f"expect.{key} names {pattern!r}, which is not one of {label}",
                                             f"did you mean {guess!r}?" if guess else
                                             f"{label} has: {', '.join(pool) or '(nothing)'}"))
+        if self.settings.tool_selection is not None:
+            problems.extend(self._selection_problems(selected))
         if problems:
             raise UserError(problems)
         return selected
+
+    def _selection_problems(self, selected: list[Tool]) -> list[Problem]:
+        """What in ``settings.tool_selection`` cannot work with the selected tools, with its line."""
+        assert self.settings.tool_selection is not None
+        try:
+            check_selection(self.settings.tool_selection, selected)
+        except UserError as exc:
+            line = self.line_of("settings", "tool_selection")
+            return [dataclasses.replace(problem, file=self.path, line=line) for problem in exc.problems]
+        return []
 
     def call_context(self, environ: Mapping[str, str] | None = None) -> CallContext:
         """What the tools of this recipe's run may use: environment and allowed hosts."""
@@ -324,6 +338,13 @@ def _request_timeout(settings_map: dict, path: Path) -> float:
                                 "write a duration such as 90s or 10m")) from None
 
 
+def _context_settings(context_map: Mapping[str, Any] | None) -> ContextSettings | None:
+    if context_map is None:
+        return None
+    return ContextSettings(max_input_tokens=context_map.get("max_input_tokens"),
+                           strategy=context_map.get("strategy", DEFAULT_STRATEGY))
+
+
 def _build(document: LineDict, path: Path) -> Recipe:
     settings_map = document.get("settings") or {}
     defaults = RunSettings()
@@ -337,6 +358,9 @@ def _build(document: LineDict, path: Path) -> Recipe:
         max_consecutive_failures=settings_map.get("max_consecutive_failures", defaults.max_consecutive_failures),
         max_concurrency=settings_map.get("max_concurrency", defaults.max_concurrency),
         output=structured_output(document),
+        context=_context_settings(settings_map.get("context")),
+        tool_selection=(ToolSelection.from_mapping(plain(settings_map["tool_selection"]))
+                        if settings_map.get("tool_selection") is not None else None),
     )
     provider_map = document.get("provider") or {}
     provider = ProviderOverrides(

@@ -1,0 +1,49 @@
+"""``toolrun tools select TEXT``: the ranking a request with that text would get under ``tool_selection``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from toolrun.catalog.tool_ranking import ToolIndex
+from toolrun.cli.common import (
+    catalog_usage_error_document,
+    exit_with_load_failure_json,
+    json_usage_errors,
+    load_catalog_for_cli,
+    tools_dir_option,
+)
+from toolrun.cli.tools_list import format_table
+from toolrun.core.errors import LoadError
+from toolrun.loop.tool_offer import DEFAULT_MAX_TOOLS
+
+
+@click.command("select", cls=json_usage_errors(catalog_usage_error_document, indent=2))
+@click.argument("text")
+@tools_dir_option
+@click.option("-k", "limit", type=click.IntRange(min=1), default=DEFAULT_MAX_TOOLS, show_default=True,
+              help="How many tools to show (a recipe's settings.tool_selection.max_tools).")
+@click.option("--json", "as_json", is_flag=True, help='Print {"tools": [{"name", "score"}, ...]} on stdout.')
+@click.pass_context
+def select_command(ctx: click.Context, text: str, tools_dir: Path | None, limit: int, as_json: bool) -> None:
+    """Rank the tools for TEXT as settings.tool_selection would: best first, with scores.
+
+    A tool with score 0 shares no word with TEXT and is never offered by the ranking.
+    """
+    try:
+        catalog = load_catalog_for_cli(tools_dir)
+    except LoadError as error:
+        if not as_json:
+            raise
+        exit_with_load_failure_json(ctx, error)
+    ranked = [tool for tool in ToolIndex.of_tools(catalog).rank(text, limit) if tool.score > 0]
+    if as_json:
+        click.echo(json.dumps({"tools": [{"name": tool.name, "score": tool.score} for tool in ranked]},
+                              ensure_ascii=False, indent=2))
+        return
+    if not ranked:
+        click.echo(f"no tool in {catalog.directory} shares a word with the text", err=True)
+        return
+    click.echo(format_table(("SCORE", "NAME"), [(f"{tool.score:.2f}", tool.name) for tool in ranked]))

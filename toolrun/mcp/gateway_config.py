@@ -1,0 +1,104 @@
+"""``toolrun mcp --config FILE``: a whole server in one YAML file, checked like a tool file.
+
+```yaml
+listen: 0.0.0.0:8080
+tools_dir: tools.d
+resource_url: https://tools.internal.example.com/mcp
+auth: {oidc: {issuer: https://sso.internal.example.com/realms/ops, rules: [...]}}   # or a path
+audit: /var/log/toolrun/audit.jsonl
+```
+
+The keys are those of ``toolrun schema gateway``; each is the command-line option of the
+same name (``listen`` is ``--http``), and an option given on the command line wins. Paths
+are relative to the file. The ``auth`` mapping is checked by the auth file's own rules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toolrun.core.durations import parse_duration
+from toolrun.core.errors import LoadError, Problem
+from toolrun.core.packaged_schemas import packaged_schema
+from toolrun.core.yamlsource import LineDict, YamlSyntaxError, load_yaml_file
+from toolrun.mcp.access import InlineAuth, access_list_from
+
+# Keys this version reads but cannot act on yet: named in a problem when used, never silently ignored.
+NOT_SUPPORTED_YET: dict[str, str] = {}
+_PATH_KEYS = ("tools_dir", "recipes", "audit")
+_PLAIN_KEYS = {"listen": "http", "tools": "tools", "resource_url": "resource_url", "allow_origins": "allow_origins",
+               "assume_yes": "assume_yes", "max_sessions": "max_sessions", "max_client_sessions": "max_client_sessions",
+               "max_connections": "max_connections", "metrics_listen": "metrics_listen", "stateless": "stateless"}
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    """The file's settings as the keyword arguments of ``toolrun.mcp.serve`` (only the keys it sets)."""
+
+    file: Path
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+def _line(document: Any, key: str) -> int | None:
+    return document.key_lines.get(key, document.line) if isinstance(document, LineDict) else None
+
+
+def load_gateway_config(path: Path) -> GatewayConfig:
+    """Read and check a gateway file; ``LoadError`` listing every problem (file, line, fix)."""
+    if not path.is_file():
+        raise LoadError(Problem(path, None, "cannot read the config file: it does not exist",
+                                "pass --config with a YAML file; `toolrun schema gateway` prints its schema"))
+    try:
+        document = load_yaml_file(path)
+    except YamlSyntaxError as exc:
+        raise LoadError([exc.problem]) from None
+    if not isinstance(document, dict):
+        raise LoadError(Problem(path, getattr(document, "line", None), "a config file is a mapping of settings",
+                                "write it like listen: 0.0.0.0:8080 and tools_dir: tools.d, one per line"))
+    problems = _schema_problems(document, path)
+    for key, fix in NOT_SUPPORTED_YET.items():
+        if key in document:
+            problems.append(Problem(path, _line(document, key), f"{key} is not supported by this version", fix))
+    options, option_problems = _options(document, path)
+    if isinstance(options.get("auth"), InlineAuth):  # its problems with the others, not at the server's start
+        try:
+            access_list_from(document["auth"], path, options.get("resource_url"))
+        except LoadError as exc:
+            option_problems += exc.problems
+    if problems or option_problems:
+        raise LoadError(problems + option_problems)
+    return GatewayConfig(path, options)
+
+
+def _schema_problems(document: dict[str, Any], path: Path) -> list[Problem]:
+    from toolrun.core.schema_errors import schema_problems  # jsonschema: only when a server starts from a file
+
+    schema = packaged_schema("gateway")
+    # The auth mapping is checked by the auth file's rules (the same words as in an --auth file): here only its type.
+    auth = schema["properties"]["auth"]
+    outer = {**schema, "properties": {**schema["properties"],
+                                      "auth": {"type": auth["type"], "x-expected": auth["x-expected"]}}}
+    return schema_problems(document, outer, path)
+
+
+def _options(document: dict[str, Any], path: Path) -> tuple[dict[str, Any], list[Problem]]:
+    folder = path.parent
+    options: dict[str, Any] = {name: document[key] for key, name in _PLAIN_KEYS.items() if key in document}
+    for key in _PATH_KEYS:
+        if isinstance(document.get(key), str):
+            options[key] = folder / document[key]
+    auth = document.get("auth")
+    if isinstance(auth, str):
+        options["auth"] = folder / auth
+    elif isinstance(auth, dict):
+        options["auth"] = InlineAuth(auth, path)
+    problems = []
+    for key in ("header_timeout", "body_timeout", "drain_delay"):
+        if key in document:
+            try:
+                options[key] = parse_duration(document[key])
+            except ValueError as exc:
+                problems.append(Problem(path, _line(document, key), f"{key}: {exc}", f"write it like {key}: 30s"))
+    return options, problems
