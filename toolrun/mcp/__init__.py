@@ -66,8 +66,7 @@ def serve(
     With ``recipes``, each recipe of that folder is also served as a prompt. Over HTTP, browser
     pages of ``allow_origins`` (``https://host[:port]``) may call the server (CORS). ``auth``: a file or a
     config file's mapping; ``resource_url``: the public URL, the audience of ``oidc`` tokens by default.
-    Over HTTP, ``metrics_listen`` serves ``/metrics``, SIGTERM drains after ``drain_delay``, ``stateless``
-    keeps no session (docs/gateway.md).
+    ``metrics_listen``, ``drain_delay``, ``stateless``: the server as a service (docs/gateway.md).
     """
     address = parse_address(http) if http is not None else None
     _check_place(address, auth, tools_dir)
