@@ -120,6 +120,7 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
         "toolrun.mcp.stdio.serve_stdio": AS_FOUND,
         "toolrun.mcp.http.bind": AS_FOUND,
         "toolrun.mcp.http.serve_http": AS_FOUND,
+        "toolrun.mcp.metrics.serve_metrics": "prometheus-client: only a server with --metrics-listen serves metrics",
         "toolrun.mcp.oidc.TokenVerifier": "pyjwt only for a server with an oidc section",
     },
     "toolrun.mcp.live_catalog": {

@@ -69,8 +69,7 @@ def test_mistakes_are_reported_with_line_and_fix_like_a_tool_file(tmp_path: Path
     found = {(problem.line, problem.message, problem.fix) for problem in caught.value.problems}
     assert (2, "listen must be HOST:PORT, not an integer 8080", "write it like listen: 0.0.0.0:8080") in found
     assert (3, "unknown key 'tool_dir' in the document", "did you mean 'tools_dir'?") in found
-    assert (5, "metrics_listen is not supported by this version",
-            "remove it, or run a toolrun that serves /metrics") in found
+    assert not any(line == 5 for line, _, _ in found)  # metrics_listen: read like the others
     messages = {(line, message) for line, message, _ in found}
     assert (4, "max_sessions must be at least 1, not an integer 0") in messages
     assert any(line == 6 and message.startswith("body_timeout:") for line, message in messages)
@@ -109,3 +108,13 @@ def test_the_config_file_of_the_gateway_doc_loads_as_written(tmp_path: Path, mon
     access = read_access_list(options["auth"], options["resource_url"])
     assert [client.name for client in access.clients] == ["nightly-bot"]
     assert access.oidc is not None and access.oidc.audience == "https://tools.internal.example.com/mcp"
+
+
+def test_the_service_keys_become_the_options_of_the_same_name(tmp_path: Path) -> None:
+    options = load_gateway_config(config_file(tmp_path, """
+        listen: 0.0.0.0:8080
+        metrics_listen: 127.0.0.1:9464
+        drain_delay: 8s
+        stateless: true
+    """)).options
+    assert (options["metrics_listen"], options["drain_delay"], options["stateless"]) == ("127.0.0.1:9464", 8.0, True)

@@ -14,6 +14,7 @@ from toolrun.cli.common import tools_dir_option
 from toolrun.core.durations import parse_duration
 from toolrun.core.text import terminal_safe
 from toolrun.mcp.limits import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS
+from toolrun.mcp.service import DEFAULT_DRAIN_DELAY
 
 
 def _report(line: str) -> None:
@@ -73,6 +74,12 @@ _POSITIVE = click.IntRange(min=1)
               help="Also serve each recipe of DIR as an MCP prompt (its vars are the arguments).")
 @click.option("--allow-origin", "allow_origins", multiple=True, metavar="ORIGIN",
               help="HTTP: let browser pages of ORIGIN (http://localhost:6274) call the server (CORS). Repeatable.")
+@click.option("--metrics-listen", metavar="[HOST:]PORT",
+              help="HTTP: serve Prometheus /metrics here (a bare port: on 127.0.0.1), never on the --http address.")
+@click.option("--drain-delay", type=_SECONDS, default=DEFAULT_DRAIN_DELAY, show_default="5s",
+              help="HTTP: at SIGTERM, /readyz answers 503 this long before the server stops taking connections.")
+@click.option("--stateless", is_flag=True,
+              help="HTTP: keep no sessions (any replica answers any request); no approvals, list_changed or progress.")
 @click.option("--resource-url", "resource_url", metavar="URL",
               help="HTTP: the server's public URL, the audience of --auth's OpenID tokens (https://tools.example.com/mcp).")
 @click.option("--config", "config", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",

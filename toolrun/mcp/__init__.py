@@ -22,9 +22,11 @@ from toolrun.mcp.limits import (
     SessionLimits,
     resolve_session_limits,
 )
+from toolrun.mcp.service import DEFAULT_DRAIN_DELAY, ServiceOptions, parse_metrics_address
 
 if TYPE_CHECKING:
     from toolrun.mcp.access import AccessList, InlineAuth
+    from toolrun.mcp.metrics import GatewayMetrics
     from toolrun.mcp.oidc import TokenVerifier
     from toolrun.mcp.server import CatalogServer
 
@@ -48,6 +50,9 @@ def serve(
     recipes: Path | None = None,
     allow_origins: Sequence[str] = (),
     resource_url: str | None = None,
+    metrics_listen: str | None = None,
+    drain_delay: float = DEFAULT_DRAIN_DELAY,
+    stateless: bool = False,
 ) -> None:
     """Serve the catalog of ``tools_dir`` until the client leaves (stdio) or the process is stopped (HTTP).
 
@@ -61,25 +66,22 @@ def serve(
     With ``recipes``, each recipe of that folder is also served as a prompt. Over HTTP, browser
     pages of ``allow_origins`` (``https://host[:port]``) may call the server (CORS). ``auth``: a file or a
     config file's mapping; ``resource_url``: the public URL, the audience of ``oidc`` tokens by default.
+    ``metrics_listen``, ``drain_delay``, ``stateless``: the server as a service (docs/gateway.md).
     """
     address = parse_address(http) if http is not None else None
     _check_place(address, auth, tools_dir)
     origins = _checked_additions(address, recipes, allow_origins)
+    service = _service_options(address, metrics_listen, drain_delay, stateless)
     from toolrun.mcp.access import read_access_list
     access = read_access_list(auth, resource_url) if auth is not None else None  # a bad file fails before the SDK loads
     limits = HttpLimits(_session_limits(access, auth, max_sessions, max_client_sessions), header_timeout,
                         body_timeout, max_connections)
 
     from toolrun.core.secrets import Redactor, redacting
-    from toolrun.mcp.audit import AuditLog
-    from toolrun.mcp.live_catalog import LiveCatalog
-    from toolrun.mcp.prompts import RecipePrompts
-    from toolrun.mcp.server import CatalogServer
+
     # Over HTTP every call is audited (stderr by default); over stdio only when asked.
-    audit_log = AuditLog.open(audit) if (audit is not None or address is not None) else None
-    prompts = RecipePrompts(recipes, report) if recipes is not None else None
-    server = CatalogServer(LiveCatalog(tools_dir, tools), assume_yes=assume_yes, audit=audit_log, report=report,
-                           prompts=prompts)
+    server = _catalog_server(tools_dir, tools, recipes, report, audit, audited=audit is not None or address is not None,
+                             assume_yes=assume_yes, stateless=service.stateless)
     # The tokens are secrets of the whole server: no call's output or log line may show them.
     with redacting(Redactor(access.secrets if access else ())):
         server.load()
@@ -87,10 +89,24 @@ def serve(
             if address is None:
                 _serve_stdio(server)
             else:
-                _serve_http(server, address, http, access, report, limits, origins, resource_url)
+                _serve_http(server, address, http, access, report, limits, origins, service, resource_url)
         finally:
-            if audit_log is not None:
-                audit_log.close()
+            if server.audit is not None:
+                server.audit.close()
+
+
+def _catalog_server(tools_dir: Path, tools: Sequence[str] | None, recipes: Path | None, report: Callable[[str], None],
+                    audit: Path | None, *, audited: bool, assume_yes: bool, stateless: bool) -> CatalogServer:
+    """The server of the catalog, with its audit log (at ``audit``, else stderr) when ``audited``."""
+    from toolrun.mcp.audit import AuditLog
+    from toolrun.mcp.live_catalog import LiveCatalog
+    from toolrun.mcp.prompts import RecipePrompts
+    from toolrun.mcp.server import CatalogServer
+
+    audit_log = AuditLog.open(audit) if audited else None
+    prompts = RecipePrompts(recipes, report) if recipes is not None else None
+    return CatalogServer(LiveCatalog(tools_dir, tools), assume_yes=assume_yes, audit=audit_log, report=report,
+                         prompts=prompts, stateless=stateless)
 
 
 def _check_place(address: tuple[str, int] | None, auth: Path | InlineAuth | None, tools_dir: Path) -> None:
@@ -119,6 +135,19 @@ def _checked_additions(address: tuple[str, int] | None, recipes: Path | None,
     return origins
 
 
+def _service_options(address: tuple[str, int] | None, metrics_listen: str | None, drain_delay: float,
+                     stateless: bool) -> ServiceOptions:
+    """The service options, checked: metrics on an address of their own, stateless only over HTTP."""
+    if stateless and address is None:
+        raise UserError(Problem(None, None, "--stateless is for a server over HTTP (stdio is one session)",
+                                "add --http HOST:PORT, or leave --stateless out"))
+    if drain_delay < 0:
+        raise UserError(Problem(None, None, f"--drain-delay {drain_delay} is negative",
+                                "give the time your balancer needs to notice /readyz, e.g. --drain-delay 5s"))
+    metrics = parse_metrics_address(metrics_listen, address) if metrics_listen is not None else None
+    return ServiceOptions(metrics, drain_delay, stateless)
+
+
 def _session_limits(access: AccessList | None, auth: Path | InlineAuth | None, max_sessions: int | None,
                     max_client_sessions: int | None) -> SessionLimits:
     """The server's and each client's session limits, refused when one client could fill the server."""
@@ -139,7 +168,8 @@ def _serve_stdio(server: CatalogServer) -> None:
 
 
 def _serve_http(server: CatalogServer, address: tuple[str, int], http: str | None, access: AccessList | None,
-                report: Callable[[str], None], limits: HttpLimits, origins: list[str], resource_url: str | None) -> None:
+                report: Callable[[str], None], limits: HttpLimits, origins: list[str], service: ServiceOptions,
+                resource_url: str | None) -> None:
     import anyio
 
     from toolrun.mcp.http import bind, serve_http
@@ -150,8 +180,28 @@ def _serve_http(server: CatalogServer, address: tuple[str, int], http: str | Non
         raise UserError(Problem(None, None, f"cannot listen on {http}: {exc.strerror or exc}",
                                 "pick another port, or stop what is using it")) from None
     verifier = _token_verifier(access, report)
-    anyio.run(partial(serve_http, resource_url=resource_url, verifier=verifier), server, sock, access,
-              lambda url: report(f"listening on {url}"), limits, origins)
+    stop_metrics = _start_metrics(server.metrics, service, report)
+    try:
+        anyio.run(partial(serve_http, service=service, resource_url=resource_url, verifier=verifier), server, sock,
+                  access, lambda url: report(f"listening on {url}"), limits, origins)
+    finally:
+        stop_metrics()
+
+
+def _start_metrics(metrics: GatewayMetrics, service: ServiceOptions, report: Callable[[str], None]) -> Callable[[], None]:
+    """Serve ``/metrics`` on ``--metrics-listen`` (in a thread); the function that stops it."""
+    if service.metrics_listen is None:
+        return lambda: None
+    from toolrun.mcp.metrics import serve_metrics
+
+    host, port = service.metrics_listen
+    try:
+        endpoint = serve_metrics(metrics, host, port)
+    except OSError as exc:
+        raise UserError(Problem(None, None, f"cannot listen on --metrics-listen {host}:{port}: {exc.strerror or exc}",
+                                "pick another port, or stop what is using it")) from None
+    report(f"metrics on {endpoint.url}")
+    return endpoint.stop
 
 
 def _token_verifier(access: AccessList | None, report: Callable[[str], None]) -> TokenVerifier | None:

@@ -26,11 +26,11 @@ from toolrun.core.yamlsource import LineDict, YamlSyntaxError, load_yaml_file
 from toolrun.mcp.access import InlineAuth, access_list_from
 
 # Keys this version reads but cannot act on yet: named in a problem when used, never silently ignored.
-NOT_SUPPORTED_YET = {"metrics_listen": "remove it, or run a toolrun that serves /metrics"}
+NOT_SUPPORTED_YET: dict[str, str] = {}
 _PATH_KEYS = ("tools_dir", "recipes", "audit")
 _PLAIN_KEYS = {"listen": "http", "tools": "tools", "resource_url": "resource_url", "allow_origins": "allow_origins",
                "assume_yes": "assume_yes", "max_sessions": "max_sessions", "max_client_sessions": "max_client_sessions",
-               "max_connections": "max_connections"}
+               "max_connections": "max_connections", "metrics_listen": "metrics_listen", "stateless": "stateless"}
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ def _options(document: dict[str, Any], path: Path) -> tuple[dict[str, Any], list
     elif isinstance(auth, dict):
         options["auth"] = InlineAuth(auth, path)
     problems = []
-    for key in ("header_timeout", "body_timeout"):
+    for key in ("header_timeout", "body_timeout", "drain_delay"):
         if key in document:
             try:
                 options[key] = parse_duration(document[key])

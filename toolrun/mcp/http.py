@@ -9,7 +9,9 @@ whose refusal is an audit line naming the token's subject. With ``oidc``, the RF
 metadata is public at ``/.well-known/oauth-protected-resource``. An admitted request carries its ``Caller``
 in the ASGI scope, where the tool handlers read which tools it may see and call, and the
 session manager whose sessions it may use (``sessions``). Under uvicorn runs a protocol
-with header and body deadlines and a bound on connections (``deadlines``).
+with header and body deadlines and a bound on connections (``deadlines``), draining at
+SIGTERM (``drain``); ``/healthz`` and ``/readyz`` are answered before the gate (``health``),
+``/metrics`` on an address of its own (``metrics``).
 """
 
 from __future__ import annotations
@@ -31,10 +33,13 @@ from toolrun.mcp.access import AccessList, ClientAccess
 from toolrun.mcp.addresses import allowed_origins, is_loopback
 from toolrun.mcp.audit import AuditLog
 from toolrun.mcp.deadlines import deadline_protocol
+from toolrun.mcp.drain import DrainingServer, shutdown_bound
+from toolrun.mcp.health import HealthRoutes, Readiness
 from toolrun.mcp.limits import HttpLimits, SessionLimits
 from toolrun.mcp.oidc import TokenRefused, TokenVerifier
 from toolrun.mcp.protected_resource import ProtectedResource
 from toolrun.mcp.server import CALLER_SCOPE_KEY, Caller, CatalogServer
+from toolrun.mcp.service import ServiceOptions
 from toolrun.mcp.sessions import BoundSessionManager
 
 MCP_PATH = "/mcp"
@@ -49,7 +54,8 @@ class RequestGate:
 
     def __init__(self, app: ASGIApp, *, origins: list[str], access: AccessList | None,
                  cors_origins: list[str] | tuple[str, ...] = (), resource_url: str | None = None,
-                 audit: AuditLog | None = None, verifier: TokenVerifier | None = None) -> None:
+                 audit: AuditLog | None = None, verifier: TokenVerifier | None = None,
+                 on_refused: Callable[[str], None] = lambda reason: None) -> None:
         self.app = app
         self.origins = set(origins)
         self.cors_origins = set(cors_origins)
@@ -58,6 +64,7 @@ class RequestGate:
         oidc = access.oidc if access is not None else None
         self.verifier = verifier or (TokenVerifier(oidc) if oidc is not None else None)
         self.resource = ProtectedResource.of(oidc, resource_url) if oidc is not None else None
+        self.on_refused = on_refused  # the reason of each refusal, for the metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -70,6 +77,7 @@ class RequestGate:
         origin = headers.get("origin")
         cross_origin = origin is not None and origin in self.cors_origins
         if origin is not None and origin not in self.origins and not cross_origin:
+            self.on_refused("origin")
             await _refuse(send, 403, "forbidden", f"Origin {origin} is not allowed")
             return
         if cross_origin:
@@ -102,6 +110,8 @@ class RequestGate:
                 refusal = f"the token was refused: {refused.reason}"
             else:
                 return Caller(verified.subject, verified.tools, identity=f"oidc:{verified.issuer}#{verified.subject}")
+        self.on_refused("no_token" if token is None else "refused_jwt" if refusal != "a known bearer token is required"
+                        else "unknown_token")
         challenge = self.resource.challenge(invalid_token=token is not None) if self.resource else b'Bearer realm="toolrun"'
         await _refuse(send, 401, "unauthorized", refusal, [(b"www-authenticate", challenge)])
         return None
@@ -173,38 +183,67 @@ def bind(host: str, port: int) -> socket.socket:
 
 def build_app(server: CatalogServer, host: str, port: int, access: AccessList | None,
               sessions: SessionLimits | None = None, cors_origins: list[str] | tuple[str, ...] = (),
-              resource_url: str | None = None, verifier: TokenVerifier | None = None) -> ASGIApp:
-    """The SDK's streamable HTTP app at ``/mcp`` behind the gate, its sessions bound and limited."""
+              readiness: Readiness | None = None, resource_url: str | None = None,
+              verifier: TokenVerifier | None = None) -> ASGIApp:
+    """The SDK's streamable HTTP app at ``/mcp`` behind the gate, its sessions bound and limited (none kept
+    when the server is stateless), and the health routes in front of both."""
     security = TransportSecuritySettings(
         # The gate checks Origin; a Host check would refuse a team's DNS name for the server.
         enable_dns_rebinding_protection=is_loopback(host),
         allowed_hosts=[f"{name}:*" for name in ("127.0.0.1", "localhost", "[::1]")],
         allowed_origins=[*allowed_origins(host, port), *cors_origins],
     )
-    manager = BoundSessionManager(server.server, limits=sessions or SessionLimits(), security_settings=security)
+    manager = BoundSessionManager(server.server, limits=sessions or SessionLimits(), security_settings=security,
+                                  stateless=server.stateless)
+    server.metrics.count_sessions(lambda: len(manager.ledger))
     # What the SDK's streamable_http_app builds, with this session manager in place of its own.
     app = Starlette(routes=[Route(MCP_PATH, endpoint=StreamableHTTPASGIApp(manager))],
                     lifespan=lambda _app: manager.run())
-    return RequestGate(app, origins=allowed_origins(host, port), access=access, cors_origins=cors_origins,
-                       resource_url=resource_url, audit=server.audit, verifier=verifier)
+    gate = RequestGate(app, origins=allowed_origins(host, port), access=access, cors_origins=cors_origins,
+                       resource_url=resource_url, audit=server.audit, verifier=verifier,
+                       on_refused=server.metrics.auth_failed)
+    return HealthRoutes(gate, readiness or Readiness(loaded=True))
+
+
+def http_server_for(server: CatalogServer, sock: socket.socket, access: AccessList | None,
+                    limits: HttpLimits | None = None, cors_origins: list[str] | tuple[str, ...] = (),
+                    service: ServiceOptions | None = None, resource_url: str | None = None,
+                    verifier: TokenVerifier | None = None) -> DrainingServer:
+    """The uvicorn server of ``sock``: the app, the client deadlines, and the drain at SIGTERM."""
+    limits = limits or HttpLimits()
+    service = service or ServiceOptions()
+    host, port = sock.getsockname()[:2]
+    shown_host = f"[{host}]" if ":" in host else host
+    readiness = Readiness(loaded=True)  # the catalog loaded before the socket was bound
+    app: Any = build_app(server, shown_host, port, access, limits.sessions, cors_origins, readiness, resource_url, verifier)
+    protocol = deadline_protocol(limits.header_timeout, limits.body_timeout, limits.max_connections)
+    call_timeout = max((tool.timeout for tool in server.live.tools()), default=0.0)
+    # log_config=None: the command's own logging (terminal-safe lines) prints uvicorn's warnings too.
+    config = uvicorn.Config(app, http=protocol, log_level="warning", log_config=None, lifespan="on",
+                            timeout_graceful_shutdown=shutdown_bound(), access_log=False)
+    return DrainingServer(config, readiness=readiness, drain_delay=service.drain_delay,
+                          calls_in_flight=lambda: server.calls_in_flight, call_timeout=call_timeout)
 
 
 async def serve_http(server: CatalogServer, sock: socket.socket, access: AccessList | None,
                      on_ready: Callable[[str], None], limits: HttpLimits | None = None,
-                     cors_origins: list[str] | tuple[str, ...] = (), resource_url: str | None = None,
-                     verifier: TokenVerifier | None = None) -> None:
-    """Serve until SIGINT/SIGTERM; ``on_ready`` gets the URL once the socket accepts connections."""
-    limits = limits or HttpLimits()
+                     cors_origins: list[str] | tuple[str, ...] = (), service: ServiceOptions | None = None,
+                     resource_url: str | None = None, verifier: TokenVerifier | None = None) -> None:
+    """Serve until SIGTERM has drained the server, or SIGINT; ``on_ready`` gets the URL once the socket
+    accepts connections."""
+    http_server = http_server_for(server, sock, access, limits, cors_origins, service, resource_url, verifier)
     host, port = sock.getsockname()[:2]
     shown_host = f"[{host}]" if ":" in host else host
-    app: Any = build_app(server, shown_host, port, access, limits.sessions, cors_origins, resource_url, verifier)
-    protocol = deadline_protocol(limits.header_timeout, limits.body_timeout, limits.max_connections)
-    # log_config=None: the command's own logging (terminal-safe lines) prints uvicorn's warnings too.
-    config = uvicorn.Config(app, http=protocol, log_level="warning", log_config=None, lifespan="on",
-                            timeout_graceful_shutdown=2, access_log=False)
-    http_server = uvicorn.Server(config)
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(server.watch)
-        on_ready(f"http://{shown_host}:{port}{MCP_PATH}")
+        tasks.start_soon(_announce_when_started, http_server, lambda: on_ready(f"http://{shown_host}:{port}{MCP_PATH}"))
         await http_server.serve(sockets=[sock])
         tasks.cancel_scope.cancel()
+
+
+async def _announce_when_started(http_server: uvicorn.Server, announce: Callable[[], None]) -> None:
+    # Only once uvicorn has started are its signal handlers in place: a SIGTERM sent on seeing the URL drains.
+    while not http_server.started and not http_server.should_exit:
+        await anyio.sleep(0.01)
+    if http_server.started:
+        announce()

@@ -40,6 +40,7 @@ from toolrun.loop.execution import ToolOutcome, execute_call, validate_arguments
 from toolrun.mcp.audit import AuditLog
 from toolrun.mcp.live_catalog import LiveCatalog
 from toolrun.mcp.mapping import APPROVAL_SCHEMA, approval_given, approval_question, call_result_to_mcp
+from toolrun.mcp.metrics import GatewayMetrics
 from toolrun.mcp.prompts import PromptError, RecipePrompts
 
 CALLER_SCOPE_KEY = "toolrun.mcp.caller"  # where the HTTP gate leaves the authenticated client
@@ -63,7 +64,11 @@ class Caller:
         return self.tools is None or "*" in self.tools
 
 
-def refusal_message(tool: Tool) -> str:
+def refusal_message(tool: Tool, stateless: bool = False) -> str:
+    if stateless:
+        return (f"{tool.name} needs a human's approval for each call, and this server runs --stateless, where no "
+                "request can reach the client's user; the server's operator can allow every call by starting "
+                "`toolrun mcp` with --yes, or serve with sessions (without --stateless)")
     return (f"{tool.name} needs a human's approval for each call, and this MCP client cannot ask its user "
             "(it does not support elicitation); the server's operator can allow every call by starting "
             "`toolrun mcp` with --yes")
@@ -91,13 +96,21 @@ class _ToolrunServer(Server[Any]):
 
 
 class CatalogServer:
-    """Serves a ``LiveCatalog``; ``report`` receives each problem line meant for the operator (stderr)."""
+    """Serves a ``LiveCatalog``; ``report`` receives each problem line meant for the operator (stderr).
+
+    ``stateless``: every request stands alone (``--stateless``), so nothing can be sent to a client
+    later — no approval question, no ``list_changed`` — and tools that need approval are refused
+    unless ``assume_yes``. ``metrics`` counts calls, reloads and load problems."""
 
     def __init__(self, live: LiveCatalog, *, assume_yes: bool = False, audit: AuditLog | None = None,
                  report: Callable[[str], None] = lambda line: None,
-                 watch_interval: float = WATCH_INTERVAL_SECONDS, prompts: RecipePrompts | None = None) -> None:
+                 watch_interval: float = WATCH_INTERVAL_SECONDS, prompts: RecipePrompts | None = None,
+                 metrics: GatewayMetrics | None = None, stateless: bool = False) -> None:
         active_tracer()  # tracing set up before the first request, so the MCP SDK's spans are kept from the first
         self.live = live
+        self.metrics = metrics or GatewayMetrics()
+        self.stateless = stateless
+        self.calls_in_flight = 0  # what a drain waits for
         self.prompts = prompts
         self.assume_yes = assume_yes
         self.audit = audit
@@ -137,6 +150,7 @@ class CatalogServer:
         self.live.refresh()
         self._catalog_secrets = Redactor(self.live.snapshot.secrets)
         self._report_problems()
+        self.metrics.catalog_loaded(len(self.live.snapshot.problems), reload=False)
         if self.prompts is not None:
             served = len(self.prompts.refresh())
             self.report(f"serving {served} recipe{'s' if served != 1 else ''} as prompts from {self.prompts.directory}")
@@ -148,6 +162,7 @@ class CatalogServer:
         if changed:
             self._catalog_secrets = Redactor(self.live.snapshot.secrets)
             self._report_problems()
+            self.metrics.catalog_loaded(len(self.live.snapshot.problems), reload=True)
             await self._announce()
         return changed
 
@@ -199,7 +214,7 @@ class CatalogServer:
         return found if isinstance(found, Caller) else self.default_caller
 
     def _remember(self, ctx: Any) -> None:
-        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        if self.stateless or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return  # 2026-07-28 clients subscribe with subscriptions/listen instead
         key = _session_key(ctx)
         if key and (key in self._listeners or len(self._listeners) < 10_000):
@@ -261,12 +276,14 @@ class CatalogServer:
                     shown = self._catalog_secrets.redact(redactor.redact(arguments))
                 self.audit.record(client=caller.name, tool=params.name, arguments=shown, is_error=True, duration_ms=0,
                                   unknown=True)
+            self.metrics.call_finished(None, "unknown_tool", 0.0)
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
         started = time.perf_counter()
         approver, early = self._approval(ctx, params, tool, arguments)
         if isinstance(early, types.InputRequiredResult):
             return early  # a question for the client's user: the call comes back with the answer
         is_error = True  # until the call finishes: a refused or cancelled call is audited as an error
+        self._begin_call()
         with redacting(run_redactor()) as redactor:
             try:
                 if early is not None:
@@ -277,10 +294,21 @@ class CatalogServer:
                 is_error = outcome.is_error
                 return _typed(call_result_to_mcp(outcome.result, outcome.is_error, outcome.blocks))
             finally:
+                elapsed = time.perf_counter() - started
+                self._end_call(tool.name, is_error, elapsed)
                 if self.audit is not None:
                     shown = self._catalog_secrets.redact(redactor.redact(arguments))
                     self.audit.record(client=caller.name, tool=tool.name, arguments=shown,
-                                      is_error=is_error, duration_ms=round((time.perf_counter() - started) * 1000))
+                                      is_error=is_error, duration_ms=round(elapsed * 1000))
+
+    def _begin_call(self) -> None:
+        self.calls_in_flight += 1
+        self.metrics.calls_in_flight.inc()
+
+    def _end_call(self, name: str, is_error: bool, seconds: float) -> None:
+        self.calls_in_flight -= 1
+        self.metrics.calls_in_flight.dec()
+        self.metrics.call_finished(name, "error" if is_error else "ok", seconds)
 
     def _approval(self, ctx: Any, params: types.CallToolRequestParams, tool: Tool,
                   arguments: Any) -> tuple[Approver | None, Any]:
@@ -289,6 +317,8 @@ class CatalogServer:
             return (approve_all if tool.needs_confirmation else None), None
         if validate_arguments(tool, arguments):
             return None, None  # the call fails on its arguments before anyone is asked
+        if self.stateless:
+            return None, _typed(call_result_to_mcp(refusal_message(tool, stateless=True), True))
         capabilities = ctx.session.client_capabilities
         can_ask = capabilities is not None and capabilities.elicitation is not None
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:

@@ -1,0 +1,88 @@
+"""SIGTERM drains the HTTP server: the balancer stops sending work, calls finish, then the process exits.
+
+uvicorn on its own stops taking connections at SIGTERM and cuts what still runs after its
+graceful-shutdown timeout (2 s here before), so a replica taken out of a pool lost every call
+longer than that. The drain, in order:
+
+1. ``/readyz`` answers 503 (``health``); every request is still served.
+2. ``drain_delay`` passes: longer than the balancer's check interval times its ``fall``
+   count, so by then it sends new sessions elsewhere.
+3. The listening socket closes; idle connections close, busy ones after their response.
+4. Calls under way finish, each up to its tool's timeout (``call_timeout``: the longest).
+5. uvicorn's own shutdown: the event streams still open (a session's GET stream, a
+   2026-07-28 ``subscriptions/listen``) end — sse-starlette ends them when uvicorn's
+   ``should_exit`` is set, which is why it is set only now — their clients reconnect
+   through the balancer; the sessions end and the process exits with status 0.
+
+A second SIGTERM, or SIGINT (Ctrl-C), skips the rest: uvicorn's shutdown at once, which
+cuts the event streams, calls' included.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Callable
+from types import FrameType
+
+import uvicorn
+
+from toolrun.mcp.health import Readiness
+
+RESPONSE_GRACE_SECONDS = 0.5  # for a finished call's result to be written before streams are cut
+POLL_SECONDS = 0.05
+
+
+class DrainingServer(uvicorn.Server):
+    """uvicorn's server, draining at SIGTERM (see the module) instead of stopping."""
+
+    def __init__(self, config: uvicorn.Config, *, readiness: Readiness, drain_delay: float,
+                 calls_in_flight: Callable[[], int], call_timeout: float) -> None:
+        super().__init__(config)
+        self.readiness = readiness
+        self.drain_delay = drain_delay
+        self.calls_in_flight = calls_in_flight
+        self.call_timeout = call_timeout
+        self._drain: asyncio.Task[None] | None = None
+        self.drained = False  # True once the drain ran to its end (the tests read it)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if sig == signal.SIGTERM and not self.readiness.draining and not self.should_exit:
+            # Not recorded as uvicorn's captured signal: after a drain the process exits 0, not by SIGTERM.
+            self.readiness.draining = True
+            return
+        super().handle_exit(sig, frame)
+
+    def begin_drain(self) -> None:
+        """What SIGTERM does: ``/readyz`` 503 at once, the rest of the drain from the next tick."""
+        self.readiness.draining = True
+
+    async def on_tick(self, counter: int) -> bool:
+        if self.readiness.draining and self._drain is None and not self.should_exit:
+            self._drain = asyncio.ensure_future(self._run_drain())
+        return await super().on_tick(counter)
+
+    async def _run_drain(self) -> None:
+        await asyncio.sleep(self.drain_delay)
+        self._stop_taking_work()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.call_timeout
+        while self.calls_in_flight() > 0 and loop.time() < deadline:
+            await asyncio.sleep(POLL_SECONDS)
+        await asyncio.sleep(RESPONSE_GRACE_SECONDS)
+        self.drained = True
+        # Only now: uvicorn's shutdown begins, and sse-starlette (which watches this flag) ends every event
+        # stream cleanly — set earlier, it would also have cut the streams carrying the calls' results.
+        self.should_exit = True
+
+    def _stop_taking_work(self) -> None:
+        """The first half of uvicorn's shutdown: no new connection, idle ones closed, busy ones closed when done."""
+        for listener in self.servers:
+            listener.close()
+        for connection in list(self.server_state.connections):
+            connection.shutdown()
+
+
+def shutdown_bound() -> int:
+    """uvicorn's graceful-shutdown timeout, once the drain is over: what is left are event streams ending."""
+    return 3
