@@ -126,3 +126,14 @@ def test_a_selection_naming_no_tool_or_an_unknown_mode_is_refused(tools: list[To
 
 def test_no_tools_offer_nothing() -> None:
     assert ToolOffer([], None).definitions(_user("anything")) == []
+
+
+def test_rank_fills_its_slots_when_few_tools_match_the_question(tools: list[Tool]) -> None:
+    # "weather" matches one tool; the other two of max_tools=3 slots go to the rest in catalog order, so a
+    # question that shares no word with the right tool still gets tools to choose from
+    model = ScriptedModel([ScriptedModel.text("done")])
+    _run(model, tools, "weather in Paris?", ToolSelection(max_tools=3))
+    assert _offered(model) == [["get_weather", "convert_currency", "get_flower_inventory"]]
+    model = ScriptedModel([ScriptedModel.text("done")])
+    _run(model, tools, "zzz qqq", ToolSelection(max_tools=2))
+    assert _offered(model) == [["get_weather", "convert_currency"]]

@@ -97,8 +97,11 @@ class ToolOffer:
             chosen = set(_unique(kept + self.found)[: None if limit is None else limit - 1])
             return [FIND_TOOLS_DEFINITION, *(d for d in self.all_definitions if d.name in chosen)]
         fixed = set(kept)
-        ranked = [tool.name for tool in self.index.rank(_user_text(history))
-                  if tool.score > 0 and tool.name not in fixed][: self.selection.max_tools]
+        ranked = [tool.name for tool in self.index.rank(_user_text(history)) if tool.score > 0 and tool.name not in fixed]
+        # max_tools slots are always filled: a question sharing no word with a tool still gets tools to choose from
+        taken = fixed | set(ranked)
+        ranked += [definition.name for definition in self.all_definitions if definition.name not in taken]
+        ranked = ranked[: self.selection.max_tools]
         chosen = set(_unique(kept + ranked)[:limit])
         return [definition for definition in self.all_definitions if definition.name in chosen]
 
