@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolrun.catalog.cache import SERVER_NAMES_UNKNOWN, CatalogCache, status_key
+from toolrun.catalog.cache import SERVER_NAMES_UNKNOWN, CatalogCache
 from toolrun.catalog.model import Catalog, LoadedTool, ServerOptions, UnstartedTool
 from toolrun.core.errors import Problem, UserError
 from toolrun.core.tool import FIND_TOOLS, Tool
