@@ -67,11 +67,15 @@ def _tool_paths_in(folder: str, suffixes: tuple[str, ...]) -> list[str]:
             name = entry.name
             if name.startswith("."):
                 continue
-            if entry.is_dir(follow_symlinks=False):  # a symlinked folder is not followed (no loops)
+            # The suffix as os.path.splitext gives it for a name not starting with a dot, without its call.
+            tool_file = name[name.rfind("."):] in suffixes
+            if tool_file and entry.is_file(follow_symlinks=False):  # most entries: known from the listing
+                files.append(entry.path)
+            elif entry.is_dir(follow_symlinks=False):  # a symlinked folder is not followed (no loops)
                 if name not in _SKIPPED_FOLDERS:
                     subfolders.append(entry.path)
             # A broken symlink is kept so that reading it reports it; a folder named x.yaml is not a tool file.
-            elif os.path.splitext(name)[1] in suffixes and _file_or_broken_link(entry):
+            elif tool_file and _file_or_broken_link(entry):
                 files.append(entry.path)
     # At each level a folder's own files come before its subfolders, each by name.
     found = sorted(files)
