@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -89,30 +90,29 @@ def run_scope() -> Iterator[Redactor]:
 
 
 
-@pytest.fixture(scope="session")
-def tools_d_server_listings() -> list[Path]:
-    """The cached tool lists of tools.d's MCP toolsets (the ticket server), made once per worker.
-
-    A test that runs a program loading all of tools.d in a fresh cache folder copies these into it
-    (``seed_tools_d_listings``): the program then starts no MCP server to learn tool names it never
-    calls, as a user's second command does. Starting the ticket server costs seconds of CPU (the SDK's
-    import); the tests that start it on purpose do not use this."""
-    import toolrun
-
-    toolrun.load_catalog(Path(__file__).resolve().parent.parent / "tools.d")  # lists the server into the session cache
-    listings = sorted(Path(os.environ["TOOLRUN_CACHE_DIR"]).glob("mcp-tools-*.json"))
-    assert listings, "loading tools.d kept no MCP tool list"
-    return listings
+TICKET_LISTING = FIXTURES / "ticket_server_tools.json"  # what tools.d's ticket server lists (checked live in integration/)
 
 
 @pytest.fixture
-def seed_tools_d_listings(tools_d_server_listings: list[Path]) -> Callable[[Path], Path]:
-    """``seed(cache_folder)``: a fresh cache folder holding tools.d's server tool lists; returns the folder."""
+def seed_tools_d_listings() -> Callable[[Path], Path]:
+    """``seed(cache_folder)``: a fresh cache folder holding tools.d's ticket server tool list; returns the folder.
+
+    A test that runs a program loading all of tools.d in a fresh cache folder seeds it: the program then
+    starts no MCP server to learn names it never calls, as a user's second command does (starting the
+    ticket server costs seconds of CPU, nearly all the SDK's import). The list is the server's own,
+    recorded; ``tests/integration/test_ticket_listing.py`` checks that it still is what the server lists."""
+    import yaml
+
+    from toolrun.catalog.server_listing import ListedTool, ServerListing, listing_key, write_listing
+
+    toolset = Path(__file__).resolve().parent.parent / "tools.d" / "tickets.yaml"
+    config = yaml.safe_load(toolset.read_text(encoding="utf-8"))["mcp_server"]
+    tools = [ListedTool(**tool) for tool in json.loads(TICKET_LISTING.read_text(encoding="utf-8"))["tools"]]
 
     def seed(folder: Path) -> Path:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        for listing in tools_d_server_listings:
-            shutil.copy2(listing, folder / listing.name)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("TOOLRUN_CACHE_DIR", str(folder))
+            write_listing(toolset, listing_key(toolset, config), ServerListing(tools=tools))
         return folder
 
     return seed
