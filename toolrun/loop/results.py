@@ -94,6 +94,7 @@ class RunResult:
     recorded_exchanges: int | None = None  # with record=: how many model exchanges were saved
     output: Any = None  # the structured final answer (parsed, validated); None without one
     output_requested: bool = False  # the run asked for a structured answer (``output:``)
+    output_valid: bool = False  # an answer passed its checks (``output`` may then be null, if the schema allows it)
     # With settings.context: the limit, the strategy and what each request left out (see context_window)
     context: dict[str, Any] | None = None
     redactor: Redactor | None = field(default=None, repr=False, compare=False)
@@ -107,7 +108,7 @@ class RunResult:
     def failed(self) -> bool:
         """The run did not reach an answer: the provider failed, the turn limit was hit, or a
         structured answer was asked for and none came (cut off, filtered, invalid)."""
-        return self.stop_reason in FAILED_STOP_REASONS or (self.output_requested and self.output is None)
+        return self.stop_reason in FAILED_STOP_REASONS or (self.output_requested and not self.output_valid)
 
     def redact(self, value: Any) -> Any:
         """``value`` with this run's secrets replaced (the active scope's, for a bare result)."""
