@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from toolrun.core.content import ContentBlock
 from toolrun.core.messages import Message, Usage
@@ -60,15 +60,20 @@ class TurnRecord:
     text: str | None
     usage: Usage
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
+    # Under settings.tool_selection: the names of the tools the request offered, or "all"; None without one.
+    tools_offered: list[str] | Literal["all"] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """One turn: its stop reason, text, token usage and calls."""
-        return {
+        """One turn: its stop reason, text, token usage and calls; and ``tools_offered`` under a tool selection."""
+        document: dict[str, Any] = {
             "stop_reason": self.stop_reason,
             "text": self.text,
             "usage": {"input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens},
             "tool_calls": [call.to_json() for call in self.tool_calls],
         }
+        if self.tools_offered is not None:
+            document["tools_offered"] = self.tools_offered
+        return document
 
 
 @dataclass

@@ -304,7 +304,8 @@ class _ConversationLoop:
             self.observer.on_model_response(turn_index, response)
             # Records are what callers keep and print: a secret the model repeats is redacted there (the
             # history sent back to the model stays as the model wrote it).
-            turn = TurnRecord(response.stop_reason, redact(response.message.text), response.usage)
+            turn = TurnRecord(response.stop_reason, redact(response.message.text), response.usage,
+                              tools_offered=self.offer.offered(request.tools))
             if not calls:
                 self._end_turn(turn)
                 if self._wants_repair(response):
