@@ -48,6 +48,15 @@ class ToolSelection:
     tools_always: tuple[str, ...] = ()  # names or globs, offered in every request
     mode: str = "rank"
 
+    def to_mapping(self) -> dict[str, Any]:
+        """The keys a recipe would write (defaults left out)."""
+        mapping: dict[str, Any] = {"max_tools": self.max_tools}
+        if self.tools_always:
+            mapping["tools_always"] = list(self.tools_always)
+        if self.mode != "rank":
+            mapping["mode"] = self.mode
+        return mapping
+
     @classmethod
     def from_mapping(cls, mapping: dict[str, Any]) -> ToolSelection:
         return cls(max_tools=mapping.get("max_tools", DEFAULT_MAX_TOOLS),
