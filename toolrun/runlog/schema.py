@@ -67,6 +67,9 @@ MIGRATIONS: list[list[str]] = [
         "CREATE VIRTUAL TABLE search USING fts5(run_id UNINDEXED, field UNINDEXED, original UNINDEXED, text, "
         "tokenize='unicode61')",
     ],
+    [  # 2: the tools a request offered under settings.tool_selection (JSON: the names, or "all"; NULL without one)
+        "ALTER TABLE turns ADD COLUMN tools_offered TEXT",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

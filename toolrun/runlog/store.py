@@ -199,6 +199,8 @@ class RunLog:
             "usage": {"input_tokens": turn["input_tokens"], "output_tokens": turn["output_tokens"]},
             "requested_at": turn["requested_at"], "answered_at": turn["answered_at"], "ended_at": turn["ended_at"],
             "tool_calls": calls.get(turn["turn"], []),
+            # under settings.tool_selection: the names the request offered, or "all"
+            **({"tools_offered": _loads(turn["tools_offered"])} if turn["tools_offered"] is not None else {}),
         } for turn in self.connection.execute("SELECT * FROM turns WHERE run_id = ? ORDER BY turn", (run_id,))]
         run["messages"] = [{"role": m["role"], "parts": _loads(m["content"])} for m in self.connection.execute(
             "SELECT role, content FROM messages WHERE run_id = ? ORDER BY seq", (run_id,))]

@@ -248,7 +248,9 @@ class RunLogWriter(RunObserver):
             return
         now = self.clock()
         self._mark = now  # the next request goes out now
-        self._statements.append(("UPDATE turns SET ended_at = ? WHERE run_id = ? AND turn = ?", (now, self.run_id, self._turn)))
+        offered = None if turn.tools_offered is None else _json(turn.tools_offered)
+        self._statements.append(("UPDATE turns SET ended_at = ?, tools_offered = ? WHERE run_id = ? AND turn = ?",
+                                 (now, offered, self.run_id, self._turn)))
         self.flush()  # a finished turn is in the log before the next request goes out
 
     def on_run_end(self, result: RunResult) -> None:
