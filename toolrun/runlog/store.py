@@ -123,12 +123,6 @@ class RunLog:
             raise
         self.connection.execute("COMMIT")
 
-    def index(self, connection: sqlite3.Connection, run_id: int, field: str, text: str | None) -> None:
-        """Add one piece of a run to the full-text index (inside the caller's transaction)."""
-        if text:
-            connection.execute("INSERT INTO search (run_id, field, original, text) VALUES (?, ?, ?, ?)",
-                               (run_id, field, text, search_text(text)))
-
     # -- reading ------------------------------------------------------------------------
 
     def list_runs(self, *, limit: int = 20, recipe: str | None = None, tool: str | None = None,
@@ -209,8 +203,9 @@ class RunLog:
     def search(self, text: str, *, limit: int = 20) -> list[SearchHit]:
         """Runs that mention every word of ``text`` (in their prompt, answers, tool arguments or
         results — not necessarily in one place), newest first, each with an excerpt of its first match."""
-        from toolrun.runlog.search import search_runs  # only toolrun logs search: a run writing the log does without it
+        from toolrun.runlog.search import index_pending_runs, search_runs  # a run writing the log does without them
 
+        index_pending_runs(self)
         return search_runs(self.connection, text, limit=limit)
 
 
