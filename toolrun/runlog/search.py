@@ -1,7 +1,7 @@
 """``toolrun logs search``: the runs whose indexed text mentions every word, each with an excerpt.
 
-A run writing the log leaves the full-text index alone (tokenising every call's text cost it
-more than writing the call); a search first indexes the runs not indexed yet, a few hundred
+A run writing the log leaves the full-text index alone (tokenising its calls' text cost it
+nearly as much as writing them); a search first indexes the runs not indexed yet, a few hundred
 a transaction, from their rows: prompt, vars, recipe, turn texts, tool calls with their
 results, answer and error. A run still being written is indexed as far as it got and again
 at the next search, until it ends or its process is gone (a killed run is indexed whole).
