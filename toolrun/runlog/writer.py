@@ -18,6 +18,7 @@ import sqlite3
 import time
 from _json import encode_basestring, make_encoder
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from toolrun.core.messages import Message, ModelResponse, OpaquePart, TextPart, ToolCall, ToolResult
@@ -271,7 +272,7 @@ class RunLogWriter(RunObserver):
 
 def _document(result: RunResult) -> dict[str, Any]:
     """The run's ``--json`` document less its turns: the turns and tool_calls rows hold them (``logs show --json``)."""
-    document = result.to_json()
+    document = replace(result, turns=[]).to_json()  # a shallow copy: the calls are not made into dicts to be dropped
     del document["turns"]
     return document
 
