@@ -159,6 +159,7 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
         "random": "only a retry waits, with jitter",
     },
     "toolrun.runlog.store": {
+        "toolrun.runlog.search.index_pending_runs": AS_FOUND,
         "toolrun.runlog.search.search_runs": AS_FOUND,
         "random": "only a busy log is retried, with jitter",
     },
