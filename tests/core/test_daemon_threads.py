@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import subprocess
 import sys
 import textwrap
 import threading
 import time
+import weakref
 
 from toolrun.core import daemon_threads
 from toolrun.core.daemon_threads import DaemonPool, in_daemon_thread
@@ -63,6 +65,18 @@ def test_outcomes_that_arrive_together_wake_the_loop_once(monkeypatch) -> None:
 
     results, wake_ups = asyncio.run(go())
     assert results == [n * 2 for n in range(20)] and wake_ups == 1
+
+
+def test_a_finished_runs_loop_is_not_kept_alive_by_its_outcomes_inbox() -> None:
+    async def go() -> weakref.ref[asyncio.AbstractEventLoop]:
+        assert await in_daemon_thread(lambda: 42, name="inbox") == 42
+        return weakref.ref(asyncio.get_running_loop())
+
+    loop = asyncio.run(go())
+    deadline = time.monotonic() + 10
+    while gc.collect() is not None and loop() is not None and time.monotonic() < deadline:
+        time.sleep(0.01)  # the worker lets go of its last job just after handing the outcome over
+    assert loop() is None
 
 
 def test_an_idle_worker_ends_and_a_stuck_one_does_not_keep_python_alive() -> None:

@@ -10,6 +10,7 @@ with a short repr.
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Coroutine
 from typing import Any, Generic, TypeVar
 
@@ -37,6 +38,7 @@ def run_until_done(coroutine: Coroutine[Any, Any, T]) -> T:
     boxed = _boxed(coroutine)
     try:
         return asyncio.run(boxed).value
-    finally:  # never started (a loop already running): closed, so no "never awaited" warning
-        boxed.close()
-        coroutine.close()
+    finally:
+        if inspect.getcoroutinestate(boxed) == inspect.CORO_CREATED:  # never started: a loop was running already
+            boxed.close()  # closed, so neither warns that it was never awaited
+            coroutine.close()
