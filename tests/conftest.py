@@ -3,7 +3,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -87,3 +87,32 @@ def run_scope() -> Iterator[Redactor]:
     with redacting(Redactor()) as redactor:
         yield redactor
 
+
+
+@pytest.fixture(scope="session")
+def tools_d_server_listings() -> list[Path]:
+    """The cached tool lists of tools.d's MCP toolsets (the ticket server), made once per worker.
+
+    A test that runs a program loading all of tools.d in a fresh cache folder copies these into it
+    (``seed_tools_d_listings``): the program then starts no MCP server to learn tool names it never
+    calls, as a user's second command does. Starting the ticket server costs seconds of CPU (the SDK's
+    import); the tests that start it on purpose do not use this."""
+    import toolrun
+
+    toolrun.load_catalog(Path(__file__).resolve().parent.parent / "tools.d")  # lists the server into the session cache
+    listings = sorted(Path(os.environ["TOOLRUN_CACHE_DIR"]).glob("mcp-tools-*.json"))
+    assert listings, "loading tools.d kept no MCP tool list"
+    return listings
+
+
+@pytest.fixture
+def seed_tools_d_listings(tools_d_server_listings: list[Path]) -> Callable[[Path], Path]:
+    """``seed(cache_folder)``: a fresh cache folder holding tools.d's server tool lists; returns the folder."""
+
+    def seed(folder: Path) -> Path:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        for listing in tools_d_server_listings:
+            shutil.copy2(listing, folder / listing.name)
+        return folder
+
+    return seed
