@@ -99,8 +99,10 @@ class RunLog:
             # No foreign_keys: checking each call's run on insert was a fifth of what the insert cost;
             # prune, the one place that deletes runs, turns them on for the cascade.
             connection.execute("PRAGMA synchronous=NORMAL")  # WAL keeps committed rows through a process crash
-            # Before the first table exists, or it never takes: a new log gives pruned space back.
-            connection.execute("PRAGMA auto_vacuum=INCREMENTAL")
+            # Before the first table exists, or it never takes: a new log gives pruned space back. Only
+            # then: on a log with tables it changes nothing, yet writes a transaction every open.
+            if connection.execute("PRAGMA user_version").fetchone()[0] == 0:
+                connection.execute("PRAGMA auto_vacuum=INCREMENTAL")
             deadline = time.monotonic() + BUSY_TIMEOUT_S
             retry_busy(lambda: _use_wal(connection), deadline)
             retry_busy(lambda: migrate(connection, path), deadline)

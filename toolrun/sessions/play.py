@@ -48,6 +48,7 @@ from toolrun.replay.recording import (
     load_cassette,
 )
 from toolrun.sessions.recipe import Recipe, load_recipe
+from toolrun.sessions.recipe_cache import cached_script, keep_document
 from toolrun.sessions.recipe_output import check_final_tool_name, check_output_mode
 from toolrun.sessions.run_options import MODES, Mode, RunOptions
 from toolrun.sessions.tool_refresh import ServerToolWatch
@@ -271,9 +272,7 @@ class _Play:
             if record is not None or replay is not None:
                 raise UserError(Problem(None, None, "a scripted model is offline: there is nothing to record or replay",
                                         "drop --record / --replay, or use a provider's model"))
-            from toolrun.providers.scripted_file import load_scripted_model  # only a scripted: model reads a script
-
-            return _Connection(load_scripted_model(script), spec, "scripted", stream)
+            return _Connection(_scripted_model(script), spec, "scripted", stream)
         provider_class = get_provider_class(provider_name)
         if mode == "replay" and replay is None:
             replay = cassette_beside(recipe.path)
@@ -364,6 +363,23 @@ class _Borrowed(Transport):
 
     def stream(self, request: WireRequest) -> AsyncIterator[str]:
         return self.inner.stream(request)
+
+
+def _scripted_model(script: Path) -> Provider:
+    """The model of a script file: its document from the cache when the file is unchanged since it passed."""
+    from toolrun.providers.scripted_file import read_script, scripted_model  # only a scripted: model reads a script
+
+    try:
+        status = script.stat()
+    except OSError:
+        return scripted_model(read_script(script), script)  # read_script says what is wrong with the path
+    document = cached_script(script, status)
+    if document is not None:
+        return scripted_model(document, script)
+    document = read_script(script)
+    model = scripted_model(document, script)  # a LoadError here: nothing is kept
+    keep_document(script, status, document, kind="script")
+    return model
 
 
 def _writable(path: Path, option: str, create: Callable[[], object]) -> None:
