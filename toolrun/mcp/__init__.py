@@ -7,6 +7,7 @@ client the lean stdio server hands over; ``import toolrun`` and the other comman
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
@@ -166,8 +167,6 @@ def _session_limits(access: AccessList | None, auth: Path | InlineAuth | None, m
 
 
 def _serve_stdio(server: CatalogService) -> None:
-    import asyncio
-
     from toolrun.mcp.lean_stdio import serve_lean_stdio
 
     asyncio.run(serve_lean_stdio(server))
