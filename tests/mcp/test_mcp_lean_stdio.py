@@ -226,3 +226,20 @@ def test_a_2026_client_is_handed_to_the_sdk_and_served(folder: Path) -> None:
             assert not result.is_error and result.structured_content == {"text": "modern"}
 
     anyio.run(check)
+
+
+def test_requests_running_when_stdin_closes_are_answered_connection_closed(folder: Path, tmp_path: Path) -> None:
+    # stdin a file, as `toolrun mcp < requests.jsonl` has it: read by a thread, its end seen at once.
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text("\n".join(json.dumps(message) for message in [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "file", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "sleep_long", "arguments": {}}},
+    ]) + "\n", encoding="utf-8")
+    with requests.open("rb") as stdin:
+        done = subprocess.run(toolrun_mcp_argv("--tools-dir", str(folder)), cwd=ROOT, env=server_env(), stdin=stdin,
+                              capture_output=True, timeout=60)
+    replies = [json.loads(line) for line in done.stdout.splitlines()]
+    assert replies[0]["result"]["protocolVersion"] == "2025-06-18"
+    assert replies[1] == {"jsonrpc": "2.0", "id": 2, "error": {"code": -32000, "message": "Connection closed"}}

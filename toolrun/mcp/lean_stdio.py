@@ -46,6 +46,8 @@ MODERN_ENVELOPE_KEY = "io.modelcontextprotocol/protocolVersion"  # only 2026-07-
 ENVELOPE_REFUSED = ("this connection serves the handshake protocol era; requests carrying the 2026-07-28 "
                     "envelope are not accepted on it")
 
+CONNECTION_CLOSED = -32000  # the SDK's code for a request still running when the client closed stdin
+
 Handler = Callable[[dict[str, Any], Any], Awaitable[dict[str, Any]]]
 
 
@@ -152,10 +154,13 @@ class StdioSession:
                     self._receive(message)
         finally:  # the client left: what it asked for is cancelled (a tool's processes are killed)
             self.service.change_hooks.remove(self._announce)
+            unanswered = list(self._running)
             running = [watch, *self._running.values()]
             for task in running:
                 task.cancel()
             await asyncio.gather(*running, return_exceptions=True)
+            for request_id in unanswered:  # as the SDK answers them, for a client still reading
+                self.send(error_reply(request_id, CONNECTION_CLOSED, "Connection closed"))
 
     # ------------------------------------------------------------------ messages
 
