@@ -45,6 +45,7 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
         "importlib.metadata.version": "only a connection names toolrun's version (importlib.metadata is ~10 ms)",
         "importlib.metadata.PackageNotFoundError": "only a connection names toolrun's version (importlib.metadata is ~10 ms)",
         "mcp_types.CONNECTION_CLOSED": AS_FOUND,
+        "mcp.client.stdio": "the MCP SDK (1-3 CPU s): only a catalog with an mcp_server file, before its connect timeout",
     },
     "toolrun.backends.python": {
         "toolrun.backends.warning.BackendWarning": AS_FOUND,
