@@ -134,6 +134,7 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
         "toolrun.backends.python.forget_imported_code": AS_FOUND,
     },
     "toolrun.mcp.unreadable": {"anyio": AS_FOUND},
+    "toolrun.core.tls": {"httpx": "only a client that speaks HTTP needs it; an offline replay imports no http client"},
     "toolrun.mcp.gateway_config": {"toolrun.core.schema_errors.schema_problems": JSONSCHEMA},
     "toolrun.openapi.importer": {"toolrun.openapi.toolset.render_toolset": AS_FOUND},
     "toolrun.core.packaged_schemas": {"importlib.resources": "2-5 ms: only when a schema is read, not on a cached start"},
@@ -164,6 +165,7 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
         "random": "only a retry waits, with jitter",
     },
     "toolrun.runlog.store": {
+        "toolrun.runlog.search.index_pending_runs": AS_FOUND,
         "toolrun.runlog.search.search_runs": AS_FOUND,
         "random": "only a busy log is retried, with jitter",
     },

@@ -486,6 +486,7 @@ def test_allow_origin_must_be_an_origin_and_needs_http_and_recipes_a_folder() ->
         serve(ROOT / "tools.d", recipes=ROOT / "no-such-recipes")
 
 
+@pytest.mark.integration  # a load test: 10 clients, 200 calls
 def test_http_answers_200_concurrent_calls_from_10_clients_each_with_its_own_result(team_mcp_server: Any) -> None:
     catalog = toolrun.load_catalog(TOOLS_D)
     cities = ["北京", "上海", "深圳"]

@@ -69,7 +69,8 @@ RECENT_NS = 2_000_000_000  # a file changed this recently may change again withi
 Entry = tuple[tuple[int, ...], Any, Any, tuple[tuple[str, tuple[int, ...]], ...]]
 
 
-def _code_stamp() -> str:
+def catalog_code_stamp() -> str:
+    """The stamp of the running code the catalog cache keys its files with."""
     return code_stamp(str(CACHE_FORMAT))
 
 
@@ -121,11 +122,10 @@ class CatalogCache:
         self._words_changed = False
         if folder is None:
             return
-        self._stamp = _code_stamp()
-        key = hashlib.sha256(str(directory.resolve()).encode()).hexdigest()[:24]
-        self._index_path = folder / f"catalog-{key}.index"  # one pair per directory: another toolrun replaces it
-        self._entries_path = folder / f"catalog-{key}.entries"
-        self._words_path = folder / f"catalog-{key}.words"
+        self._stamp = catalog_code_stamp()
+        self._index_path = cache_file(directory, folder, ".index")  # one pair per directory: another toolrun replaces it
+        self._entries_path = cache_file(directory, folder, ".entries")
+        self._words_path = cache_file(directory, folder, ".words")
         try:
             loaded = marshal.loads(checked(self._index_path.read_bytes()))
         except (OSError, EOFError, ValueError, TypeError):
@@ -190,6 +190,21 @@ class CatalogCache:
         self._entries[self.key(file)] = (status_key(before), fields, None, tuple(depends))
         self._current.add(self.key(file))
         self._changed = True
+
+    def kept_stamps(self, files: list[str]) -> tuple[tuple[str, tuple[int, ...]], ...] | None:
+        """Each of ``files`` (the whole directory's) by key with its status key, then every other file their
+        tools' checks read with its own: what says the catalog is unchanged. None unless this cache holds
+        every one of them, checked against the disk in this process (a file read again is not kept)."""
+        stamps: list[tuple[str, tuple[int, ...]]] = []
+        depends: dict[str, tuple[int, ...]] = {}
+        for file in files:
+            key = self.key(file)
+            entry = self._entries.get(key)
+            if key not in self._current or entry is None or any(fields is None for _, _, fields in entry[1]):
+                return None
+            stamps.append((key, entry[0]))
+            depends.update(entry[3])
+        return (*stamps, *sorted(depends.items()))
 
     def set_aside(self, file: Path) -> None:
         """``file`` is read again after all (an unstarted server's tools are wanted): in this load its entry
@@ -281,7 +296,7 @@ class CatalogCache:
         data = marshal.dumps((together_key, fields))
         with contextlib.suppress(OSError, ValueError):
             self._together_path().parent.mkdir(parents=True, exist_ok=True)
-            _replace(self._together_path(), digest(data) + data)
+            replace_file(self._together_path(), digest(data) + data)
 
     def _together_path(self) -> Path:
         if self._index_path is None:
@@ -318,7 +333,7 @@ class CatalogCache:
             data = marshal.dumps({"code": self._stamp, "files": self._words})
             with contextlib.suppress(OSError):
                 self._words_path.parent.mkdir(parents=True, exist_ok=True)
-                _replace(self._words_path, digest(data) + data)
+                replace_file(self._words_path, digest(data) + data)
                 self._words_changed = False
         if self._index_path is None or self._entries_path is None or not self._changed:
             return
@@ -341,9 +356,9 @@ class CatalogCache:
             offset += len(piece)
         try:
             self._index_path.parent.mkdir(parents=True, exist_ok=True)
-            _replace(self._entries_path, b"".join(pieces))
+            replace_file(self._entries_path, b"".join(pieces))
             index_data = marshal.dumps({"code": self._stamp, "token": token, "files": index})
-            _replace(self._index_path, digest(index_data) + index_data)
+            replace_file(self._index_path, digest(index_data) + index_data)
         except OSError:
             return
         self._changed = False
@@ -389,6 +404,12 @@ class CatalogCache:
         return piece if len(piece) == size and digest(piece) == expected else None
 
 
+def cache_file(directory: Path, folder: Path, suffix: str) -> Path:
+    """The cache file of ``directory`` in ``folder`` with ``suffix``: one set per directory, however it is spelled."""
+    key = hashlib.sha256(str(directory.resolve()).encode()).hexdigest()[:24]
+    return folder / f"catalog-{key}{suffix}"
+
+
 def digest(data: bytes) -> bytes:
     """The digest that leads each cache file and names each entry."""
     return hashlib.blake2b(data, digest_size=DIGEST_SIZE).digest()
@@ -402,7 +423,7 @@ def checked(data: bytes) -> bytes:
     return payload
 
 
-def _replace(path: Path, data: bytes) -> None:
+def replace_file(path: Path, data: bytes) -> None:
     """Write ``path`` atomically: a temporary file beside it, then a rename."""
     import tempfile  # only a changed cache is written: an unchanged catalog does without its imports
 
