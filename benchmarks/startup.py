@@ -30,6 +30,7 @@ from run import ROOT, TOOLRUN, Row, command_env  # noqa: E402  # run.py's comman
 COMMANDS: list[tuple[str, list[str]]] = [
     ("toolrun --version", ["--version"]),
     ("toolrun recipe recipes/inventory.yaml --no-log", ["recipe", "recipes/inventory.yaml", "--no-log"]),
+    ("toolrun recipe recipes/inventory.yaml (with the log)", ["recipe", "recipes/inventory.yaml"]),
     ("toolrun call get_flower_inventory", ["call", "get_flower_inventory", "--arg", "city=北京", "--tools-dir", "tools.d"]),
     ("toolrun recipe --help", ["recipe", "--help"]),
 ]

@@ -1,9 +1,10 @@
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,31 @@ def run_scope() -> Iterator[Redactor]:
     with redacting(Redactor()) as redactor:
         yield redactor
 
+
+
+TICKET_LISTING = FIXTURES / "ticket_server_tools.json"  # what tools.d's ticket server lists (checked live in integration/)
+
+
+@pytest.fixture
+def seed_tools_d_listings() -> Callable[[Path], Path]:
+    """``seed(cache_folder)``: a fresh cache folder holding tools.d's ticket server tool list; returns the folder.
+
+    A test that runs a program loading all of tools.d in a fresh cache folder seeds it: the program then
+    starts no MCP server to learn names it never calls, as a user's second command does (starting the
+    ticket server costs seconds of CPU, nearly all the SDK's import). The list is the server's own,
+    recorded; ``tests/integration/test_ticket_listing.py`` checks that it still is what the server lists."""
+    import yaml
+
+    from toolrun.catalog.server_listing import ListedTool, ServerListing, listing_key, write_listing
+
+    toolset = Path(__file__).resolve().parent.parent / "tools.d" / "tickets.yaml"
+    config = yaml.safe_load(toolset.read_text(encoding="utf-8"))["mcp_server"]
+    tools = [ListedTool(**tool) for tool in json.loads(TICKET_LISTING.read_text(encoding="utf-8"))["tools"]]
+
+    def seed(folder: Path) -> Path:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("TOOLRUN_CACHE_DIR", str(folder))
+            write_listing(toolset, listing_key(toolset, config), ServerListing(tools=tools))
+        return folder
+
+    return seed

@@ -20,11 +20,11 @@ Async twins: ``await toolrun.arun(...)``, ``await toolrun.acall(...)``. Names ar
 imported on first use, so ``import toolrun`` stays cheap (the command line's start-up).
 """
 
-from __future__ import annotations
+# No __future__, typing or importlib here: `toolrun --version` imports only this package and
+# toolrun.cli; those three were over a third of its start-up beyond Python's own.
+import sys as _sys  # not a public name
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
+TYPE_CHECKING = False
 __version__ = "0.1.0"
 
 # public name -> the module that defines it
@@ -78,6 +78,8 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from toolrun.api import CallResult, acall, call, load_catalog, load_recipe, run
     from toolrun.catalog.model import Catalog
     from toolrun.core.errors import LoadError, Problem, ProviderError, ToolError, ToolrunError, UserError
@@ -89,11 +91,12 @@ if TYPE_CHECKING:
     from toolrun.sessions.recipe import Recipe
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> "Any":
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'toolrun' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    __import__(module)
+    value = getattr(_sys.modules[module], name)
     globals()[name] = value  # later lookups skip this function
     return value
 

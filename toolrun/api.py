@@ -18,6 +18,7 @@ from toolrun.catalog.gate import load_checked_catalog
 from toolrun.catalog.model import DEFAULT_TOOLS_DIR, Catalog
 from toolrun.core.content import ContentBlock
 from toolrun.core.errors import Problem, UserError
+from toolrun.core.event_loop import run_until_done
 from toolrun.core.secrets import redacting, run_redactor
 from toolrun.core.text import close_matches
 from toolrun.core.tool import Tool
@@ -108,7 +109,7 @@ def call(catalog: Catalog, name: str, arguments: Any = None, *, approver: Approv
          environ: Mapping[str, str] | None = None, allow_hosts: list[str] | None = None) -> CallResult:
     """Blocking twin of ``acall`` (in async code, ``await toolrun.acall(...)``)."""
     _not_in_a_running_loop("call", "acall")
-    return asyncio.run(acall(catalog, name, arguments, approver=approver, environ=environ, allow_hosts=allow_hosts))
+    return run_until_done(acall(catalog, name, arguments, approver=approver, environ=environ, allow_hosts=allow_hosts))
 
 
 def run(
@@ -134,7 +135,7 @@ def run(
     _not_in_a_running_loop("run", "arun")
     from toolrun.sessions.play import run_recipe  # start-up: `toolrun call` imports this module, not the providers
 
-    return asyncio.run(run_recipe(recipe, RunOptions(
+    return run_until_done(run_recipe(recipe, RunOptions(
         vars=vars, model=model, mode=mode, prompt=prompt, tools_dir=tools_dir, catalog=catalog, observer=observer,
         approver=approver, stream=stream, max_turns=max_turns, record=record, replay=replay, strict=strict,
         replay_tools=replay_tools, environ=environ)))

@@ -502,6 +502,7 @@ def test_a_tools_own_max_concurrency_is_lower_still(tmp_path):
     assert 1 <= peak <= 2
 
 
+@pytest.mark.integration  # hundreds of processes
 def test_hundreds_of_shell_calls_in_one_turn_complete_without_running_out_of_files(tmp_path):
     # 600 unbounded subprocesses hold ~1,800 pipe ends: past a common 1,024 open-file limit.
     yaml_text = ("name: work\ndescription: Prints ok once. Use it to test fan-out; not for anything else.\n"

@@ -129,6 +129,7 @@ def _peak_rss_of_call(tmp_path: Path, url: str) -> tuple[int, str]:
     return int(peak), printed
 
 
+@pytest.mark.integration  # measures a process's peak memory over many-megabyte bombs
 def test_a_bomb_costs_an_http_tool_no_more_memory_than_its_body_cap(tmp_path, loopback, bombs):
     """Measured: a plain call peaks at 41 MB; the 256 MB gzip bomb at 57 MB (the 16 MB cap), the stacked one at
     41 MB (refused unread). Before bounded decoding: 114 MB and 554 MB (GBs for a bigger bomb)."""

@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.cli.test_cli_recipe import ROOT, clean_env
@@ -59,12 +60,12 @@ def test_the_pattern_finds_what_it_is_for() -> None:
     assert not any(OUTSIDE_REFERENCES.search(text) for text in ["update the issue list", "providers.md", "design"])
 
 
-def test_the_readmes_python_examples_run_as_written(tmp_path: Path) -> None:
+def test_the_readmes_python_examples_run_as_written(tmp_path: Path, seed_tools_d_listings: Callable[[Path], Path]) -> None:
     """Every ```python block of README.md, in order, run from the repository root without an API key."""
     blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), re.DOTALL)
     assert len(blocks) >= 2
     done = subprocess.run([sys.executable, "-c", "\n".join(blocks)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120, env=clean_env(TOOLRUN_CACHE_DIR=str(tmp_path / "cache")))
+                          timeout=120, env=clean_env(TOOLRUN_CACHE_DIR=str(seed_tools_d_listings(tmp_path / "cache"))))
     assert done.returncode == 0, done.stderr[-3000:]
 
 
@@ -82,10 +83,11 @@ def _docstring_examples() -> list[tuple[str, str]]:
     return found
 
 
-def test_the_docstring_examples_of_the_public_api_run_as_written(tmp_path: Path) -> None:
+def test_the_docstring_examples_of_the_public_api_run_as_written(tmp_path: Path,
+                                                                 seed_tools_d_listings: Callable[[Path], Path]) -> None:
     examples = _docstring_examples()
     assert {where.split(" ")[0] for where, _ in examples} >= {"toolrun/__init__.py", "toolrun/providers/scripted.py"}
     for where, code in examples:
         done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                              env=clean_env(TOOLRUN_CACHE_DIR=str(tmp_path / "cache")))
+                              env=clean_env(TOOLRUN_CACHE_DIR=str(seed_tools_d_listings(tmp_path / "cache"))))
         assert done.returncode == 0, f"{where}:\n{code}\n{done.stderr[-3000:]}"

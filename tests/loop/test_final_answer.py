@@ -74,3 +74,12 @@ def test_the_request_carries_the_output_to_the_adapter():
     model = ScriptedModel([ScriptedModel.output({"city": "北京"})])
     _run(model, OUTPUT)
     assert model.requests[0].settings.output is OUTPUT
+
+
+def test_a_null_answer_is_an_answer_where_the_schema_allows_null():
+    nullable = StructuredOutput({"type": ["object", "null"], "properties": {"city": {"type": "string"}}}, retries=0)
+    result = _run(ScriptedModel([ScriptedModel.output(None)]), nullable)
+    assert not result.failed and result.stop_reason == "stop" and result.output is None
+    assert result.to_json()["output"] is None and "error" not in result.to_json()
+    refused = _run(ScriptedModel([ScriptedModel.output(None)]), StructuredOutput(SCHEMA, retries=0))
+    assert refused.failed and refused.stop_reason == "error" and "expected object, got null" in (refused.error or "")

@@ -27,7 +27,8 @@ from mcp.shared.exceptions import MCPError
 
 from tests.mcp_helpers import HttpServer, http_server
 
-pytestmark = pytest.mark.xdist_group("mcp-hostile")  # --dist loadgroup: its module's server starts once, on one worker
+pytestmark = [pytest.mark.integration,  # hostile clients against a real gateway: deadlines, session limits, floods
+              pytest.mark.xdist_group("mcp-hostile")]  # --dist loadgroup: its module's server starts once, on one worker
 TOKENS = {"reader": "reader-0f3a9c51d2", "other": "other-77b1e04c9a", "admin": "admin-c2d8a6e3f5"}
 HEADER_TIMEOUT = 1.5
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}

@@ -198,7 +198,9 @@ def test_stdio_lists_the_catalog_and_calls_each_example_tool_like_toolrun_call(m
                                           "openWorldHint": False, "title": "Flower stock by city"}
         assert flowers["inputSchema"] == catalog.tools["get_flower_inventory"].parameters
         assert flowers["description"] == catalog.tools["get_flower_inventory"].description
-        for name, arguments in EXAMPLE_CALLS.items():
+        # the ticket tool (a server of its own behind toolrun, on both sides of the comparison) once: in legacy mode
+        calls = {name: arguments for name, arguments in EXAMPLE_CALLS.items() if mode == "legacy" or name != "search_tickets"}
+        for name, arguments in calls.items():
             result = await client.call_tool(name, arguments)
             assert_valid("CallToolResult", wire(result))
             expected = await toolrun.acall(catalog, name, arguments)
@@ -486,6 +488,7 @@ def test_allow_origin_must_be_an_origin_and_needs_http_and_recipes_a_folder() ->
         serve(ROOT / "tools.d", recipes=ROOT / "no-such-recipes")
 
 
+@pytest.mark.integration  # a load test: 10 clients, 200 calls
 def test_http_answers_200_concurrent_calls_from_10_clients_each_with_its_own_result(team_mcp_server: Any) -> None:
     catalog = toolrun.load_catalog(TOOLS_D)
     cities = ["北京", "上海", "深圳"]

@@ -307,3 +307,17 @@ def test_a_full_log_never_stops_the_run_and_the_warning_says_why(tmp_path: Path,
     err = capsys.readouterr().err
     assert "stopped accepting writes (database or disk is full); this run is incomplete there" in err
     assert err.strip().splitlines()[-1].startswith("2 turns · 3 tool calls")
+
+
+def test_opening_an_existing_log_writes_nothing(tmp_path: Path) -> None:
+    # Setting auto_vacuum again on a log with tables changes nothing but wrote a transaction every
+    # open, which the close then checkpointed with three fdatasyncs: even `toolrun logs list` paid.
+    db = tmp_path / "logs.db"
+    RunLog.open(db).close()
+    log = RunLog.open(db)
+    try:
+        wal = Path(f"{db}-wal")
+        assert not wal.exists() or wal.stat().st_size == 0
+        assert log.connection.execute("PRAGMA auto_vacuum").fetchone()[0] == 2  # a new log's, kept
+    finally:
+        log.close()

@@ -130,6 +130,7 @@ def test_prune_removes_old_runs_with_their_search_rows_and_shrinks_the_log(tmp_p
     assert keep is None
     old = time.time() - 40 * 86400
     log.connection.execute("UPDATE runs SET started_at = ?, ended_at = ? WHERE recipe NOT LIKE '%-99'", (old, old))
+    assert len(log.search("玫瑰")) == 13  # every run in the index, so its search rows are there to remove
     log.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     log.close()
     size = db.stat().st_size

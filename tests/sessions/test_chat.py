@@ -303,3 +303,36 @@ def test_a_chat_without_a_key_says_it_needs_credentials_not_that_record_does(tmp
         session.close()
     message = info.value.problems[0].message
     assert "a live run needs credentials" in message and "--record" not in message
+
+
+STRUCTURED_RECIPE = """\
+model: scripted:script.yaml
+tools: [get_flower_inventory, get_flower_price]
+tools_dir: ../tools.d
+messages: [{user: hi}]
+settings: {tool_selection: {max_tools: 1}}
+output:
+  schema: {type: object, properties: {city: {type: string}, count: {type: integer}}, required: [city, count]}
+  retries: 1
+"""
+
+
+def test_a_chat_from_a_recipe_with_output_checks_each_answer_and_saves_a_recipe_that_plays(tmp_path: Path) -> None:
+    from tests.sessions.test_recipe import make_project, write
+    from toolrun.sessions.play import arun
+
+    project = make_project(tmp_path)
+    (project / "recipes" / "script.yaml").write_text(
+        "- tool_calls: [{name: get_flower_inventory, arguments: {city: 北京}}]\n"
+        "- output: {city: 北京, count: 100}\n"
+        "- text: about a hundred\n- text: still prose\n", encoding="utf-8")
+    session = ChatSession.open(recipe=write(project, STRUCTURED_RECIPE))
+    first = asyncio.run(session.answer("北京的玫瑰有多少?"))
+    assert not first.failed and first.output == {"city": "北京", "count": 100}
+    second = asyncio.run(session.answer("and in words?"))  # prose, and prose again after the repair turn
+    assert second.failed and second.output is None and "not valid JSON" in (second.error or "")
+    assert session.history == [("user", "北京的玫瑰有多少?"), ("assistant", '{"city": "北京", "count": 100}')]
+    saved = session.save(project / "recipes" / "saved.yaml")
+    replayed = asyncio.run(arun(saved[0]))  # the script beside it answers as the chat did
+    assert not replayed.failed and replayed.output == {"city": "北京", "count": 100}
+    assert replayed.to_json()["turns"][0]["tools_offered"] == ["get_flower_inventory"]

@@ -113,3 +113,52 @@ def test_a_damaged_cache_file_is_read_again_never_served(project: Path, reads: l
     again = load_recipe(path)
     assert again.document == first.document
     assert reads == ["r.yaml", "r.yaml"]
+
+
+SCRIPT = "- tool_calls:\n    - {name: get_flower_inventory, arguments: {city: 北京}}\n- text: 玫瑰 100\n"
+
+
+@pytest.fixture
+def script_reads(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[str]:
+    """The model scripts parsed, in order (with a cache folder of the test's own)."""
+    from toolrun.providers import scripted_file
+
+    monkeypatch.setenv("TOOLRUN_CACHE_DIR", str(tmp_path / "cache"))
+    parsed: list[str] = []
+    real = scripted_file.load_yaml_file
+
+    def counting(path: Path):
+        parsed.append(path.name)
+        return real(path)
+
+    monkeypatch.setattr(scripted_file, "load_yaml_file", counting)
+    return parsed
+
+
+def _answers(script: Path) -> list[object]:
+    from toolrun.sessions.play import _scripted_model
+
+    model = _scripted_model(script)
+    return [(part.name, part.arguments) if hasattr(part, "arguments") else part.text
+            for answer in model.script for part in answer.message.parts]
+
+
+def test_an_unchanged_script_is_parsed_once_and_plays_the_same(project: Path, script_reads: list[str]) -> None:
+    script = settled(write(project, SCRIPT, name="turns.yaml"))
+    first = _answers(script)
+    assert _answers(script) == first == [("get_flower_inventory", {"city": "北京"}), "玫瑰 100"]
+    assert script_reads == ["turns.yaml"]
+
+    # Same size, another city, a new time: read again, never played stale.
+    settled(write(project, SCRIPT.replace("北京", "上海"), name="turns.yaml"), offset=1_000_000)
+    assert _answers(script)[0] == ("get_flower_inventory", {"city": "上海"})
+    assert script_reads == ["turns.yaml", "turns.yaml"]
+
+
+def test_a_script_with_a_problem_is_never_kept_and_its_line_is_reported(project: Path, script_reads: list[str]) -> None:
+    script = settled(write(project, SCRIPT.replace("name: get_flower_inventory, ", ""), name="turns.yaml"))
+    for _ in range(2):
+        with pytest.raises(LoadError) as caught:
+            _answers(script)
+        assert caught.value.problems[0].line == 2 and "needs a name" in caught.value.problems[0].message
+    assert script_reads == ["turns.yaml", "turns.yaml"]

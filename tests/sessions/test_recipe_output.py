@@ -197,3 +197,18 @@ def test_a_recorded_structured_run_replays_with_the_same_output(project, loopbac
     assert replayed.divergences == [] and not replayed.failed and replayed.expect_failures == []
     recorded = json.loads(cassette.read_text(encoding="utf-8"))
     assert "response_format" in json.dumps(recorded)
+
+
+def test_a_tool_named_final_answer_clashes_with_the_final_tool_mode_at_load(project):
+    tool_file = project / "tools.d" / "final.yaml"
+    tool_file.write_text("name: final_answer\ndescription: Records the final answer of a flower order in the shop's log.\n"
+                         "backend:\n  shell:\n    argv: [echo, done]\n", encoding="utf-8")
+    recipe = RECIPE.replace("tools: [get_flower_inventory]", "tools: [get_flower_inventory, final_answer]")
+    with pytest.raises(UserError) as caught:
+        asyncio.run(arun(_recipe(project, recipe=recipe.replace("  retries: 1", "  mode: tool\n  retries: 1"))))
+    problem = caught.value.problems[0]
+    assert problem.file == project / "recipes" / "r.yaml" and problem.line == 7  # output:
+    assert f"{tool_file}:1 defines a tool of that name" in problem.message and "'final_answer'" in problem.message
+    assert "rename that tool" in (problem.fix or "")
+    # asked natively (the scripted model's default), the name is free
+    assert not asyncio.run(arun(_recipe(project, recipe=recipe))).failed

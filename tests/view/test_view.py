@@ -70,6 +70,7 @@ def inventory_run(tmp_path: Path) -> tuple[Path, Path]:
     return db, transcript
 
 
+@pytest.mark.integration  # a real Chromium: seconds of CPU each (python -m pytest -m integration)
 def test_the_inventory_timeline_in_headless_chromium(tmp_path: Path, inventory_run: tuple[Path, Path]) -> None:
     db, transcript = inventory_run
     pages = {"log": tmp_path / "from-log.html", "transcript": tmp_path / "from-transcript.html"}
@@ -98,6 +99,7 @@ def test_the_inventory_timeline_in_headless_chromium(tmp_path: Path, inventory_r
     assert (tmp_path / "log.png").stat().st_size > 10_000
 
 
+@pytest.mark.integration  # a real Chromium: seconds of CPU each (python -m pytest -m integration)
 def test_the_console_check_sees_a_script_error(tmp_path: Path, inventory_run: tuple[Path, Path]) -> None:
     page = tmp_path / "broken.html"
     html = render_page(timeline_from_transcript(inventory_run[1]))
@@ -107,6 +109,7 @@ def test_the_console_check_sees_a_script_error(tmp_path: Path, inventory_run: tu
     assert any("noSuchFunction" in line for line in rendered.console)
 
 
+@pytest.mark.integration  # a real Chromium: seconds of CPU each (python -m pytest -m integration)
 def test_errors_are_red_and_unfinished_calls_say_so(tmp_path: Path) -> None:
     script = tmp_path / "turns.yaml"
     script.write_text("- tool_calls:\n    - {name: get_flower_inventory, arguments: {city: 广州}}\n"

@@ -7,6 +7,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.cli.test_cli_recipe import INVENTORY, invoke, toolrun_in_process
 from tests.view.test_view import open_in_chromium, turn_section
 from toolrun.loop.execution import DENIED_MESSAGE, NO_APPROVER_MESSAGE
@@ -26,6 +28,7 @@ def _logged_run(tmp_path: Path) -> tuple[Path, dict]:
     return db, json.loads(invoke("logs", "show", "1", "--logs", str(db), "--json").stdout)
 
 
+@pytest.mark.integration  # a real Chromium: seconds of CPU each (python -m pytest -m integration)
 def test_a_refused_call_is_a_mark_a_wait_is_apart_and_expect_failures_show(tmp_path: Path) -> None:
     db, run = _logged_run(tmp_path)
     assert run["expect_failures"] and "玫瑰" in " ".join(run["expect_failures"])

@@ -21,11 +21,9 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import ssl
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import replace
-from functools import lru_cache
 from typing import Any
 from urllib.parse import quote
 
@@ -44,6 +42,7 @@ from toolrun.core.retry_policy import RetryPolicy
 from toolrun.core.secrets import redact
 from toolrun.core.templates import TemplateError, placeholders, render, value_placeholders
 from toolrun.core.text import excerpt
+from toolrun.core.tls import shared_ssl_context
 from toolrun.core.tool import Tool
 from toolrun.core.tracing import propagation_headers
 from toolrun.core.url_template import PATH_PARAMETER, path_parameters
@@ -62,11 +61,6 @@ _OMIT = object()
 
 class Unreachable(Exception):
     """Every attempt failed before a response arrived; the message says why."""
-
-
-@lru_cache(maxsize=1)
-def _ssl_context() -> ssl.SSLContext:
-    return httpx.create_ssl_context()  # building one costs ~40 ms: share it between calls
 
 
 def _as_text(value: Any) -> str:
@@ -150,8 +144,8 @@ def _client(timeout: float) -> httpx.AsyncClient:
     # only what content_decoding bounds, whatever httpx could do; a tool's own User-Agent header wins
     headers = {"Accept-Encoding": ACCEPT_ENCODING, "User-Agent": USER_AGENT}
     if _proxied():
-        return httpx.AsyncClient(timeout=timeout, verify=_ssl_context(), follow_redirects=False, headers=headers)
-    context = _ssl_context()
+        return httpx.AsyncClient(timeout=timeout, verify=shared_ssl_context(), follow_redirects=False, headers=headers)
+    context = shared_ssl_context()
     return httpx.AsyncClient(timeout=timeout, verify=context, follow_redirects=False, headers=headers,
                              transport=checked_transport(context))
 

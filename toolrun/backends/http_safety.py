@@ -24,6 +24,8 @@ from typing import Any
 import httpcore
 import httpx
 
+from toolrun.core.tls import shared_ssl_context
+
 BLOCKED_HOSTNAMES = frozenset({"metadata.google.internal", "metadata.goog", "metadata"})
 BLOCKED_ADDRESSES = frozenset({ipaddress.ip_address("fd00:ec2::254"),  # AWS metadata over IPv6
                                ipaddress.ip_address("100.100.100.200")})  # Alibaba Cloud metadata
@@ -220,6 +222,7 @@ class CheckedSyncNetwork(httpcore.NetworkBackend):
 
 def checked_sync_transport() -> httpx.HTTPTransport:
     """A blocking httpx transport whose connections go only where ``resolve_checked_sync`` allowed."""
-    transport = httpx.HTTPTransport()
-    transport._pool = httpcore.ConnectionPool(ssl_context=httpx.create_ssl_context(), network_backend=CheckedSyncNetwork())
+    context = shared_ssl_context()
+    transport = httpx.HTTPTransport(verify=context)
+    transport._pool = httpcore.ConnectionPool(ssl_context=context, network_backend=CheckedSyncNetwork())
     return transport

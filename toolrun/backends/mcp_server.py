@@ -287,6 +287,7 @@ class ServerHub:
             raise connection.unavailable("did not start")
         connection.ready.clear()
         connection.failure = None
+        await asyncio.to_thread(_import_sdk)  # seconds of CPU on a loaded machine: not the server's to answer for
         task = asyncio.get_running_loop().create_task(connection.hold())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -385,6 +386,12 @@ class ServerHub:
             connection.stderr_file.close()
             connection.stderr_path.unlink(missing_ok=True)
         self._connections.clear()
+
+
+def _import_sdk() -> None:
+    """The MCP SDK's client, imported before a server's connect timeout starts (a process that has not
+    imported it yet, such as ``toolrun mcp`` over stdio, would otherwise spend the timeout on it)."""
+    import mcp.client.stdio  # noqa: F401 - imported for its side effect: it stays in sys.modules
 
 
 async def _every_page(client: Any) -> list[Any]:

@@ -36,10 +36,6 @@ def log_result_line(log: RunLog, line: dict[str, Any], *, recipe: str, mode: str
                     "duration_ms) VALUES (?, 1, ?, ?, ?, ?, ?, ?, ?)",
                     (run_id, seq, call["id"], call["name"], _json(call["arguments"]), call["result"],
                      int(bool(call["is_error"])), call.get("duration_ms")))
-                log.index(connection, run_id, f"{call['name']} result", call["result"])
-            log.index(connection, run_id, "vars", _json(line["vars"]))
-            log.index(connection, run_id, "final answer", line["final"])
-            log.index(connection, run_id, "error", line["error"])
     except sqlite3.Error as exc:
         return f"the run log {log.path} stopped accepting writes ({exc}); the batch's runs are incomplete there"
     return None

@@ -18,6 +18,7 @@ from toolrun.batch.plan import BatchPlan, BatchSpec, plan_batch
 from toolrun.batch.rate_limit import MAX_PAUSE_S, RateLimiter
 from toolrun.batch.results_file import ResultsFile
 from toolrun.batch.summary import BatchSummary, summarize
+from toolrun.core.tls import shared_ssl_context
 from toolrun.core.tracing import run_span
 from toolrun.providers import split_model
 from toolrun.providers.transport import HttpxTransport, Transport
@@ -55,7 +56,7 @@ class ProviderTransports:
             import httpx  # only a batch that reaches a provider needs it
 
             client = httpx.AsyncClient(
-                timeout=httpx.Timeout(self.recipe.request_timeout, connect=15.0),
+                timeout=httpx.Timeout(self.recipe.request_timeout, connect=15.0), verify=shared_ssl_context(),
                 limits=httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency))
             # a refused request waits as long as the rate limiter pauses the others: up to MAX_PAUSE_S
             self._transports[provider] = HttpxTransport(

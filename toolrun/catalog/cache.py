@@ -73,7 +73,8 @@ RECENT_NS = 2_000_000_000  # a file changed this recently may change again withi
 Entry = tuple[tuple[int, ...], Any, Any, tuple[tuple[str, tuple[int, ...]], ...]]
 
 
-def _code_stamp() -> str:
+def catalog_code_stamp() -> str:
+    """The stamp of the running code the catalog cache keys its files with."""
     return code_stamp(str(CACHE_FORMAT))
 
 
@@ -125,11 +126,10 @@ class CatalogCache:
         self._words: ScanWords | None = None  # read on first need
         if folder is None:
             return
-        self._stamp = _code_stamp()
-        key = hashlib.sha256(str(directory.resolve()).encode()).hexdigest()[:24]
-        self._index_path = folder / f"catalog-{key}.index"  # one pair per directory: another toolrun replaces it
-        self._entries_path = folder / f"catalog-{key}.entries"
-        self._words_path = folder / f"catalog-{key}.words"
+        self._stamp = catalog_code_stamp()
+        self._index_path = cache_file(directory, folder, ".index")  # one pair per directory: another toolrun replaces it
+        self._entries_path = cache_file(directory, folder, ".entries")
+        self._words_path = cache_file(directory, folder, ".words")
         try:
             loaded = marshal.loads(checked(self._index_path.read_bytes()))
         except (OSError, EOFError, ValueError, TypeError):
@@ -195,6 +195,21 @@ class CatalogCache:
         self._entries[self.key(file)] = (status_key(before), fields, None, tuple(depends))
         self._current.add(self.key(file))
         self._changed = True
+
+    def kept_stamps(self, files: list[str]) -> tuple[tuple[str, tuple[int, ...]], ...] | None:
+        """Each of ``files`` (the whole directory's) by key with its status key, then every other file their
+        tools' checks read with its own: what says the catalog is unchanged. None unless this cache holds
+        every one of them, checked against the disk in this process (a file read again is not kept)."""
+        stamps: list[tuple[str, tuple[int, ...]]] = []
+        depends: dict[str, tuple[int, ...]] = {}
+        for file in files:
+            key = self.key(file)
+            entry = self._entries.get(key)
+            if key not in self._current or entry is None or any(fields is None for _, _, fields in entry[1]):
+                return None
+            stamps.append((key, entry[0]))
+            depends.update(entry[3])
+        return (*stamps, *sorted(depends.items()))
 
     def set_aside(self, file: Path) -> None:
         """``file`` is read again after all (an unstarted server's tools are wanted): in this load its entry
@@ -316,7 +331,7 @@ class CatalogCache:
         data = marshal.dumps((together_key, fields))
         with contextlib.suppress(OSError, ValueError):
             self._together_path().parent.mkdir(parents=True, exist_ok=True)
-            _replace(self._together_path(), digest(data) + data)
+            replace_file(self._together_path(), digest(data) + data)
 
     def _together_path(self) -> Path:
         if self._index_path is None:
@@ -353,7 +368,7 @@ class CatalogCache:
             data = marshal.dumps({"code": self._stamp, **self._words.payload()})
             with contextlib.suppress(OSError):
                 self._words_path.parent.mkdir(parents=True, exist_ok=True)
-                _replace(self._words_path, digest(data) + data)
+                replace_file(self._words_path, digest(data) + data)
                 self._words.changed = False
         if self._index_path is None or self._entries_path is None or not self._changed:
             return
@@ -376,9 +391,9 @@ class CatalogCache:
             offset += len(piece)
         try:
             self._index_path.parent.mkdir(parents=True, exist_ok=True)
-            _replace(self._entries_path, b"".join(pieces))
+            replace_file(self._entries_path, b"".join(pieces))
             index_data = marshal.dumps({"code": self._stamp, "token": token, "files": index})
-            _replace(self._index_path, digest(index_data) + index_data)
+            replace_file(self._index_path, digest(index_data) + index_data)
         except OSError:
             return
         self._changed = False
@@ -435,6 +450,12 @@ class CatalogCache:
         return piece if len(piece) == size and digest(piece) == expected else None
 
 
+def cache_file(directory: Path, folder: Path, suffix: str) -> Path:
+    """The cache file of ``directory`` in ``folder`` with ``suffix``: one set per directory, however it is spelled."""
+    key = hashlib.sha256(str(directory.resolve()).encode()).hexdigest()[:24]
+    return folder / f"catalog-{key}{suffix}"
+
+
 def _piece_of(path: Path, token: bytes, known: Any) -> bytes | None:
     """The bytes of one entry read from the entries file at ``path`` (None when its token is not ``token``)."""
     _, _, offset, size, expected = known
@@ -459,7 +480,7 @@ def checked(data: bytes) -> bytes:
     return payload
 
 
-def _replace(path: Path, data: bytes) -> None:
+def replace_file(path: Path, data: bytes) -> None:
     """Write ``path`` atomically: a temporary file beside it, then a rename."""
     import tempfile  # only a changed cache is written: an unchanged catalog does without its imports
 

@@ -72,7 +72,8 @@ def load_checked_catalog(directory: Path, *, lint: bool = True,
                          names: Collection[str] | None = None,
                          lint_together: ToolPicker | None = every_tool,
                          wanted: Callable[[str], bool] | None = None, partial: bool = False,
-                         refresh_servers: bool = False, required: Collection[str] | None = None) -> Catalog:
+                         refresh_servers: bool = False, required: Collection[str] | None = None,
+                         cache: CatalogCache | None = None) -> Catalog:
     """The catalog of ``directory``, with ``findings`` when ``lint``.
 
     Raises ``LoadError`` listing every load problem of every file, or every lint error
@@ -89,10 +90,11 @@ def load_checked_catalog(directory: Path, *, lint: bool = True,
     stop loading, they are in ``catalog.problems``. ``refresh_servers``: MCP servers are asked
     for their tools again, not served from the cache of their last answer. ``required``: the
     tool names the caller needs by name (see ``load_catalog``; ``names`` are by default).
+    ``cache``: the directory's catalog cache, for a caller that asks it afterwards what it kept.
     """
     with collector_paused():  # a catalog is many acyclic objects: see collector_paused
         directory = Path(directory)
-        cache = CatalogCache.for_directory(directory)
+        cache = cache if cache is not None else CatalogCache.for_directory(directory)
         try:
             result = load_catalog(directory, names=names, cache=cache, wanted=wanted, refresh_servers=refresh_servers,
                                   required=required)

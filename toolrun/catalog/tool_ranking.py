@@ -19,6 +19,8 @@ import functools
 import heapq
 import math
 import re
+import sys
+from array import array
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -49,6 +51,8 @@ QUESTION_SYNONYMS = {
 SYNONYM_WEIGHT = 0.5
 _WORD = re.compile(r"[a-z]+")
 _MAX_PARAMETER_DEPTH = 4  # nested objects below this add nothing a question names
+# What a kept index's packed arrays mean: read back only by a toolrun that packs them the same way.
+_STATE_FORMAT = f"1:{sys.byteorder}:{array('i').itemsize}:{array('d').itemsize}"
 
 
 @dataclass(frozen=True)
@@ -125,38 +129,79 @@ def _field_terms(tool: ToolText) -> dict[str, list[str]]:
 
 
 class ToolIndex:
-    """An inverted index of a catalog for BM25F ranking; build once, rank many texts."""
+    """An inverted index of a catalog for BM25F ranking; build once, rank many texts.
+
+    Held packed (term ids and weights as machine arrays, unpacked per term a text uses), so an
+    index kept on disk (``state``, ``from_state``) is read back in milliseconds, not built again.
+    """
 
     def __init__(self, tools: Iterable[ToolText]) -> None:
-        self.names: list[str] = []
-        self._postings: dict[str, list[tuple[int, float]]] = defaultdict(list)
         documents = [(tool.name, _field_terms(tool)) for tool in tools]
         average = {name: sum(len(fields[name]) for _, fields in documents) / max(len(documents), 1) or 1.0
                    for name in FIELD_WEIGHTS}
-        self._documents: list[dict[str, float]] = []
-        self._name_terms: list[frozenset[str]] = []
-        for index, (name, fields) in enumerate(documents):
-            self.names.append(name)
+        term_ids: dict[str, int] = {}
+        postings: list[tuple[array[int], array[float]]] = []
+        packed_documents: list[tuple[bytes, bytes]] = []
+        name_terms: list[bytes] = []
+        for index, (_, fields) in enumerate(documents):
             weights = _weighted_frequencies(fields, average)
-            self._documents.append(weights)
-            self._name_terms.append(frozenset(fields["name"]))
-            for term, weight in weights.items():
-                self._postings[term].append((index, weight))
+            ids = array("i", (term_ids.setdefault(term, len(term_ids)) for term in weights))
+            packed_documents.append((ids.tobytes(), array("d", weights.values()).tobytes()))
+            name_terms.append(array("i", (term_ids[term] for term in dict.fromkeys(fields["name"]))).tobytes())
+            for term_id, weight in zip(ids, weights.values(), strict=True):
+                if term_id == len(postings):
+                    postings.append((array("i"), array("d")))
+                postings[term_id][0].append(index)
+                postings[term_id][1].append(weight)
         count = len(documents)
-        self._idf = {term: math.log(1 + (count - len(postings) + 0.5) / (len(postings) + 0.5))
-                     for term, postings in self._postings.items()}
-        self._name_mass = [sum(self._idf[term] for term in name_terms) or 1.0 for name_terms in self._name_terms]
+        idf = array("d", (math.log(1 + (count - len(indexes) + 0.5) / (len(indexes) + 0.5)) for indexes, _ in postings))
+        self._adopt([name for name, _ in documents], list(term_ids), idf,
+                    [(indexes.tobytes(), weights.tobytes()) for indexes, weights in postings], packed_documents, name_terms)
+
+    def _adopt(self, names: list[str], vocabulary: list[str], idf: array[float], postings: list[tuple[bytes, bytes]],
+               documents: list[tuple[bytes, bytes]], name_terms: list[bytes]) -> None:
+        self.names = names
+        self._vocabulary = vocabulary
+        self._term_ids = {term: term_id for term_id, term in enumerate(vocabulary)}
+        self._idf = idf
+        self._packed_postings = postings
+        self._postings: dict[int, tuple[array[int], array[float]]] = {}  # unpacked on first use
+        self._documents = documents
+        self._name_terms = name_terms
+        self._name_mass: dict[int, float] = {}  # per tool, on first use
 
     @classmethod
     def of_tools(cls, tools: Iterable[Tool]) -> ToolIndex:
         return cls(ToolText.of(tool) for tool in tools)
 
+    def state(self) -> tuple[Any, ...]:
+        """The index as plain values ``marshal`` can write: ``from_state`` reads them back."""
+        return (_STATE_FORMAT, self.names, self._vocabulary, self._idf.tobytes(), self._packed_postings,
+                self._documents, self._name_terms)
+
+    @classmethod
+    def from_state(cls, state: Any) -> ToolIndex:
+        """The index ``state`` gave; ValueError when it is not one (another format, a damaged value)."""
+        try:
+            form, names, vocabulary, idf_bytes, postings, documents, name_terms = state
+            if form != _STATE_FORMAT or not (len(names) == len(documents) == len(name_terms)) \
+                    or not len(vocabulary) == len(postings):
+                raise ValueError("not a ranking index of this toolrun")
+            idf = array("d")
+            idf.frombytes(idf_bytes)
+            if len(idf) != len(vocabulary):
+                raise ValueError("a damaged ranking index")
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"not a ranking index: {error}") from None
+        index = cls.__new__(cls)
+        index._adopt(list(names), list(vocabulary), idf, list(postings), list(documents), list(name_terms))
+        return index
+
     def rank(self, text: str, limit: int | None = None) -> list[RankedTool]:
         """Tools by relevance to ``text``, best first; ties and tools sharing no term keep catalog order."""
         scores = self.scores(text)
         order = sorted(range(len(self.names)), key=lambda index: -scores[index])
-        ranked = [RankedTool(self.names[index], round(scores[index], 4)) for index in order]
-        return ranked if limit is None else ranked[:limit]
+        return [RankedTool(self.names[index], round(scores[index], 4)) for index in order[:limit]]
 
     def scores(self, text: str) -> list[float]:
         """Each tool's score for ``text``, in catalog order."""
@@ -170,18 +215,35 @@ class ToolIndex:
 
     def _scores(self, query: dict[str, float]) -> list[float]:
         scores = [0.0] * len(self.names)
+        asked: set[int] = set()
         for term, query_weight in query.items():
-            idf = self._idf.get(term)
-            if idf is None:
+            term_id = self._term_ids.get(term)
+            if term_id is None:
                 continue
-            for index, weight in self._postings[term]:
+            asked.add(term_id)
+            idf = self._idf[term_id]
+            indexes, weights = self._posting(term_id)
+            for index, weight in zip(indexes, weights, strict=True):
                 scores[index] += query_weight * idf * weight / (SATURATION + weight)
         if NAME_COVERAGE_WEIGHT:
             for index, score in enumerate(scores):
                 if score > 0:
-                    covered = sum(self._idf[term] for term in self._name_terms[index] if term in query)
-                    scores[index] += NAME_COVERAGE_WEIGHT * covered / self._name_mass[index]
+                    covered = sum(self._idf[term_id] for term_id in _ids(self._name_terms[index]) if term_id in asked)
+                    scores[index] += NAME_COVERAGE_WEIGHT * covered / self._mass_of_name(index)
         return scores
+
+    def _posting(self, term_id: int) -> tuple[array[int], array[float]]:
+        posting = self._postings.get(term_id)
+        if posting is None:
+            indexes, weights = self._packed_postings[term_id]
+            posting = self._postings[term_id] = (_ids(indexes), _floats(weights))
+        return posting
+
+    def _mass_of_name(self, index: int) -> float:
+        mass = self._name_mass.get(index)
+        if mass is None:
+            mass = self._name_mass[index] = sum(self._idf[term_id] for term_id in _ids(self._name_terms[index])) or 1.0
+        return mass
 
     def _feedback_terms(self, query: dict[str, float], scores: list[float]) -> dict[str, float]:
         """Pseudo-relevance feedback: the telling terms of the best few tools, at a fraction of a word's weight."""
@@ -189,14 +251,28 @@ class ToolIndex:
                               key=scores.__getitem__)
         pooled: dict[str, float] = defaultdict(float)
         for index in best:
-            for term, weight in self._documents[index].items():
+            term_ids, weights = self._documents[index]
+            for term_id, weight in zip(_ids(term_ids), _floats(weights), strict=True):
+                term = self._vocabulary[term_id]
                 if term not in query:
-                    pooled[term] += self._idf[term] * weight / (SATURATION + weight)
+                    pooled[term] += self._idf[term_id] * weight / (SATURATION + weight)
         top = heapq.nlargest(FEEDBACK_TERMS, pooled.items(), key=lambda item: item[1])
         if not top:
             return {}
         strongest = top[0][1]
         return {term: FEEDBACK_WEIGHT * weight / strongest for term, weight in top}
+
+
+def _ids(packed: bytes) -> array[int]:
+    ids = array("i")
+    ids.frombytes(packed)
+    return ids
+
+
+def _floats(packed: bytes) -> array[float]:
+    floats = array("d")
+    floats.frombytes(packed)
+    return floats
 
 
 def query_weights(text: str) -> dict[str, float]:

@@ -10,10 +10,8 @@ A new command: a module with a ``@click.command`` function, and one line in ``CO
 (or ``TOOLS_COMMANDS``) of ``toolrun.cli.group`` naming it.
 """
 
-from __future__ import annotations
-
+# No __future__ or importlib: see toolrun/__init__.py (annotations naming click are quoted).
 import gc
-import importlib
 import sys
 
 from toolrun import __version__
@@ -30,7 +28,7 @@ class _Main:
 
     name = "main"
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: "Any", **kwargs: "Any") -> "Any":
         script = not args and not kwargs  # the console script; a caller passing arguments keeps its process as it is
         if script and sys.argv[1:] == ["--version"]:
             print(f"toolrun, version {__version__}")  # what click's version option prints
@@ -39,12 +37,12 @@ class _Main:
             _load_command(sys.argv[1:])
         return self._group()(*args, **kwargs)
 
-    def main(self, *args: Any, **kwargs: Any) -> Any:
+    def main(self, *args: "Any", **kwargs: "Any") -> "Any":
         """The click group's ``main`` (what ``CliRunner().invoke(main, ...)`` calls)."""
         return self._group().main(*args, **kwargs)
 
     @staticmethod
-    def _group() -> click.Group:
+    def _group() -> "click.Group":
         from toolrun.cli.group import main as group
 
         return group
@@ -82,7 +80,8 @@ def __getattr__(name: str) -> object:  # ToolrunGroup, COMMANDS ...: from the cl
         raise missing
     # Not "from toolrun.cli import group": before that submodule is imported, the import asks
     # this package for "group" first, which would land here again and recurse without end.
-    group = importlib.import_module("toolrun.cli.group")
+    __import__("toolrun.cli.group")
+    group = sys.modules["toolrun.cli.group"]
     if name == "group":
         return group
     if not hasattr(group, name):

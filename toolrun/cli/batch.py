@@ -7,7 +7,6 @@ and turns it into the exit code.
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import time
 from pathlib import Path
@@ -26,6 +25,7 @@ from toolrun.cli.recipe_options import (
 )
 from toolrun.cli.run_log_options import open_run_log, run_log_options
 from toolrun.core.errors import EXIT_EXPECT_FAILED, EXIT_OK, EXIT_RUN_FAILED
+from toolrun.core.event_loop import run_until_done
 from toolrun.core.text import counted
 from toolrun.loop.approval import approve_all
 from toolrun.loop.results import dumps
@@ -76,7 +76,7 @@ def batch_command(recipe_path: Path, inputs: Path, out: Path | None, concurrency
     progress = Progress(sys.stderr)
     run_log = open_run_log(logs, no_log)
     try:
-        summary = asyncio.run(run_batch(spec, observer=progress, run_log=run_log,
+        summary = run_until_done(run_batch(spec, observer=progress, run_log=run_log,
                                         use_ray=ray_address is not None, ray_address=ray_address or None))
     except KeyboardInterrupt:
         progress.finish()

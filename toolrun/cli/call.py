@@ -6,7 +6,6 @@ arguments are validated against the tool's schema exactly as a model's would be.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from pathlib import Path
@@ -19,6 +18,7 @@ from toolrun.cli.approval_prompt import TerminalApprover
 from toolrun.cli.color import echo_err
 from toolrun.cli.common import complete_tool_names, json_usage_errors, load_catalog_for_cli, tools_dir_option
 from toolrun.core.errors import EXIT_RUN_FAILED, Problem, UserError
+from toolrun.core.event_loop import run_until_done
 from toolrun.core.text import terminal_safe
 from toolrun.core.tool import Tool
 from toolrun.loop.execution import validate_arguments
@@ -65,7 +65,7 @@ def call_command(name: str, arg_pairs: tuple[str, ...], args_json: str | None, t
             raise UserError([Problem(None, None, f"invalid arguments for {tool.name}: {p}",
                                      hint if index == len(problems) - 1 else None)
                              for index, p in enumerate(problems)])
-    outcome = asyncio.run(acall(catalog, tool.name, arguments,
+    outcome = run_until_done(acall(catalog, tool.name, arguments,
                           approver=TerminalApprover(assume_yes, asking="You are about to call")))
     if as_json:
         click.echo(json.dumps(outcome.to_json(), ensure_ascii=False))

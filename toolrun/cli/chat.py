@@ -7,7 +7,6 @@ standard library's readline for editing and history on a terminal) and prints.
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import os
 import sys
@@ -30,6 +29,7 @@ from toolrun.cli.recipe_options import (
 from toolrun.cli.run_log_options import open_run_log, run_log_options
 from toolrun.cli.tools_list import first_sentence
 from toolrun.core.errors import ToolrunError
+from toolrun.core.event_loop import run_until_done
 from toolrun.core.private_files import create_private, make_private_folders
 from toolrun.core.text import counted
 from toolrun.loop.runner import ObserverGroup
@@ -142,7 +142,7 @@ class Chat:
         writer = None if self.run_log is None else RunLogWriter(self.run_log, command="chat", prompt=question,
                                                                 vars=self.session.base.vars, session=self.id)
         try:
-            result = asyncio.run(self.session.answer(question, observer=ObserverGroup(display, writer),
+            result = run_until_done(self.session.answer(question, observer=ObserverGroup(display, writer),
                                                      approver=self.approver, stream=self.stream))
         except KeyboardInterrupt:
             display.calls_stopped()

@@ -6,6 +6,8 @@ do without the run loop display.py imports.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from toolrun.catalog.model import Catalog
 from toolrun.core.text import counted, terminal_safe
 
@@ -14,11 +16,17 @@ def load_summary(catalog: Catalog) -> str:
     """``toolrun: 7 tools from tools.d — 0 errors, 2 warnings (toolrun tools lint shows them)``."""
     errors = sum(1 for finding in catalog.findings if finding.severity == "error" and not finding.ignored)
     warnings = sum(1 for finding in catalog.findings if finding.severity == "warning" and not finding.ignored)
-    line = f"toolrun: {counted(len(catalog), 'tool')} from {catalog.directory}"
+    unstarted = ""
     if catalog.unstarted:  # an MCP server this command needs none of: its tools are neither listed nor linted
         servers = len({tool.source.file for tool in catalog.unstarted.values()})
         which = "an MCP server" if servers == 1 else f"{servers} MCP servers"
-        line += f" (+{counted(len(catalog.unstarted), 'tool')} of {which} not needed here, not started)"
+        unstarted = f" (+{counted(len(catalog.unstarted), 'tool')} of {which} not needed here, not started)"
+    return counts_summary(catalog.directory, len(catalog), errors, warnings, unstarted)
+
+
+def counts_summary(directory: Path | None, tools: int, errors: int, warnings: int, unstarted: str = "") -> str:
+    """``load_summary``'s line from the counts alone (a command served from a cache of the catalog)."""
+    line = f"toolrun: {counted(tools, 'tool')} from {directory}{unstarted}"
     line += f" — {counted(errors, 'error')}, {counted(warnings, 'warning')}"
     if errors or warnings:
         line += " (toolrun tools lint shows them)"

@@ -204,6 +204,7 @@ def format_run(run: dict[str, Any]) -> list[str]:
     for turn in run["turns"]:
         lines.append(f"turn {turn['turn']} · {turn['stop_reason']} · {turn['usage']['input_tokens']} in / "
                      f"{turn['usage']['output_tokens']} out tokens")
+        lines += _offered(turn.get("tools_offered"))
         if turn["text"] and turn["tool_calls"]:
             lines.append(f"  says: {_preview(turn['text'])}")
         for call in turn["tool_calls"]:
@@ -222,6 +223,15 @@ def format_run(run: dict[str, Any]) -> list[str]:
     for failure in run.get("expect_failures") or []:
         lines.append(f"expect failed: {failure}")
     return lines
+
+
+def _offered(offered: list[str] | str | None) -> list[str]:
+    """The tools a turn's request offered under settings.tool_selection (nothing without one)."""
+    if offered is None:
+        return []
+    if offered == "all":
+        return ["  offered: all the run's tools"]
+    return [f"  offered {len(offered)}: {', '.join(offered)}"]
 
 
 def _calls(run: dict[str, Any]) -> str:

@@ -7,7 +7,6 @@ those together, and turns the outcome into the exit code.
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -31,6 +30,7 @@ from toolrun.cli.recipe_options import (
 )
 from toolrun.cli.run_log_options import open_run_log, run_log_options
 from toolrun.core.errors import EXIT_EXPECT_FAILED, EXIT_OK, EXIT_RUN_FAILED, Problem, UserError
+from toolrun.core.event_loop import run_until_done
 from toolrun.core.text import counted
 from toolrun.loop.results import RunResult, dumps
 from toolrun.loop.runner import ObserverGroup
@@ -137,7 +137,7 @@ def play_recipe(
         writer = RunLogWriter(run_log, command=command, prompt=options.prompt, vars={**recipe.vars, **(options.vars or {})})
     try:
         try:
-            result = asyncio.run(run_recipe(recipe, replace(
+            result = run_until_done(run_recipe(recipe, replace(
                 options, observer=ObserverGroup(display, log, writer),
                 approver=TerminalApprover(assume_yes, quiet=display.paused))))
         except KeyboardInterrupt:

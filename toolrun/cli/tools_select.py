@@ -7,14 +7,16 @@ from pathlib import Path
 
 import click
 
-from toolrun.catalog.tool_ranking import ToolIndex
+from toolrun.catalog.model import DEFAULT_TOOLS_DIR
+from toolrun.catalog.ranking_cache import load_ranking_index
 from toolrun.cli.common import (
     catalog_usage_error_document,
     exit_with_load_failure_json,
     json_usage_errors,
-    load_catalog_for_cli,
+    print_load_summary,
     tools_dir_option,
 )
+from toolrun.cli.load_report import counts_summary
 from toolrun.cli.tools_list import format_table
 from toolrun.core.errors import LoadError
 from toolrun.loop.tool_offer import DEFAULT_MAX_TOOLS
@@ -32,18 +34,23 @@ def select_command(ctx: click.Context, text: str, tools_dir: Path | None, limit:
 
     A tool with score 0 shares no word with TEXT and is never offered by the ranking.
     """
+    directory = tools_dir if tools_dir is not None else DEFAULT_TOOLS_DIR
+
+    def print_kept_summary(tools: int, warnings: int) -> None:
+        click.echo(counts_summary(directory, tools, 0, warnings), err=True)
+
     try:
-        catalog = load_catalog_for_cli(tools_dir)
+        index = load_ranking_index(directory, on_loaded=print_load_summary, on_kept=print_kept_summary)
     except LoadError as error:
         if not as_json:
             raise
         exit_with_load_failure_json(ctx, error)
-    ranked = [tool for tool in ToolIndex.of_tools(catalog).rank(text, limit) if tool.score > 0]
+    ranked = [tool for tool in index.rank(text, limit) if tool.score > 0]
     if as_json:
         click.echo(json.dumps({"tools": [{"name": tool.name, "score": tool.score} for tool in ranked]},
                               ensure_ascii=False, indent=2))
         return
     if not ranked:
-        click.echo(f"no tool in {catalog.directory} shares a word with the text", err=True)
+        click.echo(f"no tool in {directory} shares a word with the text", err=True)
         return
     click.echo(format_table(("SCORE", "NAME"), [(f"{tool.score:.2f}", tool.name) for tool in ranked]))

@@ -13,6 +13,8 @@ import asyncio
 import contextvars
 import queue
 import threading
+import weakref
+from collections import deque
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -87,6 +89,7 @@ class DaemonPool:
                     self._idle += 1
             if then is not None:
                 then()
+            del job, then  # an idle worker keeps nothing of its last job alive (its future, its loop)
             thread.name = "toolrun-idle"
             if waiting:
                 job = self._jobs.get()
@@ -107,6 +110,50 @@ class DaemonPool:
 _pool = DaemonPool()
 
 
+class _LoopInbox:
+    """Outcomes handed to one event loop from worker threads: the first one waiting wakes the loop,
+    the rest ride along. A wake-up per outcome (``call_soon_threadsafe``: a write to the loop's
+    self-pipe and a pass of the loop) made a turn of 1,000 fast sync calls take ~20% more CPU."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = weakref.ref(loop)  # a strong one would keep every finished run's loop alive through _inboxes
+        self._outcomes: deque[Callable[[], None]] = deque()
+        self._lock = threading.Lock()
+        self._woken = False
+
+    def put(self, settle: Callable[[], None]) -> None:
+        with self._lock:
+            self._outcomes.append(settle)
+            if self._woken:
+                return
+            self._woken = True
+        loop = self._loop()
+        try:
+            if loop is not None:
+                loop.call_soon_threadsafe(self._drain)
+        except RuntimeError:
+            pass  # the loop is closed: the run is over
+
+    def _drain(self) -> None:
+        with self._lock:
+            outcomes, self._outcomes = self._outcomes, deque()
+            self._woken = False
+        for settle in outcomes:
+            settle()
+
+
+_inboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopInbox] = weakref.WeakKeyDictionary()
+_inboxes_lock = threading.Lock()
+
+
+def _inbox(loop: asyncio.AbstractEventLoop) -> _LoopInbox:
+    with _inboxes_lock:
+        inbox = _inboxes.get(loop)
+        if inbox is None:
+            inbox = _inboxes[loop] = _LoopInbox(loop)
+        return inbox
+
+
 def in_daemon_thread(function: Callable[[], T], *, name: str) -> asyncio.Future[T]:
     """Run ``function`` on a daemon worker thread named ``name``; a future of its result on the running loop.
 
@@ -116,10 +163,7 @@ def in_daemon_thread(function: Callable[[], T], *, name: str) -> asyncio.Future[
     """
     loop = asyncio.get_running_loop()
     future: asyncio.Future[T] = loop.create_future()
-
-    def settle(outcome: Callable[[], Any]) -> None:
-        if not future.done():  # cancelled (a timeout, Ctrl-C): nobody waits for the outcome
-            outcome()
+    inbox = _inbox(loop)
 
     def work() -> Callable[[], None]:
         threading.current_thread().name = name
@@ -130,13 +174,11 @@ def in_daemon_thread(function: Callable[[], T], *, name: str) -> asyncio.Future[
             failure = exc if isinstance(exc, Exception) else RuntimeError(f"raised {type(exc).__name__}")
             outcome = lambda: future.set_exception(failure)  # noqa: E731
 
-        def hand_over() -> None:
-            try:
-                loop.call_soon_threadsafe(settle, outcome)
-            except RuntimeError:
-                pass  # the loop is closed: the run is over
+        def settle() -> None:
+            if not future.done():  # cancelled (a timeout, Ctrl-C): nobody waits for the outcome
+                outcome()
 
-        return hand_over
+        return lambda: inbox.put(settle)
 
     # The job runs in a copy of the caller's context: the run's redactor goes with it.
     context = contextvars.copy_context()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from toolrun.core.content import ContentBlock
 from toolrun.core.messages import Message, Usage
@@ -60,15 +60,20 @@ class TurnRecord:
     text: str | None
     usage: Usage
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
+    # Under settings.tool_selection: the names of the tools the request offered, or "all"; None without one.
+    tools_offered: list[str] | Literal["all"] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """One turn: its stop reason, text, token usage and calls."""
-        return {
+        """One turn: its stop reason, text, token usage and calls; and ``tools_offered`` under a tool selection."""
+        document: dict[str, Any] = {
             "stop_reason": self.stop_reason,
             "text": self.text,
             "usage": {"input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens},
             "tool_calls": [call.to_json() for call in self.tool_calls],
         }
+        if self.tools_offered is not None:
+            document["tools_offered"] = self.tools_offered
+        return document
 
 
 @dataclass
@@ -94,6 +99,7 @@ class RunResult:
     recorded_exchanges: int | None = None  # with record=: how many model exchanges were saved
     output: Any = None  # the structured final answer (parsed, validated); None without one
     output_requested: bool = False  # the run asked for a structured answer (``output:``)
+    output_valid: bool = False  # an answer passed its checks (``output`` may then be null, if the schema allows it)
     # With settings.context: the limit, the strategy and what each request left out (see context_window)
     context: dict[str, Any] | None = None
     redactor: Redactor | None = field(default=None, repr=False, compare=False)
@@ -107,7 +113,7 @@ class RunResult:
     def failed(self) -> bool:
         """The run did not reach an answer: the provider failed, the turn limit was hit, or a
         structured answer was asked for and none came (cut off, filtered, invalid)."""
-        return self.stop_reason in FAILED_STOP_REASONS or (self.output_requested and self.output is None)
+        return self.stop_reason in FAILED_STOP_REASONS or (self.output_requested and not self.output_valid)
 
     def redact(self, value: Any) -> Any:
         """``value`` with this run's secrets replaced (the active scope's, for a bare result)."""

@@ -275,6 +275,7 @@ class _ConversationLoop:
                                  if tool.max_concurrency is not None}
         self.final: str | None = None  # the model's last text; a recipe's own assistant lines never count
         self.output: Any = None  # the structured answer, once one passed its checks
+        self.output_valid = False  # one passed: null is an answer too where the schema allows it
         self.output_errors: list[str] = []  # why the last structured answer cannot be used
         self.repairs = 0  # repair turns asked for a structured answer that failed its checks
         self.turn_limit = settings.max_turns  # repair turns come on top of max_turns
@@ -303,7 +304,8 @@ class _ConversationLoop:
             self.observer.on_model_response(turn_index, response)
             # Records are what callers keep and print: a secret the model repeats is redacted there (the
             # history sent back to the model stays as the model wrote it).
-            turn = TurnRecord(response.stop_reason, redact(response.message.text), response.usage)
+            turn = TurnRecord(response.stop_reason, redact(response.message.text), response.usage,
+                              tools_offered=self.offer.offered(request.tools))
             if not calls:
                 self._end_turn(turn)
                 if self._wants_repair(response):
@@ -483,7 +485,7 @@ class _ConversationLoop:
             return False
         checked = check_answer(response.message.text, output)
         if checked.valid:
-            self.output = checked.value
+            self.output, self.output_valid = checked.value, True
             return False
         if self.repairs >= output.retries:
             self.output_errors = checked.errors
@@ -522,6 +524,7 @@ class _ConversationLoop:
             error=error,
             output=redact(self.output),
             output_requested=self.settings.output is not None,
+            output_valid=self.output_valid,
             context=self.window.to_json() if self.window.limit is not None else None,
         )
 

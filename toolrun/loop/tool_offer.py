@@ -19,7 +19,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from toolrun.core.errors import Problem, UserError
 from toolrun.core.messages import Message, ToolDefinition
@@ -47,6 +47,15 @@ class ToolSelection:
     max_tools: int = DEFAULT_MAX_TOOLS
     tools_always: tuple[str, ...] = ()  # names or globs, offered in every request
     mode: str = "rank"
+
+    def to_mapping(self) -> dict[str, Any]:
+        """The keys a recipe would write (defaults left out)."""
+        mapping: dict[str, Any] = {"max_tools": self.max_tools}
+        if self.tools_always:
+            mapping["tools_always"] = list(self.tools_always)
+        if self.mode != "rank":
+            mapping["mode"] = self.mode
+        return mapping
 
     @classmethod
     def from_mapping(cls, mapping: dict[str, Any]) -> ToolSelection:
@@ -104,6 +113,14 @@ class ToolOffer:
         ranked = ranked[: self.selection.max_tools]
         chosen = set(_unique(kept + ranked)[:limit])
         return [definition for definition in self.all_definitions if definition.name in chosen]
+
+    def offered(self, definitions: Sequence[ToolDefinition]) -> list[str] | Literal["all"] | None:
+        """What a request with ``definitions`` offered, for its turn's record: the names, or "all" when every
+        one of the run's tools was among them; None without a selection (every request offers all)."""
+        if self.selection is None:
+            return None
+        names = [definition.name for definition in definitions]
+        return "all" if set(self.tools) <= set(names) else names
 
     def find(self, arguments: dict[str, Any] | None) -> tuple[str, bool]:
         """A ``find_tools`` call's result (JSON listing what it found) and whether it is an error."""

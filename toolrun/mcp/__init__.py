@@ -1,12 +1,13 @@
 """Serve a tool catalog over the Model Context Protocol (``toolrun mcp``).
 
 ``serve`` is the whole feature: stdio by default, streamable HTTP at ``/mcp`` with
-``http="HOST:PORT"``. The official ``mcp`` SDK is imported only here, when a server
-starts, so ``import toolrun`` and the other commands never pay for it.
+``http="HOST:PORT"``. The official ``mcp`` SDK is imported only for HTTP, and for a stdio
+client the lean stdio server hands over; ``import toolrun`` and the other commands never pay for it.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
@@ -26,9 +27,9 @@ from toolrun.mcp.service import DEFAULT_DRAIN_DELAY, ServiceOptions, parse_metri
 
 if TYPE_CHECKING:
     from toolrun.mcp.access import AccessList, InlineAuth
+    from toolrun.mcp.catalog_service import CatalogService
     from toolrun.mcp.metrics import GatewayMetrics
     from toolrun.mcp.oidc import TokenVerifier
-    from toolrun.mcp.server import CatalogServer
 
 __all__ = ["parse_address", "serve"]
 
@@ -81,7 +82,7 @@ def serve(
 
     # Over HTTP every call is audited (stderr by default); over stdio only when asked.
     server = _catalog_server(tools_dir, tools, recipes, report, audit, audited=audit is not None or address is not None,
-                             assume_yes=assume_yes, stateless=service.stateless)
+                             assume_yes=assume_yes, stateless=service.stateless, sdk=address is not None)
     # The tokens are secrets of the whole server: no call's output or log line may show them.
     with redacting(Redactor(access.secrets if access else ())):
         server.load()
@@ -96,17 +97,23 @@ def serve(
 
 
 def _catalog_server(tools_dir: Path, tools: Sequence[str] | None, recipes: Path | None, report: Callable[[str], None],
-                    audit: Path | None, *, audited: bool, assume_yes: bool, stateless: bool) -> CatalogServer:
-    """The server of the catalog, with its audit log (at ``audit``, else stderr) when ``audited``."""
+                    audit: Path | None, *, audited: bool, assume_yes: bool, stateless: bool,
+                    sdk: bool) -> CatalogService:
+    """The server of the catalog, with its audit log (at ``audit``, else stderr) when ``audited``; over the SDK
+    when ``sdk`` (HTTP), else the SDK-free service the lean stdio server serves."""
     from toolrun.mcp.audit import AuditLog
+    from toolrun.mcp.catalog_service import CatalogService
     from toolrun.mcp.live_catalog import LiveCatalog
     from toolrun.mcp.prompts import RecipePrompts
-    from toolrun.mcp.server import CatalogServer
 
     audit_log = AuditLog.open(audit) if audited else None
     prompts = RecipePrompts(recipes, report) if recipes is not None else None
-    return CatalogServer(LiveCatalog(tools_dir, tools), assume_yes=assume_yes, audit=audit_log, report=report,
-                         prompts=prompts, stateless=stateless)
+    kind: type[CatalogService] = CatalogService
+    if sdk:
+        from toolrun.mcp.server import CatalogServer
+        kind = CatalogServer
+    return kind(LiveCatalog(tools_dir, tools), assume_yes=assume_yes, audit=audit_log, report=report,
+                prompts=prompts, stateless=stateless)
 
 
 def _check_place(address: tuple[str, int] | None, auth: Path | InlineAuth | None, tools_dir: Path) -> None:
@@ -159,21 +166,21 @@ def _session_limits(access: AccessList | None, auth: Path | InlineAuth | None, m
         raise UserError(Problem(where, None, str(exc), "raise --max-sessions, or lower the clients' limits")) from None
 
 
-def _serve_stdio(server: CatalogServer) -> None:
-    import anyio
+def _serve_stdio(server: CatalogService) -> None:
+    from toolrun.mcp.lean_stdio import serve_lean_stdio
 
-    from toolrun.mcp.stdio import serve_stdio
-
-    anyio.run(serve_stdio, server)
+    asyncio.run(serve_lean_stdio(server))
 
 
-def _serve_http(server: CatalogServer, address: tuple[str, int], http: str | None, access: AccessList | None,
+def _serve_http(server: CatalogService, address: tuple[str, int], http: str | None, access: AccessList | None,
                 report: Callable[[str], None], limits: HttpLimits, origins: list[str], service: ServiceOptions,
                 resource_url: str | None) -> None:
     import anyio
 
     from toolrun.mcp.http import bind, serve_http
+    from toolrun.mcp.server import CatalogServer
 
+    assert isinstance(server, CatalogServer)
     try:
         sock = bind(*address)
     except OSError as exc:

@@ -10,8 +10,6 @@ everything else through unchanged (a blank line, a notification: no reply, as be
 
 from __future__ import annotations
 
-import json
-import re
 from types import TracebackType
 from typing import Any
 
@@ -19,6 +17,7 @@ import mcp_types as types
 from mcp.shared.message import SessionMessage
 
 from toolrun.core.json_limits import MAX_BODY_DEPTH, TooDeep, loads_bounded
+from toolrun.mcp.jsonrpc_lines import TOO_DEEP, top_level_id
 
 
 class AnsweringUnreadable:
@@ -77,37 +76,10 @@ def unreadable_reply(error: Exception) -> SessionMessage | None:
         message = None
     except ValueError:  # not JSON at all: nobody can tell which request it was
         return _error(None, types.PARSE_ERROR, "Parse error: the line is not JSON")
-    request_id = message.get("id") if isinstance(message, dict) else _top_level_id(line)
+    request_id = message.get("id") if isinstance(message, dict) else top_level_id(line)
     if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
         return None  # a notification (no id) is never answered; the SDK drops it, as before
-    return _error(request_id, types.INVALID_REQUEST,
-                  "Invalid Request: the message nests too deeply to be read (tool arguments have a few levels)")
-
-
-_ID_VALUE = re.compile(r'\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
-
-
-def _top_level_id(line: str) -> Any:
-    """The ``id`` member of the outermost object of ``line``, found without parsing its nested values."""
-    depth, index, length = 0, 0, len(line)
-    while index < length:
-        char = line[index]
-        if char == '"':
-            end = index + 1
-            while end < length and line[end] != '"':
-                end += 2 if line[end] == "\\" else 1
-            if depth == 1 and line[index:end + 1] == '"id"':
-                found = _ID_VALUE.match(line, end + 1)
-                if found:
-                    return json.loads(found.group(1))
-            index = end + 1
-            continue
-        if char in "{[":
-            depth += 1
-        elif char in "}]":
-            depth -= 1
-        index += 1
-    return None
+    return _error(request_id, types.INVALID_REQUEST, TOO_DEEP)
 
 
 def _failed_line(error: Exception) -> str | None:

@@ -21,6 +21,7 @@ import httpx
 
 from toolrun.backends.http_safety import BLOCKED_HOSTNAMES, RefusedRequest, checked_sync_transport, is_forbidden_address
 from toolrun.core.content_decoding import ACCEPT_ENCODING, decoded_sync
+from toolrun.core.tls import shared_ssl_context
 
 MAX_REDIRECTS = 5
 EXTERNAL_FLAG = "--allow-external-refs"
@@ -83,7 +84,7 @@ def _text(content: bytes, charset: str | None) -> str:
 def _client(timeout: float) -> httpx.Client:
     """Through a proxy from the environment the proxy resolves names: only the name checks apply there."""
     if any(urllib.request.getproxies().get(scheme) for scheme in ("http", "https", "all")):
-        return httpx.Client(timeout=timeout, follow_redirects=False)
+        return httpx.Client(timeout=timeout, follow_redirects=False, verify=shared_ssl_context())
     return httpx.Client(timeout=timeout, follow_redirects=False, transport=checked_sync_transport())
 
 

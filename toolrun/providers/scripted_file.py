@@ -28,13 +28,22 @@ _ITEM_KEYS = ("text", "tool_calls", "output")
 
 def load_scripted_model(path: Path) -> ScriptedModel:
     """The ``ScriptedModel`` of a script file; ``LoadError`` naming file, line and fix for every mistake."""
+    return scripted_model(read_script(path), path)
+
+
+def read_script(path: Path) -> Any:
+    """The YAML document of a script file (not checked yet: ``scripted_model`` does); ``LoadError`` if unreadable."""
     if not path.is_file():
         raise LoadError(Problem(path, None, "script file not found",
                                 f"write the model's turns as a YAML list, e.g.\n{_EXAMPLE}"))
     try:
-        document = load_yaml_file(path)
+        return load_yaml_file(path)
     except YamlSyntaxError as exc:
         raise LoadError(exc.problem) from None
+
+
+def scripted_model(document: Any, path: Path) -> ScriptedModel:
+    """The ``ScriptedModel`` of a script's document; ``LoadError`` naming file, line and fix for every mistake."""
     if not isinstance(document, LineList) or not document:
         raise LoadError(Problem(path, getattr(document, "line", 1) or 1, "a script is a non-empty list of model turns",
                                 f"write e.g.\n{_EXAMPLE}"))

@@ -20,6 +20,7 @@ from toolrun.core.content_decoding import ACCEPT_ENCODING, BodyTooLarge, Refused
 from toolrun.core.errors import ProviderError
 from toolrun.core.json_limits import MAX_BODY_DEPTH, loads_bounded
 from toolrun.core.secrets import redact
+from toolrun.core.tls import shared_ssl_context
 from toolrun.core.version import USER_AGENT
 
 if TYPE_CHECKING:
@@ -127,7 +128,8 @@ class HttpxTransport(Transport):
         self.gate = gate  # None: no pacing beyond the retries' own waits
         self.timeout = timeout  # from request to last byte; httpx's read timeout is the idle bound
         self._transport_error = httpx.TransportError
-        self._client = client or httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=15.0))
+        self._client = client or httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=15.0),
+                                                   verify=shared_ssl_context())
         self._headers = {"Accept-Encoding": ACCEPT_ENCODING, "User-Agent": USER_AGENT}  # only what content_decoding bounds
 
     @property

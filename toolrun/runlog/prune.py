@@ -36,6 +36,7 @@ def prune_runs(log: RunLog, before: float, *, vacuum_once: bool = False) -> Prun
     A run still being written (status ``running`` and its process alive) is kept.
     """
     connection = log.connection
+    connection.execute("PRAGMA foreign_keys=ON")  # a run's turns, calls, messages and notices go with it
     size_before = _file_size(log)
     candidates = [(row["id"], row["status"], row["pid"]) for row in connection.execute(
         "SELECT id, status, pid FROM runs WHERE COALESCE(ended_at, started_at) < ? ORDER BY id", (before,))]

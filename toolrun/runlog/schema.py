@@ -67,6 +67,14 @@ MIGRATIONS: list[list[str]] = [
         "CREATE VIRTUAL TABLE search USING fts5(run_id UNINDEXED, field UNINDEXED, original UNINDEXED, text, "
         "tokenize='unicode61')",
     ],
+    [  # 2: the tools a request offered under settings.tool_selection (JSON: the names, or "all"; NULL without one)
+        "ALTER TABLE turns ADD COLUMN tools_offered TEXT",
+    ],
+    [  # 3: runs are indexed for search when a search first reads them, not while they write
+        "ALTER TABLE runs ADD COLUMN indexed INTEGER NOT NULL DEFAULT 0",  # 1: its search rows are whole
+        "UPDATE runs SET indexed = 1",  # a run written before this indexed itself as it went
+        "CREATE INDEX runs_not_indexed ON runs(id) WHERE indexed = 0",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

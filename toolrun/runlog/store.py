@@ -96,10 +96,13 @@ class RunLog:
             create_private(path)  # SQLite gives the -wal and -shm files it makes the database file's mode
             connection = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
             connection.row_factory = sqlite3.Row
-            connection.execute("PRAGMA foreign_keys=ON")
+            # No foreign_keys: checking each call's run on insert was a fifth of what the insert cost;
+            # prune, the one place that deletes runs, turns them on for the cascade.
             connection.execute("PRAGMA synchronous=NORMAL")  # WAL keeps committed rows through a process crash
-            # Before the first table exists, or it never takes: a new log gives pruned space back.
-            connection.execute("PRAGMA auto_vacuum=INCREMENTAL")
+            # Before the first table exists, or it never takes: a new log gives pruned space back. Only
+            # then: on a log with tables it changes nothing, yet writes a transaction every open.
+            if connection.execute("PRAGMA user_version").fetchone()[0] == 0:
+                connection.execute("PRAGMA auto_vacuum=INCREMENTAL")
             deadline = time.monotonic() + BUSY_TIMEOUT_S
             retry_busy(lambda: _use_wal(connection), deadline)
             retry_busy(lambda: migrate(connection, path), deadline)
@@ -122,12 +125,6 @@ class RunLog:
                 self.connection.execute("ROLLBACK")
             raise
         self.connection.execute("COMMIT")
-
-    def index(self, connection: sqlite3.Connection, run_id: int, field: str, text: str | None) -> None:
-        """Add one piece of a run to the full-text index (inside the caller's transaction)."""
-        if text:
-            connection.execute("INSERT INTO search (run_id, field, original, text) VALUES (?, ?, ?, ?)",
-                               (run_id, field, text, search_text(text)))
 
     # -- reading ------------------------------------------------------------------------
 
@@ -199,6 +196,8 @@ class RunLog:
             "usage": {"input_tokens": turn["input_tokens"], "output_tokens": turn["output_tokens"]},
             "requested_at": turn["requested_at"], "answered_at": turn["answered_at"], "ended_at": turn["ended_at"],
             "tool_calls": calls.get(turn["turn"], []),
+            # under settings.tool_selection: the names the request offered, or "all"
+            **({"tools_offered": _loads(turn["tools_offered"])} if turn["tools_offered"] is not None else {}),
         } for turn in self.connection.execute("SELECT * FROM turns WHERE run_id = ? ORDER BY turn", (run_id,))]
         run["messages"] = [{"role": m["role"], "parts": _loads(m["content"])} for m in self.connection.execute(
             "SELECT role, content FROM messages WHERE run_id = ? ORDER BY seq", (run_id,))]
@@ -209,8 +208,9 @@ class RunLog:
     def search(self, text: str, *, limit: int = 20) -> list[SearchHit]:
         """Runs that mention every word of ``text`` (in their prompt, answers, tool arguments or
         results — not necessarily in one place), newest first, each with an excerpt of its first match."""
-        from toolrun.runlog.search import search_runs  # only toolrun logs search: a run writing the log does without it
+        from toolrun.runlog.search import index_pending_runs, search_runs  # a run writing the log does without them
 
+        index_pending_runs(self)
         return search_runs(self.connection, text, limit=limit)
 
 

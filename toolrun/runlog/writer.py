@@ -6,16 +6,19 @@ slow call shows in the log while it runs). A turn of a thousand calls is one tra
 not two thousand, and a run killed with SIGKILL still has every finished turn in the log.
 Every value is redacted with the run's own secrets before it is written. A log that stops
 accepting writes (a full disk) never stops the run: the first error is kept in ``problem``.
+The full-text index is left to ``logs search`` (``toolrun.runlog.search``), and the run's
+document is written without its turns, which the turns and tool_calls rows hold.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import sqlite3
 import time
+from _json import encode_basestring, make_encoder
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from toolrun.core.messages import Message, ModelResponse, OpaquePart, TextPart, ToolCall, ToolResult
@@ -24,12 +27,11 @@ from toolrun.loop.context_window import ContextEvent
 from toolrun.loop.results import RunResult, ToolCallRecord, TurnRecord
 from toolrun.loop.runner import RunObserver
 from toolrun.replay.divergence import Divergence
-from toolrun.runlog.store import RunLog, search_text
+from toolrun.runlog.store import RunLog
 
 FLUSH_AFTER_S = 0.2  # the longest an event waits in memory while the loop is idle (a slow call runs)
 _INSERT_CALL = ("INSERT OR REPLACE INTO tool_calls (run_id, turn, seq, call_id, name, arguments, result, is_error, "
                 "started_at, ended_at, duration_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-_INSERT_SEARCH = "INSERT INTO search (run_id, field, original, text) VALUES (?, ?, ?, ?)"
 
 
 def message_json(message: Message) -> list[dict[str, Any]]:
@@ -52,11 +54,13 @@ def message_json(message: Message) -> list[dict[str, Any]]:
     return parts
 
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)  # made once: json.dumps with options makes one a call
+# json.dumps(ensure_ascii=False, default=str) without its per-call set-up (an encoder made on every
+# call: half the cost of a call's small arguments); no circular check: the values come from JSON.
+_ENCODE = make_encoder(None, str, encode_basestring, None, ": ", ", ", False, False, True)
 
 
 def _json(value: Any) -> str:
-    return _ENCODER.encode(value)
+    return "".join(_ENCODE(value, 0))
 
 
 def run_status(result: RunResult) -> str:
@@ -92,8 +96,6 @@ class RunLogWriter(RunObserver):
         self._secrets_seen = 0  # how many secrets the run had when its messages were redacted
         self._statements: list[tuple[str, Sequence[Any]]] = []  # writes waiting, in order
         self._new_calls: dict[str, list[Any]] = {}  # call id -> its tool_calls row, not written yet
-        self._arguments: dict[str, str] = {}  # call id -> its redacted arguments as JSON
-        self._call_lines: list[str] = []  # finished calls as the index will hold them, one line each
         self._replace_messages = False  # the next write deletes the run's messages before writing them all again
         self._flush_timer: asyncio.TimerHandle | None = None
 
@@ -104,13 +106,10 @@ class RunLogWriter(RunObserver):
         if self._flush_timer is not None:
             self._flush_timer.cancel()
             self._flush_timer = None
-        if not (self._statements or self._new_calls or self._messages or self._call_lines) or self.run_id is None:
+        if not (self._statements or self._new_calls or self._messages) or self.run_id is None:
             return
         statements, calls = self._statements, list(self._new_calls.values())
         self._statements, self._new_calls = [], {}
-        if self._call_lines:  # the calls written now are one row of the index: its cost is in the words, not the rows
-            text, self._call_lines = "\n".join(self._call_lines), []
-            statements.append((_INSERT_SEARCH, (self.run_id, "tool calls", text, search_text(text))))
         if self.problem is not None:
             return  # one failure is reported; writing on would only fill gaps with noise
         try:
@@ -136,10 +135,6 @@ class RunLogWriter(RunObserver):
             return
         self._flush_timer = loop.call_later(FLUSH_AFTER_S, self.flush)
 
-    def _index(self, field: str, text: str | None) -> None:
-        if text and self.run_id is not None:
-            self._statements.append((_INSERT_SEARCH, (self.run_id, field, text, search_text(text))))
-
     def _write_messages(self, connection: sqlite3.Connection) -> None:
         if self._replace_messages and self.run_id is not None:
             connection.execute("DELETE FROM messages WHERE run_id = ?", (self.run_id,))
@@ -160,7 +155,6 @@ class RunLogWriter(RunObserver):
         self._turn = 0
         self._messages.clear()  # a chat writes one run per answer: each has its own messages
         self._messages_written = 0
-        self._arguments.clear()
         vars_json, prompt = _json(redact(self.vars)), redact(self.prompt)
         self._asked = (vars_json, prompt)
         if self.problem is not None:
@@ -172,10 +166,6 @@ class RunLogWriter(RunObserver):
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running', ?)",
                     (self.command, self.session, recipe, model, mode, vars_json, prompt, now, os.getpid()))
                 self.run_id = int(cursor.lastrowid or 0)
-                self.log.index(connection, self.run_id, "prompt", prompt)
-                if self.vars:
-                    self.log.index(connection, self.run_id, "vars", vars_json)
-                self.log.index(connection, self.run_id, "recipe", recipe)
         except sqlite3.Error as exc:
             self.problem = f"the run log {self.log.path} stopped accepting writes ({exc}); this run is incomplete there"
 
@@ -213,7 +203,6 @@ class RunLogWriter(RunObserver):
             (run_id, turn, self._mark, self.clock(), response.stop_reason, text, usage.input_tokens, usage.output_tokens)))
         self._statements.append(("UPDATE runs SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, "
                                  "requests = requests + 1 WHERE id = ?", (usage.input_tokens, usage.output_tokens, run_id)))
-        self._index(f"turn {turn} text", text)
         self._flush_soon()
 
     def on_tool_call_start(self, call: ToolCall) -> None:
@@ -221,7 +210,6 @@ class RunLogWriter(RunObserver):
             return
         self._seq += 1
         arguments = _json(redact(call.arguments if call.arguments is not None else call.raw_arguments))
-        self._arguments[call.id] = arguments
         self._new_calls[call.id] = [self.run_id, self._turn, self._seq, call.id, call.name, arguments,
                                     None, None, self.clock(), None, None]
         self._flush_soon()
@@ -230,9 +218,6 @@ class RunLogWriter(RunObserver):
         if self.run_id is None:
             return
         now, result = self.clock(), redact(record.result)
-        arguments = self._arguments.pop(record.id, None)
-        if arguments is None:  # a call that never started here (refused before it ran)
-            arguments = _json(redact(record.arguments))
         row = self._new_calls.get(record.id)
         if row is not None:  # started since the last write: one row, written whole
             row[6:] = [result, int(record.is_error), row[8], now, record.duration_ms]
@@ -240,7 +225,6 @@ class RunLogWriter(RunObserver):
             self._statements.append(("UPDATE tool_calls SET result = ?, is_error = ?, ended_at = ?, duration_ms = ? "
                                      "WHERE run_id = ? AND call_id = ?",
                                      (result, int(record.is_error), now, record.duration_ms, self.run_id, record.id)))
-        self._call_lines.append(f"{record.name} {arguments} → {result}" if result else f"{record.name} {arguments}")
         self._flush_soon()
 
     def on_turn_end(self, turn: TurnRecord) -> None:
@@ -248,7 +232,9 @@ class RunLogWriter(RunObserver):
             return
         now = self.clock()
         self._mark = now  # the next request goes out now
-        self._statements.append(("UPDATE turns SET ended_at = ? WHERE run_id = ? AND turn = ?", (now, self.run_id, self._turn)))
+        offered = None if turn.tools_offered is None else _json(turn.tools_offered)
+        self._statements.append(("UPDATE turns SET ended_at = ?, tools_offered = ? WHERE run_id = ? AND turn = ?",
+                                 (now, offered, self.run_id, self._turn)))
         self.flush()  # a finished turn is in the log before the next request goes out
 
     def on_run_end(self, result: RunResult) -> None:
@@ -260,19 +246,13 @@ class RunLogWriter(RunObserver):
         asked = (_json(result.redact(self.vars)), result.redact(self.prompt))
         if asked != self._asked:
             self._statements.append(("UPDATE runs SET vars = ?, prompt = ? WHERE id = ?", (*asked, run_id)))
-            self._statements.append(("DELETE FROM search WHERE run_id = ? AND field IN ('vars', 'prompt')", (run_id,)))
-            self._index("prompt", asked[1])
-            if self.vars:
-                self._index("vars", asked[0])
         self._statements.append((
             "UPDATE runs SET ended_at = ?, status = ?, stop_reason = ?, final = ?, error = ?, input_tokens = ?, "
             "output_tokens = ?, requests = ?, document = ?, recipe = ?, model = ?, mode = ? WHERE id = ?",
             (now, run_status(result), result.stop_reason, final, error, result.usage.input_tokens,
-             result.usage.output_tokens, result.usage.requests, _json(result.to_json()), result.recipe, result.model,
+             result.usage.output_tokens, result.usage.requests, _json(_document(result)), result.recipe, result.model,
              result.mode, run_id)))
         self._rewrite_messages(result)
-        self._index("final answer", final)
-        self._index("error", error)
         self.flush()
 
     def _rewrite_messages(self, result: RunResult) -> None:
@@ -290,6 +270,13 @@ class RunLogWriter(RunObserver):
         self._statements.append(("UPDATE runs SET status = 'interrupted', ended_at = ? WHERE id = ? AND status = 'running'",
                                  (self.clock(), self.run_id)))
         self.flush()
+
+
+def _document(result: RunResult) -> dict[str, Any]:
+    """The run's ``--json`` document less its turns: the turns and tool_calls rows hold them (``logs show --json``)."""
+    document = replace(result, turns=[]).to_json()  # a shallow copy: the calls are not made into dicts to be dropped
+    del document["turns"]
+    return document
 
 
 def _execute_in_order(connection: sqlite3.Connection, statements: list[tuple[str, Sequence[Any]]]) -> None:

@@ -29,13 +29,14 @@ import yaml
 from toolrun.catalog.gate import load_checked_catalog
 from toolrun.catalog.model import Catalog
 from toolrun.core.errors import Problem, UserError
-from toolrun.core.messages import Usage
+from toolrun.core.messages import StructuredOutput, Usage
 from toolrun.core.private_files import write_private_text
 from toolrun.core.tool import Tool
 from toolrun.loop.approval import Approver
 from toolrun.loop.context_window import ContextSettings
 from toolrun.loop.results import RunResult
 from toolrun.loop.runner import RunObserver, RunSettings
+from toolrun.loop.tool_offer import ToolSelection
 from toolrun.providers import SCRIPTED_PROVIDER, split_model
 from toolrun.providers.base import Provider
 from toolrun.providers.scripted_file import load_scripted_model
@@ -180,6 +181,8 @@ class ChatSession:
             settings["max_retries"] = base.max_retries
         if settings:
             document["settings"] = settings
+        if base.settings.output is not None:  # a recipe section of its own, not a setting
+            document["output"] = _output_section(base.settings.output)
         provider = {key: value for key, value in dataclasses.asdict(base.provider).items() if value}
         if provider:
             document["provider"] = provider
@@ -210,10 +213,21 @@ def script_of(result: RunResult) -> list[dict[str, Any]]:
 
 
 def _changed_settings(settings: RunSettings) -> dict[str, Any]:
+    """The settings a recipe would write under ``settings:`` (``output`` is a section of its own)."""
     defaults = RunSettings()
     changed: dict[str, Any] = {}
-    for key in (f.name for f in dataclasses.fields(settings) if f.name not in ("reset_tool_choice", "stream")):
+    for key in (f.name for f in dataclasses.fields(settings) if f.name not in ("reset_tool_choice", "stream", "output")):
         value = getattr(settings, key)
         if value != getattr(defaults, key):
-            changed[key] = value.to_mapping() if isinstance(value, ContextSettings) else value
+            changed[key] = value.to_mapping() if isinstance(value, ContextSettings | ToolSelection) else value
     return changed
+
+
+def _output_section(output: StructuredOutput) -> dict[str, Any]:
+    """A recipe's ``output:`` for ``output``."""
+    section: dict[str, Any] = {"schema": output.schema} if output.schema is not None else {"json": True}
+    if output.mode is not None:
+        section["mode"] = output.mode
+    if output.retries != StructuredOutput().retries:
+        section["retries"] = output.retries
+    return section

@@ -115,7 +115,10 @@ def _structured_answer(expect: Expectations, result: RunResult) -> list[str]:
     for path, wanted in expect.output.items():
         found = value_at(result.output, path)
         if found is _MISSING:
-            where = "there is no structured answer" if result.output is None else "the answer has no such key"
+            if not result.output_valid:
+                where = "there is no structured answer"
+            else:
+                where = "the answer is null" if result.output is None else "the answer has no such key"
             failures.append(f"expect.output: {path}: {where}")
         elif found != wanted:
             failures.append(f"expect.output: {path} is {_json(found)}, not {_json(wanted)}")

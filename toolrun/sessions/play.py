@@ -30,6 +30,7 @@ from toolrun.catalog.model import Catalog
 from toolrun.core.errors import Problem, ProviderError, UserError
 from toolrun.core.messages import Message, TextPart
 from toolrun.core.secrets import redacting, run_redactor
+from toolrun.core.tool import Tool
 from toolrun.core.tracing import INPUT_TOKENS, OUTPUT_TOKENS, PROVIDER_NAME, REQUEST_MODEL, Attributes, run_span
 from toolrun.loop.results import RunResult
 from toolrun.loop.runner import RunObserver, run_conversation
@@ -47,7 +48,8 @@ from toolrun.replay.recording import (
     load_cassette,
 )
 from toolrun.sessions.recipe import Recipe, load_recipe
-from toolrun.sessions.recipe_output import check_output_mode
+from toolrun.sessions.recipe_cache import cached_script, keep_document
+from toolrun.sessions.recipe_output import check_final_tool_name, check_output_mode
 from toolrun.sessions.run_options import MODES, Mode, RunOptions
 from toolrun.sessions.tool_refresh import ServerToolWatch
 
@@ -193,7 +195,7 @@ class _Play:
         messages = [Message("user", [TextPart(prompt)])] if prompt is not None else recipe.render_messages(self.vars)
         replay = Path(options.replay) if options.replay is not None else None
         connection = self._connect(model, options.mode, record_path, replay, options.stream)
-        await self._check_output_mode(connection)
+        await self._check_output_mode(connection, tools)
         execute = None
         if options.replay_tools:
             if connection.replay is None:
@@ -231,12 +233,16 @@ class _Play:
         self.observer.on_run_end(result)
         return result
 
-    async def _check_output_mode(self, connection: _Connection) -> None:
-        """Bad input when ``output.mode`` is not a way this run's provider can ask (its connection closed)."""
+    async def _check_output_mode(self, connection: _Connection, tools: list[Tool]) -> None:
+        """Bad input when ``output.mode`` is not a way this run's provider can ask, or when it asks through the
+        final tool and a tool of the run has that name (its connection closed)."""
         recipe, provider_class = self.recipe, type(connection.provider)
+        output = recipe.settings.output
         try:
-            check_output_mode(recipe.settings.output, provider_class.name, provider_class.output_modes, recipe.path,
+            check_output_mode(output, provider_class.name, provider_class.output_modes, recipe.path,
                               recipe.line_of("output", "mode"))
+            mode = (output.mode if output is not None else None) or provider_class.output_mode_for(connection.provider.model)
+            check_final_tool_name(output, mode, tools, recipe.path, recipe.line_of("output"))
         except UserError:
             if not isinstance(self.options.model, Provider):  # a caller's own provider object stays theirs to close
                 await connection.provider.aclose()
@@ -266,9 +272,7 @@ class _Play:
             if record is not None or replay is not None:
                 raise UserError(Problem(None, None, "a scripted model is offline: there is nothing to record or replay",
                                         "drop --record / --replay, or use a provider's model"))
-            from toolrun.providers.scripted_file import load_scripted_model  # only a scripted: model reads a script
-
-            return _Connection(load_scripted_model(script), spec, "scripted", stream)
+            return _Connection(_scripted_model(script), spec, "scripted", stream)
         provider_class = get_provider_class(provider_name)
         if mode == "replay" and replay is None:
             replay = cassette_beside(recipe.path)
@@ -359,6 +363,23 @@ class _Borrowed(Transport):
 
     def stream(self, request: WireRequest) -> AsyncIterator[str]:
         return self.inner.stream(request)
+
+
+def _scripted_model(script: Path) -> Provider:
+    """The model of a script file: its document from the cache when the file is unchanged since it passed."""
+    from toolrun.providers.scripted_file import read_script, scripted_model  # only a scripted: model reads a script
+
+    try:
+        status = script.stat()
+    except OSError:
+        return scripted_model(read_script(script), script)  # read_script says what is wrong with the path
+    document = cached_script(script, status)
+    if document is not None:
+        return scripted_model(document, script)
+    document = read_script(script)
+    model = scripted_model(document, script)  # a LoadError here: nothing is kept
+    keep_document(script, status, document, kind="script")
+    return model
 
 
 def _writable(path: Path, option: str, create: Callable[[], object]) -> None:

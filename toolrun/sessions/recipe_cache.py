@@ -1,4 +1,5 @@
-"""A recipe file as last read and found valid, kept so an unchanged recipe is not parsed again.
+"""A recipe file as last read and found valid, kept so an unchanged recipe is not parsed again
+(and the same for the script of a ``scripted:`` model: a long one is most of an offline run's start).
 
 Reading a recipe means parsing its YAML and holding it to the recipe schema and the
 template checks; that work (and PyYAML, jsonschema and jinja2 imported for it) is most of
@@ -30,7 +31,18 @@ class NotKept(Exception):
 
 def cached_document(path: Path, status: os.stat_result) -> LineDict | None:
     """The document of the recipe at ``path`` when it was read and passed before, unchanged since."""
-    where = _cache_file(path)
+    document = _cached(path, status, "recipe")
+    return document if isinstance(document, LineDict) else None
+
+
+def cached_script(path: Path, status: os.stat_result) -> LineList | None:
+    """The document of the model script at ``path`` when it was read and passed before, unchanged since."""
+    document = _cached(path, status, "script")
+    return document if isinstance(document, LineList) else None
+
+
+def _cached(path: Path, status: os.stat_result, kind: str) -> Any:
+    where = _cache_file(path, kind)
     if where is None:
         return None
     try:
@@ -41,15 +53,15 @@ def cached_document(path: Path, status: os.stat_result) -> LineDict | None:
             or kept.get("path") != str(path.resolve()) or kept.get("status") != status_key(status):
         return None
     try:
-        document = _decoded(kept["document"])
+        return _decoded(kept["document"])
     except (KeyError, TypeError, ValueError):
         return None
-    return document if isinstance(document, LineDict) else None
 
 
-def keep_document(path: Path, before: os.stat_result, document: LineDict) -> None:
-    """Keep the document of a recipe that passed every check; ``before``: its status before it was read."""
-    where = _cache_file(path)
+def keep_document(path: Path, before: os.stat_result, document: LineDict | LineList, kind: str = "recipe") -> None:
+    """Keep the document of a recipe (or, ``kind="script"``, a model script) that passed every check;
+    ``before``: its status before it was read."""
+    where = _cache_file(path, kind)
     if where is None or changed_recently(before):
         return
     import tempfile  # only a recipe not kept yet is written: a cached one does without its imports
@@ -69,12 +81,12 @@ def keep_document(path: Path, before: os.stat_result, document: LineDict) -> Non
         return  # a cache that cannot be written is skipped
 
 
-def _cache_file(path: Path) -> Path | None:
+def _cache_file(path: Path, kind: str) -> Path | None:
     folder = cache_directory()
     if folder is None:
         return None
     key = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:24]
-    return folder / f"recipe-{key}.marshal"
+    return folder / f"{kind}-{key}.marshal"
 
 
 # A mapping is ("d", line, ((key, key line, value), ...)), a sequence ("l", line, item lines, values);

@@ -8,12 +8,15 @@ itself a valid JSON Schema, and (once the provider is known) a ``mode`` it can a
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from toolrun.core.errors import Problem, UserError
-from toolrun.core.messages import StructuredOutput
+from toolrun.core.messages import OutputMode, StructuredOutput
+from toolrun.core.tool import Tool
 from toolrun.core.yamlsource import YamlSyntaxError, line_of, load_yaml_file, plain
+from toolrun.providers.structured import FINAL_ANSWER_TOOL
 
 _EXAMPLE = "output: {schema: {type: object, properties: {city: {type: string}}, required: [city]}}"
 
@@ -85,3 +88,16 @@ def check_output_mode(output: StructuredOutput | None, provider_name: str, modes
     raise UserError(Problem(file, line, f"output.mode {output.mode!r}: provider {provider_name!r} cannot ask for "
                                         "a structured answer that way",
                             f"use one of: {', '.join(modes)}, or leave mode out to let toolrun choose"))
+
+
+def check_final_tool_name(output: StructuredOutput | None, mode: OutputMode, tools: Sequence[Tool],
+                          file: Path | None, line: int | None) -> None:
+    """UserError when the answer comes through the forced final tool (``mode``: the run's) and a tool of the
+    run has its name: the model would be sent two tools of one name."""
+    clash = next((tool for tool in tools if tool.name == FINAL_ANSWER_TOOL), None)
+    if output is None or mode != "tool" or clash is None:
+        return
+    raise UserError(Problem(file, line, f"output is asked for through a tool named '{FINAL_ANSWER_TOOL}' "
+                                        f"(output mode tool), and {clash.source.file}:{clash.source.line} "
+                                        "defines a tool of that name",
+                            "rename that tool, leave it out of the recipe's tools:, or set output.mode: json"))

@@ -1,0 +1,245 @@
+"""``toolrun mcp`` over stdio without the SDK: raw JSON-RPC lines against a real server process.
+
+What the SDK client cannot easily show: a cursor, an unknown method, a notification that gets
+no reply, the approval question as it travels and its answers, a cancelled call (no reply, its
+process killed), that a 2026-07-28 client is still served (handed to the SDK), and that serving
+a call never imports the SDK. One server serves the module's raw exchanges.
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from tests.mcp_helpers import ROOT, SLEEPER_TOOL, assert_valid, server_env, toolrun_mcp_argv
+
+pytestmark = pytest.mark.xdist_group("mcp-servers")
+
+ECHO_PY = """
+def echo(text):
+    return {"text": text}
+"""
+ECHO_YAML = """
+name: {name}
+description: >-
+  Echoes its text argument back as a JSON object. Use it to check that the server answers;
+  do not use it for anything else, it changes nothing anywhere at all, not even a file.
+parameters:
+  type: object
+  properties:
+    text: {{type: string, description: The text to echo back.}}
+  required: [text]
+  additionalProperties: false
+{extra}
+backend:
+  python: echo.py:echo
+"""
+
+
+def tools_dir(folder: Path) -> Path:
+    (folder / "echo.py").write_text(ECHO_PY, encoding="utf-8")
+    (folder / "echo.yaml").write_text(ECHO_YAML.format(name="echo", extra="annotations: {read_only: true}"),
+                                      encoding="utf-8")
+    (folder / "guarded.yaml").write_text(ECHO_YAML.format(name="guarded_echo", extra="confirm: true"), encoding="utf-8")
+    (folder / "sleeper.yaml").write_text(textwrap.dedent(SLEEPER_TOOL.format(pid_file=folder / "sleeper.pid")),
+                                         encoding="utf-8")
+    return folder
+
+
+class RawClient:
+    """A ``toolrun mcp`` process spoken to line by line."""
+
+    def __init__(self, *argv: str) -> None:
+        self.process = subprocess.Popen(list(argv), cwd=ROOT, env=server_env(), stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def send(self, message: dict[str, Any] | str) -> None:
+        line = message if isinstance(message, str) else json.dumps(message)
+        assert self.process.stdin is not None
+        self.process.stdin.write(line.encode() + b"\n")
+        self.process.stdin.flush()
+
+    def receive(self, timeout: float = 30) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        readable, _, _ = select.select([self.process.stdout], [], [], timeout)
+        assert readable, "no message from the server"
+        return json.loads(self.process.stdout.readline())
+
+    def request(self, request_id: int | str, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        self.send({"jsonrpc": "2.0", "id": request_id, "method": method, **({"params": params} if params else {})})
+        return self.receive()
+
+    def initialize(self, capabilities: dict[str, Any] | None = None, version: str = "2025-11-25") -> dict[str, Any]:
+        reply = self.request(0, "initialize", {"protocolVersion": version, "capabilities": capabilities or {},
+                                               "clientInfo": {"name": "raw", "version": "1"}})
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return reply
+
+    def close(self) -> str:
+        """Close stdin, wait for the exit; what the server wrote to stderr."""
+        assert self.process.stdin is not None and self.process.stderr is not None
+        self.process.stdin.close()
+        try:
+            self.process.wait(30)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+        stderr = self.process.stderr.read().decode()
+        for stream in (self.process.stdout, self.process.stderr):
+            assert stream is not None
+            stream.close()
+        return stderr
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tools_dir(tmp_path_factory.mktemp("lean"))
+
+
+@pytest.fixture(scope="module")
+def raw(folder: Path) -> Iterator[RawClient]:
+    client = RawClient(*toolrun_mcp_argv("--tools-dir", str(folder)))
+    hello = client.initialize({"elicitation": {}})
+    assert hello["result"]["serverInfo"]["name"] == "toolrun"
+    yield client
+    client.close()
+
+
+def test_serving_a_call_over_stdio_never_imports_the_sdk(folder: Path) -> None:
+    client = RawClient(sys.executable, "-X", "importtime", *toolrun_mcp_argv("--tools-dir", str(folder))[1:])
+    hello = client.initialize(version="2024-11-05")
+    assert hello["result"]["protocolVersion"] == "2024-11-05"
+    assert [tool["name"] for tool in client.request(1, "tools/list")["result"]["tools"]] == \
+        ["echo", "guarded_echo", "sleep_long"]
+    called = client.request(2, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+    assert called["result"]["structuredContent"] == {"text": "hi"}
+    stderr = client.close()
+    imported = {line.rsplit("|", 1)[1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
+    assert "toolrun.mcp.lean_stdio" in imported
+    sdk = sorted(name for name in imported if name.split(".")[0] in ("mcp", "mcp_types", "pydantic"))
+    assert not sdk, f"the lean stdio server imported {sdk[:5]}"
+
+
+def test_an_unknown_version_gets_the_latest_handshake_one_and_the_capabilities_of_today(folder: Path) -> None:
+    client = RawClient(*toolrun_mcp_argv("--tools-dir", str(folder), "--recipes", str(folder)))
+    try:
+        result = client.initialize(version="2030-01-01")["result"]
+        assert result["protocolVersion"] == "2025-11-25"
+        assert result["capabilities"] == {"logging": {}, "tools": {"listChanged": True},
+                                          "prompts": {"listChanged": False}, "completions": {}}
+        assert_valid("InitializeResult", result, ("2025-11-25",))
+    finally:
+        client.close()
+
+
+def test_a_cursor_is_refused_and_an_unknown_method_is_not_found(raw: RawClient) -> None:
+    cursor = raw.request("c1", "tools/list", {"cursor": "page-2"})
+    assert cursor["error"] == {"code": -32602, "message": "Invalid cursor: this server lists everything on one page"}
+    unknown = raw.request("c2", "resources/list")
+    assert unknown["error"] == {"code": -32601, "message": "Method not found", "data": "resources/list"}
+    assert raw.request("c3", "prompts/list")["error"]["code"] == -32601  # no --recipes: no prompts
+    assert_valid("JSONRPCErrorResponse", unknown, ("2025-11-25",))
+
+
+def test_notifications_and_unreadable_messages_get_no_reply(raw: RawClient) -> None:
+    raw.send({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"})
+    raw.send({"jsonrpc": "2.0", "id": "x", "method": "tools/call", "params": "not an object"})  # the SDK drops it too
+    raw.send({"jsonrpc": "2.0", "id": 99, "result": {}})  # an answer to a question never asked
+    raw.send("")
+    assert raw.request("n1", "ping") == {"jsonrpc": "2.0", "id": "n1", "result": {}}  # the next reply is the ping's
+
+
+def test_malformed_params_and_unknown_tools_are_protocol_errors(raw: RawClient) -> None:
+    assert raw.request("m1", "tools/call", {"name": "echo", "arguments": [1]})["error"]["code"] == -32602
+    assert raw.request("m2", "logging/setLevel", {"level": "loud"})["error"]["code"] == -32602
+    unknown = raw.request("m3", "tools/call", {"name": "nope", "arguments": {}})
+    assert unknown["error"] == {"code": -32602, "message": "Unknown tool: nope"}
+    modern = raw.request("m4", "tools/list", {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}})
+    assert modern["error"]["code"] == -32600
+
+
+@pytest.mark.parametrize(("answer", "expected"), [
+    ({"action": "accept", "content": {"approve": True}}, {"text": "yes"}),
+    ({"action": "accept", "content": {"approve": False}}, None),
+    ({"action": "decline"}, None),
+])
+def test_approval_is_asked_by_elicitation_and_the_answer_decides(raw: RawClient, answer: dict[str, Any],
+                                                                 expected: dict[str, Any] | None) -> None:
+    raw.send({"jsonrpc": "2.0", "id": "a1", "method": "tools/call",
+              "params": {"name": "guarded_echo", "arguments": {"text": "yes"}}})
+    question = raw.receive()
+    assert question["method"] == "elicitation/create" and "guarded_echo" in question["params"]["message"]
+    assert_valid("ElicitRequest", question, ("2025-11-25",))
+    raw.send({"jsonrpc": "2.0", "id": question["id"], "result": answer})
+    result = raw.receive()["result"]
+    if expected is None:
+        assert result["isError"] and result["content"][0]["text"] == "the user denied this call"
+    else:
+        assert not result["isError"] and result["structuredContent"] == expected
+
+
+def _alive(pid: int) -> bool:
+    stat = Path(f"/proc/{pid}/stat")
+    try:
+        return not stat.read_text().split(") ", 1)[1].startswith("Z")
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def test_a_cancelled_call_gets_no_reply_and_its_process_is_killed(raw: RawClient, folder: Path) -> None:
+    pid_file = folder / "sleeper.pid"
+    pid_file.unlink(missing_ok=True)
+    raw.send({"jsonrpc": "2.0", "id": "s1", "method": "tools/call",
+              "params": {"name": "sleep_long", "arguments": {}, "_meta": {"progressToken": "p1"}}})
+    progress = raw.receive()
+    assert progress["method"] == "notifications/progress" and progress["params"]["progressToken"] == "p1"
+    assert "sleep_long is running" in progress["params"]["message"]
+    pid = int(pid_file.read_text())
+    raw.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "s1"}})
+    deadline = time.monotonic() + 20
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(pid)
+    assert raw.request("s2", "ping")["id"] == "s2"  # and nothing for s1 came before it
+
+
+def test_a_2026_client_is_handed_to_the_sdk_and_served(folder: Path) -> None:
+    from mcp import Client, StdioServerParameters
+
+    argv = toolrun_mcp_argv("--tools-dir", str(folder))
+    server = StdioServerParameters(command=argv[0], args=argv[1:], env=server_env(), cwd=str(ROOT))
+
+    async def check() -> None:
+        async with Client(server, mode="auto") as client:
+            assert client.protocol_version == "2026-07-28"
+            result = await client.call_tool("echo", {"text": "modern"})
+            assert not result.is_error and result.structured_content == {"text": "modern"}
+
+    anyio.run(check)
+
+
+def test_requests_running_when_stdin_closes_are_answered_connection_closed(folder: Path, tmp_path: Path) -> None:
+    # stdin a file, as `toolrun mcp < requests.jsonl` has it: read by a thread, its end seen at once.
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text("\n".join(json.dumps(message) for message in [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "file", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "sleep_long", "arguments": {}}},
+    ]) + "\n", encoding="utf-8")
+    with requests.open("rb") as stdin:
+        done = subprocess.run(toolrun_mcp_argv("--tools-dir", str(folder)), cwd=ROOT, env=server_env(), stdin=stdin,
+                              capture_output=True, timeout=60)
+    replies = [json.loads(line) for line in done.stdout.splitlines()]
+    assert replies[0]["result"]["protocolVersion"] == "2025-06-18"
+    assert replies[1] == {"jsonrpc": "2.0", "id": 2, "error": {"code": -32000, "message": "Connection closed"}}

@@ -1,0 +1,124 @@
+"""The search index is filled by ``logs search``, not by the run writing the log: a search first
+indexes the runs not indexed yet, whole when they ended (or their process is gone), as far as
+they got while they still run."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+from pathlib import Path
+
+from tests.run_log_writer_process import write_run
+from toolrun.core.messages import Message, ModelResponse, ToolCall, Usage
+from toolrun.loop.results import ToolCallRecord, TurnRecord
+from toolrun.runlog import RunLog, RunLogWriter
+from toolrun.runlog.schema import MIGRATIONS
+from toolrun.runlog.search import index_pending_runs
+
+
+def counts(log: RunLog) -> tuple[int, int]:
+    """(search rows, runs marked indexed)."""
+    return (log.connection.execute("SELECT COUNT(*) FROM search").fetchone()[0],
+            log.connection.execute("SELECT COUNT(*) FROM runs WHERE indexed = 1").fetchone()[0])
+
+
+def test_a_run_writes_no_search_rows_and_the_first_search_indexes_it_once(tmp_path: Path) -> None:
+    log = RunLog.open(tmp_path / "logs.db")
+    try:
+        assert write_run(log, 1, 3) is None
+        assert counts(log) == (0, 0)  # the run paid for its rows only
+        for word in ("北京有什么花", "城2", "玫瑰", "done", "writer"):  # prompt, arguments, results, answer, recipe
+            assert [hit.run_id for hit in log.search(word)] == [1], word
+        first_rows = log.connection.execute("SELECT rowid FROM search WHERE run_id = 1").fetchall()
+        assert first_rows and counts(log)[1] == 1
+        assert write_run(log, 2, 1) is None
+        assert [hit.run_id for hit in log.search("玫瑰")] == [2, 1]
+        assert log.connection.execute("SELECT rowid FROM search WHERE run_id = 1").fetchall() == first_rows  # not again
+    finally:
+        log.close()
+
+
+def test_a_run_still_writing_is_indexed_as_far_as_it_got_and_again_next_time(tmp_path: Path) -> None:
+    log = RunLog.open(tmp_path / "logs.db")
+    writer = RunLogWriter(log, command="recipe", prompt="北京有什么花?")
+    writer.on_run_start(recipe="live", model="scripted:x", mode="live")
+    first, second = ToolCall("call_1", "get_stock", {"city": "北京"}, "{}"), ToolCall("call_2", "get_stock", {"city": "深圳"}, "{}")
+    writer.on_model_response(0, ModelResponse(Message("assistant", [first, second]), "tool_calls", Usage(1, 1, 1)))
+    writer.on_tool_call_start(first)
+    writer.on_tool_call_end(ToolCallRecord("call_1", "get_stock", {"city": "北京"}, "玫瑰: 100", False, 1))
+    writer.flush()
+    try:
+        assert [hit.run_id for hit in log.search("玫瑰")] == [1]
+        assert log.search("百合") == [] and counts(log)[1] == 0  # this process still writes it: not marked
+        writer.on_tool_call_start(second)
+        writer.on_tool_call_end(ToolCallRecord("call_2", "get_stock", {"city": "深圳"}, "百合: 7", False, 1))
+        writer.on_turn_end(TurnRecord("tool_calls", None, Usage(1, 1, 1), []))
+        assert [hit.run_id for hit in log.search("百合")] == [1]  # indexed again, with the call written since
+        assert [hit.run_id for hit in log.search("玫瑰")] == [1]  # once: its earlier rows were replaced
+        assert log.connection.execute("SELECT COUNT(*) FROM search WHERE field = 'tool calls'").fetchone()[0] == 1
+    finally:
+        log.close()
+
+
+def test_a_killed_writer_s_run_is_indexed_whole_once_its_process_is_gone(tmp_path: Path) -> None:
+    log = RunLog.open(tmp_path / "logs.db")
+    writer = RunLogWriter(log, command="recipe", prompt="深圳有什么花?")
+    writer.on_run_start(recipe="killed", model="scripted:x", mode="live")
+    call = ToolCall("call_1", "get_stock", {"city": "深圳"}, "{}")
+    writer.on_model_response(0, ModelResponse(Message("assistant", [call]), "tool_calls", Usage(1, 1, 1)))
+    writer.on_tool_call_start(call)
+    writer.on_tool_call_end(ToolCallRecord("call_1", "get_stock", {"city": "深圳"}, "郁金香: 150", False, 1))
+    writer.on_turn_end(TurnRecord("tool_calls", None, Usage(1, 1, 1), []))  # then the process dies: no run end
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    log.connection.execute("UPDATE runs SET pid = ?", (gone.pid,))  # as a SIGKILLed writer leaves its row
+    try:
+        assert [hit.run_id for hit in log.search("深圳 郁金香")] == [1]
+        assert counts(log)[1] == 1 and index_pending_runs(log) == 0  # marked: never indexed again
+    finally:
+        log.close()
+
+
+def test_a_log_from_before_lazy_indexing_keeps_its_search_rows_and_gains_none(tmp_path: Path) -> None:
+    db = tmp_path / "logs.db"
+    with sqlite3.connect(db) as connection:  # schema 1, as the writer then left a run: indexed as it went
+        for statement in MIGRATIONS[0]:
+            connection.execute(statement)
+        connection.execute("PRAGMA user_version = 1")
+        connection.execute("INSERT INTO runs (command, prompt, started_at, status) VALUES ('recipe', '兰花', 1, 'ok')")
+        connection.execute("INSERT INTO search (run_id, field, original, text) VALUES (1, 'prompt', '兰花', ' 兰  花 ')")
+    log = RunLog.open(db)
+    try:
+        assert counts(log) == (1, 1)
+        assert [hit.run_id for hit in log.search("兰花")] == [1] and counts(log) == (1, 1)
+    finally:
+        log.close()
+
+
+def test_a_log_this_process_may_only_read_is_searched_as_it_is(tmp_path: Path) -> None:
+    db = tmp_path / "logs.db"
+    writing = RunLog.open(db)
+    assert write_run(writing, 1, 1) is None
+    writing.search("玫瑰")
+    assert write_run(writing, 2, 1) is None  # not indexed yet
+    writing.close()
+    connection = sqlite3.connect(f"file:{db}?mode=ro", uri=True, isolation_level=None)
+    connection.row_factory = sqlite3.Row
+    reading = RunLog(db, connection)
+    try:
+        assert [hit.run_id for hit in reading.search("玫瑰")] == [1]
+    finally:
+        reading.close()
+
+
+def test_the_run_document_in_the_log_leaves_its_turns_to_the_tables(tmp_path: Path) -> None:
+    log = RunLog.open(tmp_path / "logs.db")
+    try:
+        assert write_run(log, 1, 2) is None
+        document = json.loads(log.connection.execute("SELECT document FROM runs").fetchone()[0])
+        assert "turns" not in document and document["final"].startswith("done ")
+        run = log.get_run(1)
+        assert run is not None and [c["result"] for c in run["turns"][0]["tool_calls"]] == [f"玫瑰: {document['final'][5:]}"] * 2
+    finally:
+        log.close()

@@ -1,0 +1,132 @@
+"""The process's stdin and stdout as the protocol's wire, with asyncio and the standard library only.
+
+While serving, fd 0 reads the null device and fd 1 writes to stderr (as the MCP SDK's stdio
+transport arranges), so a tool's child process can neither eat the client's messages nor
+write into the protocol; the wire is served from private copies of the two descriptors.
+``ReplayedLines`` and ``WireText`` hand the same wire to the SDK's transport.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import threading
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from typing import IO, Any
+
+MAX_LINE_BYTES = 64 * 1024 * 1024  # one message; a longer line is answered as unreadable, not buffered forever
+
+
+@contextmanager
+def claimed_stdio() -> Iterator[tuple[int, int]]:
+    """(the wire's input, its output): private descriptors; fd 0 and fd 1 are restored at exit."""
+    sys.stdout.flush()
+    wire_in, wire_out = os.dup(0), os.dup(1)  # not inherited: a tool's process never holds the wire
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+    try:
+        yield wire_in, wire_out
+    finally:
+        sys.stdout.flush()
+        for fd in (wire_in, wire_out):  # asyncio made them non-blocking; a terminal shared with a shell must not stay so
+            os.set_blocking(fd, True)
+        os.dup2(wire_in, 0)
+        os.dup2(wire_out, 1)
+        os.close(wire_in)
+        os.close(wire_out)
+
+
+async def line_reader(fd: int) -> asyncio.StreamReader:
+    """The lines arriving on ``fd``: an asyncio pipe when it is one, else a thread reads it (a file, a pty)."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=MAX_LINE_BYTES, loop=loop)
+    pipe = os.fdopen(fd, "rb", buffering=0, closefd=False)
+    try:
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader, loop=loop), pipe)
+    except ValueError:  # a regular file cannot be watched for readiness
+        threading.Thread(target=_feed, args=(pipe, reader, loop), daemon=True).start()
+    return reader
+
+
+def _feed(pipe: IO[bytes], reader: asyncio.StreamReader, loop: asyncio.AbstractEventLoop) -> None:
+    while chunk := pipe.read(65536):
+        loop.call_soon_threadsafe(reader.feed_data, chunk)
+    loop.call_soon_threadsafe(reader.feed_eof)
+
+
+class LineWriter:
+    """Writes whole messages to ``fd``: through an asyncio pipe transport (never blocks the loop) when it
+    is a pipe, else directly. A client that went away is not an error: what it would have read is dropped."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._transport: asyncio.WriteTransport | None = None
+
+    async def open(self) -> LineWriter:
+        loop = asyncio.get_running_loop()
+        pipe = os.fdopen(self.fd, "wb", buffering=0, closefd=False)
+        try:
+            self._transport, _ = await loop.connect_write_pipe(asyncio.Protocol, pipe)
+        except ValueError:  # a regular file: plain writes
+            self._transport = None
+        return self
+
+    def write(self, data: bytes) -> None:
+        if self._transport is not None:
+            if not self._transport.is_closing():
+                self._transport.write(data)
+            return
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(self.fd, view):]
+        except OSError:  # the client closed its end
+            pass
+
+    async def drain(self) -> None:
+        """Wait until what was written has left (before the process exits)."""
+        transport = self._transport
+        while transport is not None and not transport.is_closing() and transport.get_write_buffer_size():
+            await asyncio.sleep(0.01)
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+
+
+async def read_line(reader: asyncio.StreamReader) -> bytes:
+    """The next line (b"" at the end); a line over the limit comes back as its first bytes, unreadable."""
+    try:
+        return await reader.readline()
+    except ValueError:  # longer than MAX_LINE_BYTES: the rest of it was dropped by the reader
+        return b"\x00 (a line longer than the limit)\n"
+
+
+class ReplayedLines:
+    """The wire's input for the SDK's stdio transport: ``first`` (already read), then every later line."""
+
+    def __init__(self, first: str, reader: asyncio.StreamReader) -> None:
+        self._first = first
+        self._reader = reader
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        yield self._first
+        while line := await read_line(self._reader):
+            yield line.decode("utf-8", "replace")
+
+
+class WireText:
+    """The wire's output for the SDK's stdio transport (its ``write`` and ``flush``)."""
+
+    def __init__(self, writer: LineWriter) -> None:
+        self._writer = writer
+
+    async def write(self, text: str) -> Any:
+        self._writer.write(text.encode("utf-8"))
+
+    async def flush(self) -> None:
+        await asyncio.sleep(0)  # the transport sends as soon as it can; nothing is held back here
