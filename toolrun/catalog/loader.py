@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolrun.catalog.cache import CatalogCache, status_key
+from toolrun.catalog.cache import SERVER_NAMES_UNKNOWN, CatalogCache
 from toolrun.catalog.model import Catalog, LoadedTool, ServerOptions, UnstartedTool
 from toolrun.core.errors import Problem, UserError
 from toolrun.core.tool import FIND_TOOLS, Tool
@@ -67,11 +67,15 @@ def _tool_paths_in(folder: str, suffixes: tuple[str, ...]) -> list[str]:
             name = entry.name
             if name.startswith("."):
                 continue
-            if entry.is_dir(follow_symlinks=False):  # a symlinked folder is not followed (no loops)
+            # The suffix as os.path.splitext gives it for a name not starting with a dot, without its call.
+            tool_file = name[name.rfind("."):] in suffixes
+            if tool_file and entry.is_file(follow_symlinks=False):  # most entries: known from the listing
+                files.append(entry.path)
+            elif entry.is_dir(follow_symlinks=False):  # a symlinked folder is not followed (no loops)
                 if name not in _SKIPPED_FOLDERS:
                     subfolders.append(entry.path)
             # A broken symlink is kept so that reading it reports it; a folder named x.yaml is not a tool file.
-            elif os.path.splitext(name)[1] in suffixes and _file_or_broken_link(entry):
+            elif tool_file and _file_or_broken_link(entry):
                 files.append(entry.path)
     # At each level a folder's own files come before its subfolders, each by name.
     found = sorted(files)
@@ -110,9 +114,7 @@ def load_catalog(directory: Path, *, names: Collection[str] | None = None,
     paths = _tool_paths(directory)
     later: list[Path] = []  # MCP server files whose names only the server (or its cached list) knows
     if names is not None:
-        mentions = list(zip(paths, map(_NameScan(names, cache), paths), strict=True))
-        if cache is not None:
-            cache.keep_words_of({cache.key(path) for path in paths})
+        mentions = list(zip(paths, _NameScan(names, cache).scan(paths), strict=True))
         files = [Path(path) for path, mention in mentions if mention is True]
         later = [Path(path) for path, mention in mentions if mention is SERVER_NAMES_UNKNOWN]
         if wanted is None:
@@ -162,7 +164,6 @@ def _add_file(result: LoadResult, file: Path, loaded: tuple[list[LoadedTool], li
     result.problems += sorted(_unique(file_problems), key=lambda p: p.line or 0)
 
 
-SERVER_NAMES_UNKNOWN = "server"  # a name scan's answer for an MCP server file: its names are not in its text
 
 
 class _NameScan:
@@ -173,22 +174,28 @@ class _NameScan:
         # Looked up among a scanned file's words, each between spaces; only names made of word characters.
         self.needles = [f" {name} " for name in names] if all(map(_is_word, names)) else None
 
+    def scan(self, paths: list[str]) -> list[bool | str]:
+        """The answer for each of ``paths``: the cache's where it knows the file unchanged, else the file's text's.
+        What is learned of the files read is kept, and forgotten of files no longer there."""
+        answers = self._answers(paths)
+        if self.cache is not None:
+            self.cache.keep_words_of(paths)
+        return answers
+
     def __call__(self, file: str) -> bool | str:
+        """The answer for one file (see ``scan``)."""
+        return self._answers([file])[0]
+
+    def _answers(self, paths: list[str]) -> list[bool | str]:
+        if self.cache is None:
+            return [self.read(path, None) for path in paths]
+        known = self.cache.known_mentions(paths, self.names, self.needles)
+        return [answer if isinstance(answer, (bool, str)) else self.read(path, answer)
+                for path, answer in zip(paths, known, strict=True)]
+
+    def read(self, file: str, status: os.stat_result | None) -> bool | str:
+        """The answer from the text of ``file`` (``status``: from before it is read, to keep its words by)."""
         cache = self.cache
-        status = None
-        if cache is not None:
-            try:
-                status = os.stat(file)
-            except OSError:
-                return True  # loading it reports why it cannot be read
-            key, stamp = cache.key(file), status_key(status)
-            defined = cache.names(key, stamp)
-            if defined is not None:  # unchanged since cached: the names it defines are known
-                return any(name in defined for name in self.names)
-            scanned = cache.words(key, stamp) if self.needles is not None else None
-            if scanned is not None:  # unchanged since a name scan read it: the words it spells are known
-                server, words = scanned
-                return SERVER_NAMES_UNKNOWN if server else any(needle in words for needle in self.needles or ())
         try:
             text = read_for_scan(file)
         except OSError:

@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Collection
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
-from click.shell_completion import CompletionItem
 
 from toolrun.catalog.gate import ToolPicker, load_checked_catalog
 from toolrun.catalog.loader import load_catalog as load_catalog_quietly
@@ -17,6 +16,9 @@ from toolrun.cli.group import report_error
 from toolrun.cli.load_report import load_report, load_summary
 from toolrun.core.errors import EXIT_BAD_INPUT, LoadError, Problem
 from toolrun.core.text import terminal_safe
+
+if TYPE_CHECKING:
+    from click.shell_completion import CompletionItem
 
 
 def tools_dir_option(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -35,6 +37,8 @@ def complete_tool_names(ctx: click.Context, param: click.Parameter, incomplete: 
 
     Completion must never print or fail: a broken or missing directory completes nothing.
     """
+    from click.shell_completion import CompletionItem
+
     from toolrun.cli.tools_list import first_sentence  # the same summary as `tools list`
 
     directory = ctx.params.get("tools_dir") or DEFAULT_TOOLS_DIR

@@ -87,7 +87,7 @@ def _finding_lines(shown: list[LintFinding], info_lines: list[str], color: bool)
     """Each finding's line, escaped first (a description's text is in some messages), then coloured."""
     lines: list[str] = []
     for finding in shown:
-        where, severity = terminal_safe(finding.where()), finding.severity
-        rest = terminal_safe(str(finding)[len(finding.where()) + len(severity):])
-        lines.append(where + paint(severity, severity, color) + rest)
+        where, severity = finding.where(), finding.severity
+        rest = terminal_safe(str(finding)[len(where) + len(severity):])
+        lines.append(terminal_safe(where) + paint(severity, severity, color) + rest)
     return lines + [paint(terminal_safe(line), "info", color) for line in info_lines]
