@@ -78,8 +78,12 @@ class HttpServer:
 
 @contextmanager
 def http_server(*args: str, env: dict[str, str] | None = None, startup_timeout: float = 60) -> Iterator[HttpServer]:
-    """Start ``toolrun mcp --http 127.0.0.1:0 ARGS`` (a free port), wait for its URL, stop it at exit."""
-    process = subprocess.Popen(toolrun_mcp_argv("--http", "127.0.0.1:0", *args), cwd=ROOT, env=server_env(env),
+    """Start ``toolrun mcp --http 127.0.0.1:0 ARGS`` (a free port), wait for its URL, stop it at exit.
+
+    No balancer watches a test's server: it stops at SIGTERM without the drain delay (``--drain-delay 0s``
+    unless ARGS give one), where the default 5 s held its worker at every teardown."""
+    delay = [] if any(arg.startswith("--drain-delay") for arg in args) else ["--drain-delay", "0s"]
+    process = subprocess.Popen(toolrun_mcp_argv("--http", "127.0.0.1:0", *delay, *args), cwd=ROOT, env=server_env(env),
                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                text=True, encoding="utf-8")
     lines: list[str] = []

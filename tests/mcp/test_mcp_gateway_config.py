@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from toolrun.cli import main
+from toolrun.core.durations import parse_duration
 from toolrun.core.errors import LoadError
 from toolrun.mcp.access import InlineAuth, read_access_list
 from toolrun.mcp.gateway_config import load_gateway_config
@@ -118,3 +119,19 @@ def test_the_service_keys_become_the_options_of_the_same_name(tmp_path: Path) ->
         stateless: true
     """)).options
     assert (options["metrics_listen"], options["drain_delay"], options["stateless"]) == ("127.0.0.1:9464", 8.0, True)
+
+
+@pytest.mark.parametrize(("given", "expected"), [("0s", 0.0), (0, 0.0), ("250ms", 0.25)])
+def test_a_drain_delay_may_be_none_at_all(tmp_path: Path, given: object, expected: float) -> None:
+    options = load_gateway_config(config_file(tmp_path, f"drain_delay: {given}\n")).options
+    assert options["drain_delay"] == expected
+
+
+def test_a_negative_drain_delay_is_refused_on_the_command_line_and_in_the_file(tmp_path: Path) -> None:
+    with pytest.raises(LoadError, match="drain_delay: expected a duration"):
+        load_gateway_config(config_file(tmp_path, "drain_delay: -1s\n"))
+    refused = CliRunner().invoke(main, ["mcp", "--http", "127.0.0.1:0", "--drain-delay", "-1s"])
+    assert refused.exit_code == 2 and "--drain-delay" in refused.output and "Traceback" not in refused.output
+    assert parse_duration("0s", zero=True) == 0.0
+    with pytest.raises(ValueError, match="more than 0"):
+        parse_duration("0s")  # a timeout may not be none

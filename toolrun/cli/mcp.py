@@ -40,14 +40,18 @@ def _log_to_stderr_safely() -> None:
 class _Duration(click.ParamType):
     name = "DURATION"
 
+    def __init__(self, *, zero: bool = False) -> None:
+        self.zero = zero  # a delay may be 0s; a timeout may not
+
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
         try:
-            return parse_duration(value)
+            return parse_duration(value, zero=self.zero)
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
 
 
 _SECONDS = _Duration()
+_DELAY = _Duration(zero=True)
 _POSITIVE = click.IntRange(min=1)
 
 
@@ -76,8 +80,8 @@ _POSITIVE = click.IntRange(min=1)
               help="HTTP: let browser pages of ORIGIN (http://localhost:6274) call the server (CORS). Repeatable.")
 @click.option("--metrics-listen", metavar="[HOST:]PORT",
               help="HTTP: serve Prometheus /metrics here (a bare port: on 127.0.0.1), never on the --http address.")
-@click.option("--drain-delay", type=_SECONDS, default=DEFAULT_DRAIN_DELAY, show_default="5s",
-              help="HTTP: at SIGTERM, /readyz answers 503 this long before the server stops taking connections.")
+@click.option("--drain-delay", type=_DELAY, default=DEFAULT_DRAIN_DELAY, show_default="5s",
+              help="HTTP: at SIGTERM, /readyz answers 503 this long before the server stops taking connections (0s: at once).")
 @click.option("--stateless", is_flag=True,
               help="HTTP: keep no sessions (any replica answers any request); no approvals, list_changed or progress.")
 @click.option("--resource-url", "resource_url", metavar="URL",

@@ -98,7 +98,7 @@ def _options(document: dict[str, Any], path: Path) -> tuple[dict[str, Any], list
     for key in ("header_timeout", "body_timeout", "drain_delay"):
         if key in document:
             try:
-                options[key] = parse_duration(document[key])
+                options[key] = parse_duration(document[key], zero=key == "drain_delay")
             except ValueError as exc:
                 problems.append(Problem(path, _line(document, key), f"{key}: {exc}", f"write it like {key}: 30s"))
     return options, problems
