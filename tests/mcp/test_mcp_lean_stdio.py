@@ -243,3 +243,42 @@ def test_requests_running_when_stdin_closes_are_answered_connection_closed(folde
     replies = [json.loads(line) for line in done.stdout.splitlines()]
     assert replies[0]["result"]["protocolVersion"] == "2025-06-18"
     assert replies[1] == {"jsonrpc": "2.0", "id": 2, "error": {"code": -32000, "message": "Connection closed"}}
+
+
+def test_requests_read_with_the_end_of_stdin_are_answered_and_a_nan_result_is_strict_json(tmp_path: Path) -> None:
+    # `toolrun mcp < requests.jsonl`: quick requests read with the end still get their answers; a call
+    # cancelled in the same read (by its id written as a string) gets none, not even "Connection closed".
+    (tmp_path / "tools").mkdir()
+    folder = tools_dir(tmp_path / "tools")
+    (folder / "stats.py").write_text("def stats():\n    return {'mean': float('nan'), 'max': float('inf')}\n",
+                                     encoding="utf-8")
+    (folder / "stats.yaml").write_text(textwrap.dedent("""
+        name: stats
+        description: >-
+          Returns the mean and the maximum of the last readings as a JSON object. Use it to check the
+          readings; do not use it for anything else, it changes nothing anywhere at all, not a file.
+        parameters: {type: object, properties: {}}
+        backend: {python: "stats.py:stats"}
+        """), encoding="utf-8")
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text("\n".join(json.dumps(message) for message in [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "file", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "ping"},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "hi"}}},
+        {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "stats", "arguments": {}}},
+        {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "sleep_long", "arguments": {}}},
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "5"}},
+    ]) + "\n", encoding="utf-8")
+    with requests.open("rb") as stdin:
+        done = subprocess.run(toolrun_mcp_argv("--tools-dir", str(folder)), cwd=ROOT, env=server_env(), stdin=stdin,
+                              capture_output=True, timeout=60)
+    def strict(line: bytes) -> Any:  # what a JavaScript client parses: NaN and Infinity are not JSON
+        return json.loads(line, parse_constant=lambda name: pytest.fail(f"{name} on the wire: {line!r}"))
+
+    replies = {reply["id"]: reply for reply in map(strict, done.stdout.splitlines())}
+    assert sorted(replies) == [1, 2, 3, 4]  # 5 was cancelled: no reply
+    assert replies[2]["result"] == {}
+    assert replies[3]["result"]["structuredContent"] == {"text": "hi"}
+    assert replies[4]["result"]["structuredContent"] == {"mean": None, "max": None}

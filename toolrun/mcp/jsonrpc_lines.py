@@ -10,6 +10,7 @@ the SDK drops without a reply (as it drops a blank line, and a notification it c
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -121,8 +122,27 @@ def top_level_id(line: str) -> Any:
 
 
 def encode(message: dict[str, Any]) -> bytes:
-    """One message as one line of UTF-8 (a lone surrogate a tool printed travels as its ``\\u`` escape)."""
+    """One message as one line of UTF-8 (a lone surrogate a tool printed travels as its ``\\u`` escape).
+
+    Strict JSON: a NaN or an infinity a tool returned is ``null``, as the SDK writes it (``NaN`` on the
+    wire is a line a JavaScript client cannot parse)."""
     try:
-        return (json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+        text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        message = _finite(message)
+        text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    try:
+        return (text + "\n").encode("utf-8")
     except UnicodeEncodeError:
-        return (json.dumps(message, separators=(",", ":")) + "\n").encode("ascii")
+        return (json.dumps(message, separators=(",", ":"), allow_nan=False) + "\n").encode("ascii")
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every NaN and infinity replaced by None (results are JSON-shaped: no cycles)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value

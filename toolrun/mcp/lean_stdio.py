@@ -47,6 +47,7 @@ ENVELOPE_REFUSED = ("this connection serves the handshake protocol era; requests
                     "envelope are not accepted on it")
 
 CONNECTION_CLOSED = -32000  # the SDK's code for a request still running when the client closed stdin
+EOF_GRACE_SECONDS = 1.0  # at the end of stdin, how long requests already read may take to be answered
 
 Handler = Callable[[dict[str, Any], Any], Awaitable[dict[str, Any]]]
 
@@ -154,6 +155,8 @@ class StdioSession:
                     self._receive(message)
         finally:  # the client left: what it asked for is cancelled (a tool's processes are killed)
             self.service.change_hooks.remove(self._announce)
+            if self._running:  # requests read with the end (a piped script): a moment to be answered first
+                await asyncio.wait(list(self._running.values()), timeout=EOF_GRACE_SECONDS)
             unanswered = list(self._running)
             running = [watch, *self._running.values()]
             for task in running:
@@ -205,9 +208,9 @@ class StdioSession:
 
     def _notified(self, message: Message) -> None:
         if message.method == "notifications/cancelled":
-            request_id = (message.params or {}).get("requestId")
-            task = self._running.get(request_id) if isinstance(request_id, (str, int)) else None
-            if task is not None:
+            request_id = _running_id(self._running, (message.params or {}).get("requestId"))
+            task = self._running.pop(request_id, None) if request_id is not None else None
+            if task is not None:  # forgotten now: a task cancelled before it started never reaches its finally
                 task.cancel()
 
     def _answered(self, message: Message) -> None:
@@ -346,3 +349,14 @@ def _progress_token(params: dict[str, Any]) -> str | int | None:
 def _strings(value: Any) -> bool:
     """Whether ``value`` maps strings to strings (prompt arguments, a completion's argument)."""
     return isinstance(value, dict) and all(isinstance(item, str) for item in value.values())
+
+
+def _running_id(running: dict[str | int, Any], given: Any) -> str | int | None:
+    """The id of a running request that ``given`` names: 7 and "7" are one id, as the SDKs treat them."""
+    if isinstance(given, bool) or not isinstance(given, (str, int)):
+        return None
+    if given in running:
+        return given
+    if isinstance(given, int):
+        return str(given) if str(given) in running else None
+    return int(given) if given.isdecimal() and int(given) in running else None
