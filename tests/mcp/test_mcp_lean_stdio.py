@@ -173,14 +173,15 @@ def test_malformed_params_and_unknown_tools_are_protocol_errors(raw: RawClient) 
     ({"action": "accept", "content": {"approve": False}}, None),
     ({"action": "decline"}, None),
 ])
+@pytest.mark.parametrize("id_as_text", [False, True])  # a client answering question 3 as "3": the same question
 def test_approval_is_asked_by_elicitation_and_the_answer_decides(raw: RawClient, answer: dict[str, Any],
-                                                                 expected: dict[str, Any] | None) -> None:
+                                                                 expected: dict[str, Any] | None, id_as_text: bool) -> None:
     raw.send({"jsonrpc": "2.0", "id": "a1", "method": "tools/call",
               "params": {"name": "guarded_echo", "arguments": {"text": "yes"}}})
     question = raw.receive()
     assert question["method"] == "elicitation/create" and "guarded_echo" in question["params"]["message"]
     assert_valid("ElicitRequest", question, ("2025-11-25",))
-    raw.send({"jsonrpc": "2.0", "id": question["id"], "result": answer})
+    raw.send({"jsonrpc": "2.0", "id": str(question["id"]) if id_as_text else question["id"], "result": answer})
     result = raw.receive()["result"]
     if expected is None:
         assert result["isError"] and result["content"][0]["text"] == "the user denied this call"

@@ -11,7 +11,7 @@ of pydantic models) and its per-message validation and stream hops is the whole 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from typing import Any
 
@@ -208,13 +208,14 @@ class StdioSession:
 
     def _notified(self, message: Message) -> None:
         if message.method == "notifications/cancelled":
-            request_id = _running_id(self._running, (message.params or {}).get("requestId"))
+            request_id = _known_id(self._running, (message.params or {}).get("requestId"))
             task = self._running.pop(request_id, None) if request_id is not None else None
             if task is not None:  # forgotten now: a task cancelled before it started never reaches its finally
                 task.cancel()
 
     def _answered(self, message: Message) -> None:
-        question = self._asked.get(message.request_id) if isinstance(message.request_id, int) else None
+        asked_id = _known_id(self._asked, message.request_id)
+        question = self._asked.get(asked_id) if isinstance(asked_id, int) else None
         if question is None or question.done():
             return
         if message.error is not None:
@@ -351,12 +352,13 @@ def _strings(value: Any) -> bool:
     return isinstance(value, dict) and all(isinstance(item, str) for item in value.values())
 
 
-def _running_id(running: dict[str | int, Any], given: Any) -> str | int | None:
-    """The id of a running request that ``given`` names: 7 and "7" are one id, as the SDKs treat them."""
+def _known_id(known: Mapping[Any, Any], given: Any) -> str | int | None:
+    """The key of ``known`` (requests running, questions asked) that the id ``given`` names: 7 and "7" are
+    one id, as the SDKs treat them; None when it names none."""
     if isinstance(given, bool) or not isinstance(given, (str, int)):
         return None
-    if given in running:
+    if given in known:
         return given
     if isinstance(given, int):
-        return str(given) if str(given) in running else None
-    return int(given) if given.isdecimal() and int(given) in running else None
+        return str(given) if str(given) in known else None
+    return int(given) if given.isdecimal() and int(given) in known else None
