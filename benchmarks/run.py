@@ -441,8 +441,13 @@ def run_log_rows(repeat: int, toolrun_root: Path, work: Path) -> list[Row]:
     samples = command_samples(repeat, TOOLRUN, env, toolrun_root, work / "runlog")
     turn = f"toolrun recipe, {LOGGED_CALLS:,} calls in one turn"
     rows = [Row(f"{turn}, --no-log", "ms", samples["no-log"], note="floor"),
-            Row(f"{turn}, --no-log, per call (whole command / {LOGGED_CALLS:,})", "us",
-                [seconds / LOGGED_CALLS for seconds in samples["no-log"]], goal="<= 60 us"),
+            Row(f"{turn}, --no-log, whole command / {LOGGED_CALLS:,}", "us",
+                [seconds / LOGGED_CALLS for seconds in samples["no-log"]],
+                note="start-up, catalog and recipe included: the per-call row below takes them out"),
+            Row(f"{turn}, --no-log, per call (the same command with one call taken away, / {LOGGED_CALLS - 1:,})", "us",
+                samples["no-log per call"], goal="<= 60 us"),
+            Row(f"{turn}, --no-log, per call (CPU, the same difference)", "us", samples["no-log per call cpu"],
+                goal="<= 60 us", note="user + system time of the commands"),
             Row(f"{turn}, run log on", "ms", samples["logged"], compare=f"{turn}, --no-log"),
             Row("run log, per call over --no-log (wall, per round)", "us", samples["per call"], goal="<= 60 us"),
             Row("run log, per call over --no-log (CPU, per round)", "us", samples["per call cpu"], goal="<= 60 us",

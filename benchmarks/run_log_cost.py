@@ -40,25 +40,26 @@ tools:
 """
 
 
-def write_recipe(folder: Path) -> Path:
-    """A recipe whose scripted model asks for ``CALLS`` calls of a python tool in one turn."""
+def write_recipe(folder: Path, calls: int = CALLS, name: str = "many") -> Path:
+    """A recipe whose scripted model asks for ``calls`` calls of a python tool in one turn."""
     (folder / "tools.d").mkdir(parents=True, exist_ok=True)
     (folder / "tools.d" / "fast.yaml").write_text(TOOLS_YAML, encoding="utf-8")
     (folder / "tools.d" / "fast.py").write_text('def get_stock(city):\n    return "玫瑰: 100, 郁金香: 150"\n',
                                                 encoding="utf-8")
-    calls = "".join(f"    - {{name: get_stock, arguments: {{city: 城{i}}}}}\n" for i in range(CALLS))
-    (folder / "many.script.yaml").write_text(f"- tool_calls:\n{calls}- text: 都查完了。\n", encoding="utf-8")
-    recipe = folder / "many.yaml"
-    recipe.write_text("name: many\nmodel: scripted:many.script.yaml\nmessages: [{user: 北京和上海有什么花?}]\n",
+    lines = "".join(f"    - {{name: get_stock, arguments: {{city: 城{i}}}}}\n" for i in range(calls))
+    (folder / f"{name}.script.yaml").write_text(f"- tool_calls:\n{lines}- text: 都查完了。\n", encoding="utf-8")
+    recipe = folder / f"{name}.yaml"
+    recipe.write_text(f"name: {name}\nmodel: scripted:{name}.script.yaml\nmessages: [{{user: 北京和上海有什么花?}}]\n",
                       encoding="utf-8")
     return recipe
 
 
 def command_samples(repeat: int, toolrun: list[str], env: dict[str, str], cwd: Path, folder: Path) -> dict[str, list[float]]:
     """Seconds of ``toolrun recipe`` over the 1,000-call recipe, logged and with ``--no-log``, interleaved."""
-    recipe = write_recipe(folder)
+    recipe, one_call = write_recipe(folder), write_recipe(folder, 1, "one")
     logged = [*toolrun, "recipe", str(recipe), "--logs", str(folder / "cost.db")]
-    commands = {"logged": logged, "no-log": [*toolrun, "recipe", str(recipe), "--no-log"]}
+    commands = {"logged": logged, "no-log": [*toolrun, "recipe", str(recipe), "--no-log"],
+                "no-log, one call": [*toolrun, "recipe", str(one_call), "--no-log"]}
     samples: dict[str, list[float]] = {f"{name}{kind}": [] for name in commands for kind in ("", " cpu")}
     for argv in commands.values():  # warm-up: the tool module compiled, the catalog cached
         subprocess.run(argv, env=env, cwd=cwd, capture_output=True, check=True)
@@ -70,6 +71,10 @@ def command_samples(repeat: int, toolrun: list[str], env: dict[str, str], cwd: P
     for kind in ("", " cpu"):
         samples[f"per call{kind}"] = [(a - b) / CALLS for a, b in
                                       zip(samples[f"logged{kind}"], samples[f"no-log{kind}"], strict=True)]
+        # the command's own cost per call: the 1,000-call run less the same run with one call (start-up,
+        # catalog and recipe loading, the final answer), per round, over the 999 calls between them
+        samples[f"no-log per call{kind}"] = [(a - b) / (CALLS - 1) for a, b in
+                                             zip(samples[f"no-log{kind}"], samples[f"no-log, one call{kind}"], strict=True)]
     return samples
 
 
@@ -138,8 +143,11 @@ def main() -> None:
         folder = Path(temporary)
         commands = command_samples(options.repeat, toolrun, env, root, folder)
         per_event = writer_samples(options.repeat, folder)
-    for name in ("no-log", "logged"):
+    for name in ("no-log, one call", "no-log", "logged"):
         print(f"toolrun recipe, {CALLS:,} calls in a turn, {name}: median {statistics.median(commands[name]) * 1e3:.0f} ms")
+    for kind in ("", " cpu"):
+        print(f"the command's cost per call{kind}, --no-log (1,000 calls - one call, per round, / 999): "
+              f"median {statistics.median(commands['no-log per call' + kind]) * 1e6:.1f} µs")
     for kind in ("", " cpu"):
         print(f"the log's cost per call{kind} (logged - no-log, per round): "
               f"median {statistics.median(commands['per call' + kind]) * 1e6:.1f} µs")
