@@ -28,16 +28,23 @@ NEVER_IMPORTED = ("httpx", "httpcore", "email", "http.client", "urllib.request",
 # Each checks a file the caches serve (a tool file, or the recipe: a warm replay reads neither
 # again), serves an option this replay does not take (a scripted: model, --replay-tools,
 # --transcript), another command (toolrun logs search), the lint of a tool not cached, a live
-# request's retry, or only annotations (approval's Approver).
+# request's retry, or only annotations (approval's Approver); the MCP backend loads only for a
+# server that is started (this recipe's tools need none).
 NOT_ON_A_WARM_REPLAY = ("toolrun.catalog.tool_builder", "toolrun.catalog.parameter_checks", "toolrun.catalog.mcp_toolset",
                         "toolrun.catalog.tool_schema", "toolrun.core.packaged_schemas", "toolrun.core.schema_errors",
                         "toolrun.core.durations", "toolrun.providers.scripted", "toolrun.providers.scripted_file",
                         "toolrun.loop.recorded_tools", "toolrun.runlog.transcript_log", "toolrun.runlog.search",
                         "toolrun.backends.warning", "toolrun.core.retry_after", "toolrun.core.retry_policy",
-                        "toolrun.loop.approval")
+                        "toolrun.loop.approval", "toolrun.backends.mcp_server")
 
 REPLAY_IN_PLACE = """
 import gc, json, sys
+if not sys.flags.no_site:
+    before = set(sys.modules)
+else:  # python -S: the packages without this machine's .pth files, which import tempfile and more at start-up
+    import site
+    sys.path.extend(site.getsitepackages())
+    before = set(sys.modules)
 recipe, report, *options = sys.argv[1:]
 sys.argv = ["toolrun", "recipe", recipe, *options]
 from toolrun.cli import main
@@ -46,13 +53,16 @@ try:
 except SystemExit as exit:
     status = exit.code
 with open(report, "w", encoding="utf-8") as out:
-    json.dump({"status": status, "modules": sorted(sys.modules), "collecting": gc.isenabled()}, out)
+    json.dump({"status": status, "modules": sorted(sys.modules), "new": sorted(set(sys.modules) - before),
+               "collecting": gc.isenabled()}, out)
 """
 
 
-def replay_in_place(tmp_path: Path, name: str, *options: str) -> tuple[dict[str, Any], subprocess.CompletedProcess[str]]:
+def replay_in_place(tmp_path: Path, name: str, *options: str, python_flags: tuple[str, ...] = ()
+                    ) -> tuple[dict[str, Any], subprocess.CompletedProcess[str]]:
     report = tmp_path / f"{name}.json"
-    done = subprocess.run([sys.executable, "-c", REPLAY_IN_PLACE, str(INVENTORY), str(report), *options], cwd=ROOT,
+    done = subprocess.run([sys.executable, *python_flags, "-c", REPLAY_IN_PLACE, str(INVENTORY), str(report), *options],
+                          cwd=ROOT,
                           env=clean_env(TOOLRUN_CACHE_DIR=str(tmp_path / "cache"), TOOLRUN_LOGS=str(tmp_path / "logs.db")),
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -68,6 +78,17 @@ def test_an_offline_replay_imports_no_http_client_and_nothing_only_a_mistake_nee
     assert "toolrun.sessions.play" in report["modules"] and "toolrun.providers.openai_chat" in report["modules"]
     assert [name for name in NEVER_IMPORTED if name in report["modules"]] == []
     assert [name for name in NOT_ON_A_WARM_REPLAY if name in report["modules"]] == []
+
+
+def test_an_offline_replay_imports_neither_tempfile_nor_what_it_brings(tmp_path: Path) -> None:
+    # tempfile brings random and shutil (2-3 ms): only a cache or cassette being written needs it. Run
+    # without site's .pth files (-S), as on a machine whose start-up imports none of them.
+    replay_in_place(tmp_path, "cold", python_flags=("-S",))
+    report, done = replay_in_place(tmp_path, "warm", python_flags=("-S",))
+
+    assert report["status"] == 0, done.stderr
+    assert "玫瑰: 100" in done.stdout and "toolrun.sessions.play" in report["new"]
+    assert [name for name in ("tempfile", "random", "shutil") if name in report["new"]] == []
 
 
 def test_a_replay_without_the_run_log_imports_neither_the_log_nor_sqlite3(tmp_path: Path) -> None:

@@ -36,6 +36,7 @@ from toolrun.backends.mcp_server_config import (
     mcp_server_config,
     parse_mcp_server_config,
 )
+from toolrun.backends.tool_list_changes import note_tools_changed
 from toolrun.core.content import BLOCK_TYPES, capped_blocks
 from toolrun.core.errors import Problem
 from toolrun.core.secrets import ENV_REFERENCE, Redactor, read_secret, register_secret
@@ -437,25 +438,17 @@ def result_output(result: Any) -> BackendOutput:
 
 _hub: ServerHub | None = None
 _hub_lock = threading.Lock()
-_tool_list_generation = 0  # how many times a server of this process said its tools changed (list_changed)
 _changed_since_listed: set[ServerSpec] = set()  # servers whose list_changed came after their last tools/list
 
 
 def _tools_changed(spec: ServerSpec) -> None:
-    global _tool_list_generation
     _changed_since_listed.add(spec)
-    _tool_list_generation += 1  # only the hub's loop thread writes it
+    note_tools_changed()  # only the hub's loop thread counts
 
 
 def tools_changed_since_listed(config: Mapping[str, Any], base_dir: Path) -> bool:
     """Whether this server said its tools changed after it last listed them: a cached listing of it is out of date."""
     return bool(_changed_since_listed) and server_spec(config, base_dir) in _changed_since_listed
-
-
-def tool_list_generation() -> int:
-    """A number that grows each time a connected server sends ``notifications/tools/list_changed``: a catalog
-    loaded at another number may be out of date (load it again; the servers are asked afresh)."""
-    return _tool_list_generation
 
 
 def server_hub() -> ServerHub:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from toolrun.backends.mcp_server import tool_list_generation
+from toolrun.backends.tool_list_changes import tool_list_generation
 from toolrun.catalog.cache import RECENT_NS, status_key
 from toolrun.catalog.gate import lint_problem
 from toolrun.catalog.lint import lint_catalog

@@ -8,7 +8,7 @@ from its next request. Nothing is reloaded while no server has said anything.
 
 from __future__ import annotations
 
-from toolrun.backends.mcp_server import tool_list_generation
+from toolrun.backends.tool_list_changes import tool_list_generation
 from toolrun.catalog.gate import load_checked_catalog
 from toolrun.catalog.model import Catalog
 from toolrun.core.errors import LoadError
