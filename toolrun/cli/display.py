@@ -8,16 +8,16 @@ the JSON document.
 
 from __future__ import annotations
 
-import json
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any, TextIO
+from typing import TextIO
 
 from toolrun.catalog.model import Catalog
 from toolrun.cli.color import color_enabled, paint
 from toolrun.cli.live_line import LiveElapsed
 from toolrun.cli.load_report import load_report
+from toolrun.core.json_limits import compact_json
 from toolrun.core.messages import ModelResponse, ToolCall, Usage
-from toolrun.core.secrets import redact
+from toolrun.core.secrets import holds_secrets, redact
 from toolrun.core.text import counted, terminal_safe
 from toolrun.loop.results import RunResult, ToolCallRecord, TurnRecord
 from toolrun.loop.runner import RunObserver
@@ -84,17 +84,17 @@ class TerminalDisplay(RunObserver):
 
     def on_tool_call_start(self, call: ToolCall) -> None:
         arguments = call.arguments if call.arguments is not None else call.raw_arguments
-        self._info(f"→ {call.name}", "call", f" {_compact(arguments)}")
+        self._call_line(f"→ {call.name}", "call", " ", arguments if isinstance(arguments, str) else compact_json(arguments))
         if self.live is not None:
             self.live.started(call.id, call.name)
 
     def on_tool_call_end(self, record: ToolCallRecord) -> None:
         if self.live is not None:
             self.live.ended(record.id)
-        mark = "✗" if record.is_error else "←"
-        label = "error: " if record.is_error else ""
-        self._info(f"{mark} {record.name}", "error" if record.is_error else "result",
-                   f" {record.duration_ms} ms: {label}{_one_line(record.result)}")
+        if record.is_error:
+            self._call_line(f"✗ {record.name}", "error", f" {record.duration_ms} ms: error: ", record.result)
+        else:
+            self._call_line(f"← {record.name}", "result", f" {record.duration_ms} ms: ", record.result)
 
     def paused(self) -> AbstractContextManager[None]:
         """No live line while an approval question is on the terminal."""
@@ -114,10 +114,24 @@ class TerminalDisplay(RunObserver):
     def _info(self, line: str, style: str | None = None, rest: str = "") -> None:
         """``line`` (in ``style``'s colour) and ``rest``, each escaped before any colour is added."""
         text = paint(terminal_safe(redact(line)), style, self.color) if style else terminal_safe(redact(line))
-        with self.live.lock if self.live is not None else nullcontext():
-            if self.live is not None:
-                self.live.erase()
-            self.info_out.write(text + terminal_safe(redact(rest)) + "\n")
+        self._write(text + terminal_safe(redact(rest)) + "\n")
+
+    def _call_line(self, head: str, style: str, label: str, text: str) -> None:
+        """A call's line: ``head`` in ``style``'s colour, then ``label`` (ours) and ``text`` on one short line."""
+        if holds_secrets():  # every piece redacted, and the whole rest again: a secret may span label and text
+            self._info(head, style, label + _one_line(text))
+            return
+        # Nothing to redact: the same line, without a dozen calls that would each give their text back
+        self._write(paint(terminal_safe(head), style, self.color) + label + _one_line(text, redacted=True) + "\n")
+
+    def _write(self, text: str) -> None:
+        if self.live is None:
+            self.info_out.write(text)
+            self.info_out.flush()
+            return
+        with self.live.lock:
+            self.live.erase()
+            self.info_out.write(text)
             self.info_out.flush()
 
 
@@ -134,12 +148,7 @@ def summary_line(turns: list[TurnRecord], tool_calls: int, usage: Usage, mode: s
             f"{usage.input_tokens} in / {usage.output_tokens} out tokens · {mode}")
 
 
-def _compact(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return _one_line(text)
-
-
-def _one_line(text: str) -> str:
-    """A result on one short line: newlines shown as ⏎, long text cut with …."""
-    flat = terminal_safe(redact(text).replace("\r", "").replace("\n", " ⏎ "))  # redact before the cut
+def _one_line(text: str, *, redacted: bool = False) -> str:
+    """A result on one short line: newlines shown as ⏎, long text cut with … (``redacted``: no secret left in it)."""
+    flat = terminal_safe((text if redacted else redact(text)).replace("\r", "").replace("\n", " ⏎ "))  # redact before the cut
     return flat if len(flat) <= _RESULT_EXCERPT else flat[: _RESULT_EXCERPT - 1] + "…"
