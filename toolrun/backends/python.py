@@ -233,7 +233,7 @@ class PythonBackend(Backend):
             else:
                 # A daemon worker thread: a tool stuck past its timeout must not keep toolrun alive at exit.
                 value = await in_daemon_thread(functools.partial(function, **arguments), name="toolrun-python")
-                if inspect.isawaitable(value):  # a sync wrapper around a coroutine function
+                if type(value) is not str and inspect.isawaitable(value):  # a sync wrapper around a coroutine function
                     value = await value
         except ToolError as exc:
             return BackendOutput(str(exc), is_error=True)

@@ -27,6 +27,8 @@ class TooDeep(ValueError):
 
 def nesting_depth(value: Any) -> int:
     """How many levels of dicts and lists ``value`` has (a scalar: 0), walked without recursion."""
+    if type(value) is dict and not any(isinstance(child, (dict, list)) for child in value.values()):
+        return 1  # the usual arguments, flat: checked twice per tool call, without the walk
     deepest = 0
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
