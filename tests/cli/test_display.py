@@ -14,7 +14,7 @@ import pytest
 
 from toolrun.cli.display import TerminalDisplay, summary_line
 from toolrun.core.messages import Message, ModelResponse, TextPart, ToolCall, Usage
-from toolrun.core.secrets import register_secret
+from toolrun.core.secrets import Redactor, redacting, register_secret
 from toolrun.loop.results import RunResult, ToolCallRecord, TurnRecord
 from toolrun.loop.runner import ObserverGroup, RunObserver
 from toolrun.runlog.transcript_log import TranscriptLog
@@ -72,6 +72,39 @@ def test_display_never_prints_a_secret():
     TerminalDisplay(info_out=err, text_out=None).on_tool_call_end(
         ToolCallRecord("c", "t", {}, "token sk-display-secret-123", False, 1))
     assert "sk-display-secret-123" not in err.getvalue()
+
+
+def _call_lines(*, secret: str | None) -> list[str]:
+    """The lines of awkward calls (escapes, newlines, a long result, unparsed arguments, an error), shown in a
+    run of their own that holds ``secret`` (None: no secret at all)."""
+    err = io.StringIO()
+    with redacting(Redactor([secret] if secret else [])):
+        display = TerminalDisplay(info_out=err, text_out=None)
+        display.on_tool_call_start(ToolCall("c1", "get\x1b[2Jstock", {"city": "北京城\u202e", "n": [1, None, True]}, "{}"))
+        display.on_tool_call_start(ToolCall("c2", "get_stock", None, '{"city": "北\r\n'))
+        display.on_tool_call_end(ToolCallRecord("c1", "get_stock", {}, "玫瑰: 100\r\n郁金香\x07: 150 " + "花" * 120, False, 12))
+        display.on_tool_call_end(ToolCallRecord("c2", "get_stock", {}, "bad arguments\nline two", True, 0))
+    return err.getvalue().splitlines()
+
+
+def test_call_lines_are_the_same_whether_or_not_the_run_holds_a_secret():
+    # A run without secrets takes a shorter way to the same line: every piece escaped, cut and marked alike.
+    plain = _call_lines(secret=None)
+    assert plain == _call_lines(secret="sk-nowhere-in-these-lines")
+    assert plain[0] == '→ get\\x1b[2Jstock {"city": "北京城\\u202e", "n": [1, null, true]}'
+    assert plain[1] == '→ get_stock {"city": "北 ⏎ '
+    assert plain[2].startswith("← get_stock 12 ms: 玫瑰: 100 ⏎ 郁金香\\x07: 150 花") and plain[2].endswith("花…")
+    assert len(plain[2]) == len("← get_stock 12 ms: ") + 100
+    assert plain[3] == "✗ get_stock 0 ms: error: bad arguments ⏎ line two"
+
+
+def test_call_lines_never_show_a_secret_in_a_name_arguments_or_result():
+    lines = "\n".join(_call_lines(secret="北京城\u202e"))
+    assert "北京" not in lines and lines.count("***") == 1
+    lines = "\n".join(_call_lines(secret="ms: 玫瑰"))  # across the duration and the result's text
+    assert "玫瑰" not in lines and "← get_stock 12 ***: 100" in lines
+    lines = "\n".join(_call_lines(secret="\x1b[2Jstock"))
+    assert "2Jstock" not in lines and lines.startswith("→ get***")
 
 
 def test_observer_group_passes_every_event_in_order():

@@ -142,8 +142,9 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
     "toolrun.sessions.play": {
         "toolrun.loop.recorded_tools.RecordedToolResults": "only --replay-tools plays results back",
         "toolrun.providers.scripted.ScriptedModel": "only a caller's own model object is told apart",
+        "toolrun.providers.scripted_file.model_of_turns": "only a scripted: model reads a script",
         "toolrun.providers.scripted_file.read_script": "only a scripted: model reads a script",
-        "toolrun.providers.scripted_file.scripted_model": "only a scripted: model reads a script",
+        "toolrun.providers.scripted_file.script_turns": "only a scripted: model reads a script",
     },
     "toolrun.core.registry": {"importlib.metadata.entry_points": "~10 ms of imports and a scan of every installed package"},
     "toolrun.providers.transport": {

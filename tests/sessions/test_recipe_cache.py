@@ -162,3 +162,34 @@ def test_a_script_with_a_problem_is_never_kept_and_its_line_is_reported(project:
             _answers(script)
         assert caught.value.problems[0].line == 2 and "needs a name" in caught.value.problems[0].message
     assert script_reads == ["turns.yaml", "turns.yaml"]
+
+
+EVERY_KIND_OF_TURN = """\
+- 先查库存。
+- text: 我来查。
+  tool_calls:
+    - {name: get_flower_inventory, arguments: {city: 北京, days: [1, 2.5], exact: true, note: null}}
+    - {name: get_flower_inventory, arguments: '{"city": "上海"'}
+    - {name: list_cities}
+- output: {city: 北京, roses: 100}
+"""
+
+
+def _played(script: Path) -> list[object]:
+    """Everything a script's model answers with, as the run sees it."""
+    from toolrun.sessions.play import _scripted_model
+
+    return [(answer.stop_reason, [vars(part) for part in answer.message.parts]) if not isinstance(answer, str) else answer
+            for answer in _scripted_model(script).script]
+
+
+def test_a_cached_script_plays_every_kind_of_turn_as_the_file_does(project: Path, script_reads: list[str]) -> None:
+    script = settled(write(project, EVERY_KIND_OF_TURN, name="turns.yaml"))
+    read = _played(script)
+    assert _played(script) == read  # the second from the kept turns
+    assert script_reads == ["turns.yaml"]
+    assert read[1][1][1] == {"id": "", "name": "get_flower_inventory", "provider_id": None, "provider_data": {},
+                             "arguments": {"city": "北京", "days": [1, 2.5], "exact": True, "note": None},
+                             "raw_arguments": '{"city": "北京", "days": [1, 2.5], "exact": true, "note": null}'}
+    assert read[1][1][2]["arguments"] is None and read[1][1][2]["raw_arguments"] == '{"city": "上海"'
+    assert read[1][1][3]["arguments"] == {} and read[2] == ("stop", [{"text": '{"city": "北京", "roses": 100}'}])

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from toolrun.backends.base import Backend, BackendOutput, CallContext, ConfigProblem
 from toolrun.backends.python_target import PythonConfig, file_path, parse_python_config
 from toolrun.core.cache_folder import importing_users_code
-from toolrun.core.daemon_threads import in_daemon_thread
+from toolrun.core.daemon_threads import in_daemon_thread, write_held_output
 from toolrun.core.errors import TOOL_LOGGER, Problem, ToolError
 from toolrun.core.text import did_you_mean, exception_text
 from toolrun.core.tool import Tool
@@ -151,6 +151,7 @@ def _resolved(tool: Tool, backend: PythonBackend) -> tuple[Callable[..., Any], b
     key = (tool.base_dir, config.target)
     found = _by_tool_target.get(key)
     if found is None:
+        write_held_output()  # the call's line before anything the module prints as it is imported
         function = _resolve_function(tool, config)
         found = _by_tool_target[key] = (function, inspect.iscoroutinefunction(function))
     if len(_by_tool) < 4096:
@@ -229,11 +230,12 @@ class PythonBackend(Backend):
             # connection its async functions use. The calls beside it wait for that import.
             function, is_coroutine = _resolved(tool, self)
             if is_coroutine:
+                write_held_output()  # the call's line before anything the function prints
                 value = await function(**arguments)
             else:
                 # A daemon worker thread: a tool stuck past its timeout must not keep toolrun alive at exit.
                 value = await in_daemon_thread(functools.partial(function, **arguments), name="toolrun-python")
-                if inspect.isawaitable(value):  # a sync wrapper around a coroutine function
+                if type(value) is not str and inspect.isawaitable(value):  # a sync wrapper around a coroutine function
                     value = await value
         except ToolError as exc:
             return BackendOutput(str(exc), is_error=True)

@@ -44,8 +44,9 @@ class TerminalApprover:
             return True
         stdin = self._stdin or sys.stdin
         if not (stdin and stdin.isatty()):
-            click.echo(f"toolrun: denied {tool.name}: it needs approval and stdin is not a terminal "
-                       "(use --yes to approve every call)", err=True)
+            with self.quiet():  # after the call's own line, and never drawn over by the live line
+                click.echo(f"toolrun: denied {tool.name}: it needs approval and stdin is not a terminal "
+                           "(use --yes to approve every call)", err=True)
             return False
         async with self._one_at_a_time():
             with self.quiet():

@@ -155,6 +155,7 @@ class Chat:
             display.notice(f"error: {exc}")
             return
         finally:
+            display.write_held()  # an answer that broke off (a crash inside toolrun): every call line it had
             if writer is not None:
                 writer.flush()  # what an answer that broke off had done so far
         display.summary(result, result.mode or "live")

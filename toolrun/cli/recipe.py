@@ -149,6 +149,7 @@ def play_recipe(
                 writer.interrupted()
             return EXIT_INTERRUPTED
     finally:
+        display.write_held()  # a run that broke off (a crash inside toolrun): every call line it had
         if log is not None:
             log.close()
         if writer is not None:

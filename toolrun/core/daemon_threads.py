@@ -154,6 +154,28 @@ def _inbox(loop: asyncio.AbstractEventLoop) -> _LoopInbox:
         return inbox
 
 
+# What terminal displays hold back until the end of an event loop pass (``TerminalDisplay``): each
+# registered writer writes its held lines. Kept here, where tools' code is handed to threads.
+_held_output: set[Callable[[], None]] = set()
+
+
+def hold_output(write: Callable[[], None]) -> None:
+    """``write`` holds lines back for the terminal: ``write_held_output`` calls it until ``release_output``."""
+    _held_output.add(write)
+
+
+def release_output(write: Callable[[], None]) -> None:
+    """``write`` holds nothing back any more."""
+    _held_output.discard(write)
+
+
+def write_held_output() -> None:
+    """Write what displays hold back, before a tool's own code runs: what it prints comes after its call's line."""
+    if _held_output:
+        for write in list(_held_output):
+            write()
+
+
 def in_daemon_thread(function: Callable[[], T], *, name: str) -> asyncio.Future[T]:
     """Run ``function`` on a daemon worker thread named ``name``; a future of its result on the running loop.
 
@@ -168,6 +190,7 @@ def in_daemon_thread(function: Callable[[], T], *, name: str) -> asyncio.Future[
     def work() -> Callable[[], None]:
         threading.current_thread().name = name
         try:
+            write_held_output()
             value = function()
             outcome: Callable[[], Any] = lambda: future.set_result(value)  # noqa: E731
         except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task

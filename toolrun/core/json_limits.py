@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 MAX_ARGUMENT_DEPTH = 64  # a tool's parameters are a handful of levels; a model nesting deeper is attacking
@@ -26,6 +27,8 @@ class TooDeep(ValueError):
 
 def nesting_depth(value: Any) -> int:
     """How many levels of dicts and lists ``value`` has (a scalar: 0), walked without recursion."""
+    if type(value) is dict and not any(isinstance(child, (dict, list)) for child in value.values()):
+        return 1  # the usual arguments, flat: checked twice per tool call, without the walk
     deepest = 0
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
@@ -39,6 +42,25 @@ def nesting_depth(value: Any) -> int:
         deepest = max(deepest, depth)
         stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
     return deepest
+
+
+def _not_json(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def _compact_encoder() -> Callable[[Any], str]:
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # no C accelerator (another Python): the plain way
+        return lambda value: json.dumps(value, ensure_ascii=False)
+    # no circular-reference check (a cycle ends in RecursionError, as deep nesting does): its memo
+    # would be shared by every call
+    encode = make(None, _not_json, json.encoder.encode_basestring, None, ": ", ", ", False, False, True)
+    return lambda value: "".join(encode(value, 0))
+
+
+compact_json = _compact_encoder()
+"""``json.dumps(value, ensure_ascii=False)`` with the C encoder made once instead of per call (a
+model's arguments encoded per tool call: half the cost of a small dict's ``json.dumps``)."""
 
 
 def loads_bounded(text: str | bytes, max_depth: int) -> Any:

@@ -173,3 +173,10 @@ def redact(value: Any) -> Any:
     """Replace every secret of the active run in a string, or deep in a JSON-like value."""
     redactor = _active.get()
     return value if redactor is None else redactor.redact(value)
+
+
+def holds_secrets() -> bool:
+    """Whether the active run has a secret to redact; while it has none, ``redact`` returns every value as
+    it is, and code that redacts many pieces of one line may skip them all."""
+    redactor = _active.get()
+    return redactor is not None and bool(redactor._ordered)

@@ -17,7 +17,7 @@ import json
 import logging
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -178,13 +178,21 @@ class RunSpan:
         self.span.fail(error_type)
 
 
-@contextmanager
-def tool_span(name: str, call_id: str | None, arguments: Any, *, description: str | None = None) -> Iterator[ToolSpan]:
+_NO_TOOL_SPAN = nullcontext(ToolSpan(_NO_SPAN, False))  # reusable: it holds nothing of any call
+
+
+def tool_span(name: str, call_id: str | None, arguments: Any, *,
+              description: str | None = None) -> AbstractContextManager[ToolSpan]:
     """Around one tool call: ``execute_tool {name}`` with the tool's name, type and the call's id."""
     tracer = active_tracer()
-    if not tracer.enabled:
-        yield ToolSpan(_NO_SPAN, False)
-        return
+    if not tracer.enabled:  # no generator made and run per call when nothing is traced
+        return _NO_TOOL_SPAN
+    return _traced_tool_span(tracer, name, call_id, arguments, description)
+
+
+@contextmanager
+def _traced_tool_span(tracer: Tracer, name: str, call_id: str | None, arguments: Any,
+                      description: str | None) -> Iterator[ToolSpan]:
     attributes: Attributes = {OPERATION: "execute_tool", TOOL_NAME: name, TOOL_TYPE: "function"}
     if call_id:
         attributes[TOOL_CALL_ID] = call_id

@@ -243,7 +243,10 @@ async def execute_call(tool: Tool, arguments: Any, context: CallContext,
 
     Secrets are registered with the active run's redactor; a call outside any run gets its own.
     """
-    redactor = active_redactor() or Redactor()
+    redactor = active_redactor()
+    if redactor is not None:  # a run's call: the run's redactor is the active one already
+        return await _execute(tool, arguments, context, approver, redactor)
+    redactor = Redactor()
     with redacting(redactor):
         return await _execute(tool, arguments, context, approver, redactor)
 

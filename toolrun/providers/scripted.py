@@ -39,7 +39,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any, ClassVar
 
 from toolrun.core.errors import ProviderError
-from toolrun.core.json_limits import MAX_ARGUMENT_DEPTH, loads_bounded
+from toolrun.core.json_limits import MAX_ARGUMENT_DEPTH, compact_json, loads_bounded
 from toolrun.core.messages import (
     Message,
     ModelRequest,
@@ -196,7 +196,7 @@ def tool_call(name: str, arguments: Any, provider_id: str | None = None) -> Tool
         except ValueError:
             parsed = None
     else:
-        raw = json.dumps(arguments, ensure_ascii=False)
+        raw = compact_json(arguments)
         parsed = arguments
     return ToolCall(id=provider_id or "", name=name, arguments=parsed, raw_arguments=raw, provider_id=provider_id)
 

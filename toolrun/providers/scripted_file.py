@@ -44,24 +44,47 @@ def read_script(path: Path) -> Any:
 
 def scripted_model(document: Any, path: Path) -> ScriptedModel:
     """The ``ScriptedModel`` of a script's document; ``LoadError`` naming file, line and fix for every mistake."""
+    return model_of_turns(script_turns(document, path), path)
+
+
+# A script's turns once checked, as plain values (what a cache keeps): ("text", text), ("output", value),
+# ("calls", text or None, ((name, arguments), ...)) with arguments a dict or a raw JSON string.
+ScriptTurn = tuple[Any, ...]
+
+
+def script_turns(document: Any, path: Path) -> list[ScriptTurn]:
+    """The turns of a script's document, checked; ``LoadError`` naming file, line and fix for every mistake."""
     if not isinstance(document, LineList) or not document:
         raise LoadError(Problem(path, getattr(document, "line", 1) or 1, "a script is a non-empty list of model turns",
                                 f"write e.g.\n{_EXAMPLE}"))
     problems: list[Problem] = []
-    answers: list[Any] = []
+    turns: list[ScriptTurn] = []
     for index, item in enumerate(document):
         line = document.item_lines[index]
-        answer = _answer(item, path, line, problems)
-        if answer is not None:
-            answers.append(answer)
+        turn = _turn(item, path, line, problems)
+        if turn is not None:
+            turns.append(turn)
     if problems:
         raise LoadError(problems)
+    return turns
+
+
+def model_of_turns(turns: list[ScriptTurn], path: Path) -> ScriptedModel:
+    """The ``ScriptedModel`` that plays ``turns`` (``script_turns``' checked turns)."""
+    answers: list[Any] = []
+    for kind, *rest in turns:
+        if kind == "output":
+            answers.append(ScriptedModel.output(rest[0]))
+        elif kind == "calls":
+            answers.append(ScriptedModel.calls(rest[1], text=rest[0]))
+        else:
+            answers.append(ScriptedModel.text(rest[0]))
     return ScriptedModel(answers, model=str(path))
 
 
-def _answer(item: Any, path: Path, line: int, problems: list[Problem]) -> Any:
+def _turn(item: Any, path: Path, line: int, problems: list[Problem]) -> ScriptTurn | None:
     if isinstance(item, str):
-        return item  # a bare string is a text answer
+        return ("text", item)  # a bare string is a text answer
     if not isinstance(item, LineDict) or not any(key in item for key in _ITEM_KEYS):
         problems.append(Problem(path, line, "a turn is {text: ...}, {output: {...}} or {tool_calls: [{name, arguments}]}",
                                 f"write e.g.\n{_EXAMPLE}"))
@@ -75,21 +98,21 @@ def _answer(item: Any, path: Path, line: int, problems: list[Problem]) -> Any:
             problems.append(Problem(path, item.key_lines.get("output", line), "a turn with output is the final answer",
                                     "put text and tool_calls in turns of their own, before the output"))
             return None
-        return ScriptedModel.output(plain(item["output"]))
+        return ("output", plain(item["output"]))
     text = item.get("text")
     if text is not None and not isinstance(text, str):
         problems.append(Problem(path, item.key_lines.get("text", line), "text must be a string", "quote the answer"))
         return None
     calls = item.get("tool_calls")
     if calls is None:
-        return ScriptedModel.text(text or "")
+        return ("text", text or "")
     if not isinstance(calls, LineList) or not calls:
         problems.append(Problem(path, item.key_lines.get("tool_calls", line), "tool_calls must be a non-empty list",
                                 "write tool_calls: [{name: my_tool, arguments: {key: value}}]"))
         return None
-    specs = [spec for number, call in enumerate(calls)
-             if (spec := _call_spec(call, path, calls.item_lines[number], problems)) is not None]
-    return ScriptedModel.calls(specs, text=text) if specs else None
+    specs = tuple(spec for number, call in enumerate(calls)
+                  if (spec := _call_spec(call, path, calls.item_lines[number], problems)) is not None)
+    return ("calls", text, specs) if specs else None
 
 
 def _call_spec(call: Any, path: Path, line: int, problems: list[Problem]) -> tuple[str, Any] | None:

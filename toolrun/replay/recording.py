@@ -21,7 +21,6 @@ different tool result becomes a ``Divergence`` finding in plain words.
 from __future__ import annotations
 
 import json
-import json.encoder
 import os
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from toolrun.core.errors import Problem, ProviderError, UserError
+from toolrun.core.json_limits import compact_json
 from toolrun.core.private_files import make_private_folders, mode_to_keep
 from toolrun.core.secrets import REDACTED, active_redactor, redact
 from toolrun.providers.transport import Transport, WireRequest, WireResponse
@@ -200,31 +200,15 @@ def cassette_text(document: Any) -> str:
     return _layout(document, 0)
 
 
-def _not_json(value: Any) -> Any:
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
-
-
-def _one_line_encoder() -> Callable[[Any], str]:
-    """``json.dumps(value, ensure_ascii=False)``, with the C encoder made once instead of per call."""
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:  # no C accelerator (another Python): the plain way
-        return lambda value: json.dumps(value, ensure_ascii=False)
-    encode = make(None, _not_json, json.encoder.encode_basestring, None, ": ", ", ", False, False, True)
-    return lambda value: "".join(encode(value, 0))
-
-
-_one_line = _one_line_encoder()
-
-
 def _layout(value: Any, level: int) -> str:
     if level >= _ONE_LINE_FROM_LEVEL or not isinstance(value, dict | list) or not value:
-        return _one_line(value)
+        return compact_json(value)
     inner = "  " * (level + 1)
     if isinstance(value, dict):
-        items = [f"{inner}{_one_line(str(key))}: {_layout(item, level + 1)}" for key, item in value.items()]
+        items = [f"{inner}{compact_json(str(key))}: {_layout(item, level + 1)}" for key, item in value.items()]
         return "{\n" + ",\n".join(items) + "\n" + "  " * level + "}"
     if level + 1 >= _ONE_LINE_FROM_LEVEL:  # the long lists: one C-encoded line per item
-        return "[\n" + ",\n".join([inner + _one_line(item) for item in value]) + "\n" + "  " * level + "]"
+        return "[\n" + ",\n".join([inner + compact_json(item) for item in value]) + "\n" + "  " * level + "]"
     return "[\n" + ",\n".join([inner + _layout(item, level + 1) for item in value]) + "\n" + "  " * level + "]"
 
 

@@ -48,7 +48,7 @@ from toolrun.replay.recording import (
     load_cassette,
 )
 from toolrun.sessions.recipe import Recipe, load_recipe
-from toolrun.sessions.recipe_cache import cached_script, keep_document
+from toolrun.sessions.recipe_cache import cached_script, keep_script
 from toolrun.sessions.recipe_output import check_final_tool_name, check_output_mode
 from toolrun.sessions.run_options import MODES, Mode, RunOptions
 from toolrun.sessions.tool_refresh import ServerToolWatch
@@ -366,20 +366,18 @@ class _Borrowed(Transport):
 
 
 def _scripted_model(script: Path) -> Provider:
-    """The model of a script file: its document from the cache when the file is unchanged since it passed."""
-    from toolrun.providers.scripted_file import read_script, scripted_model  # only a scripted: model reads a script
+    """The model of a script file: its checked turns from the cache when the file is unchanged since it passed."""
+    from toolrun.providers.scripted_file import model_of_turns, read_script, script_turns  # only a scripted: model
 
     try:
         status = script.stat()
     except OSError:
-        return scripted_model(read_script(script), script)  # read_script says what is wrong with the path
-    document = cached_script(script, status)
-    if document is not None:
-        return scripted_model(document, script)
-    document = read_script(script)
-    model = scripted_model(document, script)  # a LoadError here: nothing is kept
-    keep_document(script, status, document, kind="script")
-    return model
+        return model_of_turns(script_turns(read_script(script), script), script)  # read_script says what is wrong
+    turns = cached_script(script, status)
+    if turns is None:
+        turns = script_turns(read_script(script), script)  # a LoadError here: nothing is kept
+        keep_script(script, status, turns)
+    return model_of_turns(turns, script)
 
 
 def _writable(path: Path, option: str, create: Callable[[], object]) -> None:

@@ -1,5 +1,6 @@
 """A recipe file as last read and found valid, kept so an unchanged recipe is not parsed again
-(and the same for the script of a ``scripted:`` model: a long one is most of an offline run's start).
+(and the same for the script of a ``scripted:`` model: a long one is most of an offline run's start;
+a script is kept as its checked turns, plain values that need no document and no checks to play).
 
 Reading a recipe means parsing its YAML and holding it to the recipe schema and the
 template checks; that work (and PyYAML, jsonschema and jinja2 imported for it) is most of
@@ -22,7 +23,7 @@ from toolrun.catalog.cache import changed_recently, checked, code_stamp, digest,
 from toolrun.core.cache_folder import cache_directory
 from toolrun.core.yamlsource import LineDict, LineList
 
-FORMAT = "recipe-2"
+FORMAT = "recipe-3"
 
 
 class NotKept(Exception):
@@ -35,10 +36,11 @@ def cached_document(path: Path, status: os.stat_result) -> LineDict | None:
     return document if isinstance(document, LineDict) else None
 
 
-def cached_script(path: Path, status: os.stat_result) -> LineList | None:
-    """The document of the model script at ``path`` when it was read and passed before, unchanged since."""
-    document = _cached(path, status, "script")
-    return document if isinstance(document, LineList) else None
+def cached_script(path: Path, status: os.stat_result) -> list[Any] | None:
+    """The checked turns of the model script at ``path`` (``scripted_file.script_turns``) when it was read and
+    passed before, unchanged since: plain values as kept, no document to check again."""
+    turns = _cached(path, status, "script")
+    return turns if isinstance(turns, list) else None
 
 
 def _cached(path: Path, status: os.stat_result, kind: str) -> Any:
@@ -53,14 +55,23 @@ def _cached(path: Path, status: os.stat_result, kind: str) -> Any:
             or kept.get("path") != str(path.resolve()) or kept.get("status") != status_key(status):
         return None
     try:
-        return _decoded(kept["document"])
+        return _decoded(kept["document"]) if kind == "recipe" else kept["document"]
     except (KeyError, TypeError, ValueError):
         return None
 
 
-def keep_document(path: Path, before: os.stat_result, document: LineDict | LineList, kind: str = "recipe") -> None:
-    """Keep the document of a recipe (or, ``kind="script"``, a model script) that passed every check;
-    ``before``: its status before it was read."""
+def keep_document(path: Path, before: os.stat_result, document: LineDict) -> None:
+    """Keep the document of a recipe that passed every check; ``before``: its status before it was read."""
+    _keep(path, before, "recipe", document)
+
+
+def keep_script(path: Path, before: os.stat_result, turns: list[Any]) -> None:
+    """Keep the checked turns of a model script (plain values: a cached script is played without its
+    YAML document, a turn of 1,000 calls rebuilt in a few milliseconds); ``before``: its status before it was read."""
+    _keep(path, before, "script", turns)
+
+
+def _keep(path: Path, before: os.stat_result, kind: str, value: Any) -> None:
     where = _cache_file(path, kind)
     if where is None or changed_recently(before):
         return
@@ -70,8 +81,9 @@ def keep_document(path: Path, before: os.stat_result, document: LineDict | LineL
         after = path.stat()
         if status_key(after) != status_key(before):  # changed while it was read
             return
+        kept = _encoded(value) if kind == "recipe" else value  # marshal refuses what it cannot keep (ValueError)
         payload = marshal.dumps({"code": code_stamp(FORMAT), "path": str(path.resolve()),
-                                 "status": status_key(before), "document": _encoded(document)})
+                                 "status": status_key(before), "document": kept})
         where.parent.mkdir(parents=True, exist_ok=True)
         handle, temporary = tempfile.mkstemp(dir=where.parent, prefix=".recipe-", suffix=".tmp")
         with os.fdopen(handle, "wb") as stream:
