@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,13 +53,16 @@ EXAMPLE_CALLS: dict[str, dict[str, Any]] = {
     "search_tickets": {"query": "checkout"},  # tools.d/tickets.yaml: served on from its own MCP server
     "get_ticket": {"ticket_id": "T-1001"},
 }
+TICKET_TOOLS = ("search_tickets", "get_ticket")
 MODES = ["legacy", "auto"]  # the initialize handshake of 2025-11-25; "auto" discovers 2026-07-28's per-request envelope
 RESTART = {"service": "checkout", "environment": "staging", "reason": "stuck after the config push"}
 
 
-def stdio(tools_dir: Path, *args: str) -> StdioServerParameters:
+def stdio(tools_dir: Path, *args: str, cache: Path) -> StdioServerParameters:
+    """A ``toolrun mcp`` over stdio whose catalog cache is ``cache``."""
     argv = toolrun_mcp_argv("--tools-dir", str(tools_dir), *args)
-    return StdioServerParameters(command=argv[0], args=argv[1:], env=server_env(), cwd=str(ROOT))
+    return StdioServerParameters(command=argv[0], args=argv[1:], env=server_env({"TOOLRUN_CACHE_DIR": str(cache)}),
+                                 cwd=str(ROOT))
 
 
 def write(folder: Path, name: str, text: str) -> Path:
@@ -153,15 +156,22 @@ def echo_events() -> EchoEvents:
 
 
 @pytest.fixture(scope="module")
-def sessions(portal: Any, user: Responder, echo_dir: Path, echo_events: EchoEvents) -> Iterator[dict[str, Client]]:
+def sessions(portal: Any, user: Responder, echo_dir: Path, echo_events: EchoEvents, tmp_path_factory: pytest.TempPathFactory,
+             seed_tools_d_listings: Callable[[Path], Path]) -> Iterator[dict[str, Client]]:
+    """The module's clients, each with a server of its own. The servers' cache holds the ticket server's
+    tool list, as after a user's first command: a server starts the ticket server only to call it (each
+    start costs an SDK import), not to learn its names. The 2025-11-25 clients ("legacy") are served by
+    the lean stdio server, the 2026-07-28 ones ("auto") by the SDK's; tool selection and --yes are the
+    catalog's, the same under both, so "yes" is a lean one."""
+    cache = seed_tools_d_listings(tmp_path_factory.mktemp("mcp-server-cache"))
     clients = {
-        "legacy": Client(stdio(TOOLS_D), mode="legacy", elicitation_callback=user),
-        "auto": Client(stdio(TOOLS_D), mode="auto", elicitation_callback=user),
-        "no-elicitation": Client(stdio(TOOLS_D), mode="legacy"),
-        "yes": Client(stdio(TOOLS_D, "--yes", "--tools", "get_*", "--tools", "restart_*"), mode="auto"),
-        "echo": Client(stdio(echo_dir), mode="legacy", message_handler=echo_events.on_message,
+        "legacy": Client(stdio(TOOLS_D, cache=cache), mode="legacy", elicitation_callback=user),
+        "auto": Client(stdio(TOOLS_D, cache=cache), mode="auto", elicitation_callback=user),
+        "no-elicitation": Client(stdio(TOOLS_D, cache=cache), mode="legacy"),
+        "yes": Client(stdio(TOOLS_D, "--yes", "--tools", "get_*", "--tools", "restart_*", cache=cache), mode="legacy"),
+        "echo": Client(stdio(echo_dir, cache=cache), mode="legacy", message_handler=echo_events.on_message,
                        logging_callback=echo_events.on_log),
-        "echo-auto": Client(stdio(echo_dir), mode="auto"),
+        "echo-auto": Client(stdio(echo_dir, cache=cache), mode="auto"),
     }
     with open_sessions(portal, clients) as opened:
         yield opened
@@ -198,8 +208,10 @@ def test_stdio_lists_the_catalog_and_calls_each_example_tool_like_toolrun_call(m
                                           "openWorldHint": False, "title": "Flower stock by city"}
         assert flowers["inputSchema"] == catalog.tools["get_flower_inventory"].parameters
         assert flowers["description"] == catalog.tools["get_flower_inventory"].description
-        # the ticket tool (a server of its own behind toolrun, on both sides of the comparison) once: in legacy mode
-        calls = {name: arguments for name, arguments in EXAMPLE_CALLS.items() if mode == "legacy" or name != "search_tickets"}
+        # The ticket tools (a server of their own behind toolrun, started by the first call: an SDK import) once,
+        # in legacy mode: relaying a call to it does not depend on the protocol the client speaks.
+        calls = {name: arguments for name, arguments in EXAMPLE_CALLS.items()
+                 if mode == "legacy" or name not in TICKET_TOOLS}
         for name, arguments in calls.items():
             result = await client.call_tool(name, arguments)
             assert_valid("CallToolResult", wire(result))
@@ -255,7 +267,7 @@ def test_tools_selects_by_glob_and_yes_approves_without_asking(portal: Any, sess
 
     async def check() -> None:
         names = [tool.name for tool in (await client.list_tools()).tools]
-        # get_ticket comes from tools.d/tickets.yaml's MCP server, started because the selection matches it
+        # get_ticket comes from tools.d/tickets.yaml's MCP server: its names (cached) match the selection
         assert names == ["get_disk_usage", "get_flower_inventory", "get_service_status", "restart_service", "get_ticket"]
         with pytest.raises(MCPError):
             await client.call_tool("list_recent_deployments", {"service": "checkout"})
