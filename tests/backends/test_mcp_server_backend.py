@@ -1,7 +1,10 @@
-"""The mcp_server toolset: tools of an existing MCP server (written with the SDK) in the catalog and in runs.
+"""The mcp_server toolset: tools of an existing MCP server in the catalog and in runs.
 
 The servers are real processes started by the backend over stdio (or ``toolrun mcp --http``
-reached by URL); each test's server has its own folder, so its own connection.
+reached by URL): the ticket example's server, written with the SDK (one process, shared by the
+module), and where a test needs a server of its own, the standard-library probe server of
+tests/mcp_probe_server.py, which starts in milliseconds rather than an SDK import's seconds.
+Each test's server has its own folder, so its own connection.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,35 +26,13 @@ import pytest
 
 import toolrun
 from tests.mcp_helpers import ROOT, TEAM_TOKENS
+from tests.mcp_probe_server import copy_probe_server
 from toolrun.catalog.lint import lint_catalog
 from toolrun.catalog.loader import load_catalog
 from toolrun.providers.scripted import ScriptedModel
 
 pytestmark = pytest.mark.xdist_group("mcp-servers")  # loadgroup: the team server starts once, with test_mcp_server.py
 EXAMPLE_FILES = {"tools.d": ("tickets.yaml", "ticket_server.py"), "recipes": ("tickets.yaml", "tickets.script.yaml")}
-
-PROBE_SERVER = '''
-import os, time
-from mcp.server.mcpserver import MCPServer
-
-with open("server.pid", "w") as f:
-    f.write(str(os.getpid()))
-server = MCPServer("probe")
-
-@server.tool(description="Returns the process id of this probe server as text. Use it to see which server process "
-                         "answers; do not use it for anything else. It changes nothing.")
-def whoami() -> str:
-    return str(os.getpid())
-
-@server.tool(description="Sleeps for the given number of seconds, then answers slept. Use it to keep a call "
-                         "running for a while; do not use it for real work. It changes nothing.")
-def slow(seconds: float) -> str:
-    time.sleep(seconds)
-    return "slept"
-
-server.run()
-'''
-
 
 def write(folder: Path, name: str, text: str) -> Path:
     path = folder / name
@@ -155,7 +137,7 @@ def test_a_server_that_cannot_start_is_a_problem_of_its_file_only(tmp_path: Path
 def test_a_recipe_runs_on_the_servers_tools_with_the_scripted_model_and_one_connection(tmp_path: Path) -> None:
     tools = tmp_path / "tools.d"
     tools.mkdir()
-    write(tools, "probe_server.py", PROBE_SERVER)
+    copy_probe_server(tools)
     write(tools, "probe.yaml", "mcp_server:\n  command: [python, probe_server.py]\n  timeout: 20s\n")
     recipe = write(tmp_path, "probe.yaml", """
         name: probe
@@ -202,7 +184,7 @@ def probe_project(tmp_path: Path, selection: str) -> tuple[Path, Path]:
     and a python tool of our own; returns the folder and the pid file."""
     tools = tmp_path / "tools.d"
     tools.mkdir()
-    write(tools, "probe_server.py", PROBE_SERVER)
+    copy_probe_server(tools)
     write(tools, "probe.yaml", f"mcp_server:\n  command: [python, probe_server.py]\n  tools: {selection}\n  timeout: 20s\n")
     write(tools, "local.py", "def today() -> str:\n    return 'Tuesday'\n")
     write(tools, "local.yaml", """
@@ -283,10 +265,8 @@ def test_an_unstarted_server_file_is_kept_in_the_cache_and_loaded_again_when_wan
 
     server = tools / "probe_server.py"
     server.write_text(server.read_text(encoding="utf-8").replace(
-        'description="Returns the process id of this probe server as text. Use it to see which server process "\n'
-        '                         "answers; do not use it for anything else. It changes nothing."', 'description="Pid."'),
-        encoding="utf-8")
-    assert 'description="Pid."' in server.read_text(encoding="utf-8")
+        '"whoami": (WHOAMI_DESCRIPTION,', '"whoami": ("Pid.",'), encoding="utf-8")
+    assert '"whoami": ("Pid.",' in server.read_text(encoding="utf-8")
     assert short_description_findings() == ["whoami"]
 
 
@@ -351,7 +331,9 @@ def test_the_example_recipe_records_live_and_replays_offline(loopback: Any, tmp_
     assert not scripted.expect_failures and "T-1001" in scripted.final
 
 
-def test_a_server_reached_over_http_with_a_secret_header(tmp_path: Path, team_mcp_server: Any) -> None:
+def test_a_server_reached_over_http_with_a_secret_header(tmp_path: Path, team_mcp_server: Any, monkeypatch: pytest.MonkeyPatch,
+                                                         seed_tools_d_listings: Callable[[Path], Path]) -> None:
+    monkeypatch.setenv("TOOLRUN_CACHE_DIR", str(seed_tools_d_listings(tmp_path / "cache")))  # tools.d loads without its ticket server
     write(tmp_path, "remote.yaml", f"""
         mcp_server:
           url: {team_mcp_server.url}
@@ -370,35 +352,15 @@ def test_a_server_reached_over_http_with_a_secret_header(tmp_path: Path, team_mc
     assert [e["tool"] for e in team_mcp_server.audit_entries() if e["client"] == "upstream"] == ["get_flower_inventory"]
 
 
-WHO_SERVER = '''
-import os
-from mcp.server.mcpserver import MCPServer
-
-server = MCPServer("who")
-
-@server.tool(description="Returns the token this MCP server was started with, as text. Use it when asked which "
-                         "token the server holds; do not use it for anything else. It changes nothing.")
-def who() -> str:
-    return "token=" + os.environ.get("TOK", "<none>")
-
-@server.tool(description="Stops this MCP server at once, for tests. Use it only when asked to stop the server; "
-                         "do not use it otherwise. It changes nothing else.")
-def die() -> str:
-    os._exit(3)
-
-server.run()
-'''
-
-
 def test_a_shared_server_holds_the_process_secret_and_every_run_redacts_it(tmp_path: Path,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """A server outlives runs: it is started from the process environment, never from one run's
     ``environ`` (which another run would then see), and each run redacts what it was given."""
     monkeypatch.setenv("TOK", "process-SECRET-0000")
-    write(tmp_path, "who_server.py", WHO_SERVER)
+    copy_probe_server(tmp_path)  # its tools who and die
     write(tmp_path, "who.yaml", """
         mcp_server:
-          command: [python, who_server.py]
+          command: [python, probe_server.py]
           env: {TOK: "${env:TOK}"}
           timeout: 30s
     """)

@@ -252,9 +252,10 @@ def test_bad_arguments_and_failures_are_error_results_and_unknown_tools_a_protoc
     portal.call(check)
 
 
-def test_a_json_object_result_is_also_structured_content(portal: Any, sessions: dict[str, Client]) -> None:
+@pytest.mark.parametrize("session", ["echo", "echo-auto"])  # served by the lean server, and by the SDK's
+def test_a_json_object_result_is_also_structured_content(session: str, portal: Any, sessions: dict[str, Client]) -> None:
     async def check() -> None:
-        result = await sessions["echo"].call_tool("echo", {"text": "北京"})
+        result = await sessions[session].call_tool("echo", {"text": "北京"})
         assert_valid("CallToolResult", wire(result))
         assert result.structured_content == {"text": "北京", "length": 2}
         assert json.loads(result.content[0].text) == {"text": "北京", "length": 2}
