@@ -13,8 +13,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import textwrap
 import threading
 import time
@@ -167,11 +165,14 @@ def test_a_recipe_runs_on_the_servers_tools_with_the_scripted_model_and_one_conn
     assert result.final == "done"
 
 
-def cli(args: list[str]) -> subprocess.CompletedProcess[str]:
-    """The toolrun command line, run as a user runs it (no provider key)."""
-    env = {key: value for key, value in os.environ.items() if not key.endswith("_API_KEY")}
-    return subprocess.run([sys.executable, "-m", "toolrun.cli", *args], capture_output=True, text=True, env=env,
-                          timeout=60, check=False)
+def cli(args: list[str]) -> Any:
+    """The toolrun command line, in this process (click's runner): whether it starts a server is the point,
+    and a server it starts is this process's (its pid file says so)."""
+    from click.testing import CliRunner
+
+    from toolrun.cli import main
+
+    return CliRunner().invoke(main, args)
 
 
 def probe_project(tmp_path: Path, selection: str) -> tuple[Path, Path]:
@@ -209,11 +210,11 @@ def test_a_run_that_needs_none_of_a_servers_named_tools_does_not_start_it(tmp_pa
     assert result.final == "Tuesday." and not pid_file.exists()  # the server never ran
 
     called = cli(["call", "what_day", "--tools-dir", str(tools)])
-    assert called.returncode == 0 and called.stdout.strip() == "Tuesday" and not pid_file.exists()
+    assert called.exit_code == 0 and called.stdout.strip() == "Tuesday" and not pid_file.exists()
 
     shown = cli(["recipe", str(recipe_using(tmp_path, "[what_day]")), "--model", "scripted:" + str(
         write(tmp_path, "turns.yaml", "- tool_calls: [{name: what_day, arguments: {}}]\n- text: Tuesday.\n"))])
-    assert shown.returncode == 0 and not pid_file.exists()
+    assert shown.exit_code == 0 and not pid_file.exists()
     assert f"toolrun: 1 tool from {tools} (+2 tools of an MCP server not needed here, not started)" in shown.stderr
 
     # A typo still gets its did-you-mean from the names the file lists, without starting the server.
@@ -224,6 +225,7 @@ def test_a_run_that_needs_none_of_a_servers_named_tools_does_not_start_it(tmp_pa
 
 def test_an_unstarted_server_file_is_kept_in_the_cache_and_loaded_again_when_wanted(tmp_path: Path,
                                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolrun.backends.mcp_server import server_hub
     from toolrun.catalog import loader
 
     monkeypatch.setenv("TOOLRUN_CACHE_DIR", str(tmp_path / "cache"))
@@ -254,7 +256,8 @@ def test_an_unstarted_server_file_is_kept_in_the_cache_and_loaded_again_when_wan
     linted = load_checked_catalog(tools)  # this process's server, still the one that ran whoami
     assert not [f for f in linted.findings if f.rule == "description-too-short"]
 
-    def short_description_findings() -> list[str]:  # a process of its own: the server starts afresh
+    def short_description_findings() -> list[str]:  # as a new process would: the server starts afresh
+        server_hub().close_where(lambda spec: spec.cwd == str(tools))
         linted = cli(["tools", "lint", "--tools-dir", str(tools), "--json"])
         return sorted(f["tool"] for f in json.loads(linted.stdout)["findings"] if f["rule"] == "description-too-short")
 
