@@ -62,14 +62,16 @@ def loopback() -> Iterator:
 
 
 @pytest.fixture(scope="session")
-def team_mcp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+def team_mcp_server(tmp_path_factory: pytest.TempPathFactory, seed_tools_d_listings: Callable[[Path], Path]) -> Iterator:
     """One `toolrun mcp --http --auth` on a free loopback port serving tools.d (tests/mcp_helpers.py);
-    started on first use (the SDK's import makes each start cost seconds), stopped at the end."""
+    started on first use (the SDK's import makes each start cost seconds), stopped at the end. Its cache
+    holds the ticket server's tool list: it starts that server only for a call to one of its tools."""
     from tests.mcp_helpers import ROOT, TEAM_TOKENS, TeamServer, http_server, team_auth_file
 
     folder = tmp_path_factory.mktemp("team-mcp")
     audit = folder / "audit.jsonl"
-    env = {"ONCALL_TOKEN": TEAM_TOKENS["oncall-bot"], "UPSTREAM_TOKEN": TEAM_TOKENS["upstream"]}
+    env = {"ONCALL_TOKEN": TEAM_TOKENS["oncall-bot"], "UPSTREAM_TOKEN": TEAM_TOKENS["upstream"],
+           "TOOLRUN_CACHE_DIR": str(seed_tools_d_listings(folder / "cache"))}
     with http_server("--tools-dir", str(ROOT / "tools.d"), "--auth", str(team_auth_file(folder)),
                      "--audit", str(audit), "--allow-origin", "http://localhost:6274", env=env) as server:
         yield TeamServer(server, audit)
@@ -93,7 +95,7 @@ def run_scope() -> Iterator[Redactor]:
 TICKET_LISTING = FIXTURES / "ticket_server_tools.json"  # what tools.d's ticket server lists (checked live in integration/)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def seed_tools_d_listings() -> Callable[[Path], Path]:
     """``seed(cache_folder)``: a fresh cache folder holding tools.d's ticket server tool list; returns the folder.
 

@@ -18,7 +18,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from mcp.server.mcpserver import Context, Image, MCPServer
-from mcp_types import ListToolsResult
+from mcp_types import ListToolsResult, ToolListChangedNotification
+
+from tests.mcp_helpers import close_client_connections
 
 # A 1x1 PNG: a real image a provider would accept.
 PIXEL_PNG = base64.b64decode(
@@ -27,7 +29,7 @@ PIXEL_PNG = base64.b64decode(
 PAGE_SIZE = 2
 DESCRIPTION = ("Answers {what}. Use it to check {what} of the test server; do not use it for anything else. "
                "It changes nothing.")
-# The methods the server was sent, in order (every server of the test process appends here).
+# The methods the server was sent, in order, and "DELETE" for a session ended (every server of the test process appends here).
 SEEN_METHODS: list[str] = []
 
 
@@ -58,7 +60,9 @@ def protocol_server(name: str = "protocol") -> Any:
     @server.tool(description=DESCRIPTION.format(what="after adding the tool late_tool to the server"))
     async def add_late_tool(ctx: Context) -> str:
         server.add_tool(lambda: "late", name="late_tool", description=DESCRIPTION.format(what="the word late"))
-        await ctx.session.send_tool_list_changed()
+        # On this request's own stream, so toolrun hears of the change before the result: on the session's
+        # stream (the SDK's default) it could come after toolrun has already asked its model again.
+        await ctx.session.send_notification(ToolListChangedNotification(), related_request_id=ctx.request_id)
         return "added late_tool"
 
     return server
@@ -68,6 +72,8 @@ def recording_methods(app: Any) -> Any:
     """``app`` behind a recorder of the JSON-RPC methods POSTed to it (``SEEN_METHODS``)."""
 
     async def recorded(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "DELETE":
+            SEEN_METHODS.append("DELETE")  # a client ending its session
         if scope["type"] != "http" or scope["method"] != "POST":
             return await app(scope, receive, send)
         body = b""
@@ -108,9 +114,11 @@ def served(app: Any) -> Iterator[str]:
     deadline = time.monotonic() + 20
     while not server.started and time.monotonic() < deadline:
         time.sleep(0.02)
+    base = f"http://127.0.0.1:{port}"
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield base
     finally:
+        close_client_connections(base)  # else the server's shutdown waits out its grace for their streams
         server.should_exit = True
         thread.join(10)
         listener.close()

@@ -76,6 +76,15 @@ class HttpServer:
     stderr: list[str] = field(default_factory=list)
 
 
+def close_client_connections(base: str) -> None:
+    """Close this process's toolrun client connections to the server at ``base`` (``http://host:port``)
+    before it stops: their sessions end cleanly (no "Session termination failed" at exit) and no open
+    stream holds the server's shutdown."""
+    hub_module = sys.modules.get("toolrun.backends.mcp_server")
+    if hub_module is not None:  # no toolrun client ran in this process: nothing to close
+        hub_module.server_hub().close_where(lambda spec: spec.url is not None and spec.url.startswith(base + "/"))
+
+
 @contextmanager
 def http_server(*args: str, env: dict[str, str] | None = None, startup_timeout: float = 60) -> Iterator[HttpServer]:
     """Start ``toolrun mcp --http 127.0.0.1:0 ARGS`` (a free port), wait for its URL, stop it at exit.
@@ -106,6 +115,8 @@ def http_server(*args: str, env: dict[str, str] | None = None, startup_timeout: 
         assert found, "the server did not start:\n" + "\n".join(lines)
         yield HttpServer(process, found[0], lines)
     finally:
+        if found:
+            close_client_connections(found[0].removesuffix("/mcp"))
         process.terminate()
         try:
             process.wait(10)

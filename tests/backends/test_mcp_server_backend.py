@@ -1,7 +1,10 @@
-"""The mcp_server toolset: tools of an existing MCP server (written with the SDK) in the catalog and in runs.
+"""The mcp_server toolset: tools of an existing MCP server in the catalog and in runs.
 
 The servers are real processes started by the backend over stdio (or ``toolrun mcp --http``
-reached by URL); each test's server has its own folder, so its own connection.
+reached by URL): the ticket example's server, written with the SDK (one process, shared by the
+module), and where a test needs a server of its own, the standard-library probe server of
+tests/mcp_probe_server.py, which starts in milliseconds rather than an SDK import's seconds.
+Each test's server has its own folder, so its own connection.
 """
 
 from __future__ import annotations
@@ -10,11 +13,10 @@ import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import textwrap
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,35 +24,12 @@ import pytest
 
 import toolrun
 from tests.mcp_helpers import ROOT, TEAM_TOKENS
+from tests.mcp_probe_server import copy_probe_server
 from toolrun.catalog.lint import lint_catalog
 from toolrun.catalog.loader import load_catalog
 from toolrun.providers.scripted import ScriptedModel
 
 pytestmark = pytest.mark.xdist_group("mcp-servers")  # loadgroup: the team server starts once, with test_mcp_server.py
-EXAMPLE_FILES = {"tools.d": ("tickets.yaml", "ticket_server.py"), "recipes": ("tickets.yaml", "tickets.script.yaml")}
-
-PROBE_SERVER = '''
-import os, time
-from mcp.server.mcpserver import MCPServer
-
-with open("server.pid", "w") as f:
-    f.write(str(os.getpid()))
-server = MCPServer("probe")
-
-@server.tool(description="Returns the process id of this probe server as text. Use it to see which server process "
-                         "answers; do not use it for anything else. It changes nothing.")
-def whoami() -> str:
-    return str(os.getpid())
-
-@server.tool(description="Sleeps for the given number of seconds, then answers slept. Use it to keep a call "
-                         "running for a while; do not use it for real work. It changes nothing.")
-def slow(seconds: float) -> str:
-    time.sleep(seconds)
-    return "slept"
-
-server.run()
-'''
-
 
 def write(folder: Path, name: str, text: str) -> Path:
     path = folder / name
@@ -59,16 +38,11 @@ def write(folder: Path, name: str, text: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def example(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A copy of the ticket example (tools.d/tickets.yaml, its server, recipes/tickets.yaml) for this
-    module. Its server starts once: the backend keeps one connection per server (same command,
-    folder and settings), which every test here shares."""
-    folder = tmp_path_factory.mktemp("example")
-    for subfolder, names in EXAMPLE_FILES.items():
-        (folder / subfolder).mkdir()
-        for name in names:
-            shutil.copy(ROOT / subfolder / name, folder / subfolder / name)
-    return folder
+def example() -> Path:
+    """The ticket example as shipped (tools.d/tickets.yaml, its server, recipes/tickets.yaml). Its server
+    starts once: the backend keeps one connection per server (same command, folder and settings), which
+    every test here shares, and test_mcp_server.py's calls from this process (the same xdist group) too."""
+    return ROOT
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +58,8 @@ def same_server(tickets_dir: Path, **more: Any) -> str:
 
 def test_the_example_servers_tools_load_and_lint_like_our_own(tickets_dir: Path) -> None:
     catalog = toolrun.load_catalog(tickets_dir)
-    assert list(catalog.tools) == ["search_tickets", "get_ticket", "close_ticket"]
+    served = [name for name, tool in catalog.tools.items() if tool.backend.kind == "mcp_server"]
+    assert served == ["search_tickets", "get_ticket", "close_ticket"]
     search = catalog.tools["search_tickets"]
     assert search.backend.kind == "mcp_server" and search.backend.config["tool"] == "search_tickets"
     assert search.parameters["properties"]["status"]["enum"] == ["open", "closed", "any"]
@@ -155,7 +130,7 @@ def test_a_server_that_cannot_start_is_a_problem_of_its_file_only(tmp_path: Path
 def test_a_recipe_runs_on_the_servers_tools_with_the_scripted_model_and_one_connection(tmp_path: Path) -> None:
     tools = tmp_path / "tools.d"
     tools.mkdir()
-    write(tools, "probe_server.py", PROBE_SERVER)
+    copy_probe_server(tools)
     write(tools, "probe.yaml", "mcp_server:\n  command: [python, probe_server.py]\n  timeout: 20s\n")
     recipe = write(tmp_path, "probe.yaml", """
         name: probe
@@ -190,11 +165,14 @@ def test_a_recipe_runs_on_the_servers_tools_with_the_scripted_model_and_one_conn
     assert result.final == "done"
 
 
-def cli(args: list[str]) -> subprocess.CompletedProcess[str]:
-    """The toolrun command line, run as a user runs it (no provider key)."""
-    env = {key: value for key, value in os.environ.items() if not key.endswith("_API_KEY")}
-    return subprocess.run([sys.executable, "-m", "toolrun.cli", *args], capture_output=True, text=True, env=env,
-                          timeout=60, check=False)
+def cli(args: list[str]) -> Any:
+    """The toolrun command line, in this process (click's runner): whether it starts a server is the point,
+    and a server it starts is this process's (its pid file says so)."""
+    from click.testing import CliRunner
+
+    from toolrun.cli import main
+
+    return CliRunner().invoke(main, args)
 
 
 def probe_project(tmp_path: Path, selection: str) -> tuple[Path, Path]:
@@ -202,7 +180,7 @@ def probe_project(tmp_path: Path, selection: str) -> tuple[Path, Path]:
     and a python tool of our own; returns the folder and the pid file."""
     tools = tmp_path / "tools.d"
     tools.mkdir()
-    write(tools, "probe_server.py", PROBE_SERVER)
+    copy_probe_server(tools)
     write(tools, "probe.yaml", f"mcp_server:\n  command: [python, probe_server.py]\n  tools: {selection}\n  timeout: 20s\n")
     write(tools, "local.py", "def today() -> str:\n    return 'Tuesday'\n")
     write(tools, "local.yaml", """
@@ -232,11 +210,11 @@ def test_a_run_that_needs_none_of_a_servers_named_tools_does_not_start_it(tmp_pa
     assert result.final == "Tuesday." and not pid_file.exists()  # the server never ran
 
     called = cli(["call", "what_day", "--tools-dir", str(tools)])
-    assert called.returncode == 0 and called.stdout.strip() == "Tuesday" and not pid_file.exists()
+    assert called.exit_code == 0 and called.stdout.strip() == "Tuesday" and not pid_file.exists()
 
     shown = cli(["recipe", str(recipe_using(tmp_path, "[what_day]")), "--model", "scripted:" + str(
         write(tmp_path, "turns.yaml", "- tool_calls: [{name: what_day, arguments: {}}]\n- text: Tuesday.\n"))])
-    assert shown.returncode == 0 and not pid_file.exists()
+    assert shown.exit_code == 0 and not pid_file.exists()
     assert f"toolrun: 1 tool from {tools} (+2 tools of an MCP server not needed here, not started)" in shown.stderr
 
     # A typo still gets its did-you-mean from the names the file lists, without starting the server.
@@ -247,6 +225,7 @@ def test_a_run_that_needs_none_of_a_servers_named_tools_does_not_start_it(tmp_pa
 
 def test_an_unstarted_server_file_is_kept_in_the_cache_and_loaded_again_when_wanted(tmp_path: Path,
                                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolrun.backends.mcp_server import server_hub
     from toolrun.catalog import loader
 
     monkeypatch.setenv("TOOLRUN_CACHE_DIR", str(tmp_path / "cache"))
@@ -277,16 +256,15 @@ def test_an_unstarted_server_file_is_kept_in_the_cache_and_loaded_again_when_wan
     linted = load_checked_catalog(tools)  # this process's server, still the one that ran whoami
     assert not [f for f in linted.findings if f.rule == "description-too-short"]
 
-    def short_description_findings() -> list[str]:  # a process of its own: the server starts afresh
+    def short_description_findings() -> list[str]:  # as a new process would: the server starts afresh
+        server_hub().close_where(lambda spec: spec.cwd == str(tools))
         linted = cli(["tools", "lint", "--tools-dir", str(tools), "--json"])
         return sorted(f["tool"] for f in json.loads(linted.stdout)["findings"] if f["rule"] == "description-too-short")
 
     server = tools / "probe_server.py"
     server.write_text(server.read_text(encoding="utf-8").replace(
-        'description="Returns the process id of this probe server as text. Use it to see which server process "\n'
-        '                         "answers; do not use it for anything else. It changes nothing."', 'description="Pid."'),
-        encoding="utf-8")
-    assert 'description="Pid."' in server.read_text(encoding="utf-8")
+        '"whoami": (WHOAMI_DESCRIPTION,', '"whoami": ("Pid.",'), encoding="utf-8")
+    assert '"whoami": ("Pid.",' in server.read_text(encoding="utf-8")
     assert short_description_findings() == ["whoami"]
 
 
@@ -351,7 +329,9 @@ def test_the_example_recipe_records_live_and_replays_offline(loopback: Any, tmp_
     assert not scripted.expect_failures and "T-1001" in scripted.final
 
 
-def test_a_server_reached_over_http_with_a_secret_header(tmp_path: Path, team_mcp_server: Any) -> None:
+def test_a_server_reached_over_http_with_a_secret_header(tmp_path: Path, team_mcp_server: Any, monkeypatch: pytest.MonkeyPatch,
+                                                         seed_tools_d_listings: Callable[[Path], Path]) -> None:
+    monkeypatch.setenv("TOOLRUN_CACHE_DIR", str(seed_tools_d_listings(tmp_path / "cache")))  # tools.d loads without its ticket server
     write(tmp_path, "remote.yaml", f"""
         mcp_server:
           url: {team_mcp_server.url}
@@ -370,35 +350,15 @@ def test_a_server_reached_over_http_with_a_secret_header(tmp_path: Path, team_mc
     assert [e["tool"] for e in team_mcp_server.audit_entries() if e["client"] == "upstream"] == ["get_flower_inventory"]
 
 
-WHO_SERVER = '''
-import os
-from mcp.server.mcpserver import MCPServer
-
-server = MCPServer("who")
-
-@server.tool(description="Returns the token this MCP server was started with, as text. Use it when asked which "
-                         "token the server holds; do not use it for anything else. It changes nothing.")
-def who() -> str:
-    return "token=" + os.environ.get("TOK", "<none>")
-
-@server.tool(description="Stops this MCP server at once, for tests. Use it only when asked to stop the server; "
-                         "do not use it otherwise. It changes nothing else.")
-def die() -> str:
-    os._exit(3)
-
-server.run()
-'''
-
-
 def test_a_shared_server_holds_the_process_secret_and_every_run_redacts_it(tmp_path: Path,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """A server outlives runs: it is started from the process environment, never from one run's
     ``environ`` (which another run would then see), and each run redacts what it was given."""
     monkeypatch.setenv("TOK", "process-SECRET-0000")
-    write(tmp_path, "who_server.py", WHO_SERVER)
+    copy_probe_server(tmp_path)  # its tools who and die
     write(tmp_path, "who.yaml", """
         mcp_server:
-          command: [python, who_server.py]
+          command: [python, probe_server.py]
           env: {TOK: "${env:TOK}"}
           timeout: 30s
     """)

@@ -2,7 +2,7 @@
 tool list is served from the cache of its last answer, so commands that do not call it never start it.
 
 Broken servers here are commands that do not exist (they fail at once); the lazy-server tests start
-one real SDK server (it writes server.pid when it starts).
+the probe server of tests/mcp_probe_server.py (it writes server.pid when it starts).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 import toolrun
+from tests.mcp_probe_server import copy_probe_server
 from toolrun.catalog.gate import load_checked_catalog
 from toolrun.catalog.server_listing import listing_key, read_listing, write_listing
 from toolrun.cli import main
@@ -28,23 +29,6 @@ parameters: {type: object, properties: {}, additionalProperties: false}
 backend: {python: "local.py:today"}
 """
 BROKEN_SERVER = "mcp_server:\n  command: [no-such-mcp-server-command]\n"
-PROBE_SERVER = '''
-import os
-from mcp.server.mcpserver import MCPServer
-
-with open("server.pid", "w") as f:
-    f.write(str(os.getpid()))
-server = MCPServer("probe")
-
-@server.tool(description="Returns the process id of this probe server as text. Use it to see which server process "
-                         "answers; do not use it for anything else. It changes nothing.")
-def whoami() -> str:
-    return str(os.getpid())
-
-server.run()
-'''
-
-
 def write(folder: Path, name: str, text: str) -> Path:
     path = folder / name
     path.write_text(textwrap.dedent(text), encoding="utf-8")
@@ -143,7 +127,7 @@ def test_a_servers_tools_come_from_the_cache_and_calls_from_the_live_server(tmp_
     monkeypatch.setenv("TOOLRUN_CACHE_DIR", str(tmp_path / "cache"))
     tools = tmp_path / "tools.d"
     tools.mkdir()
-    write(tools, "probe_server.py", PROBE_SERVER)
+    copy_probe_server(tools)
     toolset = write(tools, "probe.yaml", "mcp_server:\n  command: [python, probe_server.py]\n  timeout: 20s\n")
     pid_file = tools / "server.pid"
     assert "whoami" in toolrun.load_catalog(tools) and pid_file.exists()  # the first load asks the server

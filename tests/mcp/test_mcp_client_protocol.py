@@ -59,6 +59,20 @@ def test_the_client_sends_initialize_first_and_names_itself_toolrun(tmp_path: Pa
     assert SEEN_METHODS[0] == "initialize" and "server/discover" not in SEEN_METHODS
 
 
+def test_closing_a_servers_connections_ends_their_session_and_the_next_call_opens_another(
+        tmp_path: Path, streamable_url: str) -> None:
+    from toolrun.backends.mcp_server import server_hub
+
+    url = streamable_url + "?closing=1"  # a connection of its own
+    catalog = toolrun.load_catalog(toolset(tmp_path, url))
+    SEEN_METHODS.clear()
+    assert toolrun.call(catalog, "filler_0", {}).result == "filler 0"
+    server_hub().close_where(lambda spec: spec.url == url)
+    assert SEEN_METHODS[-1] == "DELETE"  # the session ended at the server, not at the process's exit
+    assert toolrun.call(catalog, "filler_0", {}).result == "filler 0"
+    assert SEEN_METHODS[SEEN_METHODS.index("DELETE"):].count("initialize") == 1  # a new session
+
+
 def test_a_legacy_sse_url_is_spoken_to_over_http_and_sse(tmp_path: Path, legacy_base: str) -> None:
     catalog = toolrun.load_catalog(toolset(tmp_path, legacy_base + "/sse"))
     assert list(catalog.tools) == ALL_TOOLS
@@ -251,8 +265,7 @@ def test_toolrun_mcp_lists_a_tool_the_server_behind_it_adds(tmp_path: Path, grow
             server.load()
             async with Client(server.server, mode="legacy") as client:
                 seen.append([tool.name for tool in (await client.list_tools()).tools])
-                await client.call_tool("add_late_tool", {})
-                await anyio.sleep(0.2)  # the notification reaches toolrun's client connection
+                await client.call_tool("add_late_tool", {})  # its list_changed came before its result
                 seen.append([tool.name for tool in (await client.list_tools()).tools])
                 seen.append((await client.call_tool("late_tool", {})).content[0].text)
 

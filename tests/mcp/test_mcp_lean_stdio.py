@@ -2,8 +2,9 @@
 
 What the SDK client cannot easily show: a cursor, an unknown method, a notification that gets
 no reply, the approval question as it travels and its answers, a cancelled call (no reply, its
-process killed), that a 2026-07-28 client is still served (handed to the SDK), and that serving
-a call never imports the SDK. One server serves the module's raw exchanges.
+process killed), and that serving a call never imports the SDK. One server serves the module's
+raw exchanges. That a 2026-07-28 client is still served (handed to the SDK) is test_mcp_server.py's
+"auto" sessions.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
 from tests.mcp_helpers import ROOT, SLEEPER_TOOL, assert_valid, server_env, toolrun_mcp_argv
@@ -212,21 +212,6 @@ def test_a_cancelled_call_gets_no_reply_and_its_process_is_killed(raw: RawClient
         time.sleep(0.05)
     assert not _alive(pid)
     assert raw.request("s2", "ping")["id"] == "s2"  # and nothing for s1 came before it
-
-
-def test_a_2026_client_is_handed_to_the_sdk_and_served(folder: Path) -> None:
-    from mcp import Client, StdioServerParameters
-
-    argv = toolrun_mcp_argv("--tools-dir", str(folder))
-    server = StdioServerParameters(command=argv[0], args=argv[1:], env=server_env(), cwd=str(ROOT))
-
-    async def check() -> None:
-        async with Client(server, mode="auto") as client:
-            assert client.protocol_version == "2026-07-28"
-            result = await client.call_tool("echo", {"text": "modern"})
-            assert not result.is_error and result.structured_content == {"text": "modern"}
-
-    anyio.run(check)
 
 
 def test_requests_running_when_stdin_closes_are_answered_connection_closed(folder: Path, tmp_path: Path) -> None:

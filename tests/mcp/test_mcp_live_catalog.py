@@ -19,6 +19,8 @@ import pytest
 from mcp import Client
 
 from tests.mcp_helpers import SLEEPER_TOOL
+from tests.mcp_probe_server import TOOLS as PROBE_TOOLS
+from tests.mcp_probe_server import copy_probe_server
 from toolrun.core.secrets import Redactor, redacting
 from toolrun.mcp.audit import AuditLog
 from toolrun.mcp.live_catalog import LiveCatalog
@@ -192,32 +194,18 @@ def test_a_refused_or_cancelled_call_is_in_the_audit_log_too(tmp_path: Path) -> 
         ("remove_scratch", {"entry": "a"}, True), ("sleep_long", {}, True)]
 
 
-ADDER_SERVER = '''
-from mcp.server.mcpserver import MCPServer
-
-server = MCPServer("adder")
-
-@server.tool(description="Adds two whole numbers and returns the sum as text. Use it to add two numbers; "
-                         "do not use it for anything else. It changes nothing.")
-def add(a: int, b: int) -> str:
-    return str(a + b)
-
-server.run()
-'''
-
-
 def test_an_mcp_server_that_failed_is_started_again_once_its_files_are_fixed(tmp_path: Path) -> None:
     """A long-running server would otherwise keep a server that failed twice as failed, whatever the user fixes."""
-    write(tmp_path, "adder.yaml", "mcp_server:\n  command: [python, adder_server.py]\n  timeout: 30s\n")
+    write(tmp_path, "probe.yaml", "mcp_server:\n  command: [python, probe_server.py]\n  timeout: 30s\n")
     live = LiveCatalog(tmp_path)
     for attempt in ("first", "second"):
-        write(tmp_path, "adder_server.py", f"raise SystemExit('{attempt} mistake')\n")
+        write(tmp_path, "probe_server.py", f"raise SystemExit('{attempt} mistake')\n")
         assert live.refresh() and not live.tools()
         [problem] = live.snapshot.problems
         assert f"{attempt} mistake" in problem.message
-    write(tmp_path, "adder_server.py", ADDER_SERVER)
+    copy_probe_server(tmp_path)
     assert live.refresh()
-    assert [tool.name for tool in live.tools()] == ["add"], live.snapshot.problems
+    assert [tool.name for tool in live.tools()] == list(PROBE_TOOLS), live.snapshot.problems
 
 
 def test_a_tools_glob_that_matches_nothing_is_reported_with_a_guess(tmp_path: Path) -> None:

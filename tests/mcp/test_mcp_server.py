@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,13 +53,17 @@ EXAMPLE_CALLS: dict[str, dict[str, Any]] = {
     "search_tickets": {"query": "checkout"},  # tools.d/tickets.yaml: served on from its own MCP server
     "get_ticket": {"ticket_id": "T-1001"},
 }
+TICKET_TOOLS = ("search_tickets", "get_ticket")
+COPIED_EXAMPLES = ("disk.yaml", "flowers.yaml", "flowers.py", "ops_api.yaml")  # tools.d but the ticket example
 MODES = ["legacy", "auto"]  # the initialize handshake of 2025-11-25; "auto" discovers 2026-07-28's per-request envelope
 RESTART = {"service": "checkout", "environment": "staging", "reason": "stuck after the config push"}
 
 
-def stdio(tools_dir: Path, *args: str) -> StdioServerParameters:
+def stdio(tools_dir: Path, *args: str, cache: Path) -> StdioServerParameters:
+    """A ``toolrun mcp`` over stdio whose catalog cache is ``cache``."""
     argv = toolrun_mcp_argv("--tools-dir", str(tools_dir), *args)
-    return StdioServerParameters(command=argv[0], args=argv[1:], env=server_env(), cwd=str(ROOT))
+    return StdioServerParameters(command=argv[0], args=argv[1:], env=server_env({"TOOLRUN_CACHE_DIR": str(cache)}),
+                                 cwd=str(ROOT))
 
 
 def write(folder: Path, name: str, text: str) -> Path:
@@ -123,8 +127,12 @@ def user() -> Responder:
 
 @pytest.fixture(scope="module")
 def echo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The echo and sleeper tools beside a copy of tools.d without its ticket example: a folder the tests
+    may change, served to a 2025-11-25 client ("echo") and to a 2026-07-28 one ("auto")."""
     folder = echo_tools(tmp_path_factory.mktemp("echo"))
     write(folder, "sleeper.yaml", SLEEPER_TOOL.format(pid_file=folder / "sleeper.pid"))
+    for name in COPIED_EXAMPLES:
+        shutil.copy(TOOLS_D / name, folder / name)
     return folder
 
 
@@ -153,15 +161,22 @@ def echo_events() -> EchoEvents:
 
 
 @pytest.fixture(scope="module")
-def sessions(portal: Any, user: Responder, echo_dir: Path, echo_events: EchoEvents) -> Iterator[dict[str, Client]]:
+def sessions(portal: Any, user: Responder, echo_dir: Path, echo_events: EchoEvents, tmp_path_factory: pytest.TempPathFactory,
+             seed_tools_d_listings: Callable[[Path], Path]) -> Iterator[dict[str, Client]]:
+    """The module's clients, each with a server of its own. The servers' cache holds the ticket server's
+    tool list, as after a user's first command: a server starts the ticket server only to call it (each
+    start costs an SDK import), not to learn its names. The 2025-11-25 clients are served by the lean
+    stdio server, the 2026-07-28 one ("auto") by the SDK's, another SDK import: one such server (of
+    ``echo_dir``) serves every 2026-07-28 test. Tool selection and --yes are the catalog's, the same
+    under both, so "yes" is a lean one."""
+    cache = seed_tools_d_listings(tmp_path_factory.mktemp("mcp-server-cache"))
     clients = {
-        "legacy": Client(stdio(TOOLS_D), mode="legacy", elicitation_callback=user),
-        "auto": Client(stdio(TOOLS_D), mode="auto", elicitation_callback=user),
-        "no-elicitation": Client(stdio(TOOLS_D), mode="legacy"),
-        "yes": Client(stdio(TOOLS_D, "--yes", "--tools", "get_*", "--tools", "restart_*"), mode="auto"),
-        "echo": Client(stdio(echo_dir), mode="legacy", message_handler=echo_events.on_message,
+        "legacy": Client(stdio(TOOLS_D, cache=cache), mode="legacy", elicitation_callback=user),
+        "auto": Client(stdio(echo_dir, cache=cache), mode="auto", elicitation_callback=user),
+        "no-elicitation": Client(stdio(TOOLS_D, cache=cache), mode="legacy"),
+        "yes": Client(stdio(TOOLS_D, "--yes", "--tools", "get_*", "--tools", "restart_*", cache=cache), mode="legacy"),
+        "echo": Client(stdio(echo_dir, cache=cache), mode="legacy", message_handler=echo_events.on_message,
                        logging_callback=echo_events.on_log),
-        "echo-auto": Client(stdio(echo_dir), mode="auto"),
     }
     with open_sessions(portal, clients) as opened:
         yield opened
@@ -179,9 +194,9 @@ def asked(user: Responder) -> Iterator[Responder]:
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_stdio_lists_the_catalog_and_calls_each_example_tool_like_toolrun_call(mode: str, portal: Any,
+def test_stdio_lists_the_catalog_and_calls_each_example_tool_like_toolrun_call(mode: str, portal: Any, echo_dir: Path,
                                                                                sessions: dict[str, Client]) -> None:
-    catalog = toolrun.load_catalog(TOOLS_D)
+    catalog = toolrun.load_catalog(TOOLS_D if mode == "legacy" else echo_dir)
     client = sessions[mode]
 
     async def check() -> None:
@@ -198,8 +213,11 @@ def test_stdio_lists_the_catalog_and_calls_each_example_tool_like_toolrun_call(m
                                           "openWorldHint": False, "title": "Flower stock by city"}
         assert flowers["inputSchema"] == catalog.tools["get_flower_inventory"].parameters
         assert flowers["description"] == catalog.tools["get_flower_inventory"].description
-        # the ticket tool (a server of its own behind toolrun, on both sides of the comparison) once: in legacy mode
-        calls = {name: arguments for name, arguments in EXAMPLE_CALLS.items() if mode == "legacy" or name != "search_tickets"}
+        # The ticket tools (a server of their own behind toolrun, started by the first call: an SDK import) in
+        # legacy mode only (the auto client's folder has not got them): relaying a call does not depend on the
+        # protocol the client speaks.
+        calls = {name: arguments for name, arguments in EXAMPLE_CALLS.items()
+                 if mode == "legacy" or name not in TICKET_TOOLS}
         for name, arguments in calls.items():
             result = await client.call_tool(name, arguments)
             assert_valid("CallToolResult", wire(result))
@@ -240,9 +258,10 @@ def test_bad_arguments_and_failures_are_error_results_and_unknown_tools_a_protoc
     portal.call(check)
 
 
-def test_a_json_object_result_is_also_structured_content(portal: Any, sessions: dict[str, Client]) -> None:
+@pytest.mark.parametrize("session", ["echo", "auto"])  # served by the lean server, and by the SDK's
+def test_a_json_object_result_is_also_structured_content(session: str, portal: Any, sessions: dict[str, Client]) -> None:
     async def check() -> None:
-        result = await sessions["echo"].call_tool("echo", {"text": "北京"})
+        result = await sessions[session].call_tool("echo", {"text": "北京"})
         assert_valid("CallToolResult", wire(result))
         assert result.structured_content == {"text": "北京", "length": 2}
         assert json.loads(result.content[0].text) == {"text": "北京", "length": 2}
@@ -255,7 +274,7 @@ def test_tools_selects_by_glob_and_yes_approves_without_asking(portal: Any, sess
 
     async def check() -> None:
         names = [tool.name for tool in (await client.list_tools()).tools]
-        # get_ticket comes from tools.d/tickets.yaml's MCP server, started because the selection matches it
+        # get_ticket comes from tools.d/tickets.yaml's MCP server: its names (cached) match the selection
         assert names == ["get_disk_usage", "get_flower_inventory", "get_service_status", "restart_service", "get_ticket"]
         with pytest.raises(MCPError):
             await client.call_tool("list_recent_deployments", {"service": "checkout"})
@@ -351,19 +370,21 @@ def test_a_long_call_reports_progress_and_cancelling_it_kills_its_process(portal
 
 def test_a_file_dropped_in_while_serving_is_listed_and_every_client_notified(
         portal: Any, sessions: dict[str, Client], echo_dir: Path, echo_events: EchoEvents) -> None:
-    legacy, modern = sessions["echo"], sessions["echo-auto"]
+    legacy, modern = sessions["echo"], sessions["auto"]
 
     async def check() -> None:
         async with modern.listen(tools_list_changed=True) as subscription:
-            assert [t.name for t in (await legacy.list_tools()).tools] == ["echo", "sleep_long"]
+            before = [t.name for t in (await legacy.list_tools()).tools]
+            assert {"echo", "sleep_long"} <= set(before) and "echo_again" not in before
             echo_events.changed = anyio.Event()
             write(echo_dir, "echo2.yaml", ECHO_TOOL.format(name="echo_again"))
             with anyio.fail_after(10):
                 await echo_events.changed.wait()  # the 2025-11-25 client: notifications/tools/list_changed
                 async for _event in subscription:  # the 2026-07-28 client: an event on its listen stream
                     break
+        added = before[:before.index("echo") + 1] + ["echo_again"] + before[before.index("echo") + 1:]  # echo2.yaml's
         for client in (legacy, modern):
-            assert [t.name for t in (await client.list_tools()).tools] == ["echo", "echo_again", "sleep_long"]
+            assert [t.name for t in (await client.list_tools()).tools] == added
             assert not (await client.call_tool("echo_again", {"text": "hi"})).is_error
 
         echo_events.changed = anyio.Event()
@@ -373,7 +394,7 @@ def test_a_file_dropped_in_while_serving_is_listed_and_every_client_notified(
             while not any("descriptoin" in line for line in echo_events.logged):
                 await anyio.sleep(0.02)
         assert all("echo2.yaml" in line for line in echo_events.logged)  # the broken file's problems, as log messages
-        assert [t.name for t in (await legacy.list_tools()).tools] == ["echo", "sleep_long"]
+        assert [t.name for t in (await legacy.list_tools()).tools] == before
         assert not (await legacy.call_tool("echo", {"text": "the other tools keep working"})).is_error
         (echo_dir / "echo2.yaml").unlink()
 

@@ -23,7 +23,7 @@ import os
 import sys
 import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -366,6 +366,23 @@ class ServerHub:
                     connection.stderr_path.unlink(missing_ok=True)
 
         self.submit(forget()).result()
+
+    def close_where(self, matches: Callable[[ServerSpec], bool], timeout: float = 5.0) -> None:
+        """Close and forget the connections whose spec ``matches`` — for a server about to go away: its
+        session ends now, cleanly, rather than holding the server's shutdown open and failing at exit.
+        The next use of one starts it afresh."""
+        if self._loop is None:
+            return
+
+        async def close_matching() -> None:
+            for spec, connection in list(self._connections.items()):
+                if matches(spec):
+                    await connection.closed(timeout)
+                    del self._connections[spec]
+                    connection.stderr_file.close()
+                    connection.stderr_path.unlink(missing_ok=True)
+
+        self.submit(close_matching()).result(timeout + 1)
 
     def close(self, timeout: float = 5.0) -> None:
         """Close every connection (servers started over stdio are stopped)."""
