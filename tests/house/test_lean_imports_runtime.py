@@ -17,7 +17,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.cli.test_cli_recipe import INVENTORY, ROOT, clean_env
+from tests.package_sources import SOURCES_GROUP, parsed_tree
 
 # Each is imported only by what this replay never does: a request over the network (httpx,
 # and email through http.client), checking a tool (the catalog cache holds them: an http
@@ -108,11 +111,12 @@ def test_the_script_runs_its_command_with_the_garbage_collector_on(tmp_path: Pat
     assert report["collecting"] is True
 
 
+@pytest.mark.xdist_group(SOURCES_GROUP)
 def test_every_dataclass_has_a_docstring() -> None:
     # Without one, @dataclass makes a __doc__ from inspect.signature: ~180 us per class at import.
     missing = []
     for path in sorted((ROOT / "toolrun").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed_tree(path)):
             if isinstance(node, ast.ClassDef) and ast.get_docstring(node) is None and any(
                     ast.unparse(decorator).split("(")[0] in ("dataclass", "dataclasses.dataclass")
                     for decorator in node.decorator_list):

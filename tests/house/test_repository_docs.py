@@ -12,7 +12,10 @@ import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from tests.cli.test_cli_recipe import ROOT, clean_env
+from tests.package_sources import SOURCES_GROUP, parsed_tree
 
 # Written in pieces so that this file does not match itself.
 OUTSIDE_REFERENCES = re.compile("|".join([  # the documents' names as the tracker spells them (docs/providers.md is ours)
@@ -73,7 +76,7 @@ def _docstring_examples() -> list[tuple[str, str]]:
     """Each ``::`` block of a docstring in the package that is a program using ``toolrun`` (where, code)."""
     found = []
     for path in sorted((ROOT / "toolrun").rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = parsed_tree(path)
         for node in [tree, *(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef))]:
             docstring = ast.get_docstring(node)
             for block in re.findall(r"::\n\n((?:(?:    .*)?\n)+)", (docstring or "") + "\n"):
@@ -83,6 +86,7 @@ def _docstring_examples() -> list[tuple[str, str]]:
     return found
 
 
+@pytest.mark.xdist_group(SOURCES_GROUP)
 def test_the_docstring_examples_of_the_public_api_run_as_written(tmp_path: Path,
                                                                  seed_tools_d_listings: Callable[[Path], Path]) -> None:
     examples = _docstring_examples()
