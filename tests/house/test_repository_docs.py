@@ -4,6 +4,7 @@ to a document it does not contain or to a tracker's issue number."""
 from __future__ import annotations
 
 import ast
+import json
 import os
 import re
 import subprocess
@@ -91,7 +92,20 @@ def test_the_docstring_examples_of_the_public_api_run_as_written(tmp_path: Path,
                                                                  seed_tools_d_listings: Callable[[Path], Path]) -> None:
     examples = _docstring_examples()
     assert {where.split(" ")[0] for where, _ in examples} >= {"toolrun/__init__.py", "toolrun/providers/scripted.py"}
-    for where, code in examples:
-        done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                              env=clean_env(TOOLRUN_CACHE_DIR=str(seed_tools_d_listings(tmp_path / "cache"))))
-        assert done.returncode == 0, f"{where}:\n{code}\n{done.stderr[-3000:]}"
+    # One interpreter runs them all, each as a script of its own (fresh globals, named by where it is).
+    done = subprocess.run([sys.executable, "-c", EXAMPLES_RUNNER, json.dumps(examples)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120,
+                          env=clean_env(TOOLRUN_CACHE_DIR=str(seed_tools_d_listings(tmp_path / "cache"))))
+    ran = [line.removeprefix(RAN) for line in done.stdout.splitlines() if line.startswith(RAN)]
+    failed = examples[len(ran)] if done.returncode != 0 and len(ran) < len(examples) else ("", "")
+    assert done.returncode == 0, f"{failed[0]}:\n{failed[1]}\n{done.stderr[-3000:]}"
+    assert ran == [where for where, _ in examples]
+
+
+RAN = "example ran: "
+EXAMPLES_RUNNER = f"""
+import json, sys
+for where, code in json.loads(sys.argv[1]):
+    exec(compile(code, where, "exec"), {{"__name__": "__main__"}})
+    print({RAN!r} + where, flush=True)
+"""
