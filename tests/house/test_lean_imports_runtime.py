@@ -61,20 +61,31 @@ with open(report, "w", encoding="utf-8") as out:
 """
 
 
-def replay_in_place(tmp_path: Path, name: str, *options: str, python_flags: tuple[str, ...] = ()
-                    ) -> tuple[dict[str, Any], subprocess.CompletedProcess[str]]:
+def replay_in_place(tmp_path: Path, cache: Path, name: str, *options: str) -> tuple[dict[str, Any],
+                                                                                  subprocess.CompletedProcess[str]]:
     report = tmp_path / f"{name}.json"
-    done = subprocess.run([sys.executable, *python_flags, "-c", REPLAY_IN_PLACE, str(INVENTORY), str(report), *options],
-                          cwd=ROOT,
-                          env=clean_env(TOOLRUN_CACHE_DIR=str(tmp_path / "cache"), TOOLRUN_LOGS=str(tmp_path / "logs.db")),
+    done = subprocess.run([sys.executable, "-c", REPLAY_IN_PLACE, str(INVENTORY), str(report), *options], cwd=ROOT,
+                          env=clean_env(TOOLRUN_CACHE_DIR=str(cache), TOOLRUN_LOGS=str(tmp_path / "logs.db")),
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return json.loads(report.read_text(encoding="utf-8")), done
 
 
-def test_an_offline_replay_imports_no_http_client_and_nothing_only_a_mistake_needs(tmp_path: Path) -> None:
-    replay_in_place(tmp_path, "cold")  # fills the catalog cache: a cold one checks tools.d's http tools with httpx
-    report, done = replay_in_place(tmp_path, "warm")
+REPLAYS = "lean-replays"  # xdist group: the cold replay runs once, on one worker
+
+
+@pytest.fixture(scope="module")
+def cold_replay(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any], subprocess.CompletedProcess[str]]:
+    """One replay in a fresh cache folder (it fills the caches: a cold one checks tools.d's http tools with
+    httpx); the warm replays of the tests below run on the caches it left."""
+    folder = tmp_path_factory.mktemp("cold-replay")
+    report, done = replay_in_place(folder, folder / "cache", "cold")
+    return folder / "cache", report, done
+
+
+@pytest.mark.xdist_group(REPLAYS)
+def test_an_offline_replay_imports_no_http_client_and_nothing_only_a_mistake_needs(tmp_path: Path, cold_replay) -> None:
+    report, done = replay_in_place(tmp_path, cold_replay[0], "warm")
 
     assert report["status"] == 0, done.stderr
     assert "replaying" in done.stderr and "玫瑰: 100" in done.stdout  # the replay did run, its tool too
@@ -83,29 +94,19 @@ def test_an_offline_replay_imports_no_http_client_and_nothing_only_a_mistake_nee
     assert [name for name in NOT_ON_A_WARM_REPLAY if name in report["modules"]] == []
 
 
-def test_an_offline_replay_imports_neither_tempfile_nor_what_it_brings(tmp_path: Path) -> None:
-    # tempfile brings random and shutil (2-3 ms): only a cache or cassette being written needs it. Run
-    # without site's .pth files (-S), as on a machine whose start-up imports none of them.
-    replay_in_place(tmp_path, "cold", python_flags=("-S",))
-    report, done = replay_in_place(tmp_path, "warm", python_flags=("-S",))
-
-    assert report["status"] == 0, done.stderr
-    assert "玫瑰: 100" in done.stdout and "toolrun.sessions.play" in report["new"]
-    assert [name for name in ("tempfile", "random", "shutil") if name in report["new"]] == []
-
-
-def test_a_replay_without_the_run_log_imports_neither_the_log_nor_sqlite3(tmp_path: Path) -> None:
-    replay_in_place(tmp_path, "cold", "--no-log")
-    report, done = replay_in_place(tmp_path, "warm", "--no-log")
+@pytest.mark.xdist_group(REPLAYS)
+def test_a_replay_without_the_run_log_imports_neither_the_log_nor_sqlite3(tmp_path: Path, cold_replay) -> None:
+    report, done = replay_in_place(tmp_path, cold_replay[0], "warm", "--no-log")
 
     assert report["status"] == 0, done.stderr
     assert "玫瑰: 100" in done.stdout and not (tmp_path / "logs.db").exists()
     assert [name for name in report["modules"] if name.startswith(("toolrun.runlog", "sqlite3"))] == []
 
 
-def test_the_script_runs_its_command_with_the_garbage_collector_on(tmp_path: Path) -> None:
+@pytest.mark.xdist_group(REPLAYS)
+def test_the_script_runs_its_command_with_the_garbage_collector_on(cold_replay) -> None:
     # main() turns the collector off while it imports the command, then freezes and turns it back on.
-    report, done = replay_in_place(tmp_path, "run")
+    _, report, done = cold_replay
 
     assert report["status"] == 0, done.stderr
     assert report["collecting"] is True
