@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
@@ -39,6 +40,13 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
         return None
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return usable
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Every test module is imported now: what they and their libraries built stays for the session, so
+    the garbage collector need not walk it again. Each full collection walked it all: about a CPU second
+    per worker (pytest runs five at the end, looking for unraisable exceptions); half that with it frozen."""
+    gc.freeze()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
