@@ -3,6 +3,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -52,6 +53,16 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     for folder in _SESSION_DATA:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def tmp_path(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
+    """A fresh folder for the test under the session's base folder, as pytest's own, made by one ``mkdtemp``.
+
+    pytest numbers its folders by listing every folder made before (each test's costs grow with the
+    session) and points a ``-current`` link at the newest: about 2 ms a test here, a second per worker."""
+    name = re.sub(r"\W", "_", request.node.name)[:30]
+    return Path(tempfile.mkdtemp(prefix=f"{name}-", dir=tmp_path_factory.getbasetemp()))
 
 
 @pytest.fixture
