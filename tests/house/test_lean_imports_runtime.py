@@ -11,15 +11,13 @@ dataclass has a docstring (one without costs ~180 us at import).
 from __future__ import annotations
 
 import ast
-import json
 import subprocess
 import sys
-from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.cli.test_cli_recipe import INVENTORY, ROOT, clean_env
+from tests.cli.test_cli_recipe import ROOT
+from tests.house.conftest import REPLAYS, InventoryReplays
 from tests.package_sources import SOURCES_GROUP, parsed_tree
 
 # Each is imported only by what this replay never does: a request over the network (httpx,
@@ -40,76 +38,34 @@ NOT_ON_A_WARM_REPLAY = ("toolrun.catalog.tool_builder", "toolrun.catalog.paramet
                         "toolrun.backends.warning", "toolrun.core.retry_after", "toolrun.core.retry_policy",
                         "toolrun.loop.approval", "toolrun.backends.mcp_server")
 
-REPLAY_IN_PLACE = """
-import gc, json, sys
-if not sys.flags.no_site:
-    before = set(sys.modules)
-else:  # python -S: the packages without this machine's .pth files, which import tempfile and more at start-up
-    import site
-    sys.path.extend(site.getsitepackages())
-    before = set(sys.modules)
-recipe, report, *options = sys.argv[1:]
-sys.argv = ["toolrun", "recipe", recipe, *options]
-from toolrun.cli import main
-try:
-    main()
-except SystemExit as exit:
-    status = exit.code
-with open(report, "w", encoding="utf-8") as out:
-    json.dump({"status": status, "modules": sorted(sys.modules), "new": sorted(set(sys.modules) - before),
-               "collecting": gc.isenabled()}, out)
-"""
+@pytest.mark.xdist_group(REPLAYS)
+def test_an_offline_replay_imports_no_http_client_and_nothing_only_a_mistake_needs(
+        inventory_replays: InventoryReplays) -> None:
+    warm = inventory_replays.warm  # a cold one checks tools.d's http tools with httpx
 
-
-def replay_in_place(tmp_path: Path, cache: Path, name: str, *options: str) -> tuple[dict[str, Any],
-                                                                                  subprocess.CompletedProcess[str]]:
-    report = tmp_path / f"{name}.json"
-    done = subprocess.run([sys.executable, "-c", REPLAY_IN_PLACE, str(INVENTORY), str(report), *options], cwd=ROOT,
-                          env=clean_env(TOOLRUN_CACHE_DIR=str(cache), TOOLRUN_LOGS=str(tmp_path / "logs.db")),
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    return json.loads(report.read_text(encoding="utf-8")), done
-
-
-REPLAYS = "lean-replays"  # xdist group: the cold replay runs once, on one worker
-
-
-@pytest.fixture(scope="module")
-def cold_replay(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any], subprocess.CompletedProcess[str]]:
-    """One replay in a fresh cache folder (it fills the caches: a cold one checks tools.d's http tools with
-    httpx); the warm replays of the tests below run on the caches it left."""
-    folder = tmp_path_factory.mktemp("cold-replay")
-    report, done = replay_in_place(folder, folder / "cache", "cold")
-    return folder / "cache", report, done
+    assert warm.status == 0, warm.stderr
+    assert "replaying" in warm.stderr and "玫瑰: 100" in warm.stdout  # the replay did run, its tool too
+    assert "toolrun.sessions.play" in warm.modules and "toolrun.providers.openai_chat" in warm.modules
+    assert [name for name in NEVER_IMPORTED if name in warm.modules] == []
+    assert [name for name in NOT_ON_A_WARM_REPLAY if name in warm.modules] == []
 
 
 @pytest.mark.xdist_group(REPLAYS)
-def test_an_offline_replay_imports_no_http_client_and_nothing_only_a_mistake_needs(tmp_path: Path, cold_replay) -> None:
-    report, done = replay_in_place(tmp_path, cold_replay[0], "warm")
+def test_a_replay_without_the_run_log_imports_neither_the_log_nor_sqlite3(inventory_replays: InventoryReplays) -> None:
+    replay = inventory_replays.warm_without_log
 
-    assert report["status"] == 0, done.stderr
-    assert "replaying" in done.stderr and "玫瑰: 100" in done.stdout  # the replay did run, its tool too
-    assert "toolrun.sessions.play" in report["modules"] and "toolrun.providers.openai_chat" in report["modules"]
-    assert [name for name in NEVER_IMPORTED if name in report["modules"]] == []
-    assert [name for name in NOT_ON_A_WARM_REPLAY if name in report["modules"]] == []
+    assert replay.status == 0, replay.stderr
+    assert "玫瑰: 100" in replay.stdout and not inventory_replays.logs("warm-without-log").exists()
+    assert [name for name in replay.modules if name.startswith(("toolrun.runlog", "sqlite3"))] == []
 
 
 @pytest.mark.xdist_group(REPLAYS)
-def test_a_replay_without_the_run_log_imports_neither_the_log_nor_sqlite3(tmp_path: Path, cold_replay) -> None:
-    report, done = replay_in_place(tmp_path, cold_replay[0], "warm", "--no-log")
-
-    assert report["status"] == 0, done.stderr
-    assert "玫瑰: 100" in done.stdout and not (tmp_path / "logs.db").exists()
-    assert [name for name in report["modules"] if name.startswith(("toolrun.runlog", "sqlite3"))] == []
-
-
-@pytest.mark.xdist_group(REPLAYS)
-def test_the_script_runs_its_command_with_the_garbage_collector_on(cold_replay) -> None:
+def test_the_script_runs_its_command_with_the_garbage_collector_on(inventory_replays: InventoryReplays) -> None:
     # main() turns the collector off while it imports the command, then freezes and turns it back on.
-    _, report, done = cold_replay
+    replay = inventory_replays.cold
 
-    assert report["status"] == 0, done.stderr
-    assert report["collecting"] is True
+    assert replay.status == 0, replay.stderr
+    assert replay.collecting is True
 
 
 @pytest.mark.xdist_group(SOURCES_GROUP)
