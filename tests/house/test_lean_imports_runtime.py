@@ -51,6 +51,17 @@ def test_an_offline_replay_imports_no_http_client_and_nothing_only_a_mistake_nee
 
 
 @pytest.mark.xdist_group(REPLAYS)
+def test_an_offline_replay_imports_neither_tempfile_nor_what_it_brings(inventory_replays: InventoryReplays) -> None:
+    # tempfile brings random and shutil (2-3 ms): only a cache or cassette being written needs it. Run
+    # without site's .pth files (-S), as on a machine whose start-up imports none of them.
+    replay = inventory_replays.warm_without_site
+
+    assert replay.status == 0, replay.stderr
+    assert "玫瑰: 100" in replay.stdout and "toolrun.sessions.play" in replay.new
+    assert [name for name in ("tempfile", "random", "shutil") if name in replay.new] == []
+
+
+@pytest.mark.xdist_group(REPLAYS)
 def test_a_replay_without_the_run_log_imports_neither_the_log_nor_sqlite3(inventory_replays: InventoryReplays) -> None:
     replay = inventory_replays.warm_without_log
 
