@@ -107,6 +107,15 @@ def test_a_real_terminal_gets_colour_and_a_live_line_a_pipe_gets_neither(tmp_pat
     # The three runs side by side: a terminal, a terminal with NO_COLOR, a pipe.
     terminal = Terminal(tmp_path, command, env)
     no_color = Terminal(plain, command, {**env, "NO_COLOR": "1"})
+    try:
+        _compare_the_three_runs(tmp_path, command, env, terminal, no_color)
+    finally:  # each tmux server would outlive the suite
+        terminal.close()
+        no_color.close()
+
+
+def _compare_the_three_runs(tmp_path: Path, command: list[str], env: dict[str, str], terminal: Terminal,
+                            no_color: Terminal) -> None:
     piped = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen_live = False
     deadline = time.monotonic() + 20
