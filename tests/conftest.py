@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import gc
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -41,9 +43,26 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     return usable
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Every test module is imported now: what they and their libraries built stays for the session, so
+    the garbage collector need not walk it again. Each full collection walked it all: about a CPU second
+    per worker (pytest runs five at the end, looking for unraisable exceptions); half that with it frozen."""
+    gc.freeze()
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     for folder in _SESSION_DATA:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def tmp_path(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
+    """A fresh folder for the test under the session's base folder, as pytest's own, made by one ``mkdtemp``.
+
+    pytest numbers its folders by listing every folder made before (each test's costs grow with the
+    session) and points a ``-current`` link at the newest: about 2 ms a test here, a second per worker."""
+    name = re.sub(r"\W", "_", request.node.name)[:30]
+    return Path(tempfile.mkdtemp(prefix=f"{name}-", dir=tmp_path_factory.getbasetemp()))
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.backend_helpers import call, make_tool
+from toolrun.backends import shell
 from toolrun.backends.shell import NO_OUTPUT, ShellBackend
 from toolrun.core.secrets import register_secret
 
@@ -125,7 +126,7 @@ def test_missing_command_is_an_error_result(tmp_path: Path) -> None:
 def test_timeout_kills_the_whole_process_group_quickly(tmp_path: Path) -> None:
     pid_file = tmp_path / "pids"
     script = f"sleep 30 & echo $! > {pid_file}; sleep 30"
-    tool = shell_tool(tmp_path, {"argv": ["sh", "-c", script]}, timeout=0.5)
+    tool = shell_tool(tmp_path, {"argv": ["sh", "-c", script]}, timeout=0.2)
     outcome = call(tool, {})
     assert outcome.is_error and "timed out" in outcome.result  # not the script's end 30 s on
     background = int(pid_file.read_text())
@@ -136,16 +137,24 @@ def test_timeout_kills_the_whole_process_group_quickly(tmp_path: Path) -> None:
 
 
 def test_backend_timeout_option_kills_too(tmp_path: Path) -> None:
-    tool = shell_tool(tmp_path, {"argv": ["sleep", "30"], "timeout": "300ms"})
+    tool = shell_tool(tmp_path, {"argv": ["sleep", "30"], "timeout": "100ms"})
     outcome = call(tool, {})
-    assert outcome.is_error and "timed out after 0.3s" in outcome.result
+    assert outcome.is_error and "timed out after 0.1s" in outcome.result
 
 
-def test_term_ignoring_child_is_killed(tmp_path: Path) -> None:
-    tool = shell_tool(tmp_path, {"argv": ["sh", "-c", "trap '' TERM; sleep 30"]}, timeout=0.3)
+def test_term_ignoring_child_is_killed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(shell, "KILL_GRACE_SECONDS", 0.2)  # the grace a TERM-ignoring command gets before SIGKILL
+    pid_file = tmp_path / "pids"
+    script = f"trap '' TERM; sleep 30 & echo $$ $! > {pid_file}; wait"  # the sleep inherits the ignored TERM
+    tool = shell_tool(tmp_path, {"argv": ["sh", "-c", script]}, timeout=0.2)
     started = time.perf_counter()
     assert call(tool, {}).is_error
     assert time.perf_counter() - started < 5
+    pids = [int(pid) for pid in pid_file.read_text().split()]
+    deadline = time.monotonic() + 2
+    while any(_process_exists(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not any(_process_exists(pid) for pid in pids)
 
 
 def test_placeholders_cover_argv_env_stdin_and_shell_variables(tmp_path: Path) -> None:

@@ -4,23 +4,34 @@ a development checkout makes a new cache, never a catalog built by the old code.
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pytest
+
 import toolrun
-
-PRINT_STAMP = "from toolrun.catalog.cache import code_stamp; print(code_stamp('4'))"
-
-
-def stamp_of(package_parent: Path) -> str:
-    done = subprocess.run([sys.executable, "-c", PRINT_STAMP], cwd=package_parent, capture_output=True, text=True,
-                          timeout=60, env={"PYTHONPATH": str(package_parent), "PATH": "/usr/bin:/bin"})
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
+from toolrun.catalog import cache
 
 
-def test_an_edit_to_any_toolrun_module_changes_the_cache_stamp(tmp_path: Path) -> None:
+@pytest.fixture
+def stamp_of(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Path], str]]:
+    """``stamp_of(folder)``: the stamp code whose package is ``folder/toolrun`` would compute, in this process
+    (the stamp of the sources is read once per process: it is read afresh for each call, and again after)."""
+
+    def stamp_of(package_parent: Path) -> str:
+        monkeypatch.setattr(cache, "_PACKAGE", package_parent / "toolrun")
+        cache._sources_stamp.cache_clear()
+        return cache.code_stamp("4")
+
+    yield stamp_of
+    cache._sources_stamp.cache_clear()
+
+
+def test_the_stamp_is_of_the_package_that_runs() -> None:
+    assert cache._PACKAGE == Path(toolrun.__file__).resolve().parent
+
+
+def test_an_edit_to_any_toolrun_module_changes_the_cache_stamp(tmp_path: Path, stamp_of: Callable[[Path], str]) -> None:
     copy = tmp_path / "toolrun"
     shutil.copytree(Path(toolrun.__file__).parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
     stamps = [stamp_of(tmp_path)]

@@ -7,7 +7,7 @@ import re
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -485,6 +485,13 @@ def test_schema_tool_output_validates_good_files_and_rejects_broken(tmp_path: Pa
         assert list(validator.iter_errors(plain(load_yaml_file(broken_dir / name)))), name
 
 
+@pytest.fixture
+def seeded_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, seed_tools_d_listings: Callable[[Path], Path]) -> None:
+    """A fresh cache folder that knows the ticket server's tool list: loading tools.d starts no server."""
+    monkeypatch.setenv("TOOLRUN_CACHE_DIR", str(seed_tools_d_listings(tmp_path / "cache")))
+
+
+@pytest.mark.usefixtures("seeded_cache")
 def test_shipped_tools_dir_loads_cleanly() -> None:
     shipped = ROOT / "tools.d"
     assert {p.name for p in tool_files(shipped)} >= {"flowers.yaml", "disk.yaml", "ops_api.yaml"}
@@ -864,6 +871,7 @@ def _parameter_schemas(node: object) -> Iterator[object]:
             yield from _parameter_schemas(value)
 
 
+@pytest.mark.usefixtures("seeded_cache")
 def test_the_shipped_tools_and_documented_examples_have_no_null_valued_keyword() -> None:
     # The README and docs show flow style: none of their tool examples may be cut at a comma.
     assert load_catalog(ROOT / "tools.d").problems == []

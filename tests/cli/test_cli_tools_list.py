@@ -16,8 +16,6 @@ from toolrun.catalog.tool_schema import packaged_schema_text
 from toolrun.cli import main
 from toolrun.cli.tools_list import first_sentence
 
-TOOLRUN = Path(sys.executable).parent / "toolrun"
-
 INVENTORY = """
 defaults:
   timeout: 10s
@@ -67,7 +65,7 @@ def tools_dir(tmp_path: Path) -> Path:
 
 def run(*args: str) -> subprocess.CompletedProcess:
     """``toolrun ARGS`` in-process (click's runner: a process start-up costs more than most of these
-    tests); the tests of the default tools directory start the real console script."""
+    tests; completion starts the real console script once)."""
     result = CliRunner().invoke(main, list(args), catch_exceptions=False)
     return subprocess.CompletedProcess(["toolrun", *args], result.exit_code, result.stdout, result.stderr)
 
@@ -111,14 +109,16 @@ def test_a_summary_line_goes_to_stderr(tools_dir: Path) -> None:
     assert summary[0].startswith(f"toolrun: 3 tools from {tools_dir} — 0 errors, ")
 
 
-def test_default_tools_dir_is_tools_d_in_the_current_folder(tools_dir: Path) -> None:
-    completed = subprocess.run([str(TOOLRUN), "tools", "list"], cwd=tools_dir.parent, capture_output=True, text=True, timeout=60)
+def test_default_tools_dir_is_tools_d_in_the_current_folder(tools_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tools_dir.parent)
+    completed = run("tools", "list")
     assert completed.returncode == 0, completed.stderr
     assert "tools.d/now.yml:1" in completed.stdout
 
 
-def test_missing_tools_dir_is_exit_2_with_the_fix(tmp_path: Path) -> None:
-    completed = subprocess.run([str(TOOLRUN), "tools", "list"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+def test_missing_tools_dir_is_exit_2_with_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    completed = run("tools", "list")
     assert completed.returncode == 2
     assert "Traceback" not in completed.stderr
     assert completed.stderr.startswith("error: tools.d: tools directory not found — pass --tools-dir")

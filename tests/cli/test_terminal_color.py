@@ -17,7 +17,7 @@ import pytest
 from tests.sessions.test_chat import EXITED, Terminal
 from toolrun.cli.color import color_enabled, paint
 from toolrun.cli.display import TerminalDisplay
-from toolrun.cli.live_line import LiveElapsed
+from toolrun.cli.live_line import TICK_SECONDS, LiveElapsed
 from toolrun.core.messages import ToolCall
 from toolrun.loop.results import ToolCallRecord
 
@@ -107,6 +107,15 @@ def test_a_real_terminal_gets_colour_and_a_live_line_a_pipe_gets_neither(tmp_pat
     # The three runs side by side: a terminal, a terminal with NO_COLOR, a pipe.
     terminal = Terminal(tmp_path, command, env)
     no_color = Terminal(plain, command, {**env, "NO_COLOR": "1"})
+    try:
+        _compare_the_three_runs(tmp_path, command, env, terminal, no_color)
+    finally:  # each tmux server would outlive the suite
+        terminal.close()
+        no_color.close()
+
+
+def _compare_the_three_runs(tmp_path: Path, command: list[str], env: dict[str, str], terminal: Terminal,
+                            no_color: Terminal) -> None:
     piped = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen_live = False
     deadline = time.monotonic() + 20
@@ -141,9 +150,11 @@ def test_the_live_line_keeps_still_while_an_approval_question_is_up() -> None:
     live.started("a", "deploy")
     live._running["a"] = ("deploy", time.monotonic() - 5)  # as if it had been running five seconds
     with live.paused():
-        time.sleep(0.5)
+        time.sleep(TICK_SECONDS * 1.5)  # a tick comes and draws nothing
         assert "deploy" not in out.getvalue()
-    time.sleep(0.5)
+    deadline = time.monotonic() + 5
+    while "… deploy 5." not in out.getvalue() and time.monotonic() < deadline:  # the next tick draws again
+        time.sleep(0.02)
     assert "… deploy 5." in out.getvalue()
     live.ended("a")
     assert out.getvalue().endswith("\r\x1b[K")

@@ -93,8 +93,12 @@ def test_an_idle_worker_ends_and_a_stuck_one_does_not_keep_python_alive() -> Non
                 pass
 
         asyncio.run(main())
-        time.sleep(0.5)
-        print(sorted(t.name for t in threading.enumerate() if t is not threading.main_thread()))
+        def others():
+            return sorted(t.name for t in threading.enumerate() if t is not threading.main_thread())
+        deadline = time.monotonic() + 5
+        while others() != ["stuck"] and time.monotonic() < deadline:
+            time.sleep(0.01)  # the idle worker ends idle_seconds after its job
+        print(others())
     """)
     finished = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
     assert finished.returncode == 0 and finished.stderr == ""

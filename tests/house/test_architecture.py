@@ -26,8 +26,9 @@ from pathlib import Path
 import pytest
 
 import toolrun
+from tests.package_sources import SOURCES_GROUP, parsed_tree
 
-pytestmark = pytest.mark.xdist_group("architecture")  # --dist loadgroup: the package's imports are parsed once, on one worker
+pytestmark = pytest.mark.xdist_group(SOURCES_GROUP)  # --dist loadgroup: the package is parsed once, on one worker
 PACKAGE_ROOT = Path(toolrun.__file__).resolve().parent
 
 # The modules everything else stands on: the core/ package. A checker test may name others.
@@ -84,7 +85,7 @@ def imports_in(root: Path, package: str) -> list[Import]:
     modules = module_names(root, package)
     found = []
     for importer, path in modules.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        tree = parsed_tree(path)
         where = path.relative_to(root.parent)
         for node in ast.walk(tree):  # every statement: module level, functions, TYPE_CHECKING blocks
             if isinstance(node, ast.Import):
@@ -352,7 +353,7 @@ def backend_names_in(root: Path, package: str, folder: str) -> list[tuple[str, s
     """(module, name, where) for each string literal of a built-in backend's name in the folder's modules."""
     found = []
     for module, path in module_names(root / folder, f"{package}.{folder}").items():
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        tree = parsed_tree(path)
         for node in ast.walk(tree):
             if isinstance(node, ast.Constant) and node.value in BUILT_IN_BACKENDS:
                 found.append((module, node.value, f"{path.relative_to(root.parent)}:{node.lineno}"))

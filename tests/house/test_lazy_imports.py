@@ -22,7 +22,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 import toolrun
+from tests.package_sources import SOURCES_GROUP, parsed_tree
 
 PACKAGE_ROOT = Path(toolrun.__file__).resolve().parent
 
@@ -201,25 +204,23 @@ def function_level_imports(root: Path, package: str) -> dict[str, dict[str, list
         if parts[-1] == "__init__":
             parts.pop()
         module = ".".join(parts)
-        for function in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
-            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
-                continue
-            for node in _own_statements(function):
-                for name in _imported_names(node, module, path.name == "__init__.py"):
-                    found.setdefault(module, {}).setdefault(name, []).append(node.lineno)
-    return found
+        for node in _statements_in_functions(parsed_tree(path)):
+            for name in _imported_names(node, module, path.name == "__init__.py"):
+                found.setdefault(module, {}).setdefault(name, []).append(node.lineno)
+    return {module: {name: sorted(lines) for name, lines in names.items()} for module, names in found.items()}
 
 
-def _own_statements(function: ast.AST) -> list[ast.AST]:
-    """The nodes of ``function`` outside the functions nested in it (those are walked on their own)."""
-    nodes, pending = [], list(ast.iter_child_nodes(function))
+def _statements_in_functions(tree: ast.AST) -> list[ast.AST]:
+    """The nodes of ``tree`` that stand inside a function or lambda, at any depth, in one walk."""
+    inside: list[ast.AST] = []
+    pending = [(child, False) for child in ast.iter_child_nodes(tree)]
     while pending:
-        node = pending.pop()
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
-            continue
-        nodes.append(node)
-        pending.extend(ast.iter_child_nodes(node))
-    return nodes
+        node, in_function = pending.pop()
+        if in_function:
+            inside.append(node)
+        nested = in_function or isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+        pending.extend((child, nested) for child in ast.iter_child_nodes(node))
+    return inside
 
 
 def _imported_names(node: ast.AST, module: str, is_package: bool) -> list[str]:
@@ -236,6 +237,7 @@ def _imported_names(node: ast.AST, module: str, is_package: bool) -> list[str]:
     return [f"{base}.{alias.name}" for alias in node.names]
 
 
+@pytest.mark.xdist_group(SOURCES_GROUP)
 def test_every_function_level_import_is_listed() -> None:
     found = function_level_imports(PACKAGE_ROOT, "toolrun")
     new = [f"{module}: {name} (line {', '.join(map(str, lines))})" for module, names in sorted(found.items())

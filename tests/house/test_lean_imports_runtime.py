@@ -11,13 +11,14 @@ dataclass has a docstring (one without costs ~180 us at import).
 from __future__ import annotations
 
 import ast
-import json
 import subprocess
 import sys
-from pathlib import Path
-from typing import Any
 
-from tests.cli.test_cli_recipe import INVENTORY, ROOT, clean_env
+import pytest
+
+from tests.cli.test_cli_recipe import ROOT
+from tests.house.conftest import REPLAYS, InventoryReplays
+from tests.package_sources import SOURCES_GROUP, parsed_tree
 
 # Each is imported only by what this replay never does: a request over the network (httpx,
 # and email through http.client), checking a tool (the catalog cache holds them: an http
@@ -37,82 +38,53 @@ NOT_ON_A_WARM_REPLAY = ("toolrun.catalog.tool_builder", "toolrun.catalog.paramet
                         "toolrun.backends.warning", "toolrun.core.retry_after", "toolrun.core.retry_policy",
                         "toolrun.loop.approval", "toolrun.backends.mcp_server")
 
-REPLAY_IN_PLACE = """
-import gc, json, sys
-if not sys.flags.no_site:
-    before = set(sys.modules)
-else:  # python -S: the packages without this machine's .pth files, which import tempfile and more at start-up
-    import site
-    sys.path.extend(site.getsitepackages())
-    before = set(sys.modules)
-recipe, report, *options = sys.argv[1:]
-sys.argv = ["toolrun", "recipe", recipe, *options]
-from toolrun.cli import main
-try:
-    main()
-except SystemExit as exit:
-    status = exit.code
-with open(report, "w", encoding="utf-8") as out:
-    json.dump({"status": status, "modules": sorted(sys.modules), "new": sorted(set(sys.modules) - before),
-               "collecting": gc.isenabled()}, out)
-"""
+@pytest.mark.xdist_group(REPLAYS)
+def test_an_offline_replay_imports_no_http_client_and_nothing_only_a_mistake_needs(
+        inventory_replays: InventoryReplays) -> None:
+    warm = inventory_replays.warm  # a cold one checks tools.d's http tools with httpx
+
+    assert warm.status == 0, warm.stderr
+    assert "replaying" in warm.stderr and "玫瑰: 100" in warm.stdout  # the replay did run, its tool too
+    assert "toolrun.sessions.play" in warm.modules and "toolrun.providers.openai_chat" in warm.modules
+    assert [name for name in NEVER_IMPORTED if name in warm.modules] == []
+    assert [name for name in NOT_ON_A_WARM_REPLAY if name in warm.modules] == []
 
 
-def replay_in_place(tmp_path: Path, name: str, *options: str, python_flags: tuple[str, ...] = ()
-                    ) -> tuple[dict[str, Any], subprocess.CompletedProcess[str]]:
-    report = tmp_path / f"{name}.json"
-    done = subprocess.run([sys.executable, *python_flags, "-c", REPLAY_IN_PLACE, str(INVENTORY), str(report), *options],
-                          cwd=ROOT,
-                          env=clean_env(TOOLRUN_CACHE_DIR=str(tmp_path / "cache"), TOOLRUN_LOGS=str(tmp_path / "logs.db")),
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    return json.loads(report.read_text(encoding="utf-8")), done
-
-
-def test_an_offline_replay_imports_no_http_client_and_nothing_only_a_mistake_needs(tmp_path: Path) -> None:
-    replay_in_place(tmp_path, "cold")  # fills the catalog cache: a cold one checks tools.d's http tools with httpx
-    report, done = replay_in_place(tmp_path, "warm")
-
-    assert report["status"] == 0, done.stderr
-    assert "replaying" in done.stderr and "玫瑰: 100" in done.stdout  # the replay did run, its tool too
-    assert "toolrun.sessions.play" in report["modules"] and "toolrun.providers.openai_chat" in report["modules"]
-    assert [name for name in NEVER_IMPORTED if name in report["modules"]] == []
-    assert [name for name in NOT_ON_A_WARM_REPLAY if name in report["modules"]] == []
-
-
-def test_an_offline_replay_imports_neither_tempfile_nor_what_it_brings(tmp_path: Path) -> None:
+@pytest.mark.xdist_group(REPLAYS)
+def test_an_offline_replay_imports_neither_tempfile_nor_what_it_brings(inventory_replays: InventoryReplays) -> None:
     # tempfile brings random and shutil (2-3 ms): only a cache or cassette being written needs it. Run
     # without site's .pth files (-S), as on a machine whose start-up imports none of them.
-    replay_in_place(tmp_path, "cold", python_flags=("-S",))
-    report, done = replay_in_place(tmp_path, "warm", python_flags=("-S",))
+    replay = inventory_replays.warm_without_site
 
-    assert report["status"] == 0, done.stderr
-    assert "玫瑰: 100" in done.stdout and "toolrun.sessions.play" in report["new"]
-    assert [name for name in ("tempfile", "random", "shutil") if name in report["new"]] == []
-
-
-def test_a_replay_without_the_run_log_imports_neither_the_log_nor_sqlite3(tmp_path: Path) -> None:
-    replay_in_place(tmp_path, "cold", "--no-log")
-    report, done = replay_in_place(tmp_path, "warm", "--no-log")
-
-    assert report["status"] == 0, done.stderr
-    assert "玫瑰: 100" in done.stdout and not (tmp_path / "logs.db").exists()
-    assert [name for name in report["modules"] if name.startswith(("toolrun.runlog", "sqlite3"))] == []
+    assert replay.status == 0, replay.stderr
+    assert "玫瑰: 100" in replay.stdout and "toolrun.sessions.play" in replay.new
+    assert [name for name in ("tempfile", "random", "shutil") if name in replay.new] == []
 
 
-def test_the_script_runs_its_command_with_the_garbage_collector_on(tmp_path: Path) -> None:
+@pytest.mark.xdist_group(REPLAYS)
+def test_a_replay_without_the_run_log_imports_neither_the_log_nor_sqlite3(inventory_replays: InventoryReplays) -> None:
+    replay = inventory_replays.warm_without_log
+
+    assert replay.status == 0, replay.stderr
+    assert "玫瑰: 100" in replay.stdout and not inventory_replays.logs("warm-without-log").exists()
+    assert [name for name in replay.modules if name.startswith(("toolrun.runlog", "sqlite3"))] == []
+
+
+@pytest.mark.xdist_group(REPLAYS)
+def test_the_script_runs_its_command_with_the_garbage_collector_on(inventory_replays: InventoryReplays) -> None:
     # main() turns the collector off while it imports the command, then freezes and turns it back on.
-    report, done = replay_in_place(tmp_path, "run")
+    replay = inventory_replays.cold
 
-    assert report["status"] == 0, done.stderr
-    assert report["collecting"] is True
+    assert replay.status == 0, replay.stderr
+    assert replay.collecting is True
 
 
+@pytest.mark.xdist_group(SOURCES_GROUP)
 def test_every_dataclass_has_a_docstring() -> None:
     # Without one, @dataclass makes a __doc__ from inspect.signature: ~180 us per class at import.
     missing = []
     for path in sorted((ROOT / "toolrun").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed_tree(path)):
             if isinstance(node, ast.ClassDef) and ast.get_docstring(node) is None and any(
                     ast.unparse(decorator).split("(")[0] in ("dataclass", "dataclasses.dataclass")
                     for decorator in node.decorator_list):

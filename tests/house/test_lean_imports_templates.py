@@ -12,39 +12,25 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.cli.test_cli_recipe import ROOT, clean_env
+import pytest
 
-# Runs the command in this process, then writes the names of the modules imported to argv[1].
-REPORT_MODULES = """
-import atexit, json, sys
-atexit.register(lambda: open(sys.argv[1], "w").write(json.dumps(sorted(sys.modules))))
-from toolrun.cli import main
-main(sys.argv[2:])
-"""
+from tests.cli.test_cli_recipe import ROOT, clean_env
+from tests.house.conftest import REPLAYS, InventoryReplays
+
 HEAVY = ("jinja2", "toolrun.core.template_sandbox", "toolrun.catalog.lint_rules", "toolrun.catalog.similarity")
 
 
-def modules_after(tmp_path: Path, cache: Path, *args: str) -> tuple[subprocess.CompletedProcess, set[str]]:
-    """Run ``toolrun ARGS`` in the checkout, without a provider key: the command's result and the modules it imported."""
-    report = tmp_path / "modules.json"
-    env = clean_env(TOOLRUN_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT))
-    completed = subprocess.run([sys.executable, "-c", REPORT_MODULES, str(report), *args], cwd=ROOT, env=env,
-                               capture_output=True, text=True, timeout=60)
-    return completed, set(json.loads(report.read_text(encoding="utf-8")))
-
-
-def test_the_offline_inventory_replay_imports_no_jinja2_nor_lint_rules(tmp_path: Path) -> None:
-    cache = tmp_path / "cache"
+@pytest.mark.xdist_group(REPLAYS)
+def test_the_offline_inventory_replay_imports_no_jinja2_nor_lint_rules(inventory_replays: InventoryReplays) -> None:
     # The first run fills the catalog cache; the second is the usual, warm run.
-    cold, cold_modules = modules_after(tmp_path, cache, "recipe", "recipes/inventory.yaml")
-    warm, warm_modules = modules_after(tmp_path, cache, "recipe", "recipes/inventory.yaml")
-    for completed in (cold, warm):
-        assert completed.returncode == 0, completed.stderr
-        assert completed.stderr.strip().splitlines()[-1] == "2 turns · 3 tool calls · 330 in / 157 out tokens · replay"
+    cold, warm = inventory_replays.cold, inventory_replays.warm
+    for replay in (cold, warm):
+        assert replay.status == 0, replay.stderr
+        assert replay.stderr.strip().splitlines()[-1] == "2 turns · 3 tool calls · 330 in / 157 out tokens · replay"
     assert warm.stdout == cold.stdout and "北京的鲜花库存为" in warm.stdout
     # The cold run lints every tool of tools.d and checks their templates (ops_api.yaml's use filters): the check can fail.
-    assert {"jinja2", "toolrun.catalog.lint_rules"} <= cold_modules
-    assert not set(HEAVY) & warm_modules, sorted(set(HEAVY) & warm_modules)
+    assert {"jinja2", "toolrun.catalog.lint_rules"} <= cold.modules
+    assert not set(HEAVY) & warm.modules, sorted(set(HEAVY) & warm.modules)
 
 
 # Loads a recipe and renders its messages, then prints them and whether Jinja2 was imported.

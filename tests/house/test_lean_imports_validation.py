@@ -5,43 +5,21 @@ says so on its own. Arguments that are not valid still get jsonschema's exact wo
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.house.conftest import REPLAYS, InventoryReplays
 from toolrun.core.tool import BackendSpec, SourceLocation, Tool
 from toolrun.loop.execution import validate_arguments
 
 ROOT = Path(__file__).resolve().parents[2]
-REPLAY_THEN_REPORT = """\
-import sys
-from toolrun.cli import main
-sys.argv = ["toolrun", "recipe", "recipes/inventory.yaml"]
-try:
-    main()
-except SystemExit as exit:
-    code = exit.code
-print(f"exit={code} jsonschema={'jsonschema' in sys.modules}")
-"""
-
-
-def _replay(cache: Path) -> subprocess.CompletedProcess[str]:
-    env = {name: value for name, value in os.environ.items()
-           if not name.endswith(("_API_KEY", "_BASE_URL")) and name != "OLLAMA_HOST"}
-    env.update(TOOLRUN_CACHE_DIR=str(cache), PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]))
-    return subprocess.run([sys.executable, "-c", REPLAY_THEN_REPORT], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60)
-
-
-def test_the_offline_replay_does_not_import_jsonschema(tmp_path: Path) -> None:
-    for run in ("cold catalog cache", "warm catalog cache"):
-        completed = _replay(tmp_path / "cache")
-        assert "玫瑰: 100" in completed.stdout, (run, completed.stdout, completed.stderr)
-        assert completed.stdout.rstrip().endswith("exit=0 jsonschema=False"), (run, completed.stdout, completed.stderr)
+@pytest.mark.xdist_group(REPLAYS)
+def test_the_offline_replay_does_not_import_jsonschema(inventory_replays: InventoryReplays) -> None:
+    for run, replay in (("cold catalog cache", inventory_replays.cold), ("warm catalog cache", inventory_replays.warm)):
+        assert "玫瑰: 100" in replay.stdout, (run, replay.stdout, replay.stderr)
+        assert replay.status == 0 and "jsonschema" not in replay.modules, (run, replay.stdout, replay.stderr)
 
 
 def _tool(parameters: dict[str, Any]) -> Tool:

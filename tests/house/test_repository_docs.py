@@ -4,6 +4,7 @@ to a document it does not contain or to a tracker's issue number."""
 from __future__ import annotations
 
 import ast
+import json
 import os
 import re
 import subprocess
@@ -12,7 +13,10 @@ import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from tests.cli.test_cli_recipe import ROOT, clean_env
+from tests.package_sources import SOURCES_GROUP, parsed_tree
 
 # Written in pieces so that this file does not match itself.
 OUTSIDE_REFERENCES = re.compile("|".join([  # the documents' names as the tracker spells them (docs/providers.md is ours)
@@ -73,7 +77,7 @@ def _docstring_examples() -> list[tuple[str, str]]:
     """Each ``::`` block of a docstring in the package that is a program using ``toolrun`` (where, code)."""
     found = []
     for path in sorted((ROOT / "toolrun").rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = parsed_tree(path)
         for node in [tree, *(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef))]:
             docstring = ast.get_docstring(node)
             for block in re.findall(r"::\n\n((?:(?:    .*)?\n)+)", (docstring or "") + "\n"):
@@ -83,11 +87,25 @@ def _docstring_examples() -> list[tuple[str, str]]:
     return found
 
 
+@pytest.mark.xdist_group(SOURCES_GROUP)
 def test_the_docstring_examples_of_the_public_api_run_as_written(tmp_path: Path,
                                                                  seed_tools_d_listings: Callable[[Path], Path]) -> None:
     examples = _docstring_examples()
     assert {where.split(" ")[0] for where, _ in examples} >= {"toolrun/__init__.py", "toolrun/providers/scripted.py"}
-    for where, code in examples:
-        done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                              env=clean_env(TOOLRUN_CACHE_DIR=str(seed_tools_d_listings(tmp_path / "cache"))))
-        assert done.returncode == 0, f"{where}:\n{code}\n{done.stderr[-3000:]}"
+    # One interpreter runs them all, each as a script of its own (fresh globals, named by where it is).
+    done = subprocess.run([sys.executable, "-c", EXAMPLES_RUNNER, json.dumps(examples)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120,
+                          env=clean_env(TOOLRUN_CACHE_DIR=str(seed_tools_d_listings(tmp_path / "cache"))))
+    ran = [line.removeprefix(RAN) for line in done.stdout.splitlines() if line.startswith(RAN)]
+    failed = examples[len(ran)] if done.returncode != 0 and len(ran) < len(examples) else ("", "")
+    assert done.returncode == 0, f"{failed[0]}:\n{failed[1]}\n{done.stderr[-3000:]}"
+    assert ran == [where for where, _ in examples]
+
+
+RAN = "example ran: "
+EXAMPLES_RUNNER = f"""
+import json, sys
+for where, code in json.loads(sys.argv[1]):
+    exec(compile(code, where, "exec"), {{"__name__": "__main__"}})
+    print({RAN!r} + where, flush=True)
+"""

@@ -169,8 +169,8 @@ def test_four_calls_of_one_turn_run_concurrently(tools):
 
 
 def test_a_sequential_tool_never_overlaps_another_call(tools, tool_log):
-    script = [("slow", {"seconds": 0.1}), ("slow", {"seconds": 0.1}), ("exclusive", {"seconds": 0.1}),
-              ("slow", {"seconds": 0.1}), ("slow", {"seconds": 0.1})]
+    script = [("slow", {"seconds": 0.05}), ("slow", {"seconds": 0.05}), ("exclusive", {"seconds": 0.05}),
+              ("slow", {"seconds": 0.05}), ("slow", {"seconds": 0.05})]
     model = ScriptedModel([ScriptedModel.calls(script), "done"])
     result = run(model, [tools["slow"], tools["exclusive"]])
 
@@ -186,7 +186,7 @@ def test_a_sequential_tool_never_overlaps_another_call(tools, tool_log):
 
 
 def test_parallel_false_serialises_every_call(tools, tool_log):
-    model = ScriptedModel([ScriptedModel.calls([("slow", {"seconds": 0.1})] * 3), "done"])
+    model = ScriptedModel([ScriptedModel.calls([("slow", {"seconds": 0.05})] * 3), "done"])
     run(model, [tools["slow"]], RunSettings(parallel=False))
     calls = sorted(intervals(tool_log), key=lambda c: c["start"])
     assert len(calls) == 3
@@ -428,6 +428,7 @@ def test_secrets_never_reach_the_model_or_the_transcript(tools):
 # ---- more calls than max_concurrency: workers take the calls in turn
 
 SEEN: contextvars.ContextVar[int | None] = contextvars.ContextVar("seen", default=None)
+CALL_SECONDS = 0.05  # each call of the executor below
 
 
 async def _remembering_executor(tool, call, context, approver, *, turn=()):
@@ -437,7 +438,7 @@ async def _remembering_executor(tool, call, context, approver, *, turn=()):
     seen = SEEN.get()
     SEEN.set(call.arguments["city"])
     try:
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(CALL_SECONDS)
     except asyncio.CancelledError:
         return ToolOutcome(f"interrupted, saw {seen}", True, 0)
     return ToolOutcome(f"saw {seen}", False, 0)
@@ -465,14 +466,14 @@ def test_a_cancelled_run_starts_no_further_call_even_when_a_call_swallows_the_ca
             model, [tools["get_flower_inventory"]], system=None, messages=[Message("user", [TextPart("go")])],
             settings=RunSettings(max_concurrency=2), context=CallContext(environ={}), observer=Starts(),
             execute=_remembering_executor))
-        for _ in range(500):  # until both slots have a call running (the calls take 0.2 s each)
+        for _ in range(500):  # until both slots have a call running (the calls take CALL_SECONDS each)
             if len(started) >= 2:
                 break
             await asyncio.sleep(0.01)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        await asyncio.sleep(0.4)  # long enough for further calls to start, were any to
+        await asyncio.sleep(4 * CALL_SECONDS)  # long enough for further calls to start, were any to
 
     asyncio.run(cancel_mid_batch())
     assert started == ["北京", "上海"]

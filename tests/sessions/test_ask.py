@@ -27,7 +27,7 @@ def _without_timing(document: dict) -> dict:
 
 def test_ask_runs_the_three_calls_concurrently_and_prints_like_a_recipe(tmp_path: Path, loopback) -> None:
     server = loopback(fake_openai)
-    recipe = make_world(tmp_path, delay=0.4)
+    recipe = make_world(tmp_path, delay=0.1)
     db = tmp_path / "logs.db"
     env = {**live_env(server), "TOOLRUN_LOGS": str(db)}
     asked = run("ask", QUESTION, "--tools", "get_flower_*", "--model", "openai:gpt-4o-mini", env=env, cwd=tmp_path)

@@ -156,8 +156,8 @@ def test_a_sequential_barrier_is_a_bar_no_other_bar_overlaps(tmp_path: Path) -> 
     tools = tmp_path / "tools.d"
     tools.mkdir()
     (tools / "shop.yaml").write_text(BARRIER_TOOLS, encoding="utf-8")
-    (tools / "shop.py").write_text("import time\n\ndef read_stock(city):\n    time.sleep(0.15)\n    return city\n\n"
-                                   "def close_books():\n    time.sleep(0.15)\n    return 'closed'\n", encoding="utf-8")
+    (tools / "shop.py").write_text("import time\n\ndef read_stock(city):\n    time.sleep(0.05)\n    return city\n\n"
+                                   "def close_books():\n    time.sleep(0.05)\n    return 'closed'\n", encoding="utf-8")
     script = tmp_path / "turns.yaml"
     script.write_text("- tool_calls:\n    - {name: read_stock, arguments: {city: 北京}}\n"
                       "    - {name: read_stock, arguments: {city: 上海}}\n    - {name: close_books, arguments: {}}\n"

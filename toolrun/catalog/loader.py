@@ -276,21 +276,23 @@ def load_catalog_or_raise(directory: Path, *, wanted: Callable[[str], bool] | No
 
 
 def load_tool_file(file: Path, *, wanted: Callable[[str], bool] | None = None,
-                   servers: ServerOptions | None = None) -> tuple[list[LoadedTool], list[Problem]]:
+                   servers: ServerOptions | None = None, document: Any = None) -> tuple[list[LoadedTool], list[Problem]]:
     """The tools of one file as (name, line, Tool or None when broken), and the file's problems.
 
     Names of broken tools are still returned so duplicate names are found across files.
     ``wanted``: see ``load_catalog`` (an MCP server's tools may come back as ``UnstartedTool``);
-    ``servers``: whether to ask MCP servers afresh, and where to put what is worth saying.
+    ``servers``: whether to ask MCP servers afresh, and where to put what is worth saying;
+    ``document``: the file as ``load_yaml_file`` read it, when the caller has read it already.
     """
     # What checks a file is imported when one is read: a warm cache serves every file without them.
     from toolrun.catalog.mcp_toolset import load_mcp_toolset
     from toolrun.catalog.tool_schema import schema_problems
 
-    try:
-        document = load_yaml_file(file)
-    except YamlSyntaxError as exc:
-        return [], [exc.problem]
+    if document is None:
+        try:
+            document = load_yaml_file(file)
+        except YamlSyntaxError as exc:
+            return [], [exc.problem]
     shape = _document_shape_problem(document, file)
     if shape is not None:
         return [], [shape]

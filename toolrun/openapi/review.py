@@ -69,14 +69,15 @@ def _shown_as(review: ToolsetReview, temporary: str, shown: str) -> ToolsetRevie
 
 def _review(path: Path) -> ToolsetReview:
     try:
-        foreign = _not_http(load_yaml_file(path))
+        document = load_yaml_file(path)
     except YamlSyntaxError as exc:
         return ToolsetReview(0, [exc.problem])
+    foreign = _not_http(document)
     if foreign:  # loading an mcp_server toolset starts its command: an import never does
         return ToolsetReview(0, [Problem(path, None, f"the imported toolset holds {foreign}, not only http tools: "
                                          "not loaded, nothing was started",
                                          "this is a bug in the importer: please report it with the document")])
-    loaded, found = load_tool_file(path)
+    loaded, found = load_tool_file(path, document=document)  # read once: a large import's YAML takes a while
     problems = list({str(problem): problem for problem in found}.values())  # checks may word one mistake alike
     tools = [tool for _, _, tool in loaded if isinstance(tool, Tool)]
     catalog = Catalog(directory=path.parent)
