@@ -56,13 +56,19 @@ def lint_toolset(text: str, file: str | Path | None = None) -> ToolsetReview:
     with tempfile.TemporaryDirectory(prefix="toolrun-import-") as folder:
         path = Path(folder) / "openapi.yaml"
         path.write_text(text, encoding="utf-8")
-        return _shown_as(_review(path), str(path), STDOUT)
+        return _shown_as(_review(path), (str(path), folder), STDOUT)
 
 
-def _shown_as(review: ToolsetReview, temporary: str, shown: str) -> ToolsetReview:
-    """The review with the temporary file's name (gone once it returns) said as ``shown``."""
-    problems = [replace(p, file=shown, message=p.message.replace(temporary, shown)) for p in review.problems]
-    findings = [replace(f, file=shown if f.file == temporary else f.file, message=f.message.replace(temporary, shown))
+def _shown_as(review: ToolsetReview, temporary: tuple[str, str], shown: str) -> ToolsetReview:
+    """The review with the temporary file's and folder's names (gone once it returns) said as ``shown``:
+    a finding about the whole catalog (too many tools, say) names the folder."""
+    def said(text: str) -> str:
+        for name in temporary:  # the file first: its name starts with the folder's
+            text = text.replace(name, shown)
+        return text
+
+    problems = [replace(p, file=shown, message=said(p.message)) for p in review.problems]
+    findings = [replace(f, file=shown if f.file in temporary else f.file, message=said(f.message))
                 for f in review.findings]
     return ToolsetReview(review.tools, problems, findings)
 
