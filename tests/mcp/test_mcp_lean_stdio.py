@@ -189,6 +189,18 @@ def test_approval_is_asked_by_elicitation_and_the_answer_decides(raw: RawClient,
         assert not result["isError"] and result["structuredContent"] == expected
 
 
+def test_a_call_cancelled_while_its_approval_question_is_up_withdraws_the_question(raw: RawClient) -> None:
+    raw.send({"jsonrpc": "2.0", "id": "w1", "method": "tools/call",
+              "params": {"name": "guarded_echo", "arguments": {"text": "no"}}})
+    question = raw.receive()
+    assert question["method"] == "elicitation/create"
+    raw.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "w1"}})
+    withdrawn = raw.receive()
+    assert withdrawn["method"] == "notifications/cancelled" and withdrawn["params"]["requestId"] == question["id"]
+    assert_valid("CancelledNotification", withdrawn, ("2025-11-25",))
+    assert raw.request("w2", "ping")["id"] == "w2"  # and no reply to the cancelled call came before it
+
+
 def _alive(pid: int) -> bool:
     stat = Path(f"/proc/{pid}/stat")
     try:

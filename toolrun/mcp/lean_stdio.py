@@ -232,6 +232,12 @@ class StdioSession:
         self.send({"jsonrpc": "2.0", "id": question_id, "method": method, "params": params})
         try:
             return await answer
+        except asyncio.CancelledError:
+            if not answer.done() or answer.cancelled():  # unanswered (cancelling the task cancels the future it
+                # awaited): the request that asked was cancelled, so its question is withdrawn, not left up
+                self.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                           "params": {"requestId": question_id, "reason": "the request that asked it was cancelled"}})
+            raise
         finally:
             self._asked.pop(question_id, None)
 
