@@ -5,6 +5,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -31,6 +32,10 @@ def pytest_configure(config: pytest.Config) -> None:
     # write them (into __pycache__, which git ignores), as Python does by default. A cache prefix
     # would not do: it hides the bytecode pip compiled for the dependencies, and costs as much.
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    # Started in the background (`python -m pytest &` in a script ignores SIGINT, and its children inherit that):
+    # the tests that press Ctrl-C on a toolrun process need the signal to reach it, as it does from a terminal.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
