@@ -129,6 +129,14 @@ def test_an_unclosed_quote_is_reported_where_it_opens_not_where_the_parser_stops
     assert caught.value.problem.line == 8 and "close the quote" in str(caught.value.problem.fix)
 
 
+@pytest.mark.parametrize(("value", "closing"), [('{python: "a.py:f"', "}"), ("[a, b", "]")])
+def test_a_bracket_never_closed_is_reported_where_it_opens_not_past_the_last_line(value: str, closing: str) -> None:
+    with pytest.raises(YamlSyntaxError) as caught:
+        load_yaml_text(f"name: x\ndescription: hi\nbackend: {value}\n", "t.yaml")
+    assert caught.value.problem.line == 3  # the file has 3 lines; the parser stops at its end
+    assert "not closed" in caught.value.problem.message and f"close it with {closing}" in str(caught.value.problem.fix)
+
+
 def test_other_parser_errors_keep_their_line_when_every_quote_is_closed() -> None:
     text = "name: 'it''s' \ndescription: \"a \\\"b\\\"\"\nparameters:\n  type: object\n - x\n"
     with pytest.raises(YamlSyntaxError) as caught:

@@ -241,6 +241,12 @@ def _syntax_problem(exc: Any, path: Path | str, text: str) -> Problem:
         end = f"line {line}" if line else "the end of the file"
         return Problem(path, exc.context_mark.line + 1,
                        f"YAML syntax error: a quoted text starts here and is not closed ({what} at {end})", _QUOTE_FIX)
+    if exc.context and exc.context.startswith("while parsing a flow") and exc.context_mark and "<stream end>" in what:
+        # a { or [ never closed: the parser reads to the end of the file, past the last line; the mistake is the opening
+        bracket = "{" if "mapping" in exc.context else "["
+        return Problem(path, exc.context_mark.line + 1,
+                       f"YAML syntax error: the {bracket} opened on this line is not closed before the file ends",
+                       f"close it with {'}' if bracket == '{' else ']'} (or write the value in block style, one key per line)")
     opened = _unclosed_quote_line(text, line) if line and isinstance(exc, yaml.parser.ParserError) else None
     if opened:  # a quote left open swallows the lines up to the next quote, and the parser stumbles there
         return Problem(path, opened, f"YAML syntax error: the quote opened on this line is not closed on it "
