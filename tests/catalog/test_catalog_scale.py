@@ -359,12 +359,12 @@ def test_an_mcp_server_file_is_remembered_as_one_whose_names_only_its_server_kno
     write(tmp_path, "a.yaml", shell_tool("tool_a", "Prints greeting a. Use it to check the wiring; not for real work."))
     write(tmp_path, "server.yaml", "mcp_server:\n  command: [definitely-not-a-command-here]\n")
     cache = loader.CatalogCache.for_directory(tmp_path)
-    scan = loader._NameScan(["tool_z"], cache)
-    assert scan(str(tmp_path / "server.yaml")) == loader.SERVER_NAMES_UNKNOWN
+    server = str(tmp_path / "server.yaml")
+    assert loader._NameScan(["tool_z"], cache).scan([server]) == [loader.SERVER_NAMES_UNKNOWN]
     cache.save()
     scans.clear()
     again = loader._NameScan(["tool_z"], loader.CatalogCache.for_directory(tmp_path))
-    assert again(str(tmp_path / "server.yaml")) == loader.SERVER_NAMES_UNKNOWN and scans == []
+    assert again.scan([server]) == [loader.SERVER_NAMES_UNKNOWN] and scans == []
 
 
 def test_a_warm_lint_takes_the_side_by_side_findings_of_an_unchanged_catalog_from_the_cache(

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 
 import pytest
 
-from toolrun.core.json_limits import TooDeep, compact_json, loads_bounded, nesting_depth
+from toolrun.core.json_limits import TooDeep, compact_encoder, compact_json, loads_bounded, nesting_depth
 from toolrun.core.yamlsource import LineDict
 
 
@@ -40,3 +41,8 @@ def test_compact_json_writes_what_json_dumps_writes(value: object) -> None:
 def test_compact_json_refuses_what_json_cannot_hold() -> None:
     with pytest.raises(TypeError, match="Object of type set is not JSON serializable"):
         compact_json({"s": {1}})
+
+
+def test_a_compact_encoder_with_a_default_writes_what_json_dumps_writes_with_it() -> None:
+    value = {"price": Decimal("1.50"), "set": {1}, "城": "北京"}
+    assert compact_encoder(default=str)(value) == json.dumps(value, ensure_ascii=False, default=str)

@@ -163,7 +163,6 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
         "jsonschema.Draft202012Validator": JSONSCHEMA,
         "jsonschema.exceptions.SchemaError": JSONSCHEMA,
     },
-    "toolrun.sessions.recipe_cache": {"tempfile": "only a recipe not kept yet is written (random, shutil)"},
     "toolrun.replay.divergence": {"difflib": "only a divergence is described with a diff"},
     "toolrun.replay.recording": {"tempfile": "only recording writes a cassette: a replay does without random and shutil"},
     "toolrun.core.retry_after": {

@@ -23,6 +23,24 @@ def counts(log: RunLog) -> tuple[int, int]:
             log.connection.execute("SELECT COUNT(*) FROM runs WHERE indexed = 1").fetchone()[0])
 
 
+def run_by_hand(log: RunLog, recipe: str, prompt: str, cities: list[str], first_result: str
+                ) -> tuple[RunLogWriter, list[ToolCall]]:
+    """A writer's run, driven event by event: one turn asking ``get_stock`` for each of ``cities``, of which
+    only the first call has run (and answered ``first_result``). The writer and the turn's calls."""
+    writer = RunLogWriter(log, command="recipe", prompt=prompt)
+    writer.on_run_start(recipe=recipe, model="scripted:x", mode="live")
+    calls = [ToolCall(f"call_{n}", "get_stock", {"city": city}, "{}") for n, city in enumerate(cities, 1)]
+    writer.on_model_response(0, ModelResponse(Message("assistant", list(calls)), "tool_calls", Usage(1, 1, 1)))
+    call_ends(writer, calls[0], first_result)
+    return writer, calls
+
+
+def call_ends(writer: RunLogWriter, call: ToolCall, result: str) -> None:
+    """``call`` starts and ends with ``result``, as the run loop reports it."""
+    writer.on_tool_call_start(call)
+    writer.on_tool_call_end(ToolCallRecord(call.id, call.name, call.arguments, result, False, 1))
+
+
 def test_a_run_writes_no_search_rows_and_the_first_search_indexes_it_once(tmp_path: Path) -> None:
     log = RunLog.open(tmp_path / "logs.db")
     try:
@@ -41,18 +59,12 @@ def test_a_run_writes_no_search_rows_and_the_first_search_indexes_it_once(tmp_pa
 
 def test_a_run_still_writing_is_indexed_as_far_as_it_got_and_again_next_time(tmp_path: Path) -> None:
     log = RunLog.open(tmp_path / "logs.db")
-    writer = RunLogWriter(log, command="recipe", prompt="北京有什么花?")
-    writer.on_run_start(recipe="live", model="scripted:x", mode="live")
-    first, second = ToolCall("call_1", "get_stock", {"city": "北京"}, "{}"), ToolCall("call_2", "get_stock", {"city": "深圳"}, "{}")
-    writer.on_model_response(0, ModelResponse(Message("assistant", [first, second]), "tool_calls", Usage(1, 1, 1)))
-    writer.on_tool_call_start(first)
-    writer.on_tool_call_end(ToolCallRecord("call_1", "get_stock", {"city": "北京"}, "玫瑰: 100", False, 1))
+    writer, (_, second) = run_by_hand(log, "live", "北京有什么花?", ["北京", "深圳"], "玫瑰: 100")
     writer.flush()
     try:
         assert [hit.run_id for hit in log.search("玫瑰")] == [1]
         assert log.search("百合") == [] and counts(log)[1] == 0  # this process still writes it: not marked
-        writer.on_tool_call_start(second)
-        writer.on_tool_call_end(ToolCallRecord("call_2", "get_stock", {"city": "深圳"}, "百合: 7", False, 1))
+        call_ends(writer, second, "百合: 7")
         writer.on_turn_end(TurnRecord("tool_calls", None, Usage(1, 1, 1), []))
         assert [hit.run_id for hit in log.search("百合")] == [1]  # indexed again, with the call written since
         assert [hit.run_id for hit in log.search("玫瑰")] == [1]  # once: its earlier rows were replaced
@@ -63,12 +75,7 @@ def test_a_run_still_writing_is_indexed_as_far_as_it_got_and_again_next_time(tmp
 
 def test_a_killed_writer_s_run_is_indexed_whole_once_its_process_is_gone(tmp_path: Path) -> None:
     log = RunLog.open(tmp_path / "logs.db")
-    writer = RunLogWriter(log, command="recipe", prompt="深圳有什么花?")
-    writer.on_run_start(recipe="killed", model="scripted:x", mode="live")
-    call = ToolCall("call_1", "get_stock", {"city": "深圳"}, "{}")
-    writer.on_model_response(0, ModelResponse(Message("assistant", [call]), "tool_calls", Usage(1, 1, 1)))
-    writer.on_tool_call_start(call)
-    writer.on_tool_call_end(ToolCallRecord("call_1", "get_stock", {"city": "深圳"}, "郁金香: 150", False, 1))
+    writer, _ = run_by_hand(log, "killed", "深圳有什么花?", ["深圳"], "郁金香: 150")
     writer.on_turn_end(TurnRecord("tool_calls", None, Usage(1, 1, 1), []))  # then the process dies: no run end
     gone = subprocess.Popen(["true"])
     gone.wait()

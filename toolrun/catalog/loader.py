@@ -164,8 +164,6 @@ def _add_file(result: LoadResult, file: Path, loaded: tuple[list[LoadedTool], li
     result.problems += sorted(_unique(file_problems), key=lambda p: p.line or 0)
 
 
-
-
 class _NameScan:
     """Which files may define one of ``names``: True, False, or SERVER_NAMES_UNKNOWN, file by file."""
 
@@ -181,10 +179,6 @@ class _NameScan:
         if self.cache is not None:
             self.cache.keep_words_of(paths)
         return answers
-
-    def __call__(self, file: str) -> bool | str:
-        """The answer for one file (see ``scan``)."""
-        return self._answers([file])[0]
 
     def _answers(self, paths: list[str]) -> list[bool | str]:
         if self.cache is None:

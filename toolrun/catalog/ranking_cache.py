@@ -55,9 +55,9 @@ def kept_ranking(directory: Path) -> KeptRanking | None:
 
 def _stamps_now(directory: Path, kept: tuple[tuple[str, tuple[int, ...]], ...]) -> tuple[tuple[str, tuple[int, ...]], ...]:
     """The directory's tool files by key with their status keys now, then the other files ``kept`` names."""
-    prefix = os.path.join(str(directory), "")
-    files = [str(file) for file in tool_files(directory)]
-    stamps = [(file.removeprefix(prefix).replace(os.sep, "/"), status_key(os.stat(file))) for file in files]
+    key = CatalogCache(directory, None).key  # keys only: a cache without a folder reads nothing
+    files = tool_files(directory)
+    stamps = [(key(file), status_key(os.stat(file))) for file in files]
     stamps += [(path, status_key(os.stat(path))) for path, _ in kept[len(files):]]
     return tuple(stamps)
 

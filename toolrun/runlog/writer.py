@@ -16,11 +16,11 @@ import asyncio
 import os
 import sqlite3
 import time
-from _json import encode_basestring, make_encoder
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from toolrun.core.json_limits import compact_encoder
 from toolrun.core.messages import Message, ModelResponse, OpaquePart, TextPart, ToolCall, ToolResult
 from toolrun.core.secrets import active_redactor, redact
 from toolrun.loop.context_window import ContextEvent
@@ -54,13 +54,8 @@ def message_json(message: Message) -> list[dict[str, Any]]:
     return parts
 
 
-# json.dumps(ensure_ascii=False, default=str) without its per-call set-up (an encoder made on every
-# call: half the cost of a call's small arguments); no circular check: the values come from JSON.
-_ENCODE = make_encoder(None, str, encode_basestring, None, ": ", ", ", False, False, True)
-
-
-def _json(value: Any) -> str:
-    return "".join(_ENCODE(value, 0))
+# json.dumps(ensure_ascii=False, default=str), its encoder made once: the values come from JSON.
+_json = compact_encoder(default=str)
 
 
 def run_status(result: RunResult) -> str:

@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from toolrun.catalog.cache import changed_recently, checked, code_stamp, digest, status_key
+from toolrun.catalog.cache import changed_recently, checked, code_stamp, digest, replace_file, status_key
 from toolrun.core.cache_folder import cache_directory
 from toolrun.core.yamlsource import LineDict, LineList
 
@@ -75,8 +75,6 @@ def _keep(path: Path, before: os.stat_result, kind: str, value: Any) -> None:
     where = _cache_file(path, kind)
     if where is None or changed_recently(before):
         return
-    import tempfile  # only a recipe not kept yet is written: a cached one does without its imports
-
     try:
         after = path.stat()
         if status_key(after) != status_key(before):  # changed while it was read
@@ -85,10 +83,7 @@ def _keep(path: Path, before: os.stat_result, kind: str, value: Any) -> None:
         payload = marshal.dumps({"code": code_stamp(FORMAT), "path": str(path.resolve()),
                                  "status": status_key(before), "document": kept})
         where.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=where.parent, prefix=".recipe-", suffix=".tmp")
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(digest(payload) + payload)
-        os.replace(temporary, where)
+        replace_file(where, digest(payload) + payload)
     except (OSError, NotKept, ValueError):
         return  # a cache that cannot be written is skipped
 
