@@ -550,9 +550,12 @@ def test_the_command_line_does_not_import_the_sdk() -> None:
 # ---------------------------------------------------------------- lines the SDK cannot read
 
 
-def test_a_request_too_deep_or_not_json_gets_an_error_reply_and_the_session_goes_on(tmp_path: Path) -> None:
+@pytest.mark.parametrize("served_by", ["lean", "sdk"])
+def test_a_request_too_deep_or_not_json_gets_an_error_reply_and_the_session_goes_on(tmp_path: Path,
+                                                                                     served_by: str) -> None:
     # Spoken raw over stdio, as a client with its own JSON-RPC code would: the SDK's parser gives up
-    # near 200 levels, and a request it could not read used to get no reply at all.
+    # near 200 levels, and a request it could not read used to get no reply at all. A first line that is
+    # not an initialize request hands the client to the SDK's server, whose unreadable lines are answered too.
     tools = tmp_path / "tools.d"
     tools.mkdir()
     shutil.copy(TOOLS_D / "disk.yaml", tools / "disk.yaml")
@@ -568,6 +571,8 @@ def test_a_request_too_deep_or_not_json_gets_an_error_reply_and_the_session_goes
         return json.loads(process.stdout.readline())  # type: ignore[union-attr]
 
     try:
+        if served_by == "sdk":
+            assert exchange("not JSON, first")["error"]["code"] == -32700
         hello = exchange(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}))
         assert hello["id"] == 1 and "result" in hello
