@@ -37,6 +37,27 @@ SLEEPER_TOOL = """
 """
 
 
+# A tool that echoes its text argument; ``backend`` and ``extra`` (more top-level keys) vary by test.
+ECHO_PY = 'def echo(text):\n    return {"text": text, "length": len(text)}\n'
+
+
+def echo_tool(name: str, *, extra: str = "annotations: {read_only: true}",
+              backend: str = "{python: echo.py:echo}") -> str:
+    """The YAML of an echo tool named ``name``; its default backend is ``ECHO_PY`` saved as ``echo.py``."""
+    return (f"name: {name}\n"
+            "description: >-\n"
+            "  Echoes its text argument back. Use it to check that the server answers and that a client\n"
+            "  sees this tool; do not use it for anything else, it changes nothing anywhere.\n"
+            "parameters:\n"
+            "  type: object\n"
+            "  properties:\n"
+            "    text: {type: string, description: The text to echo back.}\n"
+            "  required: [text]\n"
+            "  additionalProperties: false\n"
+            f"{extra}\n"
+            f"backend: {backend}\n")
+
+
 def server_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment of a server process: this checkout first on the import path."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("OPS_API")}

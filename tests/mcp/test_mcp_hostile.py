@@ -25,7 +25,7 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from tests.mcp_helpers import HttpServer, http_server
+from tests.mcp_helpers import HttpServer, echo_tool, http_server
 
 pytestmark = [pytest.mark.integration,  # hostile clients against a real gateway: deadlines, session limits, floods
               pytest.mark.xdist_group("mcp-hostile")]  # --dist loadgroup: its module's server starts once, on one worker
@@ -39,29 +39,14 @@ INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
 CONTROLS = "\x9b\u202e\u2028\u2029\x85\x1b\x07"
 BROKEN = f"broken{CONTROLS}.yaml"
 
-ECHO_TOOL = """\
-name: {name}
-description: >-
-  Echoes its text argument back unchanged. Use it to check that the server answers and that a
-  client sees this tool; do not use it for anything else, it changes nothing anywhere.
-parameters:
-  type: object
-  properties:
-    text: {{type: string, description: The text to echo back.}}
-  required: [text]
-  additionalProperties: false
-annotations: {{read_only: true}}
-backend:
-  shell:
-    argv: [echo, "{{{{ text }}}}"]
-"""
+SHELL_ECHO = '{shell: {argv: [echo, "{{ text }}"]}}'  # the text back as plain text, no file beside it
 
 
 @pytest.fixture(scope="module")
 def tools_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("hostile-tools")
     for name in ("get_echo", "secret_echo"):
-        (folder / f"{name}.yaml").write_text(ECHO_TOOL.format(name=name), encoding="utf-8")
+        (folder / f"{name}.yaml").write_text(echo_tool(name, backend=SHELL_ECHO), encoding="utf-8")
     return folder
 
 
@@ -261,7 +246,7 @@ def test_a_client_hears_only_the_load_problems_of_tools_it_can_see(server: HttpS
                 http_client(server.url, "admin", logging_callback=listener("admin")) as admin:
             for client in (reader, admin):
                 await client.list_tools()  # a 2025-11-25 session listening for changes
-            (tools_dir / "secret_echo.yaml").write_text(ECHO_TOOL.format(name="secret_echo") + "secret_key: 1\n",
+            (tools_dir / "secret_echo.yaml").write_text(echo_tool("secret_echo", backend=SHELL_ECHO) + "secret_key: 1\n",
                                                         encoding="utf-8")
             (tools_dir / BROKEN).write_text("name: [unclosed\n", encoding="utf-8")  # its name printed on stderr
             with anyio.fail_after(20):
@@ -272,7 +257,7 @@ def test_a_client_hears_only_the_load_problems_of_tools_it_can_see(server: HttpS
             assert any("broken" in line for line in heard["admin"])
             assert heard["reader"] == []  # neither the hidden tool's problem nor a whole file's
 
-            (tools_dir / "get_echo.yaml").write_text(ECHO_TOOL.format(name="get_echo") + "get_key: 1\n",
+            (tools_dir / "get_echo.yaml").write_text(echo_tool("get_echo", backend=SHELL_ECHO) + "get_key: 1\n",
                                                      encoding="utf-8")
             with anyio.fail_after(20):
                 while not heard["reader"]:
@@ -284,7 +269,7 @@ def test_a_client_hears_only_the_load_problems_of_tools_it_can_see(server: HttpS
         anyio.run(check)
     finally:
         for name in ("get_echo", "secret_echo"):
-            (tools_dir / f"{name}.yaml").write_text(ECHO_TOOL.format(name=name), encoding="utf-8")
+            (tools_dir / f"{name}.yaml").write_text(echo_tool(name, backend=SHELL_ECHO), encoding="utf-8")
         (tools_dir / BROKEN).unlink(missing_ok=True)
 
 

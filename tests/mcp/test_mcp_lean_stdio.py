@@ -21,36 +21,15 @@ from typing import Any
 
 import pytest
 
-from tests.mcp_helpers import ROOT, SLEEPER_TOOL, assert_valid, server_env, toolrun_mcp_argv
+from tests.mcp_helpers import ECHO_PY, ROOT, SLEEPER_TOOL, assert_valid, echo_tool, server_env, toolrun_mcp_argv
 
 pytestmark = pytest.mark.xdist_group("mcp-servers")
-
-ECHO_PY = """
-def echo(text):
-    return {"text": text}
-"""
-ECHO_YAML = """
-name: {name}
-description: >-
-  Echoes its text argument back as a JSON object. Use it to check that the server answers;
-  do not use it for anything else, it changes nothing anywhere at all, not even a file.
-parameters:
-  type: object
-  properties:
-    text: {{type: string, description: The text to echo back.}}
-  required: [text]
-  additionalProperties: false
-{extra}
-backend:
-  python: echo.py:echo
-"""
 
 
 def tools_dir(folder: Path) -> Path:
     (folder / "echo.py").write_text(ECHO_PY, encoding="utf-8")
-    (folder / "echo.yaml").write_text(ECHO_YAML.format(name="echo", extra="annotations: {read_only: true}"),
-                                      encoding="utf-8")
-    (folder / "guarded.yaml").write_text(ECHO_YAML.format(name="guarded_echo", extra="confirm: true"), encoding="utf-8")
+    (folder / "echo.yaml").write_text(echo_tool("echo"), encoding="utf-8")
+    (folder / "guarded.yaml").write_text(echo_tool("guarded_echo", extra="confirm: true"), encoding="utf-8")
     (folder / "sleeper.yaml").write_text(textwrap.dedent(SLEEPER_TOOL.format(pid_file=folder / "sleeper.pid")),
                                          encoding="utf-8")
     return folder
@@ -122,7 +101,7 @@ def test_serving_a_call_over_stdio_never_imports_the_sdk(folder: Path) -> None:
     assert [tool["name"] for tool in client.request(1, "tools/list")["result"]["tools"]] == \
         ["echo", "guarded_echo", "sleep_long"]
     called = client.request(2, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
-    assert called["result"]["structuredContent"] == {"text": "hi"}
+    assert called["result"]["structuredContent"] == {"text": "hi", "length": 2}
     stderr = client.close()
     imported = {line.rsplit("|", 1)[1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
     assert "toolrun.mcp.lean_stdio" in imported
@@ -169,7 +148,7 @@ def test_malformed_params_and_unknown_tools_are_protocol_errors(raw: RawClient) 
 
 
 @pytest.mark.parametrize(("answer", "expected"), [
-    ({"action": "accept", "content": {"approve": True}}, {"text": "yes"}),
+    ({"action": "accept", "content": {"approve": True}}, {"text": "yes", "length": 3}),
     ({"action": "accept", "content": {"approve": False}}, None),
     ({"action": "decline"}, None),
 ])
@@ -278,5 +257,5 @@ def test_requests_read_with_the_end_of_stdin_are_answered_and_a_nan_result_is_st
     replies = {reply["id"]: reply for reply in map(strict, done.stdout.splitlines())}
     assert sorted(replies) == [1, 2, 3, 4]  # 5 was cancelled: no reply
     assert replies[2]["result"] == {}
-    assert replies[3]["result"]["structuredContent"] == {"text": "hi"}
+    assert replies[3]["result"]["structuredContent"] == {"text": "hi", "length": 2}
     assert replies[4]["result"]["structuredContent"] == {"mean": None, "max": None}

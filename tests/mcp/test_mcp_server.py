@@ -29,11 +29,13 @@ from mcp.shared.exceptions import MCPError
 
 import toolrun
 from tests.mcp_helpers import (
+    ECHO_PY,
     ROOT,
     SLEEPER_TOOL,
     TEAM_TOKENS,
     assert_valid,
     blocking_portal,
+    echo_tool,
     open_sessions,
     server_env,
     toolrun_mcp_argv,
@@ -72,29 +74,9 @@ def write(folder: Path, name: str, text: str) -> Path:
     return path
 
 
-ECHO_TOOL = """
-    name: {name}
-    description: >-
-      Echoes its text argument back as a JSON object with the text and its length. Use it to check
-      that the server answers; do not use it for anything else, it changes nothing anywhere.
-    parameters:
-      type: object
-      properties:
-        text: {{type: string, description: The text to echo back.}}
-      required: [text]
-      additionalProperties: false
-    annotations: {{read_only: true, title: Echo}}
-    backend:
-      python: echo.py:echo
-"""
-
-
 def echo_tools(folder: Path) -> Path:
-    write(folder, "echo.py", """
-        def echo(text):
-            return {"text": text, "length": len(text)}
-    """)
-    write(folder, "echo.yaml", ECHO_TOOL.format(name="echo"))
+    write(folder, "echo.py", ECHO_PY)
+    write(folder, "echo.yaml", echo_tool("echo"))
     return folder
 
 
@@ -377,7 +359,7 @@ def test_a_file_dropped_in_while_serving_is_listed_and_every_client_notified(
             before = [t.name for t in (await legacy.list_tools()).tools]
             assert {"echo", "sleep_long"} <= set(before) and "echo_again" not in before
             echo_events.changed = anyio.Event()
-            write(echo_dir, "echo2.yaml", ECHO_TOOL.format(name="echo_again"))
+            write(echo_dir, "echo2.yaml", echo_tool("echo_again"))
             with anyio.fail_after(10):
                 await echo_events.changed.wait()  # the 2025-11-25 client: notifications/tools/list_changed
                 async for _event in subscription:  # the 2026-07-28 client: an event on its listen stream
@@ -568,9 +550,12 @@ def test_the_command_line_does_not_import_the_sdk() -> None:
 # ---------------------------------------------------------------- lines the SDK cannot read
 
 
-def test_a_request_too_deep_or_not_json_gets_an_error_reply_and_the_session_goes_on(tmp_path: Path) -> None:
+@pytest.mark.parametrize("served_by", ["lean", "sdk"])
+def test_a_request_too_deep_or_not_json_gets_an_error_reply_and_the_session_goes_on(tmp_path: Path,
+                                                                                     served_by: str) -> None:
     # Spoken raw over stdio, as a client with its own JSON-RPC code would: the SDK's parser gives up
-    # near 200 levels, and a request it could not read used to get no reply at all.
+    # near 200 levels, and a request it could not read used to get no reply at all. A first line that is
+    # not an initialize request hands the client to the SDK's server, whose unreadable lines are answered too.
     tools = tmp_path / "tools.d"
     tools.mkdir()
     shutil.copy(TOOLS_D / "disk.yaml", tools / "disk.yaml")
@@ -586,6 +571,8 @@ def test_a_request_too_deep_or_not_json_gets_an_error_reply_and_the_session_goes
         return json.loads(process.stdout.readline())  # type: ignore[union-attr]
 
     try:
+        if served_by == "sdk":
+            assert exchange("not JSON, first")["error"]["code"] == -32700
         hello = exchange(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}))
         assert hello["id"] == 1 and "result" in hello

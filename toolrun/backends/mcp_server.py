@@ -361,9 +361,7 @@ class ServerHub:
         async def forget() -> None:
             for spec, connection in list(self._connections.items()):
                 if connection.finished:  # neither serving nor being started by a call right now
-                    del self._connections[spec]
-                    connection.stderr_file.close()
-                    connection.stderr_path.unlink(missing_ok=True)
+                    self._forget(spec)
 
         self.submit(forget()).result()
 
@@ -378,9 +376,7 @@ class ServerHub:
             for spec, connection in list(self._connections.items()):
                 if matches(spec):
                     await connection.closed(timeout)
-                    del self._connections[spec]
-                    connection.stderr_file.close()
-                    connection.stderr_path.unlink(missing_ok=True)
+                    self._forget(spec)
 
         self.submit(close_matching()).result(timeout + 1)
 
@@ -400,10 +396,14 @@ class ServerHub:
             asyncio.run_coroutine_threadsafe(close_all(), loop).result(timeout + 1)
         except Exception:  # at exit, a server that will not stop is left to the OS
             pass
-        for connection in self._connections.values():
-            connection.stderr_file.close()
-            connection.stderr_path.unlink(missing_ok=True)
-        self._connections.clear()
+        for spec in list(self._connections):
+            self._forget(spec)
+
+    def _forget(self, spec: ServerSpec) -> None:
+        """Drop the connection of ``spec`` and its stderr file: the next use starts the server afresh."""
+        connection = self._connections.pop(spec)
+        connection.stderr_file.close()
+        connection.stderr_path.unlink(missing_ok=True)
 
 
 def _import_sdk() -> None:

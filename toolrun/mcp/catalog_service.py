@@ -33,7 +33,6 @@ PROGRESS_INTERVAL_SECONDS = 1.0
 WATCH_INTERVAL_SECONDS = 0.25
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")  # least severe first
 INSTRUCTIONS = "Tools of a toolrun catalog (YAML tool files)."
-INVALID_PARAMS = -32602  # JSON-RPC's code for a request whose parameters are wrong
 INVALID_CURSOR = "Invalid cursor: this server lists everything on one page"
 
 Progress = Callable[[float, str], Awaitable[None]]  # (seconds elapsed, message): one progress notification

@@ -48,13 +48,23 @@ def read_line(line: str) -> tuple[Message | None, dict[str, Any] | None]:
         return None, None  # a blank line (a keep-alive): ignored, as the SDK always did
     try:
         value = loads_bounded(line, MAX_BODY_DEPTH * 3)  # deeper than the SDK's parser, shallower than Python's
-    except TooDeep:
-        return None, _too_deep(top_level_id(line))
-    except ValueError:  # not JSON at all: nobody can tell which request it was
-        return None, error_reply(None, PARSE_ERROR, "Parse error: the line is not JSON")
+    except ValueError:  # not JSON, or nested past that bound
+        return None, unreadable_error(line)
     if nesting_depth(value) > SDK_PARSE_DEPTH:
         return None, _too_deep(value.get("id") if isinstance(value, dict) else None)
     return message_of(value), None
+
+
+def unreadable_error(line: str) -> dict[str, Any] | None:
+    """The reply to a line that cannot be read: "Parse error" with a null id when it is not JSON, else
+    "Invalid Request" with its id (it nests too deeply); None for a notification, never answered."""
+    try:
+        value = loads_bounded(line, MAX_BODY_DEPTH * 3)
+    except TooDeep:
+        value = None
+    except ValueError:  # not JSON at all: nobody can tell which request it was
+        return error_reply(None, PARSE_ERROR, "Parse error: the line is not JSON")
+    return _too_deep(value.get("id") if isinstance(value, dict) else _top_level_id(line))
 
 
 def message_of(value: Any) -> Message | None:
@@ -98,7 +108,7 @@ def _too_deep(request_id: Any) -> dict[str, Any] | None:
 _ID_VALUE = re.compile(r'\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
 
 
-def top_level_id(line: str) -> Any:
+def _top_level_id(line: str) -> Any:
     """The ``id`` member of the outermost object of ``line``, found without parsing its nested values."""
     depth, index, length = 0, 0, len(line)
     while index < length:

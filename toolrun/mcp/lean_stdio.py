@@ -37,8 +37,7 @@ from toolrun.mcp.jsonrpc_lines import (
 )
 from toolrun.mcp.mapping import APPROVAL_SCHEMA, approval_given, approval_question
 from toolrun.mcp.prompts import PromptError
-from toolrun.mcp.stdio_wire import LineWriter, ReplayedLines, WireText, claimed_stdio, line_reader
-from toolrun.mcp.stdio_wire import read_line as next_line
+from toolrun.mcp.stdio_wire import LineWriter, ReplayedLines, WireText, claimed_stdio, line_reader, next_line
 
 HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 LATEST_HANDSHAKE_VERSION = "2025-11-25"  # the answer to a version this server does not know, as the SDK answers

@@ -31,14 +31,10 @@ from toolrun.loop.approval import Approver
 from toolrun.mcp.catalog_service import (
     INSTRUCTIONS,
     INVALID_CURSOR,
-    LOG_LEVELS,
-    PROGRESS_INTERVAL_SECONDS,
-    WATCH_INTERVAL_SECONDS,
     Caller,
     CatalogService,
     completion_result,
     logs_at,
-    refusal_message,
 )
 from toolrun.mcp.live_catalog import LiveCatalog
 from toolrun.mcp.mapping import APPROVAL_SCHEMA, approval_given, approval_question
@@ -226,8 +222,7 @@ def _session_key(ctx: Any) -> str:
     return headers.get("mcp-session-id", "") if headers is not None else "stdio"
 
 
-__all__ = ["CALLER_SCOPE_KEY", "LOG_LEVELS", "PROGRESS_INTERVAL_SECONDS", "WATCH_INTERVAL_SECONDS", "Caller",
-           "CatalogServer", "refusal_message"]
+__all__ = ["CALLER_SCOPE_KEY", "Caller", "CatalogServer"]
 
 
 def _refuse_cursor(params: Any) -> None:

@@ -98,7 +98,7 @@ class LineWriter:
             self._transport.close()
 
 
-async def read_line(reader: asyncio.StreamReader) -> bytes:
+async def next_line(reader: asyncio.StreamReader) -> bytes:
     """The next line (b"" at the end); a line over the limit comes back as its first bytes, unreadable."""
     try:
         return await reader.readline()
@@ -115,7 +115,7 @@ class ReplayedLines:
 
     async def __aiter__(self) -> AsyncIterator[str]:
         yield self._first
-        while line := await read_line(self._reader):
+        while line := await next_line(self._reader):
             yield line.decode("utf-8", "replace")
 
 

@@ -16,8 +16,7 @@ from typing import Any
 import mcp_types as types
 from mcp.shared.message import SessionMessage
 
-from toolrun.core.json_limits import MAX_BODY_DEPTH, TooDeep, loads_bounded
-from toolrun.mcp.jsonrpc_lines import TOO_DEEP, top_level_id
+from toolrun.mcp.jsonrpc_lines import unreadable_error
 
 
 class AnsweringUnreadable:
@@ -70,16 +69,8 @@ def unreadable_reply(error: Exception) -> SessionMessage | None:
     line = _failed_line(error)
     if line is None or not line.strip():
         return None  # a blank line (a keep-alive): ignored, as the SDK always did
-    try:
-        message = loads_bounded(line, MAX_BODY_DEPTH * 3)  # deeper than the SDK's parser, shallower than Python's
-    except TooDeep:
-        message = None
-    except ValueError:  # not JSON at all: nobody can tell which request it was
-        return _error(None, types.PARSE_ERROR, "Parse error: the line is not JSON")
-    request_id = message.get("id") if isinstance(message, dict) else top_level_id(line)
-    if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
-        return None  # a notification (no id) is never answered; the SDK drops it, as before
-    return _error(request_id, types.INVALID_REQUEST, TOO_DEEP)
+    reply = unreadable_error(line)  # None for a notification: the SDK drops it, as before
+    return SessionMessage(types.JSONRPCError.model_validate(reply)) if reply is not None else None
 
 
 def _failed_line(error: Exception) -> str | None:
@@ -94,10 +85,6 @@ def _failed_line(error: Exception) -> str | None:
         if isinstance(detail, dict) and detail.get("type") == "json_invalid" and isinstance(detail.get("input"), str):
             return str(detail["input"])
     return None
-
-
-def _error(request_id: str | int | None, code: int, message: str) -> SessionMessage:
-    return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message)))
 
 
 __all__ = ["AnsweringUnreadable", "unreadable_reply"]
