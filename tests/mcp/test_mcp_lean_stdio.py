@@ -94,6 +94,16 @@ def raw(folder: Path) -> Iterator[RawClient]:
     client.close()
 
 
+@pytest.mark.parametrize("closed", ["<&-", ">&-"])
+def test_a_server_started_with_stdin_or_stdout_closed_says_so_in_one_line(folder: Path, closed: str) -> None:
+    argv = " ".join(toolrun_mcp_argv("--tools-dir", str(folder)))
+    done = subprocess.run(["bash", "-c", f"exec {argv} {closed}"], cwd=ROOT, env=server_env(), capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("error: stdin or stdout is closed") and "--http" in done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.splitlines()) == 1
+
+
 def test_serving_a_call_over_stdio_never_imports_the_sdk(folder: Path) -> None:
     client = RawClient(sys.executable, "-X", "importtime", *toolrun_mcp_argv("--tools-dir", str(folder))[1:])
     hello = client.initialize(version="2024-11-05")

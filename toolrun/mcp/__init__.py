@@ -8,6 +8,7 @@ client the lean stdio server hands over; ``import toolrun`` and the other comman
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
@@ -124,6 +125,11 @@ def _check_place(address: tuple[str, int] | None, auth: Path | InlineAuth | None
                                                 "anyone who can reach it could call every tool",
                                     "pass --auth FILE listing the clients and their tokens (see docs/mcp.md), "
                                     "or bind to 127.0.0.1"))
+    if address is None and (sys.__stdin__ is None or sys.__stdout__ is None):  # closed when the process started
+        raise UserError(Problem(None, None, "stdin or stdout is closed: over stdio the MCP client writes to the "
+                                            "server's stdin and reads its stdout",
+                                "start toolrun mcp from an MCP client (its server command), or serve over HTTP "
+                                "with --http 127.0.0.1:PORT"))
     if not tools_dir.is_dir():
         raise UserError(Problem(tools_dir, None, "tools directory not found",
                                 "pass --tools-dir DIR with the folder of tool files"))
