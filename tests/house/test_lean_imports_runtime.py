@@ -113,3 +113,14 @@ def test_the_commands_that_only_load_a_catalog_do_not_import_the_run_loop() -> N
     probe = "import sys, toolrun.cli.tools_lint, toolrun.cli.tools_list; print('toolrun.loop.runner' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "False", done.stderr
+
+
+@pytest.mark.xdist_group(REPLAYS)
+def test_an_offline_replay_does_not_import_hashlib(inventory_replays: InventoryReplays) -> None:
+    # hashlib sets up OpenSSL's digests at import (1-2 ms); the caches' keys and checks and the
+    # python tools' module names are BLAKE2b, from CPython's own module (toolrun.core.digests)
+    replay = inventory_replays.warm_without_site
+
+    assert replay.status == 0, replay.stderr
+    assert "玫瑰: 100" in replay.stdout and "toolrun.catalog.cache" in replay.new
+    assert [name for name in ("hashlib", "_hashlib") if name in replay.new] == []

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import importlib
 import importlib.machinery
 import importlib.util
@@ -34,6 +33,7 @@ from toolrun.backends.base import Backend, BackendOutput, CallContext, ConfigPro
 from toolrun.backends.python_target import PythonConfig, file_path, parse_python_config
 from toolrun.core.cache_folder import importing_users_code
 from toolrun.core.daemon_threads import in_daemon_thread, write_held_output
+from toolrun.core.digests import blake2b, hex_key
 from toolrun.core.errors import TOOL_LOGGER, Problem, ToolError
 from toolrun.core.text import did_you_mean, exception_text
 from toolrun.core.tool import Tool
@@ -55,7 +55,7 @@ _FILE_MODULE_PREFIX = "toolrun_tool_"
 
 
 def _module_name_for(path: Path) -> str:
-    digest = hashlib.sha1(str(path).encode("utf-8")).hexdigest()[:12]
+    digest = hex_key(str(path), 12)
     return f"{_FILE_MODULE_PREFIX}{path.stem}_{digest}"
 
 
@@ -100,7 +100,7 @@ class _ToolFileLoader(importlib.machinery.SourceFileLoader):
     def path_stats(self, path: str) -> dict[str, int]:
         status = os.stat(path)
         key = (status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino)
-        digest = hashlib.sha1(repr(key).encode()).digest()
+        digest = blake2b(repr(key).encode(), digest_size=4).digest()
         return {"mtime": int.from_bytes(digest[:4], "little"), "size": status.st_size}
 
 

@@ -41,7 +41,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import hashlib
 import marshal
 import os
 import time
@@ -54,6 +53,7 @@ from toolrun.catalog.lint import LintFinding
 from toolrun.catalog.model import UnstartedTool
 from toolrun.catalog.scan_words import ScanWords
 from toolrun.core.cache_folder import cache_directory
+from toolrun.core.digests import blake2b, hex_key
 from toolrun.core.tool import Annotations, BackendSpec, SourceLocation, Tool
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ def code_stamp(version: str) -> str:
     """A digest of ``version`` and of the size and mtime of every toolrun source (``.py`` and
     ``.json``): a cache made by other code is not read. All of them, not a list kept by hand: any
     module may change what a cached catalog or recipe holds (a list missed secrets.py and errors.py)."""
-    return hashlib.sha256(f"{version}\n{_sources_stamp()}".encode()).hexdigest()
+    return blake2b(f"{version}\n{_sources_stamp()}".encode("utf-8", "surrogatepass"), digest_size=32).hexdigest()
 
 
 @functools.cache
@@ -452,7 +452,7 @@ class CatalogCache:
 
 def cache_file(directory: Path, folder: Path, suffix: str) -> Path:
     """The cache file of ``directory`` in ``folder`` with ``suffix``: one set per directory, however it is spelled."""
-    key = hashlib.sha256(str(directory.resolve()).encode()).hexdigest()[:24]
+    key = hex_key(str(directory.resolve()))
     return folder / f"catalog-{key}{suffix}"
 
 
@@ -469,7 +469,7 @@ def _piece_of(path: Path, token: bytes, known: Any) -> bytes | None:
 
 def digest(data: bytes) -> bytes:
     """The digest that leads each cache file and names each entry."""
-    return hashlib.blake2b(data, digest_size=DIGEST_SIZE).digest()
+    return blake2b(data, digest_size=DIGEST_SIZE).digest()
 
 
 def checked(data: bytes) -> bytes:

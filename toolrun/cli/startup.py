@@ -25,7 +25,6 @@ import atexit
 import builtins
 import contextlib
 import dataclasses
-import hashlib
 import marshal
 import os
 import sys
@@ -36,8 +35,9 @@ from typing import Any
 
 from toolrun.core import cache_folder as bytecode_policy
 from toolrun.core.cache_folder import cache_directory
+from toolrun.core.digests import blake2b
 
-DIGEST_SIZE = 32  # the file starts with the sha256 of the rest
+DIGEST_SIZE = 32  # the file starts with the BLAKE2b digest of the rest
 MAX_KEPT_CODE = 4096  # texts kept; past this (many toolrun versions used) the file starts afresh
 
 
@@ -81,7 +81,7 @@ class DataclassCode:
         except OSError:
             return None
         digest, payload = data[:DIGEST_SIZE], data[DIGEST_SIZE:]
-        if len(digest) != DIGEST_SIZE or hashlib.sha256(payload).digest() != digest:
+        if len(digest) != DIGEST_SIZE or blake2b(payload, digest_size=DIGEST_SIZE).digest() != digest:
             return None
         try:
             return marshal.loads(payload)
@@ -116,7 +116,7 @@ class DataclassCode:
             return
         try:
             with os.fdopen(handle, "wb") as stream:
-                stream.write(hashlib.sha256(payload).digest() + payload)
+                stream.write(blake2b(payload, digest_size=DIGEST_SIZE).digest() + payload)
             os.replace(temporary, self.path)
         except OSError:
             with contextlib.suppress(OSError):

@@ -13,7 +13,6 @@ file starts with a digest of the rest: a damaged one is read as a miss.
 
 from __future__ import annotations
 
-import hashlib
 import marshal
 import os
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 
 from toolrun.catalog.cache import changed_recently, checked, code_stamp, digest, replace_file, status_key
 from toolrun.core.cache_folder import cache_directory
+from toolrun.core.digests import hex_key
 from toolrun.core.yamlsource import LineDict, LineList
 
 FORMAT = "recipe-3"
@@ -92,7 +92,7 @@ def _cache_file(path: Path, kind: str) -> Path | None:
     folder = cache_directory()
     if folder is None:
         return None
-    key = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:24]
+    key = hex_key(str(path.resolve()))
     return folder / f"{kind}-{key}.marshal"
 
 
