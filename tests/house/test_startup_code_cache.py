@@ -9,6 +9,7 @@ import marshal
 import os
 import subprocess
 import sys
+from importlib.util import MAGIC_NUMBER
 from pathlib import Path
 
 from tests.cli.test_cli_recipe import ROOT
@@ -127,7 +128,7 @@ def test_the_script_keeps_the_code_in_the_cache_folder_and_not_when_it_is_off(tm
     off = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env={**env, "TOOLRUN_CACHE_DIR": "off"},
                          capture_output=True, text=True, timeout=60)
     assert on.returncode == off.returncode == 0 and on.stdout == off.stdout
-    assert list((tmp_path / "on").glob(f"dataclass-code-{sys.implementation.cache_tag}-*.marshal"))
+    assert list((tmp_path / "on").glob(f"dataclass-code-schema-{sys.implementation.cache_tag}-*.marshal"))
     assert not (ROOT / "off").exists()  # "off" is not taken for a folder name
 
 
@@ -142,3 +143,18 @@ def test_a_file_whose_content_does_not_match_its_digest_is_not_used(tmp_path: Pa
     again = exercise("kept", str(kept))
     assert again.pop("compiled_now") is True  # nothing was taken from the damaged file
     assert again == exercise("plain")
+
+
+def test_each_command_keeps_its_own_dataclass_code_and_the_shared_file_of_before_goes(tmp_path: Path) -> None:
+    script = ('import sys; sys.argv = ["toolrun", *sys.argv[1:]]\n'
+              'from toolrun.cli import main\ntry:\n    main()\nexcept SystemExit:\n    pass')
+    env = {**os.environ, "TOOLRUN_CACHE_DIR": str(tmp_path)}
+    tag = f"{sys.implementation.cache_tag}-{MAGIC_NUMBER.hex()}"
+    shared = tmp_path / f"dataclass-code-{tag}.marshal"
+    shared.write_bytes(b"written by an earlier toolrun")
+    for args in (["--color", "never", "schema", "tool"], ["tools", "--help"]):
+        done = subprocess.run([sys.executable, "-c", script, *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=60)
+        assert done.returncode == 0, done.stderr
+    assert sorted(path.name for path in tmp_path.glob("dataclass-code-*")) == [
+        f"dataclass-code-schema-{tag}.marshal", f"dataclass-code-tools-{tag}.marshal"]

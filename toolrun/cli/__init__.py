@@ -61,7 +61,7 @@ def _load_command(args: list[str]) -> None:
     """
     from toolrun.cli.startup import keep_compiled_code
 
-    keep_compiled_code()
+    keep_compiled_code(args)
     if not gc.isenabled():
         return  # the embedding program turned it off: leave its choice alone
     gc.disable()

@@ -19,6 +19,7 @@ import click
 
 from toolrun import __version__
 from toolrun.cli.color import COLOR_CHOICES, echo_err, remember_choice
+from toolrun.cli.startup import command_words
 from toolrun.core.errors import TOOL_LOGGER, ToolrunError
 from toolrun.core.secrets import redact
 from toolrun.core.text import terminal_safe
@@ -54,11 +55,7 @@ def import_command_module(args: list[str]) -> None:
     module again when it runs the command, and reports any failure to import it then.
     """
     lazy, groups = COMMANDS, {"tools": TOOLS_COMMANDS, "import": IMPORT_COMMANDS}
-    after_color = False
-    for arg in args:
-        if arg.startswith("-") or after_color:
-            after_color = arg == "--color"  # the group's one option with a value; --debug, --help take none
-            continue
+    for arg in command_words(args):
         if arg in groups and lazy is COMMANDS:
             lazy = groups[arg]
             continue
