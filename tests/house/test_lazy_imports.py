@@ -58,6 +58,9 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
         "toolrun.backends.python_signature.module_outline": AS_FOUND,
         "sysconfig": AS_FOUND,
     },
+    "toolrun.loop.context_settings": {
+        "toolrun.loop.context_window.ContextWindow": "only a run with a context limit estimates, trims and summarizes",
+    },
     "toolrun.loop.runner": {
         "toolrun.loop.final_answer.check_answer": STRUCTURED_ANSWER,
         "toolrun.loop.final_answer.repair_request": STRUCTURED_ANSWER,
@@ -78,6 +81,7 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
         "toolrun.catalog.scan_words.ScanWords": "only a name scan (toolrun call) reads or keeps the words of files",
     },
     "toolrun.catalog.lint": {
+        "toolrun.catalog.tokens.token_estimate": "only a catalog whose side-by-side findings are not cached estimates its cost",
         "toolrun.catalog.lint_rules.tool_findings": "~10 ms of imports, only for a tool whose findings are not cached",
         "toolrun.catalog.similarity.tokenize": "only the side-by-side lint of the tools handed to a model",
         "toolrun.catalog.similarity.similar_groups": "only the side-by-side lint of the tools handed to a model",

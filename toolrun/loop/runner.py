@@ -45,7 +45,7 @@ from toolrun.core.text import close_matches, counted, excerpt
 from toolrun.core.tool import Tool
 from toolrun.core.tracing import chat_span, tool_span
 from toolrun.loop.call_ids import CallIdAllocator
-from toolrun.loop.context_window import ContextEvent, ContextOverflow, ContextSettings, ContextWindow
+from toolrun.loop.context_settings import ContextEvent, ContextOverflow, ContextSettings, open_window
 from toolrun.loop.execution import ToolOutcome, execute_call
 from toolrun.loop.results import RunResult, ToolCallRecord, TurnRecord
 from toolrun.loop.scheduling import plan_batches
@@ -278,9 +278,9 @@ class _ConversationLoop:
         self.output_errors: list[str] = []  # why the last structured answer cannot be used
         self.repairs = 0  # repair turns asked for a structured answer that failed its checks
         self.turn_limit = settings.max_turns  # repair turns come on top of max_turns
-        self.window = ContextWindow(settings.context, window=provider.context_window(provider.model),
-                                    max_tokens=settings.max_tokens, chars_per_token=provider.chars_per_token,
-                                    on_event=self.observer.on_context)
+        self.window = open_window(settings.context, window=provider.context_window(provider.model),
+                                  max_tokens=settings.max_tokens, chars_per_token=provider.chars_per_token,
+                                  on_event=self.observer.on_context)
 
     async def run(self) -> RunResult:
         for message in self.history:

@@ -35,7 +35,7 @@ from toolrun.core.messages import ModelResponse, ToolCall
 from toolrun.core.private_files import open_private
 from toolrun.core.secrets import redact
 from toolrun.core.text import json_terminal_safe
-from toolrun.loop.context_window import ContextEvent
+from toolrun.loop.context_settings import ContextEvent
 from toolrun.loop.results import RunResult, ToolCallRecord
 from toolrun.loop.runner import RunObserver
 from toolrun.replay.divergence import Divergence

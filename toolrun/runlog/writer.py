@@ -23,7 +23,7 @@ from typing import Any
 from toolrun.core.json_limits import compact_encoder
 from toolrun.core.messages import Message, ModelResponse, OpaquePart, TextPart, ToolCall, ToolResult
 from toolrun.core.secrets import active_redactor, redact
-from toolrun.loop.context_window import ContextEvent
+from toolrun.loop.context_settings import ContextEvent
 from toolrun.loop.results import RunResult, ToolCallRecord, TurnRecord
 from toolrun.loop.runner import RunObserver
 from toolrun.replay.divergence import Divergence
