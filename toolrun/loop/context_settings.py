@@ -1,4 +1,4 @@
-"""What a run says about its context window, what the window reports, and the view of a run without a limit.
+"""What a run says about its context window, and the view of its history when there is no limit.
 
 A recipe's ``settings.context`` (``ContextSettings``) gives each request a limit of input tokens;
 ``open_window`` makes the run's view of its history: a ``ContextWindow`` that fits each request
@@ -10,16 +10,15 @@ trimming and the summary request (``toolrun.loop.context_window``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from toolrun.core.errors import RunFailed
-from toolrun.core.text import counted
 
 if TYPE_CHECKING:
     from toolrun.core.messages import ModelRequest, Usage
     from toolrun.loop.context_summary import Summarizer
-    from toolrun.loop.context_window import ContextWindow
+    from toolrun.loop.context_window import ContextEvent, ContextWindow
 
 STRATEGIES = ("drop-oldest", "clear-tool-results", "summarize")
 DEFAULT_STRATEGY = "drop-oldest"
@@ -43,48 +42,6 @@ class ContextOverflow(RunFailed):
     """What every request must hold (system prompt, tools, the question, the newest call) is over the limit."""
 
     reason = "the context is full"
-
-
-@dataclass
-class ContextEvent:
-    """What one request's view left out or changed, and the estimate before and after."""
-
-    request: int  # 1-based: the model request this view went out with
-    tokens_before: int
-    tokens_after: int
-    limit: int
-    dropped_messages: int = 0
-    dropped_calls: list[str] = field(default_factory=list)
-    cleared_calls: list[str] = field(default_factory=list)
-    cut_calls: list[str] = field(default_factory=list)
-    summarized: bool = False
-
-    def to_json(self) -> dict[str, Any]:
-        """``{"request", "tokens_before", "tokens_after", "limit", ...}`` with only what happened."""
-        document: dict[str, Any] = {"request": self.request, "tokens_before": self.tokens_before,
-                                    "tokens_after": self.tokens_after, "limit": self.limit}
-        if self.dropped_messages:
-            document["dropped_messages"] = self.dropped_messages
-        for key in ("dropped_calls", "cleared_calls", "cut_calls"):
-            if getattr(self, key):
-                document[key] = list(getattr(self, key))
-        if self.summarized:
-            document["summarized"] = True
-        return document
-
-    def __str__(self) -> str:
-        said = []
-        if self.dropped_messages:
-            said.append(f"dropped {self.dropped_messages} earlier message{'s' if self.dropped_messages != 1 else ''}"
-                        + (f" ({counted(len(self.dropped_calls), 'call')})" if self.dropped_calls else ""))
-        if self.summarized:
-            said.append("summarized them")
-        if self.cleared_calls:
-            said.append(f"cleared {len(self.cleared_calls)} old tool results")
-        if self.cut_calls:
-            said.append(f"cut the newest result of {', '.join(self.cut_calls)}")
-        return (f"context, request {self.request}: {'; '.join(said)} — "
-                f"~{self.tokens_before:,} → ~{self.tokens_after:,} tokens (limit {self.limit:,})")
 
 
 def resolve_limit(settings: ContextSettings | None, window: int | None, max_tokens: int | None) -> int | None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from toolrun.catalog.tokens import estimate_definition_tokens
@@ -36,10 +36,10 @@ from toolrun.core.messages import (
     ToolResult,
     Usage,
 )
+from toolrun.core.text import counted
 from toolrun.loop.context_estimate import cut_to_tokens, estimate_text
 from toolrun.loop.context_settings import (
     DEFAULT_STRATEGY,
-    ContextEvent,
     ContextOverflow,
     ContextSettings,
     resolve_limit,
@@ -51,6 +51,48 @@ MESSAGE_OVERHEAD = 4  # tokens a message costs beyond its text (role, separators
 PART_OVERHEAD = 8  # tokens a call or a result costs beyond its text (id, name, type)
 SUMMARY_SHARE = 8  # a summary may take 1/8 of the limit
 _CORRECTION_RANGE = (0.25, 4.0)  # a usage report outside this is another request's, not a bias
+
+
+@dataclass
+class ContextEvent:
+    """What one request's view left out or changed, and the estimate before and after."""
+
+    request: int  # 1-based: the model request this view went out with
+    tokens_before: int
+    tokens_after: int
+    limit: int
+    dropped_messages: int = 0
+    dropped_calls: list[str] = field(default_factory=list)
+    cleared_calls: list[str] = field(default_factory=list)
+    cut_calls: list[str] = field(default_factory=list)
+    summarized: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"request", "tokens_before", "tokens_after", "limit", ...}`` with only what happened."""
+        document: dict[str, Any] = {"request": self.request, "tokens_before": self.tokens_before,
+                                    "tokens_after": self.tokens_after, "limit": self.limit}
+        if self.dropped_messages:
+            document["dropped_messages"] = self.dropped_messages
+        for key in ("dropped_calls", "cleared_calls", "cut_calls"):
+            if getattr(self, key):
+                document[key] = list(getattr(self, key))
+        if self.summarized:
+            document["summarized"] = True
+        return document
+
+    def __str__(self) -> str:
+        said = []
+        if self.dropped_messages:
+            said.append(f"dropped {self.dropped_messages} earlier message{'s' if self.dropped_messages != 1 else ''}"
+                        + (f" ({counted(len(self.dropped_calls), 'call')})" if self.dropped_calls else ""))
+        if self.summarized:
+            said.append("summarized them")
+        if self.cleared_calls:
+            said.append(f"cleared {len(self.cleared_calls)} old tool results")
+        if self.cut_calls:
+            said.append(f"cut the newest result of {', '.join(self.cut_calls)}")
+        return (f"context, request {self.request}: {'; '.join(said)} — "
+                f"~{self.tokens_before:,} → ~{self.tokens_after:,} tokens (limit {self.limit:,})")
 
 
 @dataclass

@@ -45,7 +45,7 @@ from toolrun.core.text import close_matches, counted, excerpt
 from toolrun.core.tool import Tool
 from toolrun.core.tracing import chat_span, tool_span
 from toolrun.loop.call_ids import CallIdAllocator
-from toolrun.loop.context_settings import ContextEvent, ContextOverflow, ContextSettings, open_window
+from toolrun.loop.context_settings import ContextOverflow, ContextSettings, open_window
 from toolrun.loop.execution import ToolOutcome, execute_call
 from toolrun.loop.results import RunResult, ToolCallRecord, TurnRecord
 from toolrun.loop.scheduling import plan_batches
@@ -55,6 +55,7 @@ from toolrun.providers.base import Provider
 if TYPE_CHECKING:
     from toolrun.catalog.model import Catalog
     from toolrun.loop.approval import Approver
+    from toolrun.loop.context_window import ContextEvent
     from toolrun.replay.divergence import Divergence
 
 _EXCERPT_CHARS = 200  # of a failing call's result or unparsable arguments, in an error message
