@@ -32,6 +32,8 @@ PACKAGE_ROOT = Path(toolrun.__file__).resolve().parent
 JSONSCHEMA = "jsonschema is 50-65 ms to import: only when something is validated, not on a cached start"
 YAML = "yaml: only a file the caches do not hold is parsed"
 AS_FOUND = "as found; this module's owners decide (its area is being reworked)"
+STRUCTURED_ANSWER = "the final answer's checks (and the schema dialects): only a run with an output schema"
+OVER_THE_NETWORK = "only a request over the network reads a body or makes a TLS client: a replay makes none"
 
 LAZY_IMPORTS: dict[str, dict[str, str]] = {
     "toolrun.api": {
@@ -56,6 +58,15 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
         "toolrun.backends.python_signature.module_outline": AS_FOUND,
         "sysconfig": AS_FOUND,
     },
+    "toolrun.loop.context_settings": {
+        "toolrun.loop.context_window.ContextWindow": "only a run with a context limit estimates, trims and summarizes",
+    },
+    "toolrun.loop.runner": {
+        "toolrun.loop.final_answer.check_answer": STRUCTURED_ANSWER,
+        "toolrun.loop.final_answer.repair_request": STRUCTURED_ANSWER,
+        "toolrun.loop.final_answer.CUT_OFF": STRUCTURED_ANSWER,
+        "toolrun.loop.final_answer.failure_message": STRUCTURED_ANSWER,
+    },
     "toolrun.loop.tool_offer": {
         "toolrun.catalog.tool_ranking.ToolIndex": "only a run with settings.tool_selection ranks (it brings the lint's tokenizer)",
     },
@@ -65,8 +76,12 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
         "toolrun.batch.on_ray.import_ray": "only --ray: a local batch does without the Ray driver",
         "toolrun.batch.on_ray.run_on_ray": "only --ray: a local batch does without the Ray driver",
     },
-    "toolrun.catalog.cache": {"tempfile": "only a changed cache is written (tempfile brings random and shutil)"},
+    "toolrun.catalog.cache": {
+        "tempfile": "only a changed cache is written (tempfile brings random and shutil)",
+        "toolrun.catalog.scan_words.ScanWords": "only a name scan (toolrun call) reads or keeps the words of files",
+    },
     "toolrun.catalog.lint": {
+        "toolrun.catalog.tokens.token_estimate": "only a catalog whose side-by-side findings are not cached estimates its cost",
         "toolrun.catalog.lint_rules.tool_findings": "~10 ms of imports, only for a tool whose findings are not cached",
         "toolrun.catalog.similarity.tokenize": "only the side-by-side lint of the tools handed to a model",
         "toolrun.catalog.similarity.similar_groups": "only the side-by-side lint of the tools handed to a model",
@@ -150,8 +165,17 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
         "toolrun.providers.scripted_file.script_turns": "only a scripted: model reads a script",
     },
     "toolrun.core.registry": {"importlib.metadata.entry_points": "~10 ms of imports and a scan of every installed package"},
+    "toolrun.providers.openai_family": {
+        "toolrun.core.schema_dialects.to_openai_strict": "only strict mode (opt-in) or an output schema converts a schema",
+    },
     "toolrun.providers.transport": {
         "httpx": AS_FOUND,
+        "toolrun.core.content_decoding.ACCEPT_ENCODING": OVER_THE_NETWORK,
+        "toolrun.core.content_decoding.BodyTooLarge": OVER_THE_NETWORK,
+        "toolrun.core.content_decoding.RefusedBody": OVER_THE_NETWORK,
+        "toolrun.core.content_decoding.decoded": OVER_THE_NETWORK,
+        "toolrun.core.tls.shared_ssl_context": OVER_THE_NETWORK,
+        "toolrun.core.version.USER_AGENT": OVER_THE_NETWORK,
         "toolrun.core.retry_policy.RetryPolicy": "a live run's retries only: a replay never imports the retry waits",
     },
     "toolrun.sessions.recipe": {

@@ -37,6 +37,14 @@ NOT_ON_A_WARM_REPLAY = ("toolrun.catalog.tool_builder", "toolrun.catalog.paramet
                         "toolrun.loop.recorded_tools", "toolrun.runlog.transcript_log", "toolrun.runlog.search",
                         "toolrun.backends.warning", "toolrun.core.retry_after", "toolrun.core.retry_policy",
                         "toolrun.loop.approval", "toolrun.backends.mcp_server")
+# Each serves only what this recipe does not ask for: a request over the network (TLS, a body's
+# content coding, the User-Agent), an output schema or strict mode (the final answer's checks, the
+# schema dialects), a context limit (the window's estimates, trimming and summary, and the token
+# estimate a lint shares with them when its findings are not cached), or a name scan (toolrun call).
+NOT_WITHOUT_ITS_SETTING = ("toolrun.core.tls", "toolrun.core.content_decoding", "toolrun.core.version",
+                           "toolrun.loop.final_answer", "toolrun.core.schema_dialects", "toolrun.loop.context_window",
+                           "toolrun.loop.context_estimate", "toolrun.loop.context_summary", "toolrun.catalog.tokens",
+                           "toolrun.catalog.cjk", "toolrun.catalog.scan_words")
 
 @pytest.mark.xdist_group(REPLAYS)
 def test_an_offline_replay_imports_no_http_client_and_nothing_only_a_mistake_needs(
@@ -48,6 +56,7 @@ def test_an_offline_replay_imports_no_http_client_and_nothing_only_a_mistake_nee
     assert "toolrun.sessions.play" in warm.modules and "toolrun.providers.openai_chat" in warm.modules
     assert [name for name in NEVER_IMPORTED if name in warm.modules] == []
     assert [name for name in NOT_ON_A_WARM_REPLAY if name in warm.modules] == []
+    assert [name for name in NOT_WITHOUT_ITS_SETTING if name in warm.modules] == []
 
 
 @pytest.mark.xdist_group(REPLAYS)

@@ -17,7 +17,8 @@ from toolrun.catalog.loader import load_catalog_or_raise
 from toolrun.core.messages import Message, ModelRequest, TextPart, ToolCall, Usage
 from toolrun.core.tool import Tool
 from toolrun.loop.context_estimate import estimate_text
-from toolrun.loop.context_window import ContextEvent, ContextSettings, ContextWindow, placeholder
+from toolrun.loop.context_settings import ContextSettings
+from toolrun.loop.context_window import ContextEvent, ContextWindow, placeholder
 from toolrun.loop.execution import ToolOutcome
 from toolrun.loop.runner import RunObserver, RunSettings, run_conversation
 from toolrun.providers.anthropic import AnthropicProvider

@@ -17,7 +17,7 @@ import pytest
 
 from tests.loop.test_context_window import LIMIT, loop_script, play, read_page, read_page_in_process  # noqa: F401
 from tests.loopback import Recorded, Reply
-from toolrun.loop.context_window import ContextSettings
+from toolrun.loop.context_settings import ContextSettings
 from toolrun.loop.runner import RunSettings
 from toolrun.providers.anthropic import AnthropicProvider
 from toolrun.providers.base import ProviderConfig

@@ -14,7 +14,7 @@ from tests.cli.test_cli_recipe import ROOT
 from tests.loop.test_context_window import write_pages_recipe
 from tests.sessions.test_chat import QUESTION, chat_server
 from tests.sessions.test_recipe import make_project, problems_of, write
-from toolrun.loop.context_window import ContextSettings
+from toolrun.loop.context_settings import ContextSettings
 from toolrun.sessions.chat import ChatSession
 from toolrun.sessions.play import arun
 from toolrun.sessions.recipe import load_recipe

@@ -51,13 +51,13 @@ from typing import TYPE_CHECKING, Any
 from toolrun.backends.python_target import source_file
 from toolrun.catalog.lint import LintFinding
 from toolrun.catalog.model import UnstartedTool
-from toolrun.catalog.scan_words import ScanWords
 from toolrun.core.cache_folder import cache_directory
 from toolrun.core.digests import blake2b, hex_key
 from toolrun.core.tool import Annotations, BackendSpec, SourceLocation, Tool
 
 if TYPE_CHECKING:
     from toolrun.catalog.model import LoadedTool
+    from toolrun.catalog.scan_words import ScanWords
 
 CACHE_FORMAT = 5
 TOKEN_SIZE = 16
@@ -340,6 +340,8 @@ class CatalogCache:
 
     def _words_known(self) -> ScanWords:
         if self._words is None:
+            from toolrun.catalog.scan_words import ScanWords  # start-up: only a name scan reads or keeps words
+
             self._words = ScanWords.empty()
             if self._words_path is not None:
                 try:

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from toolrun.backends import get_backend
 from toolrun.catalog.model import Catalog
-from toolrun.catalog.tokens import token_estimate
 from toolrun.core.text import counted, did_you_mean
 from toolrun.core.tool import Tool
 
@@ -227,6 +226,8 @@ def catalog_findings(tools: list[Tool], directory: str | None) -> list[LintFindi
                 "it needs (`tools:`) or split the catalog",
             )
         )
+    from toolrun.catalog.tokens import token_estimate  # start-up: a catalog served by its cache has these findings
+
     total = sum(token_estimate(tool) for tool in tools)
     findings.append(
         LintFinding(

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from toolrun.catalog.tokens import estimate_definition_tokens
-from toolrun.core.errors import RunFailed
 from toolrun.core.messages import (
     Message,
     ModelRequest,
@@ -39,35 +38,19 @@ from toolrun.core.messages import (
 )
 from toolrun.core.text import counted
 from toolrun.loop.context_estimate import cut_to_tokens, estimate_text
+from toolrun.loop.context_settings import (
+    DEFAULT_STRATEGY,
+    ContextOverflow,
+    ContextSettings,
+    resolve_limit,
+)
 from toolrun.loop.context_summary import SUMMARY_HEADER, Summarizer, summarize_dropped
 
-STRATEGIES = ("drop-oldest", "clear-tool-results", "summarize")
-DEFAULT_STRATEGY = "drop-oldest"
 TRIM_TO = 0.75  # of the limit, once a trim is needed: room for a few turns before the next one
 MESSAGE_OVERHEAD = 4  # tokens a message costs beyond its text (role, separators)
 PART_OVERHEAD = 8  # tokens a call or a result costs beyond its text (id, name, type)
 SUMMARY_SHARE = 8  # a summary may take 1/8 of the limit
-OUTPUT_SHARE = 8  # with no max_tokens, 1/8 of a model's window is left for its answer
 _CORRECTION_RANGE = (0.25, 4.0)  # a usage report outside this is another request's, not a bias
-
-
-@dataclass
-class ContextSettings:
-    """A recipe's ``settings.context``: how many input tokens a request may hold, and how to stay under."""
-
-    max_input_tokens: int | None = None  # None: the model's window (less room for the answer) when known
-    strategy: str = DEFAULT_STRATEGY
-
-    def to_mapping(self) -> dict[str, Any]:
-        """The keys a recipe would write (unset ones left out)."""
-        return {key: value for key, value in (("max_input_tokens", self.max_input_tokens),
-                                              ("strategy", self.strategy)) if value is not None}
-
-
-class ContextOverflow(RunFailed):
-    """What every request must hold (system prompt, tools, the question, the newest call) is over the limit."""
-
-    reason = "the context is full"
 
 
 @dataclass
@@ -124,17 +107,6 @@ def placeholder(result: ToolResult) -> str:
     """The one line an old result is replaced with."""
     return (f"[result of {result.name} (call {result.call_id}, {len(result.content):,} characters) cleared to "
             "save context; call the tool again if you need it]")
-
-
-def resolve_limit(settings: ContextSettings | None, window: int | None, max_tokens: int | None) -> int | None:
-    """The input tokens a request may hold: the setting, else the window less room for the answer."""
-    if settings is None:
-        return None
-    if settings.max_input_tokens is not None:
-        return settings.max_input_tokens
-    if window is None:
-        return None
-    return window - (max_tokens if max_tokens is not None else window // OUTPUT_SHARE)
 
 
 class ContextWindow:

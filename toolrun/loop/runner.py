@@ -45,9 +45,8 @@ from toolrun.core.text import close_matches, counted, excerpt
 from toolrun.core.tool import Tool
 from toolrun.core.tracing import chat_span, tool_span
 from toolrun.loop.call_ids import CallIdAllocator
-from toolrun.loop.context_window import ContextEvent, ContextOverflow, ContextSettings, ContextWindow
+from toolrun.loop.context_settings import ContextOverflow, ContextSettings, open_window
 from toolrun.loop.execution import ToolOutcome, execute_call
-from toolrun.loop.final_answer import CUT_OFF, check_answer, failure_message, repair_request
 from toolrun.loop.results import RunResult, ToolCallRecord, TurnRecord
 from toolrun.loop.scheduling import plan_batches
 from toolrun.loop.tool_offer import ToolOffer, ToolSelection, check_selection
@@ -56,6 +55,7 @@ from toolrun.providers.base import Provider
 if TYPE_CHECKING:
     from toolrun.catalog.model import Catalog
     from toolrun.loop.approval import Approver
+    from toolrun.loop.context_window import ContextEvent
     from toolrun.replay.divergence import Divergence
 
 _EXCERPT_CHARS = 200  # of a failing call's result or unparsable arguments, in an error message
@@ -279,9 +279,9 @@ class _ConversationLoop:
         self.output_errors: list[str] = []  # why the last structured answer cannot be used
         self.repairs = 0  # repair turns asked for a structured answer that failed its checks
         self.turn_limit = settings.max_turns  # repair turns come on top of max_turns
-        self.window = ContextWindow(settings.context, window=provider.context_window(provider.model),
-                                    max_tokens=settings.max_tokens, chars_per_token=provider.chars_per_token,
-                                    on_event=self.observer.on_context)
+        self.window = open_window(settings.context, window=provider.context_window(provider.model),
+                                  max_tokens=settings.max_tokens, chars_per_token=provider.chars_per_token,
+                                  on_event=self.observer.on_context)
 
     async def run(self) -> RunResult:
         for message in self.history:
@@ -483,6 +483,8 @@ class _ConversationLoop:
         output = self.settings.output
         if output is None or response.stop_reason not in ("stop", "tool_calls"):
             return False
+        from toolrun.loop.final_answer import check_answer, repair_request  # start-up: only a structured answer is checked
+
         checked = check_answer(response.message.text, output)
         if checked.valid:
             self.output, self.output_valid = checked.value, True
@@ -503,6 +505,8 @@ class _ConversationLoop:
             stop_reason = "stop"
         error = None
         if stop_reason == "length" and self.settings.output is not None:
+            from toolrun.loop.final_answer import CUT_OFF  # start-up: only a structured answer is checked
+
             error = CUT_OFF
         elif stop_reason == "length":
             error = "the answer was cut off by the output limit (stop reason: length); raise settings.max_tokens"
@@ -511,6 +515,8 @@ class _ConversationLoop:
         elif stop_reason == "error":
             error = f"the provider reported an error (stop reason: {response.raw_stop_reason or 'error'})"
         elif self.output_errors:
+            from toolrun.loop.final_answer import failure_message  # start-up: only a structured answer is checked
+
             return self._finish("error", failure_message(self.output_errors, self.repairs))
         return self._finish(stop_reason, error)
 

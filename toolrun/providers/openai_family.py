@@ -13,7 +13,6 @@ from typing import Any
 
 from toolrun.core.json_limits import MAX_ARGUMENT_DEPTH, loads_bounded
 from toolrun.core.messages import StopReason, StructuredOutput, ToolDefinition, Usage
-from toolrun.core.schema_dialects import to_openai_strict
 from toolrun.providers.answer_numbers import token_count
 from toolrun.providers.base import ProviderConfig, WireItem, WireTool
 
@@ -98,6 +97,8 @@ def strict_parameters(parameters: dict[str, Any], changes: list[str]) -> tuple[d
 
     What the conversion changed, or why it could not be done, is added to ``changes``.
     """
+    from toolrun.core.schema_dialects import to_openai_strict  # start-up: strict mode is opt-in (or an output schema)
+
     converted = to_openai_strict(parameters)
     if not converted.compatible or converted.schema is None:
         reasons = "; ".join(str(change) for change in converted.incompatible)

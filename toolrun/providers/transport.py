@@ -16,12 +16,9 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from toolrun.core.content_decoding import ACCEPT_ENCODING, BodyTooLarge, RefusedBody, decoded
 from toolrun.core.errors import ProviderError
 from toolrun.core.json_limits import MAX_BODY_DEPTH, loads_bounded
 from toolrun.core.secrets import redact
-from toolrun.core.tls import shared_ssl_context
-from toolrun.core.version import USER_AGENT
 
 if TYPE_CHECKING:
     import httpx  # imported by HttpxTransport when made: a replay or a scripted run never needs it
@@ -122,7 +119,11 @@ class HttpxTransport(Transport):
     ):
         import httpx
 
+        # start-up: what only a request over the network needs; a replay or a scripted run never makes one
+        from toolrun.core.content_decoding import ACCEPT_ENCODING
         from toolrun.core.retry_policy import RetryPolicy  # a live run's retries only: a replay never waits
+        from toolrun.core.tls import shared_ssl_context
+        from toolrun.core.version import USER_AGENT
 
         self.retry = RetryPolicy(max_retries, RETRYABLE_STATUS, max_retry_wait, should_retry_header=True)
         self.gate = gate  # None: no pacing beyond the retries' own waits
@@ -288,6 +289,8 @@ async def _read_capped(response: httpx.Response, limit: int) -> bytes:
 
 async def _decoded_pieces(response: httpx.Response, limit: int) -> AsyncIterator[bytes]:
     """The body's bytes as toolrun decodes them (one bounded coding: content_decoding), errors as ProviderError."""
+    from toolrun.core.content_decoding import BodyTooLarge, RefusedBody, decoded  # start-up: a live answer only
+
     try:
         async for piece in decoded(response.aiter_raw(), response.headers.get("content-encoding"), limit):
             yield piece

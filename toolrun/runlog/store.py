@@ -11,6 +11,7 @@ Values arrive here already redacted (``toolrun.runlog.writer`` redacts with the 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -35,15 +36,18 @@ FAILED = ("failed", "expect_failed", "interrupted")
 CJK_RANGES = ((0x3040, 0x30FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xAC00, 0xD7AF), (0xF900, 0xFAFF))
 # The same characters as UTF-8 byte sequences (each three bytes, the first never a continuation
 # byte, so a match starts on a character): as a class of 40,000 code points the pattern took
-# Python's re 3 to 10 ms to compile, in every run that writes the log; as bytes well under one.
-_CJK_UTF8 = re.compile(
-    rb"(\xe3[\x81-\x83\x90-\xbf][\x80-\xbf]"  # U+3040-30FF, U+3400-3FFF
-    rb"|\xe4(?:[\x80-\xb5\xb8-\xbf][\x80-\xbf]|\xb6[\x80-\xbf])"  # U+4000-4DBF, U+4E00-4FFF
-    rb"|[\xe5-\xe9\xeb\xec][\x80-\xbf][\x80-\xbf]"  # U+5000-9FFF, U+B000-CFFF
-    rb"|\xea[\xb0-\xbf][\x80-\xbf]"  # U+AC00-AFFF
-    rb"|\xed(?:[\x80-\x9d][\x80-\xbf]|\x9e[\x80-\xaf])"  # U+D000-D7AF
-    rb"|\xef[\xa4-\xab][\x80-\xbf])"  # U+F900-FAFF
-)
+# Python's re 3 to 10 ms to compile, in every run that writes the log; as bytes well under one,
+# and compiled at the first text indexed: a run writing the log indexes nothing (a search indexes it).
+@functools.cache
+def _cjk_utf8() -> re.Pattern[bytes]:
+    return re.compile(
+        rb"(\xe3[\x81-\x83\x90-\xbf][\x80-\xbf]"  # U+3040-30FF, U+3400-3FFF
+        rb"|\xe4(?:[\x80-\xb5\xb8-\xbf][\x80-\xbf]|\xb6[\x80-\xbf])"  # U+4000-4DBF, U+4E00-4FFF
+        rb"|[\xe5-\xe9\xeb\xec][\x80-\xbf][\x80-\xbf]"  # U+5000-9FFF, U+B000-CFFF
+        rb"|\xea[\xb0-\xbf][\x80-\xbf]"  # U+AC00-AFFF
+        rb"|\xed(?:[\x80-\x9d][\x80-\xbf]|\x9e[\x80-\xaf])"  # U+D000-D7AF
+        rb"|\xef[\xa4-\xab][\x80-\xbf])"  # U+F900-FAFF
+    )
 
 
 def default_log_path(environ: Mapping[str, str] | None = None) -> Path:
@@ -62,7 +66,7 @@ def search_text(text: str) -> str:
     # surrogatepass: a lone surrogate (JSON may hold one) goes through unchanged, as before.
     # split gives the text between CJK characters and each character apart; joined by spaces, each
     # character stands as " c ": what sub(rb" \1 ") wrote, without a template expanded per character.
-    pieces = _CJK_UTF8.split(text.encode("utf-8", "surrogatepass"))
+    pieces = _cjk_utf8().split(text.encode("utf-8", "surrogatepass"))
     return b" ".join(pieces).decode("utf-8", "surrogatepass")
 
 

@@ -28,17 +28,19 @@ import os
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from toolrun.core.errors import Problem, UserError
 from toolrun.core.messages import ModelResponse, ToolCall
 from toolrun.core.private_files import open_private
 from toolrun.core.secrets import redact
 from toolrun.core.text import json_terminal_safe
-from toolrun.loop.context_window import ContextEvent
 from toolrun.loop.results import RunResult, ToolCallRecord
 from toolrun.loop.runner import RunObserver
 from toolrun.replay.divergence import Divergence
+
+if TYPE_CHECKING:
+    from toolrun.loop.context_window import ContextEvent
 
 
 class TranscriptLog(RunObserver):

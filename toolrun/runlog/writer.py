@@ -18,16 +18,18 @@ import sqlite3
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolrun.core.json_limits import compact_encoder
 from toolrun.core.messages import Message, ModelResponse, OpaquePart, TextPart, ToolCall, ToolResult
 from toolrun.core.secrets import active_redactor, redact
-from toolrun.loop.context_window import ContextEvent
 from toolrun.loop.results import RunResult, ToolCallRecord, TurnRecord
 from toolrun.loop.runner import RunObserver
 from toolrun.replay.divergence import Divergence
 from toolrun.runlog.store import RunLog
+
+if TYPE_CHECKING:
+    from toolrun.loop.context_window import ContextEvent
 
 FLUSH_AFTER_S = 0.2  # the longest an event waits in memory while the loop is idle (a slow call runs)
 _INSERT_CALL = ("INSERT OR REPLACE INTO tool_calls (run_id, turn, seq, call_id, name, arguments, result, is_error, "

@@ -33,7 +33,7 @@ from toolrun.core.messages import StructuredOutput, Usage
 from toolrun.core.private_files import write_private_text
 from toolrun.core.tool import Tool
 from toolrun.loop.approval import Approver
-from toolrun.loop.context_window import ContextSettings
+from toolrun.loop.context_settings import ContextSettings
 from toolrun.loop.results import RunResult
 from toolrun.loop.runner import RunObserver, RunSettings
 from toolrun.loop.tool_offer import ToolSelection

@@ -26,7 +26,7 @@ from toolrun.core.templates import TemplateError, check_template, placeholders, 
 from toolrun.core.text import did_you_mean, is_glob, matches_any
 from toolrun.core.tool import Tool
 from toolrun.core.yamlsource import LineDict, YamlSyntaxError, line_of, load_yaml_file, plain
-from toolrun.loop.context_window import DEFAULT_STRATEGY, ContextSettings
+from toolrun.loop.context_settings import DEFAULT_STRATEGY, ContextSettings
 from toolrun.loop.runner import RunSettings
 from toolrun.loop.tool_offer import ToolSelection, check_selection
 from toolrun.providers.base import ProviderOverrides
