@@ -105,6 +105,7 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
     "toolrun.cli": {
         "toolrun.cli.group.main": "toolrun --version answers without importing click",
         "toolrun.cli.startup.keep_compiled_code": "toolrun --version answers without the code caches",
+        "toolrun.core.cache_folder.keep_bytecode": "toolrun --version answers without the code caches",
         "toolrun.cli.group.import_command_module": "toolrun --version answers without importing click",
     },
     "toolrun.cli.chat": {"readline": "optional in a Python build, and only a terminal edits lines"},

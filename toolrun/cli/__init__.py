@@ -59,6 +59,9 @@ def _load_command(args: list[str]) -> None:
     exit, yet the collector would walk them again and again: a tenth of a short command's time.
     Frozen, later collections skip them; the command itself runs with the collector on.
     """
+    from toolrun.core.cache_folder import keep_bytecode
+
+    keep_bytecode()  # first: the modules imported below are read compiled when Python may not write bytecode
     from toolrun.cli.startup import keep_compiled_code
 
     keep_compiled_code(args)

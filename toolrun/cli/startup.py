@@ -6,7 +6,8 @@ Two kinds of code are compiled again by every Python process unless something ke
 - **Modules**, when Python may not write bytecode beside the sources
   (``PYTHONDONTWRITEBYTECODE``, common in containers): with an editable install every
   command would compile each module it imports. Their bytecode goes to ``bytecode/`` in
-  the cache folder (Python's own ``sys.pycache_prefix``).
+  the cache folder (Python's own ``sys.pycache_prefix``; ``toolrun.core.cache_folder.keep_bytecode``,
+  which the script calls before it imports this module).
 - **Dataclass methods**: ``@dataclass`` writes ``__init__``, ``__repr__``, ``__eq__`` ... as
   source text and compiles it with ``exec`` when the class is made; for the ~150 texts a
   recipe run compiles that is 25-35 ms of CPU, 7-12 % of the whole command (measured with
@@ -34,8 +35,7 @@ from pathlib import Path
 from types import CodeType
 from typing import Any
 
-from toolrun.core import cache_folder as bytecode_policy
-from toolrun.core.cache_folder import cache_directory
+from toolrun.core.cache_folder import cache_directory, keep_bytecode
 from toolrun.core.digests import blake2b
 
 DIGEST_SIZE = 32  # the file starts with the BLAKE2b digest of the rest
@@ -45,13 +45,10 @@ MAX_KEPT_CODE = 4096  # texts kept; past this (many toolrun versions used) the f
 def keep_compiled_code(args: list[str] | None = None) -> None:
     """Keep module bytecode and dataclass code in the cache folder (see the module's docstring);
     ``args``, the command line, names the dataclass-code file (see ``command_name``)."""
+    keep_bytecode()  # the script has done this already, before importing this module
     folder = cache_directory()
     if folder is None:
         return
-    if sys.dont_write_bytecode and sys.pycache_prefix is None:
-        sys.pycache_prefix = str(folder / "bytecode")
-        sys.dont_write_bytecode = False
-        bytecode_policy.users_modules_write_bytecode = False  # python tools' modules: as the user said
     # code objects are read back only by the Python that wrote them: its bytecode magic names the file
     name = f"dataclass-code-{command_name(args or [])}-{sys.implementation.cache_tag}-{MAGIC_NUMBER.hex()}.marshal"
     DataclassCode(folder / name).install()
