@@ -6,7 +6,6 @@ the model can read and act on. Only cancellation from outside propagates.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolrun.backends import get_backend
 from toolrun.backends.base import BackendOutput, CallContext
+from toolrun.core.call_timeouts import call_timeout
 from toolrun.core.content import ContentBlock
 from toolrun.core.errors import TOOL_LOGGER
 from toolrun.core.formats import EXPECTED_FORMS, expected_form, uses_checked_format
@@ -285,7 +285,7 @@ async def _run_backend(tool: Tool, arguments: dict[str, Any], context: CallConte
     except KeyError:
         return BackendOutput(f"no backend named {tool.backend.kind!r} is installed", True)
     try:
-        async with asyncio.timeout(tool.timeout):  # cancels the backend's task on expiry
+        with call_timeout(tool.timeout):  # cancels the backend's task on expiry
             return await backend.run(tool, arguments, context)
     except TimeoutError:
         return BackendOutput(f"the tool timed out after {tool.timeout:g}s", True)
