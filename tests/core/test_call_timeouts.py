@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -108,3 +110,23 @@ def test_outside_a_task_it_says_so() -> None:
         await future
 
     asyncio.run(main())
+
+
+def test_a_loop_closed_with_a_call_still_inside_its_timeout_is_not_kept_alive() -> None:
+    # A loop run by hand can be closed with a task still waiting inside the block: nothing of this
+    # module may keep that loop (and its tasks) alive.
+    loop = asyncio.new_event_loop()
+    entered: asyncio.Future[None] = loop.create_future()
+
+    async def stuck(entered: asyncio.Future[None]) -> None:
+        with call_timeout(30):
+            entered.set_result(None)
+            await asyncio.sleep(3600)
+
+    task = loop.create_task(stuck(entered))
+    loop.run_until_complete(entered)
+    loop.close()
+    dead = weakref.ref(loop)
+    del loop, task, entered
+    gc.collect()
+    assert dead() is None

@@ -49,9 +49,9 @@ class CallTimeout:
 class _DeadlineWatch:
     """The deadlines of one loop's running calls, and the one timer that wakes the loop for the earliest.
 
-    Holds no reference to the loop (the registry below is keyed by it): the timer's callback finds it
-    running. A timer set for a deadline whose call ended stays and finds nothing due: cancelling it
-    would cost more than the one wake-up; a later call's deadline waits for it or for an earlier timer.
+    Holds no reference to the loop: the timer's callback finds it running. A timer set for a deadline whose
+    call ended stays and finds nothing due: cancelling it would cost more than the one wake-up; a later
+    call's deadline waits for it or for an earlier timer.
     """
 
     def __init__(self) -> None:
@@ -78,7 +78,10 @@ class _DeadlineWatch:
             loop.call_at(self._next, self._fire, self._next)
 
 
-_watches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _DeadlineWatch] = weakref.WeakKeyDictionary()
+# By the loop's id, holding neither: a watch lives while a call is inside a timeout or its timer waits on the
+# loop, and either way the loop is alive, so no other loop can have that id meanwhile. Keyed by the loop itself,
+# the watch's calls (their tasks hold their loop) would keep a loop closed with one still inside alive for good.
+_watches: weakref.WeakValueDictionary[int, _DeadlineWatch] = weakref.WeakValueDictionary()
 
 
 def call_timeout(seconds: float) -> CallTimeout:
@@ -87,7 +90,7 @@ def call_timeout(seconds: float) -> CallTimeout:
     task = asyncio.current_task(loop)
     if task is None:
         raise RuntimeError("call_timeout is used inside a task")
-    watch = _watches.get(loop)
+    watch = _watches.get(id(loop))
     if watch is None:
-        watch = _watches[loop] = _DeadlineWatch()
+        watch = _watches[id(loop)] = _DeadlineWatch()
     return CallTimeout(loop.time() + seconds, task, watch)
