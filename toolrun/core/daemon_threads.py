@@ -16,6 +16,7 @@ import threading
 import weakref
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -191,20 +192,18 @@ def in_daemon_thread(function: Callable[[], T], *, name: str) -> asyncio.Future[
         threading.current_thread().name = name
         try:
             write_held_output()
-            value = function()
-            outcome: Callable[[], Any] = lambda: future.set_result(value)  # noqa: E731
+            settle = partial(_settle, future, future.set_result, function())
         except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task
             failure = exc if isinstance(exc, Exception) else RuntimeError(f"raised {type(exc).__name__}")
-            outcome = lambda: future.set_exception(failure)  # noqa: E731
-
-        def settle() -> None:
-            if not future.done():  # cancelled (a timeout, Ctrl-C): nobody waits for the outcome
-                outcome()
-
-        return lambda: inbox.put(settle)
+            settle = partial(_settle, future, future.set_exception, failure)
+        return partial(inbox.put, settle)
 
     # The job runs in a copy of the caller's context: the run's redactor goes with it.
-    context = contextvars.copy_context()
-    if not _pool.submit(lambda: context.run(work), name=name):
+    if not _pool.submit(partial(contextvars.copy_context().run, work), name=name):
         loop.call_later(WAIT_SECONDS, _pool.relieve, name)
     return future
+
+
+def _settle(future: asyncio.Future[Any], outcome: Callable[[Any], None], value: Any) -> None:
+    if not future.done():  # cancelled (a timeout, Ctrl-C): nobody waits for the outcome
+        outcome(value)

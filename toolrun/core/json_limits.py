@@ -27,8 +27,12 @@ class TooDeep(ValueError):
 
 def nesting_depth(value: Any) -> int:
     """How many levels of dicts and lists ``value`` has (a scalar: 0), walked without recursion."""
-    if type(value) is dict and not any(isinstance(child, (dict, list)) for child in value.values()):
-        return 1  # the usual arguments, flat: checked twice per tool call, without the walk
+    if type(value) is dict:  # the usual arguments, flat: checked twice per tool call, without the walk
+        for child in value.values():
+            if isinstance(child, (dict, list)):
+                break
+        else:
+            return 1
     deepest = 0
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:

@@ -6,7 +6,6 @@ the model can read and act on. Only cancellation from outside propagates.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolrun.backends import get_backend
 from toolrun.backends.base import BackendOutput, CallContext
+from toolrun.core.call_timeouts import call_timeout
 from toolrun.core.content import ContentBlock
 from toolrun.core.errors import TOOL_LOGGER
 from toolrun.core.formats import EXPECTED_FORMS, expected_form, uses_checked_format
@@ -229,9 +229,7 @@ def cap_output(text: str, limit: int) -> str:
 
 
 async def _approved(tool: Tool, arguments: dict[str, Any], approver: Approver | None) -> str | None:
-    """None when the call may run, else the error result to send."""
-    if not tool.needs_confirmation:
-        return None
+    """None when the call may run, else the error result to send (a tool that needs confirmation)."""
     if approver is None:
         return NO_APPROVER_MESSAGE
     return None if await approver(tool, arguments) else DENIED_MESSAGE
@@ -257,17 +255,18 @@ async def _execute(tool: Tool, arguments: Any, context: CallContext, approver: A
     if problems:
         # the given values are quoted back to the model: a secret among them is redacted like any output
         return ToolOutcome(redactor.redact(f"invalid arguments for {tool.name}: " + "; ".join(problems)), True, 0)
-    try:
-        refusal = await _approved(tool, arguments, approver)
-    except Exception as exc:  # an approver that breaks must not break the run
-        refusal = f"approval failed: {exception_text(exc)}"
-    if refusal:
-        return ToolOutcome(refusal, True, 0)
+    if tool.needs_confirmation:
+        try:
+            refusal = await _approved(tool, arguments, approver)
+        except Exception as exc:  # an approver that breaks must not break the run
+            refusal = f"approval failed: {exception_text(exc)}"
+        if refusal:
+            return ToolOutcome(refusal, True, 0)
     started = time.perf_counter()  # after approval: a human's thinking time is not the tool's
     output = await _run_backend(tool, arguments, context)
     duration_ms = round((time.perf_counter() - started) * 1000)
     text = output.text if isinstance(output.text, str) else str(output.text)
-    blocks = [_redacted_block(block, redactor) for block in output.blocks]
+    blocks = [_redacted_block(block, redactor) for block in output.blocks] if output.blocks else []
     return ToolOutcome(cap_output(redactor.redact(text), tool.max_output), bool(output.is_error), duration_ms, blocks)
 
 
@@ -285,7 +284,7 @@ async def _run_backend(tool: Tool, arguments: dict[str, Any], context: CallConte
     except KeyError:
         return BackendOutput(f"no backend named {tool.backend.kind!r} is installed", True)
     try:
-        async with asyncio.timeout(tool.timeout):  # cancels the backend's task on expiry
+        with call_timeout(tool.timeout):  # cancels the backend's task on expiry
             return await backend.run(tool, arguments, context)
     except TimeoutError:
         return BackendOutput(f"the tool timed out after {tool.timeout:g}s", True)

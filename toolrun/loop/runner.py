@@ -197,6 +197,13 @@ class ObserverGroup(RunObserver):
             observer.on_context(event)
 
 
+def _unwrapped(observer: RunObserver | None) -> RunObserver:
+    """The observer the loop calls: a group of one is that one (the group would pass each event on, two calls a tool call)."""
+    if type(observer) is ObserverGroup and len(observer.observers) == 1:
+        return observer.observers[0]
+    return observer or RunObserver()
+
+
 ToolsUpdate = Callable[[], "list[Tool] | None"]  # the run's tools when they changed, else None
 
 
@@ -262,7 +269,7 @@ class _ConversationLoop:
         self.settings = settings
         self.context = context
         self.approver = approver
-        self.observer = observer or RunObserver()
+        self.observer = _unwrapped(observer)
         self.ids = CallIdAllocator()
         for message in self.history:  # ids already in a given history stay taken
             self.ids.assign_all(message.tool_calls)
@@ -405,13 +412,14 @@ class _ConversationLoop:
         # when the call it waited for swallowed the cancellation.
         records: list[ToolCallRecord | None] = [None] * len(batch)
         waiting = iter(enumerate(batch))
+        loop = asyncio.get_running_loop()  # its create_task: asyncio.create_task asks for the loop on every call
 
         async def worker() -> None:
             me = asyncio.current_task()
             for index, call in waiting:
                 if me is not None and me.cancelling():
                     raise asyncio.CancelledError
-                records[index] = await asyncio.create_task(self._run_call_now(call, stop_reason, turn))
+                records[index] = await loop.create_task(self._run_call_now(call, stop_reason, turn))
 
         await asyncio.gather(*(worker() for _ in range(slots)))
         return cast(list[ToolCallRecord], records)  # every worker ran to the end: each index is filled
