@@ -94,6 +94,29 @@ def test_calls_running_together_share_one_timer() -> None:
     assert asyncio.run(main()) == 1  # asyncio.timeout: 100
 
 
+def test_short_calls_beside_a_long_one_leave_one_live_timer_not_one_each() -> None:
+    async def main() -> int:
+        loop = asyncio.get_running_loop()
+        made: list[asyncio.TimerHandle] = []
+        call_at: Callable[..., Any] = loop.call_at
+
+        def keeping_call_at(*args: Any, **kwargs: Any) -> Any:
+            made.append(call_at(*args, **kwargs))
+            return made[-1]
+
+        loop.call_at = keeping_call_at  # type: ignore[method-assign]
+        long_call = asyncio.create_task(_sleep_under(3600, 10))
+        await asyncio.sleep(0)
+        for _ in range(20):  # each short call's timer fires after it ended, and finds the long deadline waiting
+            await _sleep_under(0.005, 0)
+            await asyncio.sleep(0.006)
+        long_call.cancel()
+        return sum(1 for timer in made if not timer.cancelled() and timer.when() > loop.time())
+
+    # the long call's sleep and its deadline; before, one more for each short call (22 here)
+    assert asyncio.run(main()) == 2
+
+
 def test_outside_a_task_it_says_so() -> None:
     async def main() -> None:
         loop = asyncio.get_running_loop()

@@ -50,37 +50,41 @@ class _DeadlineWatch:
     """The deadlines of one loop's running calls, and the one timer that wakes the loop for the earliest.
 
     Holds no reference to the loop: the timer's callback finds it running. A timer set for a deadline whose
-    call ended stays and finds nothing due: cancelling it would cost more than the one wake-up; a later
-    call's deadline waits for it or for an earlier timer.
+    call ended stays and finds nothing due: cancelling it at every call's end would cost more than the one
+    wake-up. A timer replaced by an earlier deadline's is cancelled, so the loop holds one live timer per
+    watch however the calls' timeouts mix (a long one's timer left behind by each short call's would pile up).
     """
 
     def __init__(self) -> None:
         self.waiting: set[CallTimeout] = set()
-        self._next: float | None = None  # when the timer set last (and not yet fired) goes off
+        self._timer: asyncio.TimerHandle | None = None  # the live timer: set for the earliest deadline then, not fired
+        self._next = 0.0  # when it goes off
 
     def add(self, deadline: CallTimeout) -> None:
         self.waiting.add(deadline)
-        if self._next is None or deadline.when < self._next:
-            self._next = deadline.when
-            asyncio.get_running_loop().call_at(deadline.when, self._fire, deadline.when)
+        if self._timer is None or deadline.when < self._next:
+            self._set_timer(deadline.when)
+
+    def _set_timer(self, when: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer, self._next = asyncio.get_running_loop().call_at(when, self._fire, when), when
 
     def _fire(self, when: float) -> None:
-        if when == self._next:
-            self._next = None
-        loop = asyncio.get_running_loop()
-        now = max(when, loop.time())  # the loop runs a timer a clock tick early: it counts as its time
+        self._timer = None  # only the live timer fires: a replaced one was cancelled
+        now = max(when, asyncio.get_running_loop().time())  # the loop runs a timer a clock tick early: its time
         due = [deadline for deadline in self.waiting if deadline.when <= now]
         for deadline in due:
             self.waiting.discard(deadline)
             deadline.expire()
-        if self.waiting and self._next is None:
-            self._next = min(deadline.when for deadline in self.waiting)
-            loop.call_at(self._next, self._fire, self._next)
+        if self.waiting:
+            self._set_timer(min(deadline.when for deadline in self.waiting))
 
 
 # By the loop's id, holding neither: a watch lives while a call is inside a timeout or its timer waits on the
 # loop, and either way the loop is alive, so no other loop can have that id meanwhile. Keyed by the loop itself,
 # the watch's calls (their tasks hold their loop) would keep a loop closed with one still inside alive for good.
+# State of an event loop, not of a run: runs sharing a loop (toolrun mcp) share its one timer, as they share the loop's.
 _watches: weakref.WeakValueDictionary[int, _DeadlineWatch] = weakref.WeakValueDictionary()
 
 
