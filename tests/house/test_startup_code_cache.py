@@ -152,9 +152,10 @@ def test_each_command_keeps_its_own_dataclass_code_and_the_shared_file_of_before
     tag = f"{sys.implementation.cache_tag}-{MAGIC_NUMBER.hex()}"
     shared = tmp_path / f"dataclass-code-{tag}.marshal"
     shared.write_bytes(b"written by an earlier toolrun")
-    for args in (["--color", "never", "schema", "tool"], ["tools", "--help"]):
+    for args in (["--color", "never", "schema", "tool"], ["tools", "--help"], ["recipz"]):
         done = subprocess.run([sys.executable, "-c", script, *args], cwd=ROOT, env=env, capture_output=True, text=True,
                               timeout=60)
-        assert done.returncode == 0, done.stderr
+        assert done.returncode == 0 and ("No such command 'recipz'" in done.stderr) == (args == ["recipz"]), done.stderr
+    # a mistyped command names no file of its own
     assert sorted(path.name for path in tmp_path.glob("dataclass-code-*")) == [
-        f"dataclass-code-schema-{tag}.marshal", f"dataclass-code-tools-{tag}.marshal"]
+        f"dataclass-code-other-{tag}.marshal", f"dataclass-code-schema-{tag}.marshal", f"dataclass-code-tools-{tag}.marshal"]

@@ -7,7 +7,7 @@ everything else goes to the click group in ``toolrun.cli.group``, which ``main``
 is the group, for anything else).
 
 A new command: a module with a ``@click.command`` function, and one line in ``COMMANDS``
-(or ``TOOLS_COMMANDS``) of ``toolrun.cli.group`` naming it.
+(or ``TOOLS_COMMANDS``) of ``toolrun.cli.command_table`` naming it.
 """
 
 # No __future__ or importlib: see toolrun/__init__.py (annotations naming click are quoted).

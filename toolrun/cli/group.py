@@ -5,7 +5,7 @@ builds the groups and turns toolrun's errors into one clear message and the cont
 exit code, never a traceback. ``toolrun.cli.main`` is the entry point in front of it.
 
 A new command: a module with a ``@click.command`` function, and one line in ``COMMANDS``
-(or ``TOOLS_COMMANDS``) naming it.
+(or ``TOOLS_COMMANDS``) of ``toolrun.cli.command_table`` naming it.
 """
 
 from __future__ import annotations
@@ -19,33 +19,10 @@ import click
 
 from toolrun import __version__
 from toolrun.cli.color import COLOR_CHOICES, echo_err, remember_choice
-from toolrun.cli.startup import command_words
+from toolrun.cli.command_table import COMMAND_GROUPS, COMMANDS, IMPORT_COMMANDS, TOOLS_COMMANDS, command_words
 from toolrun.core.errors import TOOL_LOGGER, ToolrunError
 from toolrun.core.secrets import redact
 from toolrun.core.text import terminal_safe
-
-# command name -> "module:function"; imported on first use
-COMMANDS = {
-    "recipe": "toolrun.cli.recipe:recipe_command",
-    "call": "toolrun.cli.call:call_command",
-    "schema": "toolrun.cli.schema:schema_command",
-    "mcp": "toolrun.cli.mcp:mcp_command",
-    "logs": "toolrun.cli.logs:logs_group",
-    "ask": "toolrun.cli.ask:ask_command",
-    "view": "toolrun.cli.view:view_command",
-    "chat": "toolrun.cli.chat:chat_command",
-    "batch": "toolrun.cli.batch:batch_command",
-}
-TOOLS_COMMANDS = {
-    "list": "toolrun.cli.tools_list:list_command",
-    "show": "toolrun.cli.tools_export:show_command",
-    "lint": "toolrun.cli.tools_lint:lint_command",
-    "export": "toolrun.cli.tools_export:export_command",
-    "select": "toolrun.cli.tools_select:select_command",
-}
-IMPORT_COMMANDS = {
-    "openapi": "toolrun.cli.import_openapi:openapi_command",
-}
 
 
 def import_command_module(args: list[str]) -> None:
@@ -54,10 +31,10 @@ def import_command_module(args: list[str]) -> None:
     Only the start-up uses it (to import with the collector off); the group imports the same
     module again when it runs the command, and reports any failure to import it then.
     """
-    lazy, groups = COMMANDS, {"tools": TOOLS_COMMANDS, "import": IMPORT_COMMANDS}
+    lazy = COMMANDS
     for arg in command_words(args):
-        if arg in groups and lazy is COMMANDS:
-            lazy = groups[arg]
+        if arg in COMMAND_GROUPS and lazy is COMMANDS:
+            lazy = COMMAND_GROUPS[arg]
             continue
         target = lazy.get(arg)
         if target is not None:

@@ -29,12 +29,12 @@ import dataclasses
 import marshal
 import os
 import sys
-from collections.abc import Iterator
 from importlib.util import MAGIC_NUMBER
 from pathlib import Path
 from types import CodeType
 from typing import Any
 
+from toolrun.cli.command_table import COMMAND_GROUPS, COMMANDS, command_words
 from toolrun.core.cache_folder import cache_directory, keep_bytecode
 from toolrun.core.digests import blake2b
 
@@ -57,19 +57,9 @@ def keep_compiled_code(args: list[str] | None = None) -> None:
 def command_name(args: list[str]) -> str:
     """The command ``args`` run (``recipe``, ``tools`` ...), naming its own dataclass-code file: a replayed
     recipe makes 220 classes, and with every command's code in one file it read and unmarshalled 850
-    (2.3 times the bytes, 0.5-1.2 ms) for them."""
+    (2.3 times the bytes, 0.5-1.2 ms) for them. Anything else (no command, a mistyped one) is "other"."""
     first = next(command_words(args), "")
-    return first if first.isascii() and first.isalpha() and first.islower() and len(first) <= 16 else "other"
-
-
-def command_words(args: list[str]) -> Iterator[str]:
-    """The words of ``toolrun``'s arguments that are not options: the command's name comes first."""
-    after_color = False
-    for arg in args:
-        if arg.startswith("-") or after_color:
-            after_color = arg == "--color"  # the group's one option with a value; --debug, --help take none
-            continue
-        yield arg
+    return first if first in COMMANDS or first in COMMAND_GROUPS else "other"
 
 
 class DataclassCode:

@@ -31,7 +31,7 @@ def keep_bytecode() -> None:
     """When Python may not write bytecode beside the sources (``PYTHONDONTWRITEBYTECODE``), keep
     the bytecode of the modules imported from now on in ``bytecode/`` of the cache folder
     (Python's own ``sys.pycache_prefix``); the toolrun script calls this first, so that only the
-    two small modules before it are compiled on every run. A prefix of the user's own is kept."""
+    few small modules before it are compiled on every run. A prefix of the user's own is kept."""
     global users_modules_write_bytecode
     if not sys.dont_write_bytecode or sys.pycache_prefix is not None:
         return

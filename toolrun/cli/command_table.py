@@ -1,0 +1,44 @@
+"""The names of ``toolrun``'s commands and the modules that define them, without click.
+
+The start-up reads these before click is imported (which module to import with the collector
+off, and which command's compiled dataclass code to load); ``toolrun.cli.group`` builds the
+click groups from the same tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+# command name -> "module:function"; imported on first use
+COMMANDS = {
+    "recipe": "toolrun.cli.recipe:recipe_command",
+    "call": "toolrun.cli.call:call_command",
+    "schema": "toolrun.cli.schema:schema_command",
+    "mcp": "toolrun.cli.mcp:mcp_command",
+    "logs": "toolrun.cli.logs:logs_group",
+    "ask": "toolrun.cli.ask:ask_command",
+    "view": "toolrun.cli.view:view_command",
+    "chat": "toolrun.cli.chat:chat_command",
+    "batch": "toolrun.cli.batch:batch_command",
+}
+TOOLS_COMMANDS = {
+    "list": "toolrun.cli.tools_list:list_command",
+    "show": "toolrun.cli.tools_export:show_command",
+    "lint": "toolrun.cli.tools_lint:lint_command",
+    "export": "toolrun.cli.tools_export:export_command",
+    "select": "toolrun.cli.tools_select:select_command",
+}
+IMPORT_COMMANDS = {
+    "openapi": "toolrun.cli.import_openapi:openapi_command",
+}
+COMMAND_GROUPS = {"tools": TOOLS_COMMANDS, "import": IMPORT_COMMANDS}  # toolrun's groups of commands
+
+
+def command_words(args: list[str]) -> Iterator[str]:
+    """The words of ``toolrun``'s arguments that are not options: the command's name comes first."""
+    after_color = False
+    for arg in args:
+        if arg.startswith("-") or after_color:
+            after_color = arg == "--color"  # the group's one option with a value; --debug, --help take none
+            continue
+        yield arg
