@@ -9,7 +9,7 @@ Two kinds of code are compiled again by every Python process unless something ke
   the cache folder (Python's own ``sys.pycache_prefix``; ``toolrun.core.cache_folder.keep_bytecode``,
   which the script calls before it imports this module).
 - **Dataclass methods**: ``@dataclass`` writes ``__init__``, ``__repr__``, ``__eq__`` ... as
-  source text and compiles it with ``exec`` when the class is made; for the ~150 texts a
+  source text and compiles it with ``exec`` when the class is made; for the ~220 texts a
   recipe run compiles that is 25-35 ms of CPU, 7-12 % of the whole command (measured with
   ``benchmarks/startup.py --baseline`` against a checkout without it). The compiled code of each text is kept in
   ``dataclass-code-<command>-<python>-<bytecode magic>.marshal``: the same text gives the same code object, so the
@@ -56,8 +56,8 @@ def keep_compiled_code(args: list[str] | None = None) -> None:
 
 def command_name(args: list[str]) -> str:
     """The command ``args`` run (``recipe``, ``tools`` ...), naming its own dataclass-code file: a replayed
-    recipe makes 220 classes, and with every command's code in one file it read and unmarshalled 850
-    (2.3 times the bytes, 0.5-1.2 ms) for them. Anything else (no command, a mistyped one) is "other"."""
+    recipe uses about 220 of the texts, and with every command's code in one file it read and unmarshalled
+    850 (2.3 times the bytes, 0.5-1.2 ms) for them. Anything else (no command, a mistyped one) is "other"."""
     first = next(command_words(args), "")
     return first if first in COMMANDS or first in COMMAND_GROUPS else "other"
 
