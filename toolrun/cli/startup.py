@@ -9,9 +9,10 @@ Two kinds of code are compiled again by every Python process unless something ke
   the cache folder (Python's own ``sys.pycache_prefix``; ``toolrun.core.cache_folder.keep_bytecode``,
   which the script calls before it imports this module).
 - **Dataclass methods**: ``@dataclass`` writes ``__init__``, ``__repr__``, ``__eq__`` ... as
-  source text and compiles it with ``exec`` when the class is made; for the ~220 texts a
-  recipe run compiles that is 25-35 ms of CPU, 7-12 % of the whole command (measured with
-  ``benchmarks/startup.py --baseline`` against a checkout without it). The compiled code of each text is kept in
+  source text and compiles it with ``exec`` when the class is made; for the texts a recipe
+  run compiles (about 150 when this was measured, about 220 now) that was 25-35 ms of CPU,
+  7-12 % of the whole command (measured with ``benchmarks/startup.py --baseline`` against a
+  checkout without it). The compiled code of each text is kept in
   ``dataclass-code-<command>-<python>-<bytecode magic>.marshal``: the same text gives the same code object, so the
   classes come out exactly as before, only without compiling them again.
 
