@@ -28,7 +28,6 @@ from toolrun.loop.runner import RunObserver
 from toolrun.replay.divergence import Divergence
 
 _RESULT_EXCERPT = 100  # characters of a tool result shown on its line
-_PAINTED_HEADS = 1024  # call-line heads kept painted: three a tool, and a model may make up names
 
 
 class TerminalDisplay(RunObserver):
@@ -52,7 +51,6 @@ class TerminalDisplay(RunObserver):
         # and the live line's ticker writes to the same stream.
         self._lock: AbstractContextManager[Any] = self.live.lock if self.live is not None else threading.Lock()
         self._held: list[str] = []
-        self._heads: dict[str, str] = {}  # a call line's head ("→ name"), escaped and painted
 
     def notice(self, message: str) -> None:
         """A line for the person running toolrun (mode, fallbacks, divergences); ``error:``/``warning:`` in colour."""
@@ -157,12 +155,7 @@ class TerminalDisplay(RunObserver):
             self._hold(self._info_text(head, style, label + _one_line(text)))
             return
         # Nothing to redact: the same line, without a dozen calls that would each give their text back
-        painted = self._heads.get(head)
-        if painted is None:
-            painted = paint(terminal_safe(head), style, self.color)  # the arrow decides the style: the head is the key
-            if len(self._heads) < _PAINTED_HEADS:
-                self._heads[head] = painted
-        self._hold(painted + label + _one_line(text, redacted=True) + "\n")
+        self._hold(paint(terminal_safe(head), style, self.color) + label + _one_line(text, redacted=True) + "\n")
 
     def _hold(self, line: str) -> None:
         """A call line, written with the others of this pass of the event loop (at once outside any loop)."""
@@ -207,7 +200,5 @@ def summary_line(turns: list[TurnRecord], tool_calls: int, usage: Usage, mode: s
 
 def _one_line(text: str, *, redacted: bool = False) -> str:
     """A result on one short line: newlines shown as ⏎, long text cut with … (``redacted``: no secret left in it)."""
-    flat = (text if redacted else redact(text)).replace("\r", "").replace("\n", " ⏎ ")  # redact before the cut
-    if not flat.isprintable():  # terminal_safe's own test, without the call for the usual line
-        flat = terminal_safe(flat)
+    flat = terminal_safe((text if redacted else redact(text)).replace("\r", "").replace("\n", " ⏎ "))  # redact before the cut
     return flat if len(flat) <= _RESULT_EXCERPT else flat[: _RESULT_EXCERPT - 1] + "…"
