@@ -13,7 +13,6 @@ Calls always go to the live server; only the catalog is served from here.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import time
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from toolrun.core.cache_folder import cache_directory
+from toolrun.core.digests import blake2b, hex_key
 from toolrun.core.private_files import make_private_folders, open_private
 
 FAILED_START_MEMORY_SECONDS = 60.0
@@ -70,14 +70,14 @@ def listing_key(file: Path, config: Mapping[str, Any]) -> str:
     described = json.dumps({"format": LISTING_FORMAT, "file": str(file.resolve()), "command": [str(p) for p in parts],
                             "url": config.get("url"), "env": sorted(str(k) for k in (config.get("env") or {})),
                             "folder": str(folder.resolve()), "named": named_files}, ensure_ascii=False)
-    return hashlib.sha256(described.encode() + b"\0" + text).hexdigest()
+    return blake2b(described.encode() + b"\0" + text, digest_size=32).hexdigest()
 
 
 def _listing_path(file: Path) -> Path | None:
     folder = cache_directory()
     if folder is None:
         return None
-    name = hashlib.sha256(str(file.resolve()).encode()).hexdigest()[:24]
+    name = hex_key(str(file.resolve()))
     return folder / f"mcp-tools-{name}.json"
 
 

@@ -36,7 +36,7 @@ from types import CodeType
 from typing import Any
 
 from toolrun.cli.command_table import COMMAND_GROUPS, COMMANDS, command_words
-from toolrun.core.cache_folder import cache_directory, keep_bytecode
+from toolrun.core.cache_folder import cache_directory
 from toolrun.core.digests import blake2b
 
 DIGEST_SIZE = 32  # the file starts with the BLAKE2b digest of the rest
@@ -44,9 +44,8 @@ MAX_KEPT_CODE = 4096  # texts kept; past this (many toolrun versions used) the f
 
 
 def keep_compiled_code(args: list[str] | None = None) -> None:
-    """Keep module bytecode and dataclass code in the cache folder (see the module's docstring);
-    ``args``, the command line, names the dataclass-code file (see ``command_name``)."""
-    keep_bytecode()  # the script has done this already, before importing this module
+    """Keep dataclass code in the cache folder (see the module's docstring); ``args``, the command line,
+    names its file (see ``command_name``). Module bytecode is ``keep_bytecode``'s, called before this module loads."""
     folder = cache_directory()
     if folder is None:
         return
