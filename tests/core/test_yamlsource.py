@@ -137,6 +137,20 @@ def test_a_bracket_never_closed_is_reported_where_it_opens_not_past_the_last_lin
     assert "not closed" in caught.value.problem.message and f"close it with {closing}" in str(caught.value.problem.fix)
 
 
+@pytest.mark.parametrize(("value", "closing"), [("{type: object, required: [host]", "}"), ("[a, b", "]")])
+def test_a_bracket_left_open_at_its_line_end_is_reported_where_it_opens(value: str, closing: str) -> None:
+    # the next line's key is where the parser stops; the mistake is the bracket two lines up
+    with pytest.raises(YamlSyntaxError) as caught:
+        load_yaml_text(f"name: x\nparameters: {value}\nbackend: {{shell: {{argv: [echo]}}}}\n", "t.yaml")
+    problem = caught.value.problem
+    assert problem.line == 2 and "still open at line 3" in problem.message
+    assert f"close it with {closing} on this line" in str(problem.fix)
+
+
+def test_a_flow_mapping_over_several_lines_still_loads() -> None:
+    assert load_yaml_text("a: {b: 1,\n   c: 2}\n", "t.yaml") == {"a": {"b": 1, "c": 2}}
+
+
 def test_other_parser_errors_keep_their_line_when_every_quote_is_closed() -> None:
     text = "name: 'it''s' \ndescription: \"a \\\"b\\\"\"\nparameters:\n  type: object\n - x\n"
     with pytest.raises(YamlSyntaxError) as caught:

@@ -241,12 +241,9 @@ def _syntax_problem(exc: Any, path: Path | str, text: str) -> Problem:
         end = f"line {line}" if line else "the end of the file"
         return Problem(path, exc.context_mark.line + 1,
                        f"YAML syntax error: a quoted text starts here and is not closed ({what} at {end})", _QUOTE_FIX)
-    if exc.context and exc.context.startswith("while parsing a flow") and exc.context_mark and "<stream end>" in what:
-        # a { or [ never closed: the parser reads to the end of the file, past the last line; the mistake is the opening
-        bracket = "{" if "mapping" in exc.context else "["
-        return Problem(path, exc.context_mark.line + 1,
-                       f"YAML syntax error: the {bracket} opened on this line is not closed before the file ends",
-                       f"close it with {'}' if bracket == '{' else ']'} (or write the value in block style, one key per line)")
+    left_open = _open_bracket_problem(exc, path, line, what)
+    if left_open is not None:
+        return left_open
     opened = _unclosed_quote_line(text, line) if line and isinstance(exc, yaml.parser.ParserError) else None
     if opened:  # a quote left open swallows the lines up to the next quote, and the parser stumbles there
         return Problem(path, opened, f"YAML syntax error: the quote opened on this line is not closed on it "
@@ -255,6 +252,26 @@ def _syntax_problem(exc: Any, path: Path | str, text: str) -> Problem:
         what = f"{exc.context}, {what}"
     what, fix = _worded(exc, what)
     return Problem(path, line, f"YAML syntax error: {what}", fix)
+
+
+def _open_bracket_problem(exc: Any, path: Path | str, line: int | None, what: str) -> Problem | None:
+    """A { or [ not closed where it should be, reported at the line that opened it; None for other errors.
+
+    Never closed, the parser reads past the last line; left open at the end of its line, it stops at
+    the next line's key, expecting a comma or the closing bracket."""
+    if not (exc.context and exc.context.startswith("while parsing a flow") and exc.context_mark):
+        return None
+    bracket, closing = ("{", "}") if "mapping" in exc.context else ("[", "]")
+    opened_at = exc.context_mark.line + 1
+    if "<stream end>" in what:
+        return Problem(path, opened_at, f"YAML syntax error: the {bracket} opened on this line is not closed before "
+                       f"the file ends", f"close it with {closing} (or write the value in block style, one key per line)")
+    if line and line > opened_at and what.startswith("expected ','"):
+        return Problem(path, opened_at, f"YAML syntax error: the {bracket} opened on this line is still open at "
+                       f"line {line}, where the parser {what}",
+                       f"close it with {closing} on this line (a value written over several lines inside "
+                       f"{bracket}…{closing} needs a , between its items)")
+    return None
 
 
 def _worded(exc: Any, what: str) -> tuple[str, str]:
