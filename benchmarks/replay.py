@@ -107,7 +107,7 @@ def bench_replay_command(repeat: int) -> None:
 
     print(f"  console script, whole command: {best_of(repeat, command) * 1000:7.1f} ms (median of {repeat})")
 
-    from toolrun.cli.recipe import play_recipe
+    from toolrun.cli.recipe_play import play_recipe
 
     def in_process() -> None:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):

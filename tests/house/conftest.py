@@ -35,9 +35,10 @@ def write_report():
                    "collecting": gc.isenabled()}, out)
 
 atexit.register(write_report)
+sys.argv = ["toolrun", *args]  # main() with no arguments is the console script: it reads them here
 from toolrun.cli import main
 try:
-    main(args)
+    main()
 except SystemExit as exit:
     status = exit.code
 """

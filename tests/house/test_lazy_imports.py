@@ -106,7 +106,9 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
         "toolrun.cli.group.main": "toolrun --version answers without importing click",
         "toolrun.cli.startup.keep_compiled_code": "toolrun --version answers without the code caches",
         "toolrun.core.cache_folder.keep_bytecode": "toolrun --version answers without the code caches",
-        "toolrun.cli.group.import_command_module": "toolrun --version answers without importing click",
+        "toolrun.cli.group": "toolrun --version and toolrun recipe FILE run without importing click",
+        "toolrun.cli.command_table.import_command_module": "toolrun --version answers without the command tables",
+        "toolrun.cli.direct.direct_command": "toolrun --version answers without parsing a command",
     },
     "toolrun.cli.chat": {"readline": "optional in a Python build, and only a terminal edits lines"},
     "toolrun.cli.common": {"toolrun.cli.tools_list.first_sentence": "only shell completion: toolrun call does without it",
@@ -114,11 +116,13 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
     "toolrun.cli.logs": {"toolrun.runlog.prune.prune_runs": "only prune needs it"},
     "toolrun.cli.mcp": {"toolrun.mcp.serve": "the MCP SDK loads only for this command",
                         "toolrun.mcp.gateway_config.load_gateway_config": "yaml and the schema only for this command"},
-    "toolrun.cli.recipe": {
+    "toolrun.cli.direct": {
+        "toolrun.cli.recipe_play": "only a recipe run: every other command parses its line here first",
+        "toolrun.cli.recipe_play.run_recipe_command": "only a recipe run: every other command parses its line here first",
+    },
+    "toolrun.cli.recipe_play": {
         "toolrun.runlog.transcript_log.TranscriptLog": "only --transcript writes one",
         "toolrun.runlog.RunLogWriter": "--no-log does without the run log (and sqlite3)",
-    },
-    "toolrun.cli.run_log_options": {
         "toolrun.runlog.RunLog": "--no-log does without the run log (and sqlite3)",
         "toolrun.runlog.default_log_path": "--no-log does without the run log (and sqlite3)",
     },

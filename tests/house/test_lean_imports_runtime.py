@@ -60,6 +60,14 @@ def test_an_offline_replay_imports_no_http_client_and_nothing_only_a_mistake_nee
 
 
 @pytest.mark.xdist_group(REPLAYS)
+def test_the_main_command_runs_without_click(inventory_replays: InventoryReplays) -> None:
+    # click's import and parse are a tenth of the run: toolrun.cli.direct parses `recipe FILE` itself
+    for replay in (inventory_replays.warm, inventory_replays.warm_without_log):
+        assert replay.status == 0, replay.stderr
+        assert [name for name in replay.modules if name == "click" or name.startswith(("click.", "toolrun.cli.group"))] == []
+
+
+@pytest.mark.xdist_group(REPLAYS)
 def test_an_offline_replay_imports_neither_tempfile_nor_what_it_brings(inventory_replays: InventoryReplays) -> None:
     # tempfile brings random and shutil (2-3 ms): only a cache or cassette being written needs it. Run
     # without site's .pth files (-S), as on a machine whose start-up imports none of them.

@@ -296,7 +296,7 @@ def test_an_older_database_is_migrated_when_opened_and_keeps_its_runs(tmp_path: 
 
 
 def test_a_full_log_never_stops_the_run_and_the_warning_says_why(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    from toolrun.cli.recipe import play_recipe
+    from toolrun.cli.recipe_play import play_recipe
     from toolrun.sessions.run_options import RunOptions
 
     log = RunLog.open(tmp_path / "logs.db")

@@ -1,8 +1,9 @@
 """The command line: parse options, call the library, print. Nothing else lives here.
 
 ``main`` is the ``toolrun`` script's entry point. ``toolrun --version`` is answered here
-without importing click (that import alone is two to three times Python's own start-up);
-everything else goes to the click group in ``toolrun.cli.group``, which ``main`` stands for
+without importing click (that import alone is two to three times Python's own start-up), and
+so is the common ``toolrun recipe FILE`` (``toolrun.cli.direct``); everything else goes to the
+click group in ``toolrun.cli.group``, which ``main`` stands for
 (``CliRunner().invoke(main, ...)`` works as with the group itself; ``toolrun.cli.group.main``
 is the group, for anything else).
 
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
 
     import click
 
+    from toolrun.cli.direct import DirectRecipe
+
 
 class _Main:
     """The ``toolrun`` command: the click group, imported when more than the version is asked."""
@@ -34,7 +37,9 @@ class _Main:
             print(f"toolrun, version {__version__}")  # what click's version option prints
             sys.exit(0)
         if script:
-            _load_command(sys.argv[1:])
+            direct = _load_command(sys.argv[1:])
+            if direct is not None:
+                sys.exit(direct.run())
         return self._group()(*args, **kwargs)
 
     def main(self, *args: "Any", **kwargs: "Any") -> "Any":
@@ -51,9 +56,9 @@ class _Main:
 main = _Main()
 
 
-def _load_command(args: list[str]) -> None:
-    """Import the click group and the module of the command ``args`` name with the garbage
-    collector off, then freeze what the imports made.
+def _load_command(args: list[str]) -> "DirectRecipe | None":
+    """Import what the command ``args`` name needs with the garbage collector off, then freeze
+    what the imports made; returns the command when it runs without click (``toolrun.cli.direct``).
 
     Nearly every object made while modules load (functions, classes, module dicts) lives until
     exit, yet the collector would walk them again and again: a tenth of a short command's time.
@@ -64,17 +69,25 @@ def _load_command(args: list[str]) -> None:
     keep_bytecode()  # first: the modules imported below are read compiled when Python may not write bytecode
     from toolrun.cli.startup import keep_compiled_code
 
-    keep_compiled_code(args)
+    keep_compiled_code(args)  # before anything that makes a dataclass is imported
+    from toolrun.cli.direct import direct_command
+
+    direct = direct_command(args)
     if not gc.isenabled():
-        return  # the embedding program turned it off: leave its choice alone
+        return direct  # the embedding program turned it off: leave its choice alone
     gc.disable()
     try:
-        from toolrun.cli.group import import_command_module
+        if direct is not None:
+            direct.load()
+        else:
+            import toolrun.cli.group  # noqa: F401 - click and the groups, for the command below
+            from toolrun.cli.command_table import import_command_module
 
-        import_command_module(args)
+            import_command_module(args)
     finally:
         gc.freeze()
         gc.enable()
+    return direct
 
 
 def __getattr__(name: str) -> object:  # ToolrunGroup, COMMANDS ...: from the click module

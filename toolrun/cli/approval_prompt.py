@@ -12,8 +12,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, TextIO
 
-import click
-
+from toolrun.cli.echo import echo
 from toolrun.core.daemon_threads import in_daemon_thread
 from toolrun.core.secrets import redact
 from toolrun.core.text import terminal_safe
@@ -45,7 +44,7 @@ class TerminalApprover:
         stdin = self._stdin or sys.stdin
         if not (stdin and stdin.isatty()):
             with self.quiet():  # after the call's own line, and never drawn over by the live line
-                click.echo(f"toolrun: denied {tool.name}: it needs approval and stdin is not a terminal "
+                echo(f"toolrun: denied {tool.name}: it needs approval and stdin is not a terminal "
                            "(use --yes to approve every call)", err=True)
             return False
         async with self._one_at_a_time():
@@ -54,7 +53,7 @@ class TerminalApprover:
 
     async def _ask(self, tool: Tool, arguments: dict[str, Any], stdin: TextIO) -> bool:
         shown = json.dumps(arguments, ensure_ascii=False, indent=2)
-        click.echo(terminal_safe(redact(f"\n{self.asking} {tool.name} with:\n{shown}")), err=True)
+        echo(terminal_safe(redact(f"\n{self.asking} {tool.name} with:\n{shown}")), err=True)
         return await _ask_in_background(f"Allow this call to {tool.name}? [y/N]: ", stdin)
 
     def _one_at_a_time(self) -> asyncio.Lock:
@@ -66,12 +65,12 @@ class TerminalApprover:
 
 
 def _ask(question: str, stdin: TextIO, given_up: threading.Event) -> bool:
-    click.echo(question, nl=False, err=True)
+    echo(question, nl=False, err=True)
     answer = _read_line(stdin, given_up)
     if given_up.is_set():
         return False  # nobody waits for this answer any more
     if not answer:  # end of input: nobody is there to say yes
-        click.echo("", err=True)
+        echo("", err=True)
         return False
     return answer.strip().lower() in YES_ANSWERS
 
@@ -83,7 +82,7 @@ async def _ask_in_background(question: str, stdin: TextIO) -> bool:
     try:
         return await in_daemon_thread(lambda: _ask(question, stdin, given_up), name="toolrun-approval")
     except asyncio.CancelledError:
-        click.echo("", err=True)  # end the question's line: what is printed next starts a line of its own
+        echo("", err=True)  # end the question's line: what is printed next starts a line of its own
         raise
     finally:
         given_up.set()  # the answer was cancelled (Ctrl-C in a chat): the line typed next is the chat's

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import click
 
-from toolrun.cli.recipe import play_recipe
 from toolrun.cli.recipe_options import (
     assume_yes_option,
     json_option,
@@ -25,7 +24,8 @@ from toolrun.cli.recipe_options import (
     tools_dir_option,
     transcript_option,
 )
-from toolrun.cli.run_log_options import open_run_log, run_log_options
+from toolrun.cli.recipe_play import open_run_log, play_recipe
+from toolrun.cli.run_log_options import run_log_options
 from toolrun.core.errors import Problem, UserError
 from toolrun.loop.runner import RunSettings
 from toolrun.sessions.ask import adhoc_recipe, choose_model

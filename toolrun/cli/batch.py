@@ -23,7 +23,8 @@ from toolrun.cli.recipe_options import (
     replay_option,
     tools_dir_option,
 )
-from toolrun.cli.run_log_options import open_run_log, run_log_options
+from toolrun.cli.recipe_play import open_run_log
+from toolrun.cli.run_log_options import run_log_options
 from toolrun.core.errors import EXIT_EXPECT_FAILED, EXIT_OK, EXIT_RUN_FAILED
 from toolrun.core.event_loop import run_until_done
 from toolrun.core.text import counted

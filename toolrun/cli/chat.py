@@ -26,7 +26,8 @@ from toolrun.cli.recipe_options import (
     tool_patterns_option,
     tools_dir_option,
 )
-from toolrun.cli.run_log_options import open_run_log, run_log_options
+from toolrun.cli.recipe_play import open_run_log
+from toolrun.cli.run_log_options import run_log_options
 from toolrun.cli.tools_list import first_sentence
 from toolrun.core.errors import ToolrunError
 from toolrun.core.event_loop import run_until_done

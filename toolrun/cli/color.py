@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from typing import TextIO
 
-import click
+from toolrun.cli.echo import echo
 
 COLOR_CHOICES = ("auto", "always", "never")
-_META_KEY = "toolrun.color"
+_chosen = "auto"  # --color of the command running now (one command at a time per process)
 
 # SGR codes by what the text is.
 STYLES = {
@@ -28,14 +29,21 @@ STYLES = {
 }
 
 
-def remember_choice(ctx: click.Context, choice: str) -> None:
-    """Keep ``--color`` where every command of this invocation finds it."""
-    ctx.meta[_META_KEY] = choice
+def remember_choice(choice: str) -> Callable[[], None]:
+    """Keep ``--color`` where everything this command prints finds it, its threads included;
+    returns what puts the previous choice back (a test runner runs many commands in one process)."""
+    global _chosen
+    previous, _chosen = _chosen, choice
+
+    def restore() -> None:
+        global _chosen
+        _chosen = previous
+
+    return restore
 
 
 def _choice() -> str:
-    ctx = click.get_current_context(silent=True)
-    return str(ctx.meta.get(_META_KEY, "auto")) if ctx is not None else "auto"
+    return _chosen
 
 
 def color_enabled(stream: TextIO | None, choice: str | None = None) -> bool:
@@ -68,4 +76,4 @@ def echo_err(safe_text: str, style: str | None = None) -> None:
     if style and enabled:
         head, sep, rest = safe_text.partition(" ")
         safe_text = paint(head, style, True) + sep + rest
-    click.echo(safe_text, err=True, color=enabled)
+    echo(safe_text, err=True)

@@ -7,6 +7,7 @@ click groups from the same tables.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterator
 
 # command name -> "module:function"; imported on first use
@@ -42,3 +43,23 @@ def command_words(args: list[str]) -> Iterator[str]:
             after_color = arg == "--color"  # the group's one option with a value; --debug, --help take none
             continue
         yield arg
+
+
+def import_command_module(args: list[str]) -> None:
+    """Import the module of the command ``args`` (``toolrun``'s arguments) name, if they name one.
+
+    Only the start-up uses it (to import with the collector off); the group imports the same
+    module again when it runs the command, and reports any failure to import it then.
+    """
+    lazy = COMMANDS
+    for arg in command_words(args):
+        if arg in COMMAND_GROUPS and lazy is COMMANDS:
+            lazy = COMMAND_GROUPS[arg]
+            continue
+        target = lazy.get(arg)
+        if target is not None:
+            try:
+                importlib.import_module(target.partition(":")[0])
+            except Exception:  # noqa: BLE001 - the group's own import of it reports this
+                pass
+        return

@@ -12,7 +12,7 @@ import click
 from toolrun.catalog.gate import ToolPicker, load_checked_catalog
 from toolrun.catalog.loader import load_catalog as load_catalog_quietly
 from toolrun.catalog.model import DEFAULT_TOOLS_DIR, Catalog
-from toolrun.cli.group import report_error
+from toolrun.cli.error_report import report_error
 from toolrun.cli.load_report import load_report, load_summary
 from toolrun.core.errors import EXIT_BAD_INPUT, LoadError, Problem
 from toolrun.core.text import terminal_safe

@@ -18,31 +18,10 @@ from typing import Any
 import click
 
 from toolrun import __version__
-from toolrun.cli.color import COLOR_CHOICES, echo_err, remember_choice
-from toolrun.cli.command_table import COMMAND_GROUPS, COMMANDS, IMPORT_COMMANDS, TOOLS_COMMANDS, command_words
+from toolrun.cli.color import COLOR_CHOICES, remember_choice
+from toolrun.cli.command_table import COMMANDS, IMPORT_COMMANDS, TOOLS_COMMANDS
+from toolrun.cli.error_report import report_error, report_internal_error
 from toolrun.core.errors import TOOL_LOGGER, ToolrunError
-from toolrun.core.secrets import redact
-from toolrun.core.text import terminal_safe
-
-
-def import_command_module(args: list[str]) -> None:
-    """Import the module of the command ``args`` (``toolrun``'s arguments) name, if they name one.
-
-    Only the start-up uses it (to import with the collector off); the group imports the same
-    module again when it runs the command, and reports any failure to import it then.
-    """
-    lazy = COMMANDS
-    for arg in command_words(args):
-        if arg in COMMAND_GROUPS and lazy is COMMANDS:
-            lazy = COMMAND_GROUPS[arg]
-            continue
-        target = lazy.get(arg)
-        if target is not None:
-            try:
-                importlib.import_module(target.partition(":")[0])
-            except Exception:  # noqa: BLE001 - the group's own import of it reports this
-                pass
-        return
 
 
 class ToolrunGroup(click.Group):
@@ -79,25 +58,6 @@ class ToolrunGroup(click.Group):
             ctx.exit(1)
 
 
-def report_internal_error(exc: Exception) -> None:
-    """One line for an exception no part of toolrun meant to raise: it is a bug, not the user's mistake."""
-    what = str(redact(str(exc)))
-    what = f"{type(exc).__name__}: {what[:300]}" if what else type(exc).__name__
-    echo_err(terminal_safe(f"error: internal error ({what}) — this is a bug in toolrun; run the command again "
-                           "with --debug for the traceback and report it"), "error")
-
-
-def report_error(exc: ToolrunError) -> None:
-    problems = getattr(exc, "problems", None)
-    if problems:
-        for problem in problems:
-            echo_err(terminal_safe(f"error: {problem}"), "error")
-        if len(problems) > 1:
-            click.echo(f"{len(problems)} problems.", err=True)
-    else:
-        echo_err(terminal_safe(f"error: {exc}"), "error")
-
-
 @click.group(cls=ToolrunGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="toolrun")
 @click.option("--debug", is_flag=True, envvar="TOOLRUN_DEBUG",
@@ -109,7 +69,7 @@ def report_error(exc: ToolrunError) -> None:
 @click.pass_context
 def main(ctx: click.Context, debug: bool, color: str) -> None:
     """toolrun: give a model your HTTP APIs and scripts, configured in YAML."""
-    remember_choice(ctx, color)
+    ctx.call_on_close(remember_choice(color))
     if debug:
         show_tool_tracebacks(ctx)
 

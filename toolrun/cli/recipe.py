@@ -1,21 +1,18 @@
 """``toolrun recipe RECIPE``: play a recipe live, or replay its recording, and show the run.
 
-The run itself is ``toolrun.sessions.play.run_recipe`` (``toolrun.arun``); what a person sees is ``toolrun.cli.display``;
-``--transcript`` is ``toolrun.runlog.transcript_log``. This module parses the options, wires
-those together, and turns the outcome into the exit code.
+This module is the command's options, for click; what it does with them is
+``toolrun.cli.recipe_play.run_recipe_command``, which the direct run of ``toolrun.cli.direct``
+calls too: keep ``RECIPE_OPTIONS`` there in step with the options here.
 """
 
 from __future__ import annotations
 
 import sys
-from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 import click
 
-from toolrun.cli.approval_prompt import TerminalApprover
-from toolrun.cli.display import TerminalDisplay
 from toolrun.cli.recipe_options import (
     assume_yes_option,
     json_option,
@@ -28,31 +25,8 @@ from toolrun.cli.recipe_options import (
     tools_dir_option,
     transcript_option,
 )
-from toolrun.cli.run_log_options import open_run_log, run_log_options
-from toolrun.core.errors import EXIT_EXPECT_FAILED, EXIT_OK, EXIT_RUN_FAILED, Problem, UserError
-from toolrun.core.event_loop import run_until_done
-from toolrun.core.text import counted
-from toolrun.loop.results import RunResult, dumps
-from toolrun.loop.runner import ObserverGroup
-from toolrun.sessions.play import run_recipe
-from toolrun.sessions.recipe import Recipe, load_recipe
-from toolrun.sessions.run_options import RunOptions
-
-if TYPE_CHECKING:
-    from toolrun.runlog import RunLog
-
-EXIT_INTERRUPTED = 130  # the shell's convention for a run stopped by Ctrl-C
-
-
-def parse_vars(pairs: tuple[str, ...]) -> dict[str, str]:
-    """``--var city=北京`` pairs as a dict; UserError for one without ``=``."""
-    values: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise UserError(Problem(None, None, f"--var {pair!r} is not KEY=VALUE", "write e.g. --var question=你好"))
-        values[key.strip()] = value
-    return values
+from toolrun.cli.recipe_play import run_recipe_command
+from toolrun.cli.run_log_options import run_log_options
 
 
 @click.command("recipe")
@@ -73,25 +47,7 @@ def parse_vars(pairs: tuple[str, ...]) -> dict[str, str]:
 @assume_yes_option()
 @transcript_option
 @run_log_options
-def recipe_command(
-    recipe_path: Path,
-    prompt: str | None,
-    model_spec: str | None,
-    tools_dir: Path | None,
-    var_pairs: tuple[str, ...],
-    as_json: bool,
-    stream: bool | None,
-    max_turns: int | None,
-    record: Path | None,
-    replay: Path | None,
-    live: bool,
-    strict: bool,
-    replay_tools: bool,
-    assume_yes: bool,
-    transcript_path: Path | None,
-    logs: Path | None,
-    no_log: bool,
-) -> None:
+def recipe_command(**params: Any) -> None:
     """Play RECIPE: ask the model, run the tools it calls, until it answers.
 
     PROMPT, if given, is sent as the user's message in place of the recipe's messages
@@ -100,79 +56,4 @@ def recipe_command(
     \b
     Exit codes: 0 done; 1 the run failed; 2 bad input; 3 an expect check failed.
     """
-    options = RunOptions(vars=parse_vars(var_pairs), model=model_spec, mode="live" if live else "auto", prompt=prompt,
-                         tools_dir=tools_dir, stream=stream, max_turns=max_turns, record=record, replay=replay,
-                         strict=strict, replay_tools=replay_tools)
-    code = play_recipe(recipe_path, options, as_json=as_json, assume_yes=assume_yes, transcript_path=transcript_path,
-                       run_log=open_run_log(logs, no_log))
-    sys.exit(code)
-
-
-def play_recipe(
-    recipe_path: Path | Recipe,
-    options: RunOptions,
-    *,
-    as_json: bool = False,
-    assume_yes: bool = False,
-    transcript_path: Path | None = None,
-    run_log: RunLog | None = None,
-    command: str = "recipe",
-) -> int:
-    """Everything ``toolrun recipe`` (and ``toolrun ask``) does; returns the exit code. Raises UserError for bad input.
-
-    ``options``: the run's, less what this function adds — the terminal as observer and
-    approver. ``run_log``: the run is written there as it happens (and the log is closed afterwards).
-    """
-    display = TerminalDisplay(info_out=sys.stderr, text_out=None if as_json else sys.stdout)
-    log = None
-    if transcript_path is not None:
-        from toolrun.runlog.transcript_log import TranscriptLog  # start-up: only --transcript writes one
-
-        log = TranscriptLog(transcript_path)  # opened when the run starts
-    recipe = recipe_path if isinstance(recipe_path, Recipe) else load_recipe(recipe_path)
-    writer = None
-    if run_log is not None:
-        from toolrun.runlog import RunLogWriter  # start-up: --no-log does without the run log (and sqlite3)
-
-        writer = RunLogWriter(run_log, command=command, prompt=options.prompt, vars={**recipe.vars, **(options.vars or {})})
-    try:
-        try:
-            result = run_until_done(run_recipe(recipe, replace(
-                options, observer=ObserverGroup(display, log, writer),
-                approver=TerminalApprover(assume_yes, quiet=display.paused))))
-        except KeyboardInterrupt:
-            display.calls_stopped()
-            display.notice("interrupted: the run stopped before it finished")
-            if log is not None:
-                log.write("interrupted", message="the run was interrupted (Ctrl-C)")
-            if writer is not None:
-                writer.interrupted()
-            return EXIT_INTERRUPTED
-    finally:
-        display.write_held()  # a run that broke off (a crash inside toolrun): every call line it had
-        if log is not None:
-            log.close()
-        if writer is not None:
-            writer.flush()  # what a run that broke off had done so far
-        if run_log is not None:
-            run_log.close()
-    if writer is not None and writer.problem:
-        display.notice(f"warning: {writer.problem}")
-    if as_json:
-        click.echo(dumps(result.to_json()))
-    return report_outcome(display, result, options.record)
-
-
-def report_outcome(display: TerminalDisplay, result: RunResult, record: str | Path | None) -> int:
-    """The summary line and the closing messages on stderr; returns the exit code."""
-    display.summary(result, result.mode or "live")
-    if result.recorded_exchanges is not None:
-        display.notice(f"recorded {counted(result.recorded_exchanges, 'model exchange')} to {record}")
-    if result.failed:
-        display.notice(f"error: the run failed: {result.error or result.stop_reason}")
-        return EXIT_RUN_FAILED
-    if result.error:
-        display.notice(f"warning: {result.error}")
-    for failure in result.expect_failures:
-        display.notice(f"expect failed: {failure}")
-    return EXIT_EXPECT_FAILED if result.expect_failures else EXIT_OK
+    sys.exit(run_recipe_command(**params))  # the options by their names, typed there

@@ -19,7 +19,7 @@ from toolrun.cli.common import (
     json_usage_errors,
     tools_dir_option,
 )
-from toolrun.cli.group import report_error
+from toolrun.cli.error_report import report_error
 from toolrun.core.errors import EXIT_BAD_INPUT, EXIT_RUN_FAILED, LoadError
 from toolrun.core.text import counted, terminal_safe
 
