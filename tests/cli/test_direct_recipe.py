@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import toolrun.cli.recipe_play
 from tests.cli.test_cli_recipe import INVENTORY, ROOT, clean_env, invoke
 from toolrun.cli.direct import RECIPE_DEFAULTS, RECIPE_FLAGS, RECIPE_VALUE_OPTIONS, direct_command
 from toolrun.cli.group import main as group
@@ -176,3 +177,35 @@ def test_a_reader_that_closes_the_pipe_ends_a_direct_run_quietly(tmp_path: Path)
     assert process.returncode == 1
     assert "Traceback" not in stderr and "internal error" not in stderr and "Exception ignored" not in stderr
     assert stderr.count("← get_flower_inventory") == 3  # the run itself went on to its end
+
+
+def test_a_json_document_stays_json_on_a_stream_that_holds_only_ascii(tmp_path: Path) -> None:
+    # the stream cannot hold é or 🌸: the line goes out as UTF-8 bytes, as click wrote it, not as Python escapes
+    script = tmp_path / "turns.yaml"
+    script.write_text('- text: "café 🌸 ok"\n', encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "toolrun", "recipe", "recipes/inventory.yaml", "--json", "--no-log",
+                           "--model", f"scripted:{script}"], cwd=ROOT, capture_output=True,
+                          env=clean_env(PYTHONIOENCODING="ascii", TOOLRUN_CACHE_DIR=str(tmp_path / "cache")), timeout=120)
+
+    assert done.returncode == 3, done.stderr  # the recipe's expect checks look for flowers
+    assert json.loads(done.stdout.decode("utf-8"))["final"] == "café 🌸 ok"
+
+
+@pytest.mark.parametrize(("raised", "stderr"), [
+    (TypeError("'NoneType' object is not subscriptable"),
+     "error: internal error (TypeError: 'NoneType' object is not subscriptable) — this is a bug in toolrun; run the "
+     "command again with --debug for the traceback and report it\n"),
+    (KeyboardInterrupt(), "\nAborted!\n"),  # Ctrl-C before the run starts: click's words and exit code
+])
+def test_a_bug_or_an_early_ctrl_c_ends_a_direct_run_as_click_ends_it(monkeypatch: pytest.MonkeyPatch,
+                                                                      capsys: pytest.CaptureFixture[str],
+                                                                      raised: BaseException, stderr: str) -> None:
+    def failing(**params: Any) -> int:
+        raise raised
+
+    monkeypatch.setattr(toolrun.cli.recipe_play, "run_recipe_command", failing)
+    direct = direct_command(["--color", "never", "recipe", A_FILE])
+    assert direct is not None
+
+    assert direct.run() == 1
+    assert capsys.readouterr().err == stderr

@@ -9,13 +9,14 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.sessions.test_chat import EXITED, Terminal
-from toolrun.cli.color import color_enabled, paint
+from toolrun.cli.color import color_enabled, paint, remember_choice
 from toolrun.cli.display import TerminalDisplay
 from toolrun.cli.live_line import TICK_SECONDS, LiveElapsed
 from toolrun.core.messages import ToolCall
@@ -158,3 +159,18 @@ def test_the_live_line_keeps_still_while_an_approval_question_is_up() -> None:
     assert "… deploy 5." in out.getvalue()
     live.ended("a")
     assert out.getvalue().endswith("\r\x1b[K")
+
+
+def test_a_color_choice_stays_with_the_command_that_made_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # two commands side by side in one process (a test runner's threads): each sees its own --color
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    terminal = TerminalLike()
+    restore = remember_choice("never")
+    elsewhere: list[bool] = []
+    other = threading.Thread(target=lambda: elsewhere.append(color_enabled(terminal)))  # its own choice: auto
+    other.start()
+    other.join()
+    assert color_enabled(terminal) is False and elsewhere == [True]
+    restore()
+    assert color_enabled(terminal) is True  # back to auto on a terminal

@@ -11,12 +11,15 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import TextIO
 
 from toolrun.cli.echo import echo
 
 COLOR_CHOICES = ("auto", "always", "never")
-_chosen = "auto"  # --color of the command running now (one command at a time per process)
+# --color of the command running: per thread and per asyncio task, as click's context was, so
+# commands run side by side (threads of a test runner or an embedding program) keep their own
+_chosen: ContextVar[str] = ContextVar("toolrun_color", default="auto")
 
 # SGR codes by what the text is.
 STYLES = {
@@ -30,20 +33,15 @@ STYLES = {
 
 
 def remember_choice(choice: str) -> Callable[[], None]:
-    """Keep ``--color`` where everything this command prints finds it, its threads included;
-    returns what puts the previous choice back (a test runner runs many commands in one process)."""
-    global _chosen
-    previous, _chosen = _chosen, choice
-
-    def restore() -> None:
-        global _chosen
-        _chosen = previous
-
-    return restore
+    """Keep ``--color`` where everything this command prints finds it (the tasks it starts too);
+    returns what puts the previous choice back, to be called where this was (a test runner runs
+    many commands in one process)."""
+    token = _chosen.set(choice)
+    return lambda: _chosen.reset(token)
 
 
 def _choice() -> str:
-    return _chosen
+    return _chosen.get()
 
 
 def color_enabled(stream: TextIO | None, choice: str | None = None) -> bool:

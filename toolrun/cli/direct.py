@@ -56,7 +56,7 @@ class DirectRecipe:
         """Run the command; returns its exit code. Errors read as the click group prints them."""
         from toolrun.cli.recipe_play import run_recipe_command
 
-        remember_choice(self.color)
+        restore_color = remember_choice(self.color)
         try:
             return run_recipe_command(**self.params)
         except ToolrunError as exc:
@@ -73,6 +73,8 @@ class DirectRecipe:
             echo(err=True)
             echo("Aborted!", err=True)
             return 1
+        finally:
+            restore_color()
 
 
 def direct_command(args: list[str]) -> DirectRecipe | None:

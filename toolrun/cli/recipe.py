@@ -2,7 +2,8 @@
 
 This module is the command's options, for click; what it does with them is
 ``toolrun.cli.recipe_play.run_recipe_command``, which the direct run of ``toolrun.cli.direct``
-calls too: keep ``RECIPE_OPTIONS`` there in step with the options here.
+calls too: keep its tables (``RECIPE_VALUE_OPTIONS``, ``RECIPE_FLAGS``, ``RECIPE_DEFAULTS``) in step
+with the options here (a test compares them).
 """
 
 from __future__ import annotations
