@@ -123,6 +123,8 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
     "toolrun.cli.recipe_play": {
         "toolrun.runlog.transcript_log.TranscriptLog": "only --transcript writes one",
         "toolrun.runlog.RunLogWriter": "--no-log does without the run log (and sqlite3)",
+    },
+    "toolrun.cli.run_log_options": {
         "toolrun.runlog.RunLog": "--no-log does without the run log (and sqlite3)",
         "toolrun.runlog.default_log_path": "--no-log does without the run log (and sqlite3)",
     },

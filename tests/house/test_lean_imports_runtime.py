@@ -132,6 +132,14 @@ def test_the_commands_that_only_load_a_catalog_do_not_import_the_run_loop() -> N
     assert done.stdout.strip() == "False", done.stderr
 
 
+def test_batch_does_without_the_terminal_display_and_approval_prompt() -> None:
+    # batch writes rows, not a live run: opening the run log must not bring the recipe command's terminal side
+    probe = ("import sys, toolrun.cli.batch; "
+             "print([name for name in ('toolrun.cli.display', 'toolrun.cli.approval_prompt') if name in sys.modules])")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "[]", done.stderr
+
+
 @pytest.mark.xdist_group(REPLAYS)
 def test_an_offline_replay_does_not_import_hashlib(inventory_replays: InventoryReplays) -> None:
     # hashlib sets up OpenSSL's digests at import (1-2 ms); the caches' keys and checks and the

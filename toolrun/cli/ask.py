@@ -18,14 +18,15 @@ from toolrun.cli.recipe_options import (
     model_option,
     record_option,
     replay_option,
+    run_log_options,
     stream_option,
     system_option,
     tool_patterns_option,
     tools_dir_option,
     transcript_option,
 )
-from toolrun.cli.recipe_play import open_run_log, play_recipe
-from toolrun.cli.run_log_options import run_log_options
+from toolrun.cli.recipe_play import play_recipe
+from toolrun.cli.run_log_options import open_run_log
 from toolrun.core.errors import Problem, UserError
 from toolrun.loop.runner import RunSettings
 from toolrun.sessions.ask import adhoc_recipe, choose_model

@@ -21,18 +21,17 @@ from toolrun.cli.recipe_options import (
     live_option,
     max_turns_option,
     replay_option,
+    run_log_options,
     tools_dir_option,
 )
-from toolrun.cli.recipe_play import open_run_log
-from toolrun.cli.run_log_options import run_log_options
-from toolrun.core.errors import EXIT_EXPECT_FAILED, EXIT_OK, EXIT_RUN_FAILED
+from toolrun.cli.run_log_options import open_run_log
+from toolrun.core.errors import EXIT_EXPECT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED
 from toolrun.core.event_loop import run_until_done
 from toolrun.core.text import counted
 from toolrun.loop.approval import approve_all
 from toolrun.loop.results import dumps
 from toolrun.sessions.run_options import RunOptions
 
-EXIT_INTERRUPTED = 130
 PLAIN_PROGRESS_EVERY_S = 5.0  # without a terminal: one progress line this often
 
 

@@ -21,13 +21,13 @@ from toolrun.cli.display import TerminalDisplay
 from toolrun.cli.recipe_options import (
     assume_yes_option,
     model_option,
+    run_log_options,
     stream_option,
     system_option,
     tool_patterns_option,
     tools_dir_option,
 )
-from toolrun.cli.recipe_play import open_run_log
-from toolrun.cli.run_log_options import run_log_options
+from toolrun.cli.run_log_options import open_run_log
 from toolrun.cli.tools_list import first_sentence
 from toolrun.core.errors import ToolrunError
 from toolrun.core.event_loop import run_until_done

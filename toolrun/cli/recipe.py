@@ -22,12 +22,12 @@ from toolrun.cli.recipe_options import (
     model_option,
     record_option,
     replay_option,
+    run_log_options,
     stream_option,
     tools_dir_option,
     transcript_option,
 )
 from toolrun.cli.recipe_play import run_recipe_command
-from toolrun.cli.run_log_options import run_log_options
 
 
 @click.command("recipe")

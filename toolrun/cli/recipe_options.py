@@ -80,3 +80,11 @@ def transcript_option(function: Callable[..., Any]) -> Callable[..., Any]:
     """``--transcript FILE``, passed as ``transcript_path: Path | None``."""
     return click.option("--transcript", "transcript_path", type=click.Path(path_type=Path, dir_okay=False),
                         help="write the run as JSON Lines, one event per line, as it happens")(function)
+
+
+def run_log_options(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``--logs FILE`` and ``--no-log``, passed as ``logs: Path | None`` and ``no_log: bool``
+    (``toolrun.cli.run_log_options.open_run_log`` opens the log they name)."""
+    function = click.option("--no-log", "no_log", is_flag=True, help="do not write this run to the run log")(function)
+    return click.option("--logs", "logs", type=click.Path(path_type=Path, dir_okay=False),
+                        help="the run log database (default: $TOOLRUN_LOGS, else ~/.local/share/toolrun/logs.db)")(function)

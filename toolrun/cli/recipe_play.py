@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 from toolrun.cli.approval_prompt import TerminalApprover
 from toolrun.cli.display import TerminalDisplay
 from toolrun.cli.echo import echo
-from toolrun.core.errors import EXIT_EXPECT_FAILED, EXIT_OK, EXIT_RUN_FAILED, Problem, UserError
+from toolrun.cli.run_log_options import open_run_log
+from toolrun.core.errors import EXIT_EXPECT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, Problem, UserError
 from toolrun.core.event_loop import run_until_done
 from toolrun.core.text import counted
 from toolrun.loop.results import RunResult, dumps
@@ -29,9 +30,6 @@ from toolrun.sessions.run_options import RunOptions
 
 if TYPE_CHECKING:
     from toolrun.runlog import RunLog
-
-EXIT_INTERRUPTED = 130  # the shell's convention for a run stopped by Ctrl-C
-
 
 def parse_vars(pairs: tuple[str, ...]) -> dict[str, str]:
     """``--var city=北京`` pairs as a dict; UserError for one without ``=``."""
@@ -70,17 +68,6 @@ def run_recipe_command(
                          strict=strict, replay_tools=replay_tools)
     return play_recipe(recipe_path, options, as_json=as_json, assume_yes=assume_yes, transcript_path=transcript_path,
                        run_log=open_run_log(logs, no_log))
-
-
-def open_run_log(logs: Path | None, no_log: bool = False) -> RunLog | None:
-    """The run log to write to (None with ``--no-log``); UserError when it cannot be opened."""
-    if no_log:
-        return None
-    from toolrun.runlog import RunLog, default_log_path  # --no-log does without the run log (and sqlite3)
-
-    if logs is not None:
-        return RunLog.open(logs, create_folder=False)  # a typo in a folder name must not grow a folder tree
-    return RunLog.open(default_log_path())
 
 
 def play_recipe(

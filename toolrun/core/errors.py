@@ -10,6 +10,7 @@ EXIT_OK = 0
 EXIT_RUN_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_EXPECT_FAILED = 3
+EXIT_INTERRUPTED = 130  # the shell's convention for a run stopped by Ctrl-C
 
 # The logger a failing tool's traceback goes to, at DEBUG level; `toolrun --debug` prints it.
 TOOL_LOGGER = "toolrun.tools"
