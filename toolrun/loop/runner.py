@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -204,7 +204,8 @@ def _unwrapped(observer: RunObserver | None) -> RunObserver:
     return observer or RunObserver()
 
 
-ToolsUpdate = Callable[[], "list[Tool] | None"]  # the run's tools when they changed, else None
+# the run's tools when they changed, else None; asked on the loop, so a slow look takes a thread itself
+ToolsUpdate = Callable[[], Awaitable["list[Tool] | None"]]
 
 
 async def run_conversation(
@@ -343,7 +344,7 @@ class _ConversationLoop:
         """Offer the tools ``tools_update`` gives, if any, from the next request; say what changed."""
         if self.tools_update is None:
             return
-        changed = await asyncio.to_thread(self.tools_update)  # it may list a server's tools again
+        changed = await self.tools_update()
         if changed is None:
             return
         added = [tool.name for tool in changed if tool.name not in self.tools]

@@ -8,6 +8,8 @@ from its next request. Nothing is reloaded while no server has said anything.
 
 from __future__ import annotations
 
+import asyncio
+
 from toolrun.backends.tool_list_changes import tool_list_generation
 from toolrun.catalog.gate import load_checked_catalog
 from toolrun.catalog.model import Catalog
@@ -42,9 +44,16 @@ class ServerToolWatch:
         self.catalog = catalog
         return catalog
 
-    def changed_tools(self) -> list[Tool] | None:
-        """The run's tools when they changed (``run_conversation(tools_update=...)``), else None."""
-        catalog = self.reloaded()
+    async def changed_tools(self) -> list[Tool] | None:
+        """The run's tools when they changed (``run_conversation(tools_update=...)``), else None.
+
+        Asked before every request, on the event loop: while no server said anything that is one
+        number compared, with no thread (a thread each turn started the loop's default executor,
+        an import and a thread per run). Only a reload, which asks the servers again, goes to a thread.
+        """
+        if tool_list_generation() == self.generation:
+            return None
+        catalog = await asyncio.to_thread(self.reloaded)
         if catalog is None:
             return None
         return [tool for tool in catalog if matches_any(tool.name, self.patterns)]
