@@ -13,6 +13,7 @@ from importlib.util import MAGIC_NUMBER
 from pathlib import Path
 
 from tests.cli.test_cli_recipe import ROOT
+from toolrun.cli.startup import CHECK_SIZE, FILE_FORMAT
 
 # Dataclasses of every kind the generated code differs for, exercised; what they did, as JSON.
 EXERCISE = r'''
@@ -132,11 +133,11 @@ def test_the_script_keeps_the_code_in_the_cache_folder_and_not_when_it_is_off(tm
     assert not (ROOT / "off").exists()  # "off" is not taken for a folder name
 
 
-def test_a_file_whose_content_does_not_match_its_digest_is_not_used(tmp_path: Path) -> None:
+def test_a_file_whose_content_does_not_match_its_check_is_not_used(tmp_path: Path) -> None:
     kept = tmp_path / "dataclass-code.marshal"
     exercise("kept", str(kept))
     data = kept.read_bytes()
-    digest, codes = data[:32], marshal.loads(data[32:])
+    digest, codes = data[:CHECK_SIZE], marshal.loads(data[CHECK_SIZE:])
     texts = sorted(codes)
     swapped = {text: codes[texts[(index + 1) % len(texts)]] for index, text in enumerate(texts)}
     kept.write_bytes(digest + marshal.dumps(swapped))  # damaged: every text now maps to another's code
@@ -145,17 +146,30 @@ def test_a_file_whose_content_does_not_match_its_digest_is_not_used(tmp_path: Pa
     assert again == exercise("plain")
 
 
-def test_each_command_keeps_its_own_dataclass_code_and_the_shared_file_of_before_goes(tmp_path: Path) -> None:
+def test_a_file_with_one_byte_changed_is_not_used(tmp_path: Path) -> None:
+    kept = tmp_path / "dataclass-code.marshal"
+    exercise("kept", str(kept))
+    data = bytearray(kept.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    kept.write_bytes(bytes(data))
+    again = exercise("kept", str(kept))
+    assert again.pop("compiled_now") is True
+    assert again == exercise("plain")
+
+
+def test_each_command_keeps_its_own_dataclass_code_and_the_files_of_before_go(tmp_path: Path) -> None:
     script = ('import sys; sys.argv = ["toolrun", *sys.argv[1:]]\n'
               'from toolrun.cli import main\ntry:\n    main()\nexcept SystemExit:\n    pass')
     env = {**os.environ, "TOOLRUN_CACHE_DIR": str(tmp_path)}
     tag = f"{sys.implementation.cache_tag}-{MAGIC_NUMBER.hex()}"
     shared = tmp_path / f"dataclass-code-{tag}.marshal"
     shared.write_bytes(b"written by an earlier toolrun")
+    unnumbered = tmp_path / f"dataclass-code-schema-{tag}.marshal"  # one command's, with the digest of before
+    unnumbered.write_bytes(b"written by an earlier toolrun")
     for args in (["--color", "never", "schema", "tool"], ["tools", "--help"], ["recipz"]):
         done = subprocess.run([sys.executable, "-c", script, *args], cwd=ROOT, env=env, capture_output=True, text=True,
                               timeout=60)
         assert done.returncode == 0 and ("No such command 'recipz'" in done.stderr) == (args == ["recipz"]), done.stderr
     # a mistyped command names no file of its own
     assert sorted(path.name for path in tmp_path.glob("dataclass-code-*")) == [
-        f"dataclass-code-other-{tag}.marshal", f"dataclass-code-schema-{tag}.marshal", f"dataclass-code-tools-{tag}.marshal"]
+        f"dataclass-code-{command}-{tag}-{FILE_FORMAT}.marshal" for command in ("other", "schema", "tools")]

@@ -13,8 +13,8 @@ Two kinds of code are compiled again by every Python process unless something ke
   run compiles (about 150 when this was measured, about 220 now) that was 25-35 ms of CPU,
   7-12 % of the whole command (measured with ``benchmarks/startup.py --baseline`` against a
   checkout without it). The compiled code of each text is kept in
-  ``dataclass-code-<command>-<python>-<bytecode magic>.marshal``: the same text gives the same code object, so the
-  classes come out exactly as before, only without compiling them again.
+  ``dataclass-code-<command>-<python>-<bytecode magic>-<format>.marshal``: the same text gives the same code
+  object, so the classes come out exactly as before, only without compiling them again.
 
 Both are the same kind of file as Python's own ``.pyc`` (marshalled code objects), in a
 folder only the user writes. ``TOOLRUN_CACHE_DIR=off`` turns both off; a
@@ -30,6 +30,7 @@ import dataclasses
 import marshal
 import os
 import sys
+from binascii import crc32  # already imported on the way to asyncio (ssl, base64)
 from importlib.util import MAGIC_NUMBER
 from pathlib import Path
 from types import CodeType
@@ -37,9 +38,11 @@ from typing import Any
 
 from toolrun.cli.command_table import COMMAND_GROUPS, COMMANDS, command_words
 from toolrun.core.cache_folder import cache_directory
-from toolrun.core.digests import blake2b
 
-DIGEST_SIZE = 32  # the file starts with the BLAKE2b digest of the rest
+# 2: the file starts with the CRC-32 of the rest. 1 (no number in the name) had a BLAKE2b digest,
+# which cost 1.3 % of a replayed recipe: the reference C code hashing the whole 340 KB file.
+FILE_FORMAT = 2
+CHECK_SIZE = 4
 MAX_KEPT_CODE = 4096  # texts kept; past this (many toolrun versions used) the file starts afresh
 
 
@@ -50,8 +53,11 @@ def keep_compiled_code(args: list[str] | None = None) -> None:
     if folder is None:
         return
     # code objects are read back only by the Python that wrote them: its bytecode magic names the file
-    name = f"dataclass-code-{command_name(args or [])}-{sys.implementation.cache_tag}-{MAGIC_NUMBER.hex()}.marshal"
-    DataclassCode(folder / name).install()
+    python = f"{sys.implementation.cache_tag}-{MAGIC_NUMBER.hex()}"
+    command = command_name(args or [])
+    # what earlier toolruns wrote: one file shared by all commands, then one a command without the format
+    replaces = (folder / f"dataclass-code-{python}.marshal", folder / f"dataclass-code-{command}-{python}.marshal")
+    DataclassCode(folder / f"dataclass-code-{command}-{python}-{FILE_FORMAT}.marshal", replaces).install()
 
 
 def command_name(args: list[str]) -> str:
@@ -65,8 +71,9 @@ def command_name(args: list[str]) -> str:
 class DataclassCode:
     """The code ``dataclasses`` compiles, kept by source text in one file."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, replaces: tuple[Path, ...] = ()) -> None:
         self.path = path
+        self.replaces = replaces  # files of an earlier format: nothing reads them once this one is written
         self.codes: dict[str, CodeType] = {}
         self.added = False
 
@@ -82,14 +89,16 @@ class DataclassCode:
         atexit.register(self.save)
 
     def _read(self) -> Any:
-        """The kept code, or None: a file whose digest does not match is never unmarshalled (a
-        damaged code object can crash the interpreter), and one that does not read is ignored."""
+        """The kept code, or None: a file whose check does not match is never unmarshalled (a
+        damaged code object can crash the interpreter), and one that does not read is ignored.
+        The check is against damage (a torn or altered file), as for a ``.pyc``, which has none:
+        the folder is the user's own."""
         try:
             data = self.path.read_bytes()
         except OSError:
             return None
-        digest, payload = data[:DIGEST_SIZE], data[DIGEST_SIZE:]
-        if len(digest) != DIGEST_SIZE or blake2b(payload, digest_size=DIGEST_SIZE).digest() != digest:
+        check, payload = data[:CHECK_SIZE], data[CHECK_SIZE:]
+        if len(check) != CHECK_SIZE or _check_of(payload) != check:
             return None
         try:
             return marshal.loads(payload)
@@ -124,11 +133,14 @@ class DataclassCode:
             return
         try:
             with os.fdopen(handle, "wb") as stream:
-                stream.write(blake2b(payload, digest_size=DIGEST_SIZE).digest() + payload)
+                stream.write(_check_of(payload) + payload)
             os.replace(temporary, self.path)
-            # the one file all commands shared before each had its own: nothing reads it any more
-            self.path.with_name(f"dataclass-code-{sys.implementation.cache_tag}-{MAGIC_NUMBER.hex()}.marshal").unlink(
-                missing_ok=True)
+            for earlier in self.replaces:
+                earlier.unlink(missing_ok=True)
         except OSError:
             with contextlib.suppress(OSError):
                 os.unlink(temporary)
+
+
+def _check_of(payload: bytes) -> bytes:
+    return crc32(payload).to_bytes(CHECK_SIZE, "big")
