@@ -29,9 +29,11 @@ class ServerToolWatch:
     def reloaded(self) -> Catalog | None:
         """The catalog loaded again when a server said its tools changed since the last look; else None."""
         now = tool_list_generation()
-        if now == self.generation or self.catalog.directory is None:
+        if now == self.generation:
             return None
-        self.generation = now
+        self.generation = now  # seen, also when there is nothing to load again: the next look is a number compared
+        if self.catalog.directory is None:  # a catalog built in code: no folder to read the tools from again
+            return None
         try:
             catalog = load_checked_catalog(self.catalog.directory, wanted=lambda name: matches_any(name, self.patterns))
         except LoadError as exc:
@@ -53,7 +55,10 @@ class ServerToolWatch:
         """
         if tool_list_generation() == self.generation:
             return None
-        catalog = await asyncio.to_thread(self.reloaded)
+        if self.catalog.directory is None:
+            catalog = self.reloaded()  # nothing to read again: it only notes the change
+        else:
+            catalog = await asyncio.to_thread(self.reloaded)
         if catalog is None:
             return None
         return [tool for tool in catalog if matches_any(tool.name, self.patterns)]
