@@ -173,3 +173,28 @@ def test_each_command_keeps_its_own_dataclass_code_and_the_files_of_before_go(tm
     # a mistyped command names no file of its own
     assert sorted(path.name for path in tmp_path.glob("dataclass-code-*")) == [
         f"dataclass-code-{command}-{tag}-{FILE_FORMAT}.marshal" for command in ("other", "schema", "tools")]
+
+
+# A process that makes one dataclass with the field named argv[3], keeping its code in argv[1]; argv[2]
+# is a file of an earlier format.
+ONE_FIELD = r'''
+import sys
+from pathlib import Path
+from toolrun.cli.startup import DataclassCode
+DataclassCode(Path(sys.argv[1]), (Path(sys.argv[2]),)).install()
+from dataclasses import make_dataclass
+make_dataclass("C", [(sys.argv[3], int)])
+'''
+
+
+def test_a_file_of_an_earlier_format_goes_when_the_new_file_is_made_and_is_left_alone_after(tmp_path: Path) -> None:
+    kept, earlier = tmp_path / "dataclass-code-2.marshal", tmp_path / "dataclass-code.marshal"
+    earlier.write_bytes(b"written by an earlier toolrun")
+    for field_name in ("first", "second"):  # each compiles new code, so each writes the file
+        subprocess.run([sys.executable, "-c", ONE_FIELD, str(kept), str(earlier), field_name], cwd=ROOT, check=True,
+                       timeout=60)
+        if field_name == "first":
+            assert kept.is_file() and not earlier.exists()
+            earlier.write_bytes(b"written again by the earlier toolrun, still in use")
+    assert earlier.read_bytes() == b"written again by the earlier toolrun, still in use"
+    assert len(marshal.loads(kept.read_bytes()[CHECK_SIZE:])) > 1

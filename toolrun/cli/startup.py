@@ -73,7 +73,10 @@ class DataclassCode:
 
     def __init__(self, path: Path, replaces: tuple[Path, ...] = ()) -> None:
         self.path = path
-        self.replaces = replaces  # files of an earlier format: nothing reads them once this one is written
+        # files of an earlier format, removed when this file is first made (not at each write after:
+        # an earlier toolrun still in use writes its own again once, and keeps it)
+        self.replaces = replaces
+        self.existed = False
         self.codes: dict[str, CodeType] = {}
         self.added = False
 
@@ -97,6 +100,7 @@ class DataclassCode:
             data = self.path.read_bytes()
         except OSError:
             return None
+        self.existed = True
         check, payload = data[:CHECK_SIZE], data[CHECK_SIZE:]
         if len(check) != CHECK_SIZE or _check_of(payload) != check:
             return None
@@ -135,11 +139,13 @@ class DataclassCode:
             with os.fdopen(handle, "wb") as stream:
                 stream.write(_check_of(payload) + payload)
             os.replace(temporary, self.path)
-            for earlier in self.replaces:
-                earlier.unlink(missing_ok=True)
         except OSError:
             with contextlib.suppress(OSError):
                 os.unlink(temporary)
+            return
+        for earlier in () if self.existed else self.replaces:
+            with contextlib.suppress(OSError):
+                earlier.unlink(missing_ok=True)
 
 
 def _check_of(payload: bytes) -> bytes:
