@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import queue
 import threading
 import weakref
 from collections import deque
 from collections.abc import Callable
 from functools import partial
 from typing import Any, TypeVar
+
+try:  # queue's own SimpleQueue and Empty, without the module's other queues (a replayed recipe's start-up)
+    from _queue import Empty, SimpleQueue
+except ImportError:  # not CPython
+    from queue import Empty, SimpleQueue
 
 T = TypeVar("T")
 Job = Callable[[], Callable[[], None] | None]  # runs on a worker; returns what to do once the worker is free
@@ -36,7 +40,7 @@ class DaemonPool:
     """
 
     def __init__(self, size: int = POOL_SIZE, idle_seconds: float = IDLE_SECONDS) -> None:
-        self._jobs: queue.SimpleQueue[Job] = queue.SimpleQueue()
+        self._jobs: SimpleQueue[Job] = SimpleQueue()
         self._lock = threading.Lock()
         self._size = size
         self._workers = 0
@@ -99,7 +103,7 @@ class DaemonPool:
                 try:
                     job = self._jobs.get(timeout=self._idle_seconds)
                     break
-                except queue.Empty:
+                except Empty:
                     with self._lock:
                         if self._idle > 0:  # nobody was promised this worker: end it
                             self._idle -= 1
