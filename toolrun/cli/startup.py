@@ -126,22 +126,12 @@ class DataclassCode:
         """Write the file if this process compiled new code; a cache that cannot be written is skipped."""
         if not self.added:
             return
-        import tempfile  # start-up: only a process that compiled new code writes, and tempfile costs random and shutil
-
         codes = self.codes if len(self.codes) <= MAX_KEPT_CODE else {}
         try:
             payload = marshal.dumps(codes)
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            handle, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=".dataclass-code-", suffix=".tmp")
+            replace_file(self.path, _check_of(payload) + payload, prefix=".dataclass-code-")
         except (OSError, ValueError):
-            return
-        try:
-            with os.fdopen(handle, "wb") as stream:
-                stream.write(_check_of(payload) + payload)
-            os.replace(temporary, self.path)
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
             return
         for earlier in () if self.existed else self.replaces:
             with contextlib.suppress(OSError):
@@ -150,3 +140,18 @@ class DataclassCode:
 
 def _check_of(payload: bytes) -> bytes:
     return crc32(payload).to_bytes(CHECK_SIZE, "big")
+
+
+def replace_file(path: Path, data: bytes, *, prefix: str) -> None:
+    """Write ``path`` whole or not at all: a temporary file beside it (named from ``prefix``), then a rename."""
+    import tempfile  # start-up: only a process with something new to keep writes, and tempfile costs random and shutil
+
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
