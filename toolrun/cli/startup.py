@@ -16,8 +16,9 @@ Two kinds of code are compiled again by every Python process unless something ke
   ``dataclass-code-<command>-<python>-<bytecode magic>-<format>.marshal``: the same text gives the same code
   object, so the classes come out exactly as before, only without compiling them again.
 
-Both are the same kind of file as Python's own ``.pyc`` (marshalled code objects), in a
-folder only the user writes. ``TOOLRUN_CACHE_DIR=off`` turns both off; a
+A third, toolrun's own modules read from one file instead of one ``.pyc`` each, is
+``toolrun.cli.module_bundle``'s. All are the same kind of file as Python's own ``.pyc``
+(marshalled code objects), in a folder only the user writes. ``TOOLRUN_CACHE_DIR=off`` turns both off; a
 ``PYTHONPYCACHEPREFIX`` of the user's own is left as it is.
 """
 
