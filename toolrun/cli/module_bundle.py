@@ -4,18 +4,21 @@ Python's import machinery costs about 290k instructions per module before the mo
 runs (the finders, the path arithmetic of the bytecode folder, opening and checking its
 ``.pyc``); a replayed recipe imports 76 toolrun modules, about 6 % of the command. The
 script keeps the compiled code of the toolrun modules a command imported in
-``modules-<command>-<python>-<bytecode magic>.marshal``: read once at start-up, each module
-then costs one ``stat`` of its source, whose size, modification and change times and inode
-must be those the code was compiled from, and its code. A module that is not in the file,
-or whose source changed, is imported as usual and added to the file at exit. Each toolrun
-(each checkout or install, by the folder of its package) has its own file, and a module is
-only read from the file when its source is in the running toolrun's own folder.
+``modules-<command>-<toolrun folder>-<python>-<bytecode magic>-opt<-O level>-<format>.marshal``:
+read once at start-up, each module then costs a ``stat`` of its source and (once per folder)
+of its folder, whose size, modification and change times and inode must be those of when the
+code was compiled, and its code. A module that is not in the file, whose source or folder
+changed (a package or an extension module of its name made beside it is what Python would
+import), or whose entry is damaged is imported as usual, and kept at exit: compiled from its
+source, never taken from its ``.pyc``, which Python trusts on the whole-second mtime and size.
 
-Packages (``__init__.py``) are always imported as usual, so their ``__path__`` and their
-resources are Python's own; a module read from the file has its real ``__file__``, so
-tracebacks and ``inspect`` show its source. Only modules of the ``toolrun`` package are
-kept. The file is trusted as the ``.pyc`` files of ``bytecode/`` beside it are: the folder
-is the user's own. ``TOOLRUN_CACHE_DIR=off`` turns it off.
+Packages (``__init__.py``) are always imported as usual, so their ``__path__`` and resources
+are Python's own. A module read from the file has Python's own source loader, with its real
+``__file__``: tracebacks, ``inspect``, ``get_source`` and ``runpy`` see its source. Each
+toolrun (each checkout or install, by the folder of its package) has its own file, and only
+sources in the running toolrun's folder are read from it. The file is trusted as the ``.pyc``
+files of ``bytecode/`` beside it are: the folder is the user's own. ``TOOLRUN_CACHE_DIR=off``
+turns it off.
 """
 
 from __future__ import annotations
@@ -30,34 +33,49 @@ from importlib.machinery import ModuleSpec, SourceFileLoader
 from importlib.util import MAGIC_NUMBER
 from pathlib import Path
 from types import CodeType, ModuleType
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 import toolrun
 from toolrun.cli.startup import command_name, replace_file
 from toolrun.core.cache_folder import cache_directory
 
-if TYPE_CHECKING:
-    from importlib.abc import Loader
-
 PACKAGE = "toolrun."
-FILE_FORMAT = 1
+FILE_FORMAT = 2  # 2: each module's folder's status is kept too
 RECENT_NS = 2_000_000_000  # a source changed this recently may change again within its clock tick: not kept yet
 StatusKey = tuple[int, int, int, int]
+Entry = tuple[str, StatusKey, StatusKey, bytes]  # the source, its status, its folder's status, the code
 
 
 def status_key(status: os.stat_result) -> StatusKey:
-    """What says a source is unchanged: size, modification and change times, inode."""
+    """What says a file or folder is unchanged: size, modification and change times, inode."""
     return (status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino)
 
 
+class KeptModuleLoader(SourceFileLoader):
+    """Python's own loader for the source, but with the code kept in the file: ``get_source``,
+    ``get_data``, resources and ``runpy`` work as for any module read from a ``.py``."""
+
+    def __init__(self, fullname: str, path: str, code: CodeType, bundle: ModuleBundle) -> None:
+        super().__init__(fullname, path)
+        self.code = code
+        self.bundle = bundle
+
+    def get_code(self, fullname: str) -> CodeType:
+        if fullname != self.name:
+            return super().get_code(fullname)  # type: ignore[return-value]  # not asked by the import of this module
+        self.bundle.served.add(fullname)
+        return self.code
+
+
 class ModuleBundle:
-    """A meta path finder and loader for the toolrun modules kept in ``path``."""
+    """A meta path finder for the toolrun modules kept in ``path``."""
 
     def __init__(self, path: Path, package_folder: str) -> None:
         self.path = path
         self.package_folder = os.path.join(package_folder, "")  # sources outside it are another toolrun's
         self.imported_before: set[str] = set()  # the script's first modules: never read from the file
-        self.kept: dict[str, tuple[str, StatusKey, bytes]] = {}  # module -> its source, that source's status, code
+        self.kept: dict[str, Entry] = {}
+        self.folders: dict[str, StatusKey | None] = {}  # each folder's status now, stat once in a process
         self.served: set[str] = set()  # modules this process read from the file
         self.stale = False  # a kept module was not used (its source changed, or it was damaged): the file is written again
 
@@ -70,7 +88,7 @@ class ModuleBundle:
         sys.meta_path.insert(0, self)
         atexit.register(self.save)
 
-    def _read(self) -> dict[str, tuple[str, StatusKey, bytes]]:
+    def _read(self) -> dict[str, Entry]:
         try:
             kept = marshal.loads(self.path.read_bytes())
         except Exception:  # missing, unreadable or not ours: everything is imported as usual
@@ -80,40 +98,33 @@ class ModuleBundle:
         return {name: entry for name, entry in kept.items()
                 if _well_formed(name, entry) and entry[0].startswith(self.package_folder)}
 
-    # -- the finder and loader the import system calls ---------------------------------------
+    # -- the finder the import system asks first -------------------------------------------------
 
     def find_spec(self, fullname: str, path: Any = None, target: ModuleType | None = None) -> ModuleSpec | None:
         entry = self.kept.get(fullname)
         if entry is None:
             return None
-        source = entry[0]
-        try:
-            status = status_key(os.stat(source))
-        except OSError:
-            status = None
+        source, source_status, folder_status, kept_code = entry
         code = None
-        if status == entry[1]:
+        # The folder too: a package or an extension module of the same name made beside the
+        # source since would be what Python imports, and making it changed the folder.
+        if _status(source) == source_status and self._folder_status(os.path.dirname(source)) == folder_status:
             try:
-                code = marshal.loads(entry[2])
+                code = marshal.loads(kept_code)
             except Exception:  # a damaged entry: as a damaged .pyc, the source is compiled instead
                 code = None
         if not isinstance(code, CodeType):
             self.stale = True
             del self.kept[fullname]
             return None  # imported as usual, and kept again at exit
-        spec = ModuleSpec(fullname, cast("Loader", self), origin=source)  # a loader by its two methods below
-        spec.has_location = True  # __file__ is the source
-        spec.loader_state = code
+        spec = ModuleSpec(fullname, KeptModuleLoader(fullname, source, code, self), origin=source)
+        spec.has_location = True  # __file__ is the source, __cached__ where its .pyc would be
         return spec
 
-    def create_module(self, spec: ModuleSpec) -> None:
-        return None  # the usual module object
-
-    def exec_module(self, module: ModuleType) -> None:
-        spec = module.__spec__
-        assert spec is not None and isinstance(spec.loader_state, CodeType)  # this finder's own spec
-        self.served.add(spec.name)
-        exec(spec.loader_state, module.__dict__)
+    def _folder_status(self, folder: str) -> StatusKey | None:
+        if folder not in self.folders:
+            self.folders[folder] = _status(folder)
+        return self.folders[folder]
 
     # -- at exit --------------------------------------------------------------------------------
 
@@ -121,7 +132,7 @@ class ModuleBundle:
         """Write the file when this process imported a toolrun module the usual way; skipped when it cannot be."""
         fresh = {name: entry for name in sorted(sys.modules.copy())  # a copy: another thread may still import
                  if name.startswith(PACKAGE) and name not in self.served and name not in self.imported_before
-                 and (entry := _compiled(name)) is not None and entry[0].startswith(self.package_folder)}
+                 and (entry := _compiled(name, self.package_folder)) is not None}
         if not fresh and not self.stale:
             return
         kept = self.kept | fresh  # what another path of the command imports stays kept too
@@ -132,27 +143,41 @@ class ModuleBundle:
             pass
 
 
-def _compiled(name: str) -> tuple[str, StatusKey, bytes] | None:
-    """A module imported the usual way from its source: its source, that source's status, its code; else None."""
+def _compiled(name: str, package_folder: str) -> Entry | None:
+    """The entry of a module imported the usual way from a source in ``package_folder``; else None.
+
+    Compiled from the source read between two stats of it, not taken from its ``.pyc``: Python
+    trusts a ``.pyc`` on its source's whole-second mtime and size, this file on more."""
     module = sys.modules.get(name)
     spec = getattr(module, "__spec__", None)
-    if spec is None or spec.submodule_search_locations is not None or not isinstance(spec.loader, SourceFileLoader):
+    if spec is None or spec.submodule_search_locations is not None or type(spec.loader) is not SourceFileLoader:
         return None  # a package, or a module that was not read from a .py file
     source = spec.origin
+    if not isinstance(source, str) or not source.startswith(package_folder):
+        return None
     try:
+        folder = _status(os.path.dirname(source))
         before = os.stat(source)
-        code = spec.loader.get_code(name)  # the .pyc Python keeps, or the source compiled
+        code = spec.loader.source_to_code(spec.loader.get_data(source), source)
         after = os.stat(source)
     except Exception:  # unreadable, or not compiling now: not kept
         return None
-    if code is None or status_key(before) != status_key(after) or after.st_mtime_ns > time.time_ns() - RECENT_NS:
+    if folder is None or status_key(before) != status_key(after) or after.st_mtime_ns > time.time_ns() - RECENT_NS:
         return None
-    return source, status_key(after), marshal.dumps(code)
+    return source, status_key(after), folder, marshal.dumps(code)
+
+
+def _status(path: str) -> StatusKey | None:
+    try:
+        return status_key(os.stat(path))
+    except OSError:
+        return None
 
 
 def _well_formed(name: Any, entry: Any) -> bool:
-    return (isinstance(name, str) and name.startswith(PACKAGE) and isinstance(entry, tuple) and len(entry) == 3
-            and isinstance(entry[0], str) and isinstance(entry[1], tuple) and isinstance(entry[2], bytes))
+    return (isinstance(name, str) and name.startswith(PACKAGE) and isinstance(entry, tuple) and len(entry) == 4
+            and isinstance(entry[0], str) and isinstance(entry[1], tuple) and isinstance(entry[2], tuple)
+            and isinstance(entry[3], bytes))
 
 
 def keep_modules(args: list[str]) -> None:
@@ -162,6 +187,7 @@ def keep_modules(args: list[str]) -> None:
         return
     package_folder = toolrun.__path__[0]  # as the import system names the submodules' sources
     toolrun_key = f"{crc32(package_folder.encode('utf-8', 'surrogatepass')):08x}"  # which toolrun: its folder
-    python = f"{sys.implementation.cache_tag}-{MAGIC_NUMBER.hex()}"
+    # code objects are read back only by the Python that wrote them, at the same -O level (docstrings, asserts)
+    python = f"{sys.implementation.cache_tag}-{MAGIC_NUMBER.hex()}-opt{sys.flags.optimize}"
     name = f"modules-{command_name(args)}-{toolrun_key}-{python}-{FILE_FORMAT}.marshal"
     ModuleBundle(folder / name, package_folder).install()
