@@ -77,7 +77,6 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
         "toolrun.batch.on_ray.run_on_ray": "only --ray: a local batch does without the Ray driver",
     },
     "toolrun.catalog.cache": {
-        "tempfile": "only a changed cache is written (tempfile brings random and shutil)",
         "toolrun.catalog.scan_words.ScanWords": "only a name scan (toolrun call) reads or keeps the words of files",
     },
     "toolrun.catalog.lint": {
@@ -129,7 +128,7 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
         "toolrun.runlog.RunLog": "--no-log does without the run log (and sqlite3)",
         "toolrun.runlog.default_log_path": "--no-log does without the run log (and sqlite3)",
     },
-    "toolrun.cli.startup": {"tempfile": "only a process that compiled new dataclass code writes (random, shutil)"},
+    "toolrun.core.private_files": {"tempfile": "only a cache with something new is written (tempfile brings random and shutil)"},
     "toolrun.loop.execution": {
         "jsonschema.Draft202012Validator": JSONSCHEMA,
         "jsonschema.FormatChecker": JSONSCHEMA,

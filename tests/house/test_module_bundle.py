@@ -64,6 +64,14 @@ def run(root: Path, cache: Path, report: Path, **env_extra: str) -> tuple[subpro
     return done, json.loads(report.read_text(encoding="utf-8"))
 
 
+def run_once(tmp_path: Path) -> tuple[Path, Path, Path, dict[str, Any]]:
+    """A copy of the package run once with a cache folder of its own: the copy, the folder, the report file, the report."""
+    package = package_copy(tmp_path / "one")
+    cache, report = tmp_path / "cache", tmp_path / "report.json"
+    _, seen = run(package.parent, cache, report)
+    return package, cache, report, seen
+
+
 def test_a_run_that_reads_the_modules_from_the_file_is_the_run_that_imports_them(tmp_path: Path) -> None:
     package = package_copy(tmp_path / "one")
     cache, report = tmp_path / "cache", tmp_path / "report.json"
@@ -80,9 +88,7 @@ def test_a_run_that_reads_the_modules_from_the_file_is_the_run_that_imports_them
 
 
 def test_an_edited_module_runs_its_new_code(tmp_path: Path) -> None:
-    package = package_copy(tmp_path / "one")
-    cache, report = tmp_path / "cache", tmp_path / "report.json"
-    _, first = run(package.parent, cache, report)
+    package, cache, report, first = run_once(tmp_path)
     source = package / "core" / "text.py"
     status, text, old_doc = source.stat(), source.read_text(encoding="utf-8"), first["text_doc"]
     # The same bytes written again, mtime set back: Python would run its .pyc of before (its check is mtime and
@@ -151,9 +157,7 @@ def test_a_package_made_beside_a_kept_module_is_what_runs(tmp_path: Path) -> Non
 
 
 def test_a_same_size_edit_with_its_mtime_set_back_is_kept_from_the_source_not_the_old_pyc(tmp_path: Path) -> None:
-    package = package_copy(tmp_path / "one")
-    cache, report = tmp_path / "cache", tmp_path / "report.json"
-    _, first = run(package.parent, cache, report)
+    package, cache, report, first = run_once(tmp_path)
     source = package / "core" / "text.py"
     status, text, old_doc = source.stat(), source.read_text(encoding="utf-8"), first["text_doc"]
     source.write_text(text.replace(old_doc[0], "X" if old_doc[0] != "X" else "Y", 1), encoding="utf-8")  # same size

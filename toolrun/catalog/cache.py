@@ -53,6 +53,7 @@ from toolrun.catalog.lint import LintFinding
 from toolrun.catalog.model import UnstartedTool
 from toolrun.core.cache_folder import cache_directory
 from toolrun.core.digests import blake2b, hex_key
+from toolrun.core.private_files import replace_file
 from toolrun.core.tool import Annotations, BackendSpec, SourceLocation, Tool
 
 if TYPE_CHECKING:
@@ -331,7 +332,7 @@ class CatalogCache:
         data = marshal.dumps((together_key, fields))
         with contextlib.suppress(OSError, ValueError):
             self._together_path().parent.mkdir(parents=True, exist_ok=True)
-            replace_file(self._together_path(), digest(data) + data)
+            replace_file(self._together_path(), digest(data) + data, prefix=".catalog-")
 
     def _together_path(self) -> Path:
         if self._index_path is None:
@@ -370,7 +371,7 @@ class CatalogCache:
             data = marshal.dumps({"code": self._stamp, **self._words.payload()})
             with contextlib.suppress(OSError):
                 self._words_path.parent.mkdir(parents=True, exist_ok=True)
-                replace_file(self._words_path, digest(data) + data)
+                replace_file(self._words_path, digest(data) + data, prefix=".catalog-")
                 self._words.changed = False
         if self._index_path is None or self._entries_path is None or not self._changed:
             return
@@ -393,9 +394,9 @@ class CatalogCache:
             offset += len(piece)
         try:
             self._index_path.parent.mkdir(parents=True, exist_ok=True)
-            replace_file(self._entries_path, b"".join(pieces))
+            replace_file(self._entries_path, b"".join(pieces), prefix=".catalog-")
             index_data = marshal.dumps({"code": self._stamp, "token": token, "files": index})
-            replace_file(self._index_path, digest(index_data) + index_data)
+            replace_file(self._index_path, digest(index_data) + index_data, prefix=".catalog-")
         except OSError:
             return
         self._changed = False
@@ -480,21 +481,6 @@ def checked(data: bytes) -> bytes:
     if len(data) < DIGEST_SIZE or digest(payload) != data[:DIGEST_SIZE]:
         raise ValueError("a damaged or foreign cache file")
     return payload
-
-
-def replace_file(path: Path, data: bytes) -> None:
-    """Write ``path`` atomically: a temporary file beside it, then a rename."""
-    import tempfile  # only a changed cache is written: an unchanged catalog does without its imports
-
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".catalog-", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
 
 
 def _files_read(tools: list[Tool]) -> set[Path] | None:

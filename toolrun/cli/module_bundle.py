@@ -36,8 +36,9 @@ from types import CodeType, ModuleType
 from typing import Any
 
 import toolrun
-from toolrun.cli.startup import command_name, replace_file
+from toolrun.cli.startup import command_name
 from toolrun.core.cache_folder import cache_directory
+from toolrun.core.private_files import replace_file
 
 PACKAGE = "toolrun."
 FILE_FORMAT = 2  # 2: each module's folder's status is kept too

@@ -29,7 +29,6 @@ import builtins
 import contextlib
 import dataclasses
 import marshal
-import os
 import sys
 from binascii import crc32  # already imported on the way to asyncio (ssl, base64)
 from importlib.util import MAGIC_NUMBER
@@ -39,6 +38,7 @@ from typing import Any
 
 from toolrun.cli.command_table import COMMAND_GROUPS, COMMANDS, command_words
 from toolrun.core.cache_folder import cache_directory
+from toolrun.core.private_files import replace_file
 
 # 2: the file starts with the CRC-32 of the rest. 1 (no number in the name) had a BLAKE2b digest,
 # which cost 1.3 % of a replayed recipe: the reference C code hashing the whole 340 KB file.
@@ -141,18 +141,3 @@ class DataclassCode:
 
 def _check_of(payload: bytes) -> bytes:
     return crc32(payload).to_bytes(CHECK_SIZE, "big")
-
-
-def replace_file(path: Path, data: bytes, *, prefix: str) -> None:
-    """Write ``path`` whole or not at all: a temporary file beside it (named from ``prefix``), then a rename."""
-    import tempfile  # start-up: only a process with something new to keep writes, and tempfile costs random and shutil
-
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise

@@ -7,6 +7,7 @@ keeps its mode: an existing file written again, a folder the user chose.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -49,3 +50,19 @@ def write_private_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` (UTF-8): a new file is 0600, an existing one keeps its mode."""
     with open(open_private(path, os.O_WRONLY | os.O_TRUNC), "w", encoding="utf-8") as stream:
         stream.write(text)
+
+
+def replace_file(path: Path, data: bytes, *, prefix: str = ".toolrun-") -> None:
+    """Write ``path`` whole or not at all (0600, as ``mkstemp`` makes it): a temporary file beside it, named
+    from ``prefix``, then a rename. Raises OSError; the temporary file never stays behind."""
+    import tempfile  # only a cache with something new writes: a warm command does without random and shutil
+
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
