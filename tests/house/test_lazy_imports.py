@@ -104,7 +104,6 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
     "toolrun.cli": {
         "toolrun.cli.group.main": "toolrun --version answers without importing click",
         "toolrun.cli.startup.keep_compiled_code": "toolrun --version answers without the code caches",
-        "toolrun.cli.module_bundle.keep_modules": "toolrun --version answers without the code caches",
         "toolrun.core.cache_folder.keep_bytecode": "toolrun --version answers without the code caches",
         "toolrun.cli.group": "toolrun --version and toolrun recipe FILE run without importing click",
         "toolrun.cli.command_table.import_command_module": "toolrun --version answers without the command tables",
@@ -127,6 +126,9 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
     "toolrun.cli.run_log_options": {
         "toolrun.runlog.RunLog": "--no-log does without the run log (and sqlite3)",
         "toolrun.runlog.default_log_path": "--no-log does without the run log (and sqlite3)",
+    },
+    "toolrun.cli.startup": {
+        "toolrun.core.private_files.replace_file": "only a process that compiled new dataclass code writes",
     },
     "toolrun.core.private_files": {"tempfile": "only a cache with something new is written (tempfile brings random and shutil)"},
     "toolrun.loop.execution": {

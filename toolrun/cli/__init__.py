@@ -70,9 +70,6 @@ def _load_command(args: list[str]) -> "DirectRecipe | None":
     from toolrun.cli.startup import keep_compiled_code
 
     keep_compiled_code(args)  # before anything that makes a dataclass is imported
-    from toolrun.cli.module_bundle import keep_modules
-
-    keep_modules(args)  # toolrun's modules imported below are read from one file
     from toolrun.cli.direct import direct_command
 
     direct = direct_command(args)

@@ -16,9 +16,8 @@ Two kinds of code are compiled again by every Python process unless something ke
   ``dataclass-code-<command>-<python>-<bytecode magic>-<format>.marshal``: the same text gives the same code
   object, so the classes come out exactly as before, only without compiling them again.
 
-A third, toolrun's own modules read from one file instead of one ``.pyc`` each, is
-``toolrun.cli.module_bundle``'s. All are the same kind of file as Python's own ``.pyc``
-(marshalled code objects), in a folder only the user writes. ``TOOLRUN_CACHE_DIR=off`` turns both off; a
+Both are the same kind of file as Python's own ``.pyc`` (marshalled code objects), in a
+folder only the user writes. ``TOOLRUN_CACHE_DIR=off`` turns both off; a
 ``PYTHONPYCACHEPREFIX`` of the user's own is left as it is.
 """
 
@@ -38,7 +37,6 @@ from typing import Any
 
 from toolrun.cli.command_table import COMMAND_GROUPS, COMMANDS, command_words
 from toolrun.core.cache_folder import cache_directory
-from toolrun.core.private_files import replace_file
 
 # 2: the file starts with the CRC-32 of the rest. 1 (no number in the name) had a BLAKE2b digest,
 # which cost 1.3 % of a replayed recipe: the reference C code hashing the whole 340 KB file.
@@ -127,6 +125,8 @@ class DataclassCode:
         """Write the file if this process compiled new code; a cache that cannot be written is skipped."""
         if not self.added:
             return
+        from toolrun.core.private_files import replace_file  # start-up: only a process that compiled new code writes
+
         codes = self.codes if len(self.codes) <= MAX_KEPT_CODE else {}
         try:
             payload = marshal.dumps(codes)
