@@ -215,6 +215,14 @@ def test_a_cancelled_call_gets_no_reply_and_its_process_is_killed(raw: RawClient
     assert raw.request("s2", "ping")["id"] == "s2"  # and nothing for s1 came before it
 
 
+def test_a_server_reading_the_null_device_ends_at_once_without_a_traceback(folder: Path) -> None:
+    # `toolrun mcp < /dev/null`: a character device epoll refuses to watch; it reads as an empty input
+    done = subprocess.run(toolrun_mcp_argv("--tools-dir", str(folder)), cwd=ROOT, env=server_env(),
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
+
+
 def test_requests_running_when_stdin_closes_are_answered_connection_closed(folder: Path, tmp_path: Path) -> None:
     # stdin a file, as `toolrun mcp < requests.jsonl` has it: read by a thread, its end seen at once.
     requests = tmp_path / "requests.jsonl"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import selectors
 import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -41,15 +42,32 @@ def claimed_stdio() -> Iterator[tuple[int, int]]:
 
 
 async def line_reader(fd: int) -> asyncio.StreamReader:
-    """The lines arriving on ``fd``: an asyncio pipe when it is one, else a thread reads it (a file, a pty)."""
+    """The lines arriving on ``fd``: an asyncio pipe when the loop can watch it, else a thread reads it
+    (a regular file, or a device such as /dev/null, which epoll refuses)."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=MAX_LINE_BYTES, loop=loop)
     pipe = os.fdopen(fd, "rb", buffering=0, closefd=False)
-    try:
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader, loop=loop), pipe)
-    except ValueError:  # a regular file cannot be watched for readiness
-        threading.Thread(target=_feed, args=(pipe, reader, loop), daemon=True).start()
+    if _watchable(fd):
+        try:
+            await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader, loop=loop), pipe)
+            return reader
+        except ValueError:  # not a pipe, socket or terminal after all
+            pass
+    threading.Thread(target=_feed, args=(pipe, reader, loop), daemon=True).start()
     return reader
+
+
+def _watchable(fd: int) -> bool:
+    """Whether the event loop can wait for ``fd`` to be readable. The loop would only find out later, in
+    a callback, and then never read: /dev/null as stdin hung the server after a traceback."""
+    selector = selectors.DefaultSelector()
+    try:
+        selector.register(fd, selectors.EVENT_READ)
+    except (OSError, ValueError):
+        return False
+    finally:
+        selector.close()
+    return True
 
 
 def _feed(pipe: IO[bytes], reader: asyncio.StreamReader, loop: asyncio.AbstractEventLoop) -> None:
