@@ -16,6 +16,7 @@ import pytest
 
 from tests.cli.test_cli_recipe import INVENTORY, ROOT, TOOLRUN, clean_env, toolrun_in_process
 from toolrun.batch.results_file import ResultsFile
+from toolrun.core.private_files import replace_file
 from toolrun.mcp.audit import AuditLog
 from toolrun.replay.recording import Cassette, CassetteFile, save_cassette
 from toolrun.runlog import RunLog
@@ -107,3 +108,17 @@ def test_a_saved_chat_and_a_timeline_page_are_private(tmp_path: Path) -> None:
     assert viewed.returncode == 0, viewed.stderr
     for name in ("out.yaml", "out.script.yaml", "page.html"):
         assert oct(mode(tmp_path / name)) == "0o600", name
+
+
+def test_replace_file_writes_whole_keeps_the_mode_and_leaves_no_temporary_file(tmp_path: Path) -> None:
+    new, kept = tmp_path / "new.bin", tmp_path / "kept.bin"
+    kept.write_bytes(b"before")
+    kept.chmod(0o640)
+    replace_file(new, b"one")
+    replace_file(kept, b"two")
+    assert (new.read_bytes(), oct(mode(new))) == (b"one", "0o600")
+    assert (kept.read_bytes(), oct(mode(kept))) == (b"two", "0o640")
+    (tmp_path / "a folder").mkdir()
+    with pytest.raises(OSError):
+        replace_file(tmp_path / "a folder", b"three")  # the rename fails: nothing is left beside it
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a folder", "kept.bin", "new.bin"]

@@ -197,7 +197,6 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
         "jsonschema.exceptions.SchemaError": JSONSCHEMA,
     },
     "toolrun.replay.divergence": {"difflib": "only a divergence is described with a diff"},
-    "toolrun.replay.recording": {"tempfile": "only recording writes a cassette: a replay does without random and shutil"},
     "toolrun.core.retry_after": {
         "email.utils": "only a Retry-After given as a date (email brings much of the mail package)",
         "random": "only a retry waits, with jitter",

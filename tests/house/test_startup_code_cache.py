@@ -137,10 +137,10 @@ def test_a_file_whose_content_does_not_match_its_check_is_not_used(tmp_path: Pat
     kept = tmp_path / "dataclass-code.marshal"
     exercise("kept", str(kept))
     data = kept.read_bytes()
-    digest, codes = data[:CHECK_SIZE], marshal.loads(data[CHECK_SIZE:])
+    check, codes = data[:CHECK_SIZE], marshal.loads(data[CHECK_SIZE:])
     texts = sorted(codes)
     swapped = {text: codes[texts[(index + 1) % len(texts)]] for index, text in enumerate(texts)}
-    kept.write_bytes(digest + marshal.dumps(swapped))  # damaged: every text now maps to another's code
+    kept.write_bytes(check + marshal.dumps(swapped))  # damaged: every text now maps to another's code
     again = exercise("kept", str(kept))
     assert again.pop("compiled_now") is True  # nothing was taken from the damaged file
     assert again == exercise("plain")

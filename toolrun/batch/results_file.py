@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from toolrun.core.errors import Problem, UserError
-from toolrun.core.private_files import mode_to_keep, open_private
+from toolrun.core.private_files import open_private, replace_file
 
 
 def read_results(path: Path) -> list[dict[str, Any]]:
@@ -57,14 +57,8 @@ class ResultsFile:
                                     "choose a path in a folder you can write to")) from None
 
     def _rewrite(self, lines: list[dict[str, Any]]) -> None:
-        # a new file renamed over the old: a crash during the rewrite keeps the old one whole
-        temporary = self.path.with_name(self.path.name + ".resume")
-        temporary.unlink(missing_ok=True)  # a left-over of a crash: made anew, with the mode below
-        descriptor = open_private(temporary, os.O_WRONLY | os.O_EXCL)
-        with open(descriptor, "wb") as stream:
-            os.fchmod(descriptor, mode_to_keep(self.path))  # the results file's own mode, 0600 if new
-            stream.write(b"".join(encode(line) for line in lines))
-        os.replace(temporary, self.path)
+        # a new file renamed over the old, with its mode: a crash during the rewrite keeps the old one whole
+        replace_file(self.path, b"".join(encode(line) for line in lines))
 
     def append(self, line: dict[str, Any]) -> None:
         """Write one result line (one ``write`` call: never half a line in the file)."""

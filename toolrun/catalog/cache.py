@@ -332,7 +332,7 @@ class CatalogCache:
         data = marshal.dumps((together_key, fields))
         with contextlib.suppress(OSError, ValueError):
             self._together_path().parent.mkdir(parents=True, exist_ok=True)
-            replace_file(self._together_path(), digest(data) + data, prefix=".catalog-")
+            replace_file(self._together_path(), digest(data) + data)
 
     def _together_path(self) -> Path:
         if self._index_path is None:
@@ -371,7 +371,7 @@ class CatalogCache:
             data = marshal.dumps({"code": self._stamp, **self._words.payload()})
             with contextlib.suppress(OSError):
                 self._words_path.parent.mkdir(parents=True, exist_ok=True)
-                replace_file(self._words_path, digest(data) + data, prefix=".catalog-")
+                replace_file(self._words_path, digest(data) + data)
                 self._words.changed = False
         if self._index_path is None or self._entries_path is None or not self._changed:
             return
@@ -394,9 +394,9 @@ class CatalogCache:
             offset += len(piece)
         try:
             self._index_path.parent.mkdir(parents=True, exist_ok=True)
-            replace_file(self._entries_path, b"".join(pieces), prefix=".catalog-")
+            replace_file(self._entries_path, b"".join(pieces))
             index_data = marshal.dumps({"code": self._stamp, "token": token, "files": index})
-            replace_file(self._index_path, digest(index_data) + index_data, prefix=".catalog-")
+            replace_file(self._index_path, digest(index_data) + index_data)
         except OSError:
             return
         self._changed = False

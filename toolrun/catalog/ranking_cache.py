@@ -92,4 +92,4 @@ def keep_ranking(directory: Path, catalog: Catalog, cache: CatalogCache, index: 
     data = marshal.dumps((catalog_code_stamp(), stamps, warnings, index.state()))
     with contextlib.suppress(OSError):
         folder.mkdir(parents=True, exist_ok=True)
-        replace_file(cache_file(directory, folder, SUFFIX), digest(data) + data, prefix=".catalog-")
+        replace_file(cache_file(directory, folder, SUFFIX), digest(data) + data)

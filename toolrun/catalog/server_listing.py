@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from typing import Any
 
 from toolrun.core.cache_folder import cache_directory
 from toolrun.core.digests import blake2b, hex_key
-from toolrun.core.private_files import make_private_folders, open_private
+from toolrun.core.private_files import make_private_folders, replace_file
 
 FAILED_START_MEMORY_SECONDS = 60.0
 LISTING_FORMAT = 1
@@ -105,15 +104,10 @@ def write_listing(file: Path, key: str, listing: ServerListing) -> None:
         return
     tools = None if listing.tools is None else [vars(tool) for tool in listing.tools]
     document = {"key": key, "tools": tools, "failure": listing.failure, "failed_at": listing.failed_at}
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
+    with contextlib.suppress(OSError, TypeError, ValueError):  # a schema that is no JSON cannot be kept: asked again next time
+        data = json.dumps(document, ensure_ascii=False).encode("utf-8")
         make_private_folders(path.parent)
-        with open(open_private(temporary, os.O_WRONLY | os.O_TRUNC), "w", encoding="utf-8") as stream:
-            json.dump(document, stream, ensure_ascii=False)
-        os.replace(temporary, path)
-    except (OSError, TypeError, ValueError):  # a schema that is no JSON cannot be kept: asked again next time
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
+        replace_file(path, data)
 
 
 def listing_changes(before: list[ListedTool], after: list[ListedTool]) -> str | None:

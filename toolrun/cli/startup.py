@@ -131,7 +131,7 @@ class DataclassCode:
         try:
             payload = marshal.dumps(codes)
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            replace_file(self.path, _check_of(payload) + payload, prefix=".dataclass-code-")
+            replace_file(self.path, _check_of(payload) + payload)
         except (OSError, ValueError):
             return
         for earlier in () if self.existed else self.replaces:

@@ -52,14 +52,16 @@ def write_private_text(path: Path, text: str) -> None:
         stream.write(text)
 
 
-def replace_file(path: Path, data: bytes, *, prefix: str = ".toolrun-") -> None:
-    """Write ``path`` whole or not at all (0600, as ``mkstemp`` makes it): a temporary file beside it, named
-    from ``prefix``, then a rename. Raises OSError; the temporary file never stays behind."""
-    import tempfile  # only a cache with something new writes: a warm command does without random and shutil
+def replace_file(path: Path, data: bytes) -> None:
+    """Write ``path`` whole or not at all: a temporary file beside it, named after it, then a rename (a crash
+    never leaves half a file). It keeps the mode of the file it replaces, 0600 when new. Raises OSError;
+    the temporary file never stays behind."""
+    import tempfile  # only what has something new writes: a warm command does without random and shutil
 
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=".tmp")
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "wb") as stream:
+            os.fchmod(stream.fileno(), mode_to_keep(path))  # mkstemp's 0600, or the mode of the file replaced
             stream.write(data)
         os.replace(temporary, path)
     except BaseException:

@@ -21,7 +21,6 @@ different tool result becomes a ``Divergence`` finding in plain words.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -32,7 +31,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from toolrun.core.errors import Problem, ProviderError, UserError
 from toolrun.core.json_limits import compact_json
-from toolrun.core.private_files import make_private_folders, mode_to_keep
+from toolrun.core.private_files import make_private_folders, replace_file
 from toolrun.core.secrets import REDACTED, active_redactor, redact
 from toolrun.providers.transport import Transport, WireRequest, WireResponse
 from toolrun.replay.adapters import every_provider, providers_for
@@ -104,18 +103,7 @@ def save_cassette(cassette: Cassette, path: Path) -> None:
     """Write the cassette atomically (a crash never leaves half a file), secrets redacted."""
     path = Path(path)
     make_private_folders(path.parent)
-    text = cassette_text(redact(cassette.to_json())) + "\n"
-    import tempfile  # only recording writes a cassette: a replay does without its imports (shutil, random)
-
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            os.fchmod(stream.fileno(), mode_to_keep(path))  # mkstemp's 0600, or the mode of the file replaced
-            stream.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    replace_file(path, (cassette_text(redact(cassette.to_json())) + "\n").encode("utf-8"))
 
 
 class CassetteFile:

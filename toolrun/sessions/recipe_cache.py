@@ -83,7 +83,7 @@ def _keep(path: Path, before: os.stat_result, kind: str, value: Any) -> None:
         payload = marshal.dumps({"code": code_stamp(FORMAT), "path": str(path.resolve()),
                                  "status": status_key(before), "document": kept})
         where.parent.mkdir(parents=True, exist_ok=True)
-        replace_file(where, digest(payload) + payload, prefix=".recipe-")
+        replace_file(where, digest(payload) + payload)
     except (OSError, NotKept, ValueError):
         return  # a cache that cannot be written is skipped
 
