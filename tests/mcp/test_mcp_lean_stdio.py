@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from tests.mcp_helpers import ECHO_PY, ROOT, SLEEPER_TOOL, assert_valid, echo_tool, server_env, toolrun_mcp_argv
+from toolrun.mcp.stdio_wire import MAX_LINE_BYTES
 
 pytestmark = pytest.mark.xdist_group("mcp-servers")
 
@@ -146,6 +147,14 @@ def test_notifications_and_unreadable_messages_get_no_reply(raw: RawClient) -> N
     raw.send({"jsonrpc": "2.0", "id": 99, "result": {}})  # an answer to a question never asked
     raw.send("")
     assert raw.request("n1", "ping") == {"jsonrpc": "2.0", "id": "n1", "result": {}}  # the next reply is the ping's
+
+
+def test_a_line_over_the_limit_gets_one_parse_error_and_the_next_message_is_read_whole(raw: RawClient) -> None:
+    padding = "x" * (MAX_LINE_BYTES + 2 ** 21)  # the limit is crossed megabytes before the newline arrives
+    raw.send({"jsonrpc": "2.0", "id": "big", "method": "ping", "params": {"padding": padding}})
+    assert raw.receive()["error"] == {"code": -32700, "message": "Parse error: the line is not JSON"}
+    # its tail was dropped with it, not read as a line of its own (a second parse error)
+    assert raw.request("after-big", "ping") == {"jsonrpc": "2.0", "id": "after-big", "result": {}}
 
 
 def test_malformed_params_and_unknown_tools_are_protocol_errors(raw: RawClient) -> None:

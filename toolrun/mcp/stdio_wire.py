@@ -116,12 +116,31 @@ class LineWriter:
             self._transport.close()
 
 
+UNREADABLE_LINE = b"\x00 (a line longer than the limit)\n"  # not JSON: answered as a parse error
+
+
 async def next_line(reader: asyncio.StreamReader) -> bytes:
-    """The next line (b"" at the end); a line over the limit comes back as its first bytes, unreadable."""
+    """The next line (b"" at the end); a line over the reader's limit is dropped whole and comes back as
+    ``UNREADABLE_LINE``: one error for it, and its tail is not taken for the next message."""
     try:
-        return await reader.readline()
-    except ValueError:  # longer than MAX_LINE_BYTES: the rest of it was dropped by the reader
-        return b"\x00 (a line longer than the limit)\n"
+        return await reader.readuntil(b"\n")
+    except asyncio.IncompleteReadError as end:  # the last line, without its newline (b"" when there is none)
+        return end.partial
+    except asyncio.LimitOverrunError:
+        await _drop_line(reader)
+        return UNREADABLE_LINE
+
+
+async def _drop_line(reader: asyncio.StreamReader) -> None:
+    """Read up to and including the next newline (or the end) and keep none of it."""
+    while True:
+        try:
+            await reader.readuntil(b"\n")
+            return
+        except asyncio.LimitOverrunError as overrun:  # what was looked at holds no newline (or is all before it)
+            await reader.readexactly(overrun.consumed)
+        except asyncio.IncompleteReadError:
+            return
 
 
 class ReplayedLines:
