@@ -31,9 +31,10 @@ from typing import TYPE_CHECKING, Any
 
 from toolrun.backends.base import Backend, BackendOutput, CallContext, ConfigProblem
 from toolrun.backends.python_target import PythonConfig, file_path, parse_python_config
+from toolrun.core.bytecode_check import StatusCheckedLoader
 from toolrun.core.cache_folder import importing_users_code
 from toolrun.core.daemon_threads import in_daemon_thread, write_held_output
-from toolrun.core.digests import blake2b, hex_key
+from toolrun.core.digests import hex_key
 from toolrun.core.errors import TOOL_LOGGER, Problem, ToolError
 from toolrun.core.text import did_you_mean, exception_text
 from toolrun.core.tool import Tool
@@ -88,22 +89,6 @@ def _on_import_path(folder: Path) -> Iterator[None]:
             sys.path.remove(entry)
 
 
-class _ToolFileLoader(importlib.machinery.SourceFileLoader):
-    """Loads a tool's ``file.py``; its bytecode is used only while the file's whole status is unchanged.
-
-    Python checks a ``.pyc`` against the source's mtime in whole seconds and its size, so a
-    same-size edit within one second (or one whose mtime was kept, as ``cp -p`` does) would run
-    the old code. The "mtime" stored here stands for the size, both times in nanoseconds and the
-    inode: any write changes the ctime, which no tool can set back.
-    """
-
-    def path_stats(self, path: str) -> dict[str, int]:
-        status = os.stat(path)
-        key = (status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino)
-        digest = blake2b(repr(key).encode(), digest_size=4).digest()
-        return {"mtime": int.from_bytes(digest[:4], "little"), "size": status.st_size}
-
-
 def _import_file(path: Path) -> ModuleType:
     name = _module_name_for(path)
     imported = _imported_files.get(name)
@@ -114,7 +99,7 @@ def _import_file(path: Path) -> ModuleType:
         # that is there also whole (another thread's first call finished it, or this thread is inside it).
         if name in sys.modules:
             return sys.modules[name]
-        spec = importlib.util.spec_from_file_location(name, path, loader=_ToolFileLoader(name, str(path)))
+        spec = importlib.util.spec_from_file_location(name, path, loader=StatusCheckedLoader(name, str(path)))
         if spec is None or spec.loader is None:
             raise ImportError(f"cannot load {path}")
         module = importlib.util.module_from_spec(spec)

@@ -41,6 +41,9 @@ def keep_bytecode() -> None:
     sys.pycache_prefix = str(folder / "bytecode")
     sys.dont_write_bytecode = False
     users_modules_write_bytecode = False  # python tools' modules: as the user said
+    from toolrun.core.bytecode_check import check_bytecode_by_status  # its own bytecode is kept: not compiled each run
+
+    check_bytecode_by_status()
 
 
 @contextlib.contextmanager
