@@ -191,6 +191,22 @@ def test_a_json_document_stays_json_on_a_stream_that_holds_only_ascii(tmp_path: 
     assert json.loads(done.stdout.decode("utf-8"))["final"] == "café 🌸 ok"
 
 
+def test_the_answer_and_a_page_go_out_as_utf8_on_a_stream_that_holds_only_ascii(tmp_path: Path) -> None:
+    # the answer as it is printed (not --json), and a timeline page on stdout: an internal error before
+    script = tmp_path / "turns.yaml"
+    script.write_text('- text: "café 🌸 ok"\n', encoding="utf-8")
+    env = clean_env(PYTHONIOENCODING="ascii", TOOLRUN_CACHE_DIR=str(tmp_path / "cache"))
+    logs = ["--logs", str(tmp_path / "runs.db")]
+    done = subprocess.run([sys.executable, "-m", "toolrun", "recipe", "recipes/inventory.yaml", *logs,
+                           "--model", f"scripted:{script}"], cwd=ROOT, capture_output=True, env=env, timeout=120)
+    assert done.returncode == 3, done.stderr  # the recipe's expect checks look for flowers
+    assert done.stdout.decode("utf-8") == "café 🌸 ok\n"
+    page = subprocess.run([sys.executable, "-m", "toolrun", "view", *logs, "-o", "-"], cwd=ROOT, capture_output=True,
+                          env=env, timeout=120)
+    assert page.returncode == 0, page.stderr
+    assert "café 🌸 ok" in page.stdout.decode("utf-8")
+
+
 @pytest.mark.parametrize(("raised", "stderr"), [
     (TypeError("'NoneType' object is not subscriptable"),
      "error: internal error (TypeError: 'NoneType' object is not subscriptable) — this is a bug in toolrun; run the "

@@ -16,6 +16,7 @@ from typing import Any, TextIO
 
 from toolrun.catalog.model import Catalog
 from toolrun.cli.color import color_enabled, paint
+from toolrun.cli.echo import write_flushed
 from toolrun.cli.live_line import LiveElapsed
 from toolrun.cli.load_report import load_report
 from toolrun.core.daemon_threads import hold_output, release_output
@@ -81,16 +82,14 @@ class TerminalDisplay(RunObserver):
         self._streamed_this_turn = True
         if self.text_out is not None and text:
             self.write_held()
-            self.text_out.write(terminal_safe(redact(text)))
-            self.text_out.flush()
+            write_flushed(self.text_out, terminal_safe(redact(text)))
             self._text_open = not text.endswith("\n")
 
     def on_model_response(self, turn_index: int, response: ModelResponse) -> None:
         text = response.message.text
         if text and not self._streamed_this_turn and self.text_out is not None:
             self.write_held()
-            self.text_out.write(terminal_safe(redact(text)))
-            self.text_out.flush()
+            write_flushed(self.text_out, terminal_safe(redact(text)))
             self._text_open = not text.endswith("\n")
         self._close_text()
         self._streamed_this_turn = False
@@ -137,8 +136,7 @@ class TerminalDisplay(RunObserver):
     def _close_text(self) -> None:
         if self._text_open and self.text_out is not None:
             self.write_held()
-            self.text_out.write("\n")
-            self.text_out.flush()
+            write_flushed(self.text_out, "\n")
         self._text_open = False
 
     def _info(self, line: str, style: str | None = None, rest: str = "") -> None:
@@ -181,8 +179,7 @@ class TerminalDisplay(RunObserver):
     def _put(self, text: str) -> None:
         if self.live is not None:
             self.live.erase()
-        self.info_out.write(text)
-        self.info_out.flush()
+        write_flushed(self.info_out, text)
 
 
 def _is_terminal(stream: TextIO) -> bool:

@@ -18,11 +18,15 @@ def echo(text: str = "", *, err: bool = False, nl: bool = True) -> None:
     stream = sys.stderr if err else sys.stdout
     if stream is None:  # no console at all (pythonw): nowhere to write, as with click
         return
-    line = f"{text}\n" if nl else text
+    write_flushed(stream, f"{text}\n" if nl else text)
+
+
+def write_flushed(stream: TextIO, text: str) -> None:
+    """``text`` on ``stream``, flushed; as UTF-8 bytes when the stream's encoding cannot hold it."""
     try:
-        stream.write(line)
+        stream.write(text)
     except UnicodeEncodeError:
-        _write_utf8(stream, line)
+        _write_utf8(stream, text)
     stream.flush()
 
 

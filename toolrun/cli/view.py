@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from toolrun.cli.echo import write_flushed
 from toolrun.cli.logs import read_log
 from toolrun.core.errors import Problem, UserError
 from toolrun.core.private_files import write_private_text
@@ -56,7 +57,7 @@ def view_command(source: str | None, output: Path | None, open_page: bool, logs:
         default = Path(f"run-{run['id']}.html")
         page = render_page(run)
     if output is not None and str(output) == "-":
-        sys.stdout.write(page)
+        write_flushed(sys.stdout, page)
         return
     target = output or default
     try:
