@@ -130,10 +130,6 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
     "toolrun.cli.startup": {
         "toolrun.core.private_files.replace_file": "only a process that compiled new dataclass code writes",
     },
-    "toolrun.core.cache_folder": {
-        "toolrun.core.bytecode_check.check_bytecode_by_status":
-            "imported once bytecode is kept, so its own is: compiled with this module it cost 1.4M instructions a run",
-    },
     "toolrun.core.private_files": {"tempfile": "only a cache with something new is written (tempfile brings random and shutil)"},
     "toolrun.loop.execution": {
         "jsonschema.Draft202012Validator": JSONSCHEMA,

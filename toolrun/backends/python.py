@@ -31,8 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolrun.backends.base import Backend, BackendOutput, CallContext, ConfigProblem
 from toolrun.backends.python_target import PythonConfig, file_path, parse_python_config
-from toolrun.core.bytecode_check import StatusCheckedLoader
-from toolrun.core.cache_folder import importing_users_code
+from toolrun.core.cache_folder import importing_users_code, path_stats_by_status
 from toolrun.core.daemon_threads import in_daemon_thread, write_held_output
 from toolrun.core.digests import hex_key
 from toolrun.core.errors import TOOL_LOGGER, Problem, ToolError
@@ -89,6 +88,13 @@ def _on_import_path(folder: Path) -> Iterator[None]:
             sys.path.remove(entry)
 
 
+class _ToolFileLoader(importlib.machinery.SourceFileLoader):
+    """Loads a tool's ``file.py``: its bytecode is used only while the file's whole status is unchanged
+    (Python's own check, the mtime in whole seconds and the size, misses a same-size edit within a second)."""
+
+    path_stats = path_stats_by_status
+
+
 def _import_file(path: Path) -> ModuleType:
     name = _module_name_for(path)
     imported = _imported_files.get(name)
@@ -99,7 +105,7 @@ def _import_file(path: Path) -> ModuleType:
         # that is there also whole (another thread's first call finished it, or this thread is inside it).
         if name in sys.modules:
             return sys.modules[name]
-        spec = importlib.util.spec_from_file_location(name, path, loader=StatusCheckedLoader(name, str(path)))
+        spec = importlib.util.spec_from_file_location(name, path, loader=_ToolFileLoader(name, str(path)))
         if spec is None or spec.loader is None:
             raise ImportError(f"cannot load {path}")
         module = importlib.util.module_from_spec(spec)

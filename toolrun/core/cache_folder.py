@@ -10,6 +10,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
+from importlib.machinery import SourceFileLoader  # imported by Python's own start (site)
 from pathlib import Path
 
 # False once the toolrun script has turned bytecode writing on for its own modules although the
@@ -41,9 +42,20 @@ def keep_bytecode() -> None:
     sys.pycache_prefix = str(folder / "bytecode")
     sys.dont_write_bytecode = False
     users_modules_write_bytecode = False  # python tools' modules: as the user said
-    from toolrun.core.bytecode_check import check_bytecode_by_status  # its own bytecode is kept: not compiled each run
+    # Python trusts a .pyc while the source's mtime in whole seconds and its size are unchanged: a
+    # same-size edit whose mtime was set back (touch -r, cp -p) would run the old code, where without
+    # the cache it was compiled afresh. Every .pyc is in the cache folder now, whatever finder loads it.
+    SourceFileLoader.path_stats = path_stats_by_status  # type: ignore[method-assign,assignment]
 
-    check_bytecode_by_status()
+
+def path_stats_by_status(loader: SourceFileLoader, path: str) -> dict[str, int]:
+    """A source loader's ``path_stats`` whose "mtime" stands for the file's size, both times in
+    nanoseconds and its inode: its bytecode is used only while its whole status is unchanged
+    (any write changes the ctime, which no tool can set back)."""
+    status = os.stat(path)
+    # a tuple of ints hashes the same in every process (only str and bytes hashes are salted)
+    stamp = hash((status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino)) & 0xFFFFFFFF
+    return {"mtime": stamp, "size": status.st_size}
 
 
 @contextlib.contextmanager
