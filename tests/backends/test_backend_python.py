@@ -383,6 +383,30 @@ def test_a_tool_file_rewritten_within_its_mtime_runs_the_new_code(tmp_path: Path
     assert second.today() == "rainy"
 
 
+def test_a_sibling_module_rewritten_within_its_mtime_runs_the_new_code_once_forgotten(tmp_path: Path,
+                                                                                      monkeypatch) -> None:
+    # toolrun mcp drops the modules of edited files; their .pyc beside them (Python's whole-second
+    # check) would still hold the old code of a same-size edit, so it goes too.
+    from toolrun.backends import python as python_backend
+    from toolrun.core import cache_folder
+
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    monkeypatch.setattr(sys, "pycache_prefix", None)
+    monkeypatch.setattr(cache_folder, "users_modules_write_bytecode", True)
+    helper = write(tmp_path, "forecast_tool_helper.py", 'TODAY = "sunny"\n')
+    source = write(tmp_path, "forecast.py", "from forecast_tool_helper import TODAY\ndef today():\n    return TODAY\n")
+    try:
+        assert python_backend._import_file(source).today() == "sunny"
+        assert list((tmp_path / "__pycache__").glob("forecast_tool_helper.*.pyc"))  # its bytecode was kept
+        kept = helper.stat()
+        helper.write_text('TODAY = "rainy"\n', encoding="utf-8")  # the same size, and the mtime put back
+        os.utime(helper, ns=(kept.st_atime_ns, kept.st_mtime_ns))
+        python_backend.forget_imported_code([helper])
+        assert python_backend._import_file(source).today() == "rainy"
+    finally:
+        python_backend.forget_imported_code([helper, source])
+
+
 def test_the_outline_of_a_file_rewritten_within_its_mtime_is_read_again(tmp_path: Path) -> None:
     # A long-running toolrun (mcp, chat) checks a tool again after an edit: not against the old def line.
     from toolrun.backends.python_signature import module_outline

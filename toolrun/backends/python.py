@@ -64,6 +64,8 @@ def forget_imported_code(changed: Iterable[Path]) -> None:
     (a long-running server: ``toolrun mcp``). Every ``file.py`` tool module is dropped — one may import a changed
     sibling — and so is every module loaded from a changed file; calls already running keep their function."""
     changed_files = {os.path.realpath(path) for path in changed}
+    for source in changed_files:
+        _forget_bytecode(source)
     with _import_lock:
         for name, module in list(sys.modules.items()):
             file = getattr(module, "__file__", None)
@@ -73,6 +75,15 @@ def forget_imported_code(changed: Iterable[Path]) -> None:
         _imported_files.clear()
         _by_tool_target.clear()
         _by_tool.clear()
+
+
+def _forget_bytecode(source: str) -> None:
+    """Remove the ``.pyc`` Python would use for ``source``: Python checks it against the mtime in whole
+    seconds and the size, so a same-size edit within a second (or with the mtime kept) of a module a tool
+    imports (a sibling of its ``file.py``, a ``pkg.mod``) would otherwise run the old code when imported again."""
+    if source.endswith(".py"):
+        with contextlib.suppress(OSError, NotImplementedError):  # none kept, or a Python that keeps none
+            os.remove(importlib.util.cache_from_source(source))
 
 
 @contextlib.contextmanager
