@@ -207,6 +207,23 @@ def test_the_answer_and_a_page_go_out_as_utf8_on_a_stream_that_holds_only_ascii(
     assert "café 🌸 ok" in page.stdout.decode("utf-8")
 
 
+def test_a_latin1_or_cp1252_stdout_keeps_its_encoding_and_escapes_what_it_cannot_hold(tmp_path: Path) -> None:
+    # one encoding for the whole answer (not latin-1 and UTF-8 mixed), and JSON escapes that JSON reads back
+    script = tmp_path / "turns.yaml"
+    script.write_text('- text: "Grüße 🌸 schön"\n', encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "toolrun", "recipe", "recipes/inventory.yaml", "--no-log",
+                           "--model", f"scripted:{script}"], cwd=ROOT, capture_output=True, timeout=120,
+                          env=clean_env(PYTHONIOENCODING="latin-1", TOOLRUN_CACHE_DIR=str(tmp_path / "cache")))
+    assert done.returncode == 3, done.stderr  # the recipe's expect checks look for flowers
+    assert done.stdout.decode("latin-1") == "Grüße \\ud83c\\udf38 schön\n"
+    called = subprocess.run([sys.executable, "-m", "toolrun", "call", "get_flower_inventory", "--arg", "city=北京",
+                             "--json"], cwd=ROOT, capture_output=True, timeout=120,
+                            env=clean_env(PYTHONIOENCODING="cp1252", TOOLRUN_CACHE_DIR=str(tmp_path / "cache")))
+    assert called.returncode == 0, called.stderr  # printed by click: an internal error before
+    document = json.loads(called.stdout.decode("cp1252"))
+    assert document["arguments"] == {"city": "北京"} and document["result"].startswith("玫瑰")
+
+
 @pytest.mark.parametrize(("raised", "stderr"), [
     (TypeError("'NoneType' object is not subscriptable"),
      "error: internal error (TypeError: 'NoneType' object is not subscriptable) — this is a bug in toolrun; run the "

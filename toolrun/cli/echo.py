@@ -1,16 +1,39 @@
-"""One line on stdout or stderr, written as ``click.echo`` writes it, without importing click.
+"""Text on stdout or stderr, written as ``click.echo`` writes it, without importing click.
 
 The commands a recipe run needs print through this, so ``toolrun recipe FILE`` can run
 without click at all (``toolrun.cli.direct``). The stream is looked up at each call (a test
-runner swaps ``sys.stdout`` per command) and each write is flushed. A line the stream's
-encoding cannot hold (``PYTHONIOENCODING=ascii``) goes out as UTF-8 bytes, as click writes
-it, so a ``--json`` document stays valid JSON; a stream with no bytes beneath gets escapes.
+runner swaps ``sys.stdout`` per command) and each write is flushed. A text an ASCII stream
+cannot hold (``PYTHONIOENCODING=ascii``, a C locale) goes out as UTF-8 bytes, as click writes
+it, so a ``--json`` document stays valid JSON. Any other narrow stream (latin-1, cp1252) keeps
+its own encoding, with ``\\uXXXX`` for what it cannot hold, which is also valid inside JSON: the
+toolrun script sets the same for click's output (``escape_on_narrow_stdout``).
 """
 
 from __future__ import annotations
 
+import codecs
+import io
 import sys
 from typing import TextIO
+
+ESCAPES = "toolrun-json-escapes"  # an error handler: \uXXXX (surrogate pairs past U+FFFF), as JSON escapes
+
+
+def _json_escapes(error: UnicodeError) -> tuple[str, int]:
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    escaped = []
+    for char in error.object[error.start:error.end]:
+        code = ord(char)
+        if code > 0xFFFF:
+            code -= 0x10000
+            escaped.append(f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}")
+        else:
+            escaped.append(f"\\u{code:04x}")
+    return "".join(escaped), error.end
+
+
+codecs.register_error(ESCAPES, _json_escapes)
 
 
 def echo(text: str = "", *, err: bool = False, nl: bool = True) -> None:
@@ -22,25 +45,42 @@ def echo(text: str = "", *, err: bool = False, nl: bool = True) -> None:
 
 
 def write_flushed(stream: TextIO, text: str) -> None:
-    """``text`` on ``stream``, flushed; as UTF-8 bytes when the stream's encoding cannot hold it."""
+    """``text`` on ``stream``, flushed, also when the stream's encoding cannot hold it (see the module's docstring)."""
     try:
         stream.write(text)
     except UnicodeEncodeError:
-        _write_utf8(stream, text)
+        _write_unencodable(stream, text)
     stream.flush()
 
 
-def _write_utf8(stream: TextIO, line: str) -> None:
-    """``line`` as UTF-8 bytes beneath a text stream whose encoding cannot hold it (escaped where there are no bytes)."""
+def escape_on_narrow_stdout() -> None:
+    """The toolrun script's stdout, when its encoding is neither UTF-8 nor ASCII (latin-1, cp1252), escapes
+    what it cannot hold instead of ending the command with an error (click writes ASCII streams as UTF-8)."""
+    stdout = sys.stdout
+    if isinstance(stdout, io.TextIOWrapper) and stdout.errors == "strict" and not _wide_or_ascii(stdout.encoding):
+        stdout.reconfigure(errors=ESCAPES)
+
+
+def _wide_or_ascii(encoding: str) -> bool:
+    try:
+        name = codecs.lookup(encoding).name
+    except LookupError:
+        return True
+    return name == "ascii" or name.startswith("utf")
+
+
+def _write_unencodable(stream: TextIO, text: str) -> None:
+    """``text``, which ``stream``'s encoding cannot hold: as UTF-8 bytes beneath an ASCII stream, else in
+    the stream's own encoding with escapes (one encoding per stream, even when text comes in pieces)."""
+    encoding = getattr(stream, "encoding", None) or "ascii"
     buffer = getattr(stream, "buffer", None)
-    if buffer is None:
-        encoding = getattr(stream, "encoding", None) or "ascii"
-        stream.write(line.encode(encoding, "backslashreplace").decode(encoding))
+    if buffer is None or codecs.lookup(encoding).name != "ascii":
+        stream.write(text.encode(encoding, ESCAPES).decode(encoding))
         return
     stream.flush()  # what the text layer holds goes first
     try:
-        data = line.encode("utf-8", "surrogateescape")  # an argument or file name that was not UTF-8: its own bytes
+        data = text.encode("utf-8", "surrogateescape")  # an argument or file name that was not UTF-8: its own bytes
     except UnicodeEncodeError:
-        data = line.encode("utf-8", "backslashreplace")
+        data = text.encode("utf-8", "backslashreplace")
     buffer.write(data)
     buffer.flush()
