@@ -63,3 +63,16 @@ def test_a_large_file_is_read_ahead_only_as_far_as_the_reader_can_hold(tmp_path:
         os.close(fd)
     assert count == 8000  # every line, whole
     assert read_ahead <= 2 * limit + 6 * 65536  # the reader's two limits and the chunks on their way
+
+
+def test_an_input_that_fails_to_read_is_its_end_not_a_wait_for_ever(tmp_path: Path) -> None:
+    # a folder opened as stdin: epoll refuses it, so a thread reads it, and read() fails (EISDIR)
+    async def first_line(fd: int) -> bytes:
+        reader = await line_reader(fd)
+        return await asyncio.wait_for(next_line(reader), timeout=10)
+
+    fd = os.open(tmp_path, os.O_RDONLY)
+    try:
+        assert asyncio.run(first_line(fd)) == b""
+    finally:
+        os.close(fd)

@@ -15,7 +15,7 @@ import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
-from typing import IO, Any
+from typing import Any
 
 MAX_LINE_BYTES = 64 * 1024 * 1024  # one message; a longer line is answered as unreadable, not buffered forever
 UNREADABLE_LINE = b"\x00 (a line longer than the limit)\n"  # what stands for it: not JSON, so a parse error
@@ -47,8 +47,8 @@ async def line_reader(fd: int, limit: int = MAX_LINE_BYTES) -> asyncio.StreamRea
     (a regular file, or a device such as /dev/null, which epoll refuses)."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=limit, loop=loop)
-    pipe = os.fdopen(fd, "rb", buffering=0, closefd=False)
     if _watchable(fd):
+        pipe = os.fdopen(fd, "rb", buffering=0, closefd=False)
         try:
             await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader, loop=loop), pipe)
             return reader
@@ -56,7 +56,8 @@ async def line_reader(fd: int, limit: int = MAX_LINE_BYTES) -> asyncio.StreamRea
             pass
     flow = _ThreadFlow()
     reader.set_transport(flow)
-    threading.Thread(target=_feed, args=(pipe, reader, loop, flow), daemon=True).start()
+    # its own descriptor, which it closes: the wire's is closed when serving ends, maybe while it reads
+    threading.Thread(target=_feed, args=(os.dup(fd), reader, loop, flow), daemon=True).start()
     return reader
 
 
@@ -94,18 +95,27 @@ class _ThreadFlow(asyncio.ReadTransport):
         return self.resumed.is_set()
 
 
-def _feed(pipe: IO[bytes], reader: asyncio.StreamReader, loop: asyncio.AbstractEventLoop, flow: _ThreadFlow) -> None:
+def _feed(fd: int, reader: asyncio.StreamReader, loop: asyncio.AbstractEventLoop, flow: _ThreadFlow) -> None:
     def deliver(chunk: bytes) -> None:
         reader.feed_data(chunk)
         flow.chunks_on_their_way.release()
 
     try:
-        while flow.resumed.wait() and (chunk := pipe.read(65536)):
+        while flow.resumed.wait() and (chunk := _read_chunk(fd)):
             flow.chunks_on_their_way.acquire()
             loop.call_soon_threadsafe(deliver, chunk)
         loop.call_soon_threadsafe(reader.feed_eof)
     except RuntimeError:  # the loop was closed: the server is done
         pass
+    finally:
+        os.close(fd)
+
+
+def _read_chunk(fd: int) -> bytes:
+    try:
+        return os.read(fd, 65536)
+    except OSError:  # EIO, EISDIR and the like: nothing more will come, so it is the end (not a wait for ever)
+        return b""
 
 
 class LineWriter:
