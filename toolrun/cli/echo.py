@@ -57,25 +57,27 @@ def escape_on_narrow_stdout() -> None:
     """The toolrun script's stdout, when its encoding is neither UTF-8 nor ASCII (latin-1, cp1252), escapes
     what it cannot hold instead of ending the command with an error (click writes ASCII streams as UTF-8)."""
     stdout = sys.stdout
-    if isinstance(stdout, io.TextIOWrapper) and stdout.errors == "strict" and not _wide_or_ascii(stdout.encoding):
-        stdout.reconfigure(errors=ESCAPES)
+    if isinstance(stdout, io.TextIOWrapper) and stdout.errors == "strict":
+        codec = _codec_name(stdout.encoding)
+        if codec != "ascii" and not codec.startswith("utf"):
+            stdout.reconfigure(errors=ESCAPES)
 
 
-def _wide_or_ascii(encoding: str) -> bool:
+def _codec_name(encoding: str | None) -> str:
+    """The codec's own name ("ascii" for "ANSI_X3.4-1968" or "us-ascii"); ascii when there is none or it is unknown."""
     try:
-        name = codecs.lookup(encoding).name
+        return codecs.lookup(encoding or "ascii").name
     except LookupError:
-        return True
-    return name == "ascii" or name.startswith("utf")
+        return "ascii"
 
 
 def _write_unencodable(stream: TextIO, text: str) -> None:
     """``text``, which ``stream``'s encoding cannot hold: as UTF-8 bytes beneath an ASCII stream, else in
     the stream's own encoding with escapes (one encoding per stream, even when text comes in pieces)."""
-    encoding = getattr(stream, "encoding", None) or "ascii"
+    codec = _codec_name(getattr(stream, "encoding", None))
     buffer = getattr(stream, "buffer", None)
-    if buffer is None or codecs.lookup(encoding).name != "ascii":
-        stream.write(text.encode(encoding, ESCAPES).decode(encoding))
+    if buffer is None or codec != "ascii":
+        stream.write(text.encode(codec, ESCAPES).decode(codec))
         return
     stream.flush()  # what the text layer holds goes first
     try:
