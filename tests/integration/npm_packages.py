@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import tarfile
+import tempfile
 from pathlib import Path
 
 
@@ -36,17 +37,41 @@ def npm_package(name: str, version: str) -> Path:
     return unpacked
 
 
+NODE_22 = "22.23.3"  # the conformance suite's build needs fs.globSync; oidc-provider supports 22 LTS, not Debian's 20
+INSTALLED_MARK = "installed-by-toolrun-tests"
+
+
 def npm_install(name: str, version: str) -> Path:
     """The ``node_modules`` folder of NAME@VERSION installed with its dependencies (a package whose
-    build imports others, e.g. ``@modelcontextprotocol/conformance``), kept in the cache folder."""
+    build imports others, e.g. ``@modelcontextprotocol/conformance``), kept in the cache folder.
+
+    The install runs in a folder of its own, which takes the final name only once npm has finished:
+    an install that was stopped half-way (a killed run, a full disk) is never taken for a whole one."""
     folder = _cache_folder() / f"{name.strip('@').replace('/', '-')}-{version}-installed"
-    modules = folder / "node_modules"
-    if (modules / name / "package.json").is_file():
-        return modules
+    if (folder / INSTALLED_MARK).is_file():
+        return folder / "node_modules"
     npm = shutil.which("npm")
     if npm is None:
         raise RuntimeError("the integration stage needs npm (Debian package `npm`); .ci/run installs it")
-    folder.mkdir(parents=True, exist_ok=True)
-    subprocess.run([npm, "install", "--prefix", str(folder), f"{name}@{version}", "--no-audit", "--no-fund",
-                    "--silent"], capture_output=True, text=True, timeout=900, check=True)
-    return modules
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    try:
+        installed = subprocess.run([npm, "install", "--prefix", str(staging), f"{name}@{version}", "--no-audit",
+                                    "--no-fund", "--silent"], capture_output=True, text=True, timeout=900)
+        if installed.returncode != 0:
+            raise RuntimeError(f"npm install {name}@{version} failed:\n{installed.stderr[-3000:]}")
+        (staging / INSTALLED_MARK).write_text(f"{name}@{version}\n", encoding="utf-8")
+        if folder.exists() and not (folder / INSTALLED_MARK).is_file():
+            shutil.rmtree(folder)  # left by an install that stopped half-way (a finished one has the mark)
+        try:
+            staging.rename(folder)
+        except OSError:  # another worker finished the same install first
+            if not (folder / INSTALLED_MARK).is_file():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return folder / "node_modules"
+
+
+def node_22() -> Path:
+    """A Node.js 22 LTS binary from the npm registry's ``node`` package (Debian ships 20)."""
+    return npm_install("node", NODE_22) / "node" / "bin" / "node"

@@ -14,13 +14,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.integration.npm_packages import npm_install
+from tests.integration.npm_packages import node_22, npm_install
 from tests.mcp_helpers import http_server
 
 pytestmark = pytest.mark.integration
 
 CONFORMANCE = "0.1.16"
-NODE = "22.23.3"  # the suite's build needs fs.globSync, which Debian's Node 20 lacks
 FIXTURES = Path(__file__).parent / "conformance"
 MUST_PASS = [
     "server-initialize", "ping", "tools-list", "server-sse-polling", "server-sse-multiple-streams",
@@ -32,7 +31,7 @@ MUST_PASS = [
 
 def test_the_official_conformance_suite_passes_every_scenario_toolrun_can_express(tmp_path: Path) -> None:
     suite = npm_install("@modelcontextprotocol/conformance", CONFORMANCE) / "@modelcontextprotocol" / "conformance"
-    node = npm_install("node", NODE) / "node" / "bin" / "node"
+    node = node_22()
     results = tmp_path / "results"
     with http_server("--tools-dir", str(FIXTURES / "tools.d"), "--recipes", str(FIXTURES / "recipes")) as server:
         completed = subprocess.run(

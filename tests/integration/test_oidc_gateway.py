@@ -13,8 +13,8 @@ import base64
 import hashlib
 import hmac
 import json
+import queue
 import shutil
-import socket
 import subprocess
 import textwrap
 import threading
@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from mcp import Client
 
-from tests.integration.npm_packages import npm_install
+from tests.integration.npm_packages import node_22, npm_install
 from tests.mcp_helpers import http_server
 from toolrun.mcp.oidc import KEY_REFRESH_INTERVAL
 
@@ -51,27 +51,28 @@ backend:
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
-def provider() -> Iterator[str]:
+def provider(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The issuer URL of a running oidc-provider; stopped at the end of the module."""
     modules = npm_install("oidc-provider", OIDC_PROVIDER_VERSION)
     script = modules.parent / "provider.mjs"
     shutil.copyfile(PROVIDER_SCRIPT, script)  # next to node_modules: its imports resolve there
-    port = _free_port()
-    process = subprocess.Popen(["node", str(script), str(port), RESOURCE], stdout=subprocess.PIPE,
-                               stderr=subprocess.DEVNULL, text=True)
-    ready = threading.Event()
-    threading.Thread(target=lambda: [ready.set() for line in process.stdout or [] if line.startswith("ready")],
+    errors = tmp_path_factory.mktemp("oidc-provider") / "stderr.txt"
+    with errors.open("w", encoding="utf-8") as stderr:
+        process = subprocess.Popen([str(node_22()), str(script), RESOURCE], stdout=subprocess.PIPE, stderr=stderr,
+                                   text=True)
+    first_lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: first_lines.put(process.stdout.readline() if process.stdout else ""),
                      daemon=True).start()
     try:
-        assert ready.wait(60), "oidc-provider did not start"
-        yield f"http://127.0.0.1:{port}"
+        try:
+            line = first_lines.get(timeout=60)  # "" as soon as it exits: no wait for a process that died
+        except queue.Empty:
+            line = ""
+        assert line.startswith("ready "), (
+            f"oidc-provider did not start (exit code {process.poll()}); its stderr:\n"
+            f"{errors.read_text(encoding='utf-8')[-3000:]}")
+        yield line.split()[1]
     finally:
         process.terminate()
         process.wait(10)

@@ -1,5 +1,6 @@
 // A real OpenID provider (the npm package oidc-provider) for the gateway's integration test.
-// Usage: node provider.mjs PORT RESOURCE — prints "ready ISSUER" when it answers.
+// Usage: node provider.mjs RESOURCE — listens on a loopback port the system picks (no race with another
+// process for a port chosen beforehand) and prints "ready ISSUER" when it answers.
 // Clients (client_credentials): sre-bot (groups [sre]), support-bot (groups [support]), both with a secret
 // "<id>-secret". POST /rotate publishes a new signing key first (the old one stays published);
 // POST /forge signs the JSON claims it is sent with the current key: for tokens the provider would never issue
@@ -9,8 +10,8 @@ import http from 'node:http';
 import Provider from 'oidc-provider';
 import { SignJWT, importJWK } from 'jose';
 
-const [port, resource] = [Number(process.argv[2]), process.argv[3]];
-const issuer = `http://127.0.0.1:${port}`;
+const resource = process.argv[2];
+let issuer;
 const groups = { 'sre-bot': ['sre'], 'support-bot': ['support'] };
 let keys = [];
 let current;
@@ -53,7 +54,6 @@ async function forge(body) {
 }
 
 keys = [newKey()];
-current = build();
 const server = http.createServer((req, res) => {
   if (req.method === 'POST' && (req.url === '/rotate' || req.url === '/forge')) {
     let body = '';
@@ -71,5 +71,9 @@ const server = http.createServer((req, res) => {
   }
   current(req, res);
 });
-server.listen(port, '127.0.0.1', () => console.log(`ready ${issuer}`));
+server.listen(0, '127.0.0.1', () => {
+  issuer = `http://127.0.0.1:${server.address().port}`;
+  current = build();
+  console.log(`ready ${issuer}`);
+});
 process.on('SIGTERM', () => process.exit(0));
