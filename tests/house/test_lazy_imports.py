@@ -105,7 +105,7 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
         "toolrun.cli.group.main": "toolrun --version answers without importing click",
         "toolrun.cli.startup.keep_compiled_code": "toolrun --version answers without the code caches",
         "toolrun.core.cache_folder.keep_bytecode": "toolrun --version answers without the code caches",
-        "toolrun.cli.echo.escape_on_narrow_stdout": "toolrun --version answers without the output settings",
+        "toolrun.cli.echo.fit_narrow_streams": "toolrun --version answers without the stream settings",
         "toolrun.cli.group": "toolrun --version and toolrun recipe FILE run without importing click",
         "toolrun.cli.command_table.import_command_module": "toolrun --version answers without the command tables",
         "toolrun.cli.direct.direct_command": "toolrun --version answers without parsing a command",

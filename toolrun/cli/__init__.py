@@ -67,9 +67,9 @@ def _load_command(args: list[str]) -> "DirectRecipe | None":
     from toolrun.core.cache_folder import keep_bytecode
 
     keep_bytecode()  # first: the modules imported below are read compiled when Python may not write bytecode
-    from toolrun.cli.echo import escape_on_narrow_stdout
+    from toolrun.cli.echo import fit_narrow_streams
 
-    escape_on_narrow_stdout()
+    fit_narrow_streams()
     from toolrun.cli.startup import keep_compiled_code
 
     keep_compiled_code(args)  # before anything that makes a dataclass is imported

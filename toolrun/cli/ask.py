@@ -27,6 +27,7 @@ from toolrun.cli.recipe_options import (
 )
 from toolrun.cli.recipe_play import play_recipe
 from toolrun.cli.run_log_options import open_run_log
+from toolrun.cli.text_param import TYPED_TEXT
 from toolrun.core.errors import Problem, UserError
 from toolrun.loop.runner import RunSettings
 from toolrun.sessions.ask import adhoc_recipe, choose_model
@@ -35,7 +36,7 @@ from toolrun.sessions.run_options import RunOptions
 
 
 @click.command("ask")
-@click.argument("prompt")
+@click.argument("prompt", type=TYPED_TEXT)
 @tool_patterns_option
 @tools_dir_option("./tools.d")
 @model_option("provider:model (default: $TOOLRUN_MODEL, or the model of the --replay recording); scripted:FILE plays a script")

@@ -17,6 +17,7 @@ from toolrun.api import acall, find_tool
 from toolrun.cli.approval_prompt import TerminalApprover
 from toolrun.cli.color import echo_err
 from toolrun.cli.common import complete_tool_names, json_usage_errors, load_catalog_for_cli, tools_dir_option
+from toolrun.cli.text_param import TYPED_TEXT
 from toolrun.core.errors import EXIT_RUN_FAILED, Problem, UserError
 from toolrun.core.event_loop import run_until_done
 from toolrun.core.text import terminal_safe
@@ -31,9 +32,9 @@ def _usage_error_document(problem: Problem) -> dict[str, Any]:
 
 @click.command("call", cls=json_usage_errors(_usage_error_document))
 @click.argument("name", shell_complete=complete_tool_names)
-@click.option("--arg", "arg_pairs", multiple=True, metavar="K=V",
+@click.option("--arg", "arg_pairs", multiple=True, metavar="K=V", type=TYPED_TEXT,
               help="One argument; V is read as JSON when the schema says it is not a string. Repeatable.")
-@click.option("--args", "args_json", metavar="JSON", help="All arguments as one JSON object (--arg values win).")
+@click.option("--args", "args_json", metavar="JSON", type=TYPED_TEXT, help="All arguments as one JSON object (--arg values win).")
 @tools_dir_option
 @click.option("--json", "as_json", is_flag=True, help='Print {"tool", "arguments", "result", "is_error", "duration_ms"} as JSON, whatever\n'
                    'the outcome.')

@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from toolrun.cli.group import ToolrunGroup
+from toolrun.cli.text_param import TYPED_TEXT
 from toolrun.cli.tools_list import format_table
 from toolrun.core.durations import parse_duration
 from toolrun.core.errors import Problem, UserError
@@ -31,8 +32,8 @@ def _logs_option(function: Callable[..., Any]) -> Callable[..., Any]:
 def _list_options(function: Callable[..., Any]) -> Callable[..., Any]:
     options: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         click.option("-n", "limit", type=click.IntRange(min=1), default=20, show_default=True, help="how many runs"),
-        click.option("--recipe", help="only runs of this recipe (ask and chat runs are named ask and chat)"),
-        click.option("--tool", help="only runs that called this tool"),
+        click.option("--recipe", type=TYPED_TEXT, help="only runs of this recipe (ask and chat runs are named ask and chat)"),
+        click.option("--tool", type=TYPED_TEXT, help="only runs that called this tool"),
         click.option("--errors", is_flag=True, help="only runs that failed, were stopped or never finished, or had a failing call"),
         click.option("--batch", "batch", metavar="BATCH_ID", help="only the runs of one batch (see: toolrun logs batches)"),
         click.option("--json", "as_json", is_flag=True, help="print a JSON list"),
@@ -124,7 +125,7 @@ def show_command(run_id: int, as_json: bool, logs: Path | None) -> None:
 
 
 @logs_group.command("search")
-@click.argument("words", metavar="TEXT", nargs=-1, required=True)
+@click.argument("words", metavar="TEXT", nargs=-1, required=True, type=TYPED_TEXT)
 @click.option("-n", "limit", type=click.IntRange(min=1), default=20, show_default=True, help="how many runs")
 @click.option("--json", "as_json", is_flag=True, help="print a JSON list")
 @_logs_option

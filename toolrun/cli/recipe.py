@@ -28,14 +28,15 @@ from toolrun.cli.recipe_options import (
     transcript_option,
 )
 from toolrun.cli.recipe_play import run_recipe_command
+from toolrun.cli.text_param import TYPED_TEXT
 
 
 @click.command("recipe")
 @click.argument("recipe_path", metavar="RECIPE", type=click.Path(path_type=Path, dir_okay=False))
-@click.argument("prompt", required=False)
+@click.argument("prompt", required=False, type=TYPED_TEXT)
 @model_option("provider:model, overriding the recipe's model; scripted:FILE plays a YAML list of model turns offline")
 @tools_dir_option("the recipe's tools_dir")
-@click.option("--var", "var_pairs", multiple=True, metavar="K=V", help="override one of the recipe's vars (repeatable)")
+@click.option("--var", "var_pairs", multiple=True, metavar="K=V", type=TYPED_TEXT, help="override one of the recipe's vars (repeatable)")
 @json_option("print the run's transcript as one JSON document on stdout")
 @stream_option
 @max_turns_option("most model requests in the run")

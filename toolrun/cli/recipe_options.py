@@ -13,6 +13,8 @@ from typing import Any
 
 import click
 
+from toolrun.cli.text_param import TYPED_TEXT
+
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
 
@@ -35,7 +37,7 @@ def tool_patterns_option(function: Callable[..., Any]) -> Callable[..., Any]:
 
 def system_option(function: Callable[..., Any]) -> Callable[..., Any]:
     """``--system TEXT``, passed as ``system: str | None``."""
-    return click.option("--system", help="the system prompt")(function)
+    return click.option("--system", type=TYPED_TEXT, help="the system prompt")(function)
 
 
 def json_option(help: str) -> Decorator:

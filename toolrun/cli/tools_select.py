@@ -17,13 +17,14 @@ from toolrun.cli.common import (
     tools_dir_option,
 )
 from toolrun.cli.load_report import counts_summary
+from toolrun.cli.text_param import TYPED_TEXT
 from toolrun.cli.tools_list import format_table
 from toolrun.core.errors import LoadError
 from toolrun.loop.tool_offer import DEFAULT_MAX_TOOLS
 
 
 @click.command("select", cls=json_usage_errors(catalog_usage_error_document, indent=2))
-@click.argument("text")
+@click.argument("text", type=TYPED_TEXT)
 @tools_dir_option
 @click.option("-k", "limit", type=click.IntRange(min=1), default=DEFAULT_MAX_TOOLS, show_default=True,
               help="How many tools to show (a recipe's settings.tool_selection.max_tools).")

@@ -97,6 +97,20 @@ def _escaped(match: re.Match[str]) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
+def typed_text(text: str) -> str:
+    """Text from the command line as it was typed. Under an ASCII locale with Python's UTF-8 mode off
+    (``LC_ALL=C PYTHONUTF8=0``), Python keeps each non-ASCII byte of an argument as a lone surrogate,
+    which neither a model's request nor the run log can hold; those bytes read as UTF-8 (U+FFFD for
+    what is not UTF-8) are what the terminal sent. Only for text: a path keeps its surrogates, which
+    stand for its bytes on disk."""
+    if text.isascii():
+        return text
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeEncodeError:  # a surrogate that no decoding made (U+D800): nothing to read back
+        return re.sub("[\ud800-\udfff]", "\ufffd", text)
+
+
 def exception_text(exc: BaseException) -> str:
     """``RuntimeError: the disk is full``; ``RuntimeError (no message)`` for one raised without text."""
     message = str(exc).strip()

@@ -1,0 +1,86 @@
+"""Text typed where Python's own decoding is narrow reaches the model and the run log as it was typed.
+
+Under ``LC_ALL=C`` with UTF-8 mode off, Python keeps each non-ASCII byte of an argument as a lone
+surrogate; with ``PYTHONIOENCODING=ascii`` it cannot read a UTF-8 stdin at all. Both ended the run
+with an internal error (the run log cannot store a surrogate). Real processes, the real script path.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.cli.test_cli_recipe import ROOT, clean_env
+from toolrun.core.text import typed_text
+
+SCRIPT = "scripted:recipes/inventory.script.yaml"  # the tool still runs for real
+C_LOCALE = {"LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
+ASCII_STREAMS = {"PYTHONIOENCODING": "ascii"}
+
+
+def toolrun(*args: str, tmp_path: Path, narrow: dict[str, str], stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-m", "toolrun", *args], cwd=ROOT, input=stdin, capture_output=True,
+                          timeout=120, env=clean_env(TOOLRUN_LOGS=str(tmp_path / "logs.db"),
+                                                     TOOLRUN_CACHE_DIR=str(tmp_path / "cache"), **narrow))
+
+
+def logged(tmp_path: Path) -> list[tuple[str, str, list[str]]]:
+    """Each run in the log: its command, its prompt and the texts of the user messages the model was sent."""
+    with sqlite3.connect(tmp_path / "logs.db") as connection:
+        runs = connection.execute("SELECT id, command, prompt FROM runs ORDER BY id").fetchall()
+        found = []
+        for run_id, command, prompt in runs:
+            rows = connection.execute("SELECT content FROM messages WHERE run_id = ? AND role = 'user' ORDER BY seq",
+                                      (run_id,)).fetchall()
+            texts = [part["text"] for (content,) in rows for part in json.loads(content) if part["type"] == "text"]
+            found.append((command, prompt, texts))
+    return found
+
+
+def test_arguments_typed_under_a_c_locale_reach_the_model_and_the_log_as_typed(tmp_path: Path) -> None:
+    asked = toolrun("ask", "flowers in Zürich?", "--model", SCRIPT, tmp_path=tmp_path, narrow=C_LOCALE)
+    assert asked.returncode == 0, asked.stderr
+    played = toolrun("recipe", "recipes/inventory.yaml", "--var", "question=and in Malmö?", "--model", SCRIPT,
+                     tmp_path=tmp_path, narrow=C_LOCALE)  # the recipe command's own parse, without click
+    assert played.returncode == 0, played.stderr
+
+    assert logged(tmp_path) == [("ask", "flowers in Zürich?", ["flowers in Zürich?"]),
+                                ("recipe", None, ["and in Malmö?"])]
+    found = toolrun("logs", "search", "Zürich", "--json", tmp_path=tmp_path, narrow=C_LOCALE)
+    assert found.returncode == 0, found.stderr
+    assert [hit["excerpt"] for hit in json.loads(found.stdout.decode("utf-8"))] == ["flowers in Zürich?"]
+
+
+def test_a_stdin_python_would_read_as_ascii_is_read_as_utf8(tmp_path: Path) -> None:
+    chatted = toolrun("chat", "--model", SCRIPT, tmp_path=tmp_path, narrow=ASCII_STREAMS,
+                      stdin="grüß dich 🌸\n/exit\n".encode())
+    assert chatted.returncode == 0, chatted.stderr
+    asked = toolrun("ask", "-", "--model", SCRIPT, tmp_path=tmp_path, narrow=ASCII_STREAMS,
+                    stdin=b"caf\xe9 latin-1\n")  # not UTF-8: what cannot be read is marked, not an error
+    assert asked.returncode == 0, asked.stderr
+
+    assert [texts for _, _, texts in logged(tmp_path)] == [["grüß dich 🌸"], ["caf\ufffd latin-1"]]
+
+
+def test_toolrun_s_own_lines_on_an_ascii_stderr_are_utf8_as_click_s_are(tmp_path: Path) -> None:
+    done = toolrun("call", "no_such_tool", tmp_path=tmp_path, narrow=ASCII_STREAMS)
+    assert done.returncode == 2
+    stderr = done.stderr.decode("utf-8")
+    assert "tools from tools.d — 0 errors" in stderr and "no tool named 'no_such_tool'" in stderr
+    assert "\\u2014" not in stderr
+
+
+@pytest.mark.parametrize(("argument", "typed"), [
+    ("plain ascii", "plain ascii"),
+    ("héllo 🌸", "héllo 🌸"),  # a UTF-8 locale decoded it already
+    ("h\udcc3\udca9llo", "héllo"),  # a C locale's stand-ins for the bytes of é
+    ("caf\udce9", "caf\ufffd"),  # bytes that are not UTF-8
+    ("\ud800x", "\ufffdx"),  # a surrogate no decoding made
+])
+def test_typed_text_reads_a_c_locale_s_stand_ins_back_as_utf8(argument: str, typed: str) -> None:
+    assert typed_text(argument) == typed
