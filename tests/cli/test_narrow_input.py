@@ -25,8 +25,7 @@ ASCII_STREAMS = {"PYTHONIOENCODING": "ascii"}
 
 def toolrun(*args: str, tmp_path: Path, narrow: dict[str, str], stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
     return subprocess.run([sys.executable, "-m", "toolrun", *args], cwd=ROOT, input=stdin, capture_output=True,
-                          timeout=120, env=clean_env(TOOLRUN_LOGS=str(tmp_path / "logs.db"),
-                                                     TOOLRUN_CACHE_DIR=str(tmp_path / "cache"), **narrow))
+                          timeout=120, env=clean_env(TOOLRUN_LOGS=str(tmp_path / "logs.db"), **narrow))
 
 
 def logged(tmp_path: Path) -> list[tuple[str, str, list[str]]]:
