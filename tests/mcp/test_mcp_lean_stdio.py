@@ -286,3 +286,42 @@ def test_requests_read_with_the_end_of_stdin_are_answered_and_a_nan_result_is_st
     assert replies[2]["result"] == {}
     assert replies[3]["result"]["structuredContent"] == {"text": "hi", "length": 2}
     assert replies[4]["result"]["structuredContent"] == {"mean": None, "max": None}
+
+
+def test_a_client_handed_to_the_sdk_gets_its_requests_read_with_the_end_of_stdin_answered_too(tmp_path: Path) -> None:
+    # A ping before initialize hands the client to the SDK's server, whose dispatcher cancelled every request
+    # still running at the end of stdin ("Connection closed" for all of a piped file's calls). Now it waits as
+    # the lean server does: what ends within the grace is answered, a call that never ends is cut after it.
+    (tmp_path / "tools").mkdir()
+    folder = tools_dir(tmp_path / "tools")
+    (folder / "nap.yaml").write_text(textwrap.dedent("""
+        name: nap
+        description: >-
+          Sleeps for a fraction of a second and then says it woke. Use it only to test calls that take
+          a moment; do not use it for anything else, it changes nothing anywhere at all, not a file.
+        parameters: {type: object, properties: {}, additionalProperties: false}
+        backend: {shell: {shell: true, command: "sleep 0.3; echo woke"}}
+        """), encoding="utf-8")
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text("\n".join(json.dumps(message) for message in [
+        {"jsonrpc": "2.0", "id": 0, "method": "ping"},
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "file", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "hi"}}},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "nap", "arguments": {}}},
+        {"jsonrpc": "2.0", "id": 4, "method": "tools/list"},
+        {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "sleep_long", "arguments": {}}},
+        {"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {"name": "nap", "arguments": {}}},
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "6"}},
+    ]) + "\n", encoding="utf-8")
+    with requests.open("rb") as stdin:
+        done = subprocess.run(toolrun_mcp_argv("--tools-dir", str(folder)), cwd=ROOT, env=server_env(), stdin=stdin,
+                              capture_output=True, timeout=60)
+    replies = {reply["id"]: reply for reply in map(json.loads, done.stdout.splitlines())}
+    assert sorted(replies) == [0, 1, 2, 3, 4, 5], done.stderr  # 6 was cancelled: no reply
+    assert replies[2]["result"]["structuredContent"] == {"text": "hi", "length": 2}
+    assert replies[3]["result"]["content"] == [{"type": "text", "text": "woke"}]
+    assert "nap" in [tool["name"] for tool in replies[4]["result"]["tools"]]
+    assert replies[5] == {"jsonrpc": "2.0", "id": 5, "error": {"code": -32000, "message": "Connection closed"}}
+    assert done.returncode == 0 and b"Traceback" not in done.stderr

@@ -37,7 +37,15 @@ from toolrun.mcp.jsonrpc_lines import (
 )
 from toolrun.mcp.mapping import APPROVAL_SCHEMA, approval_given, approval_question
 from toolrun.mcp.prompts import PromptError
-from toolrun.mcp.stdio_wire import LineWriter, ReplayedLines, WireText, claimed_stdio, line_reader, next_line
+from toolrun.mcp.stdio_wire import (
+    EOF_GRACE_SECONDS,
+    LineWriter,
+    ReplayedLines,
+    WireText,
+    claimed_stdio,
+    line_reader,
+    next_line,
+)
 
 HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 LATEST_HANDSHAKE_VERSION = "2025-11-25"  # the answer to a version this server does not know, as the SDK answers
@@ -46,7 +54,6 @@ ENVELOPE_REFUSED = ("this connection serves the handshake protocol era; requests
                     "envelope are not accepted on it")
 
 CONNECTION_CLOSED = -32000  # the SDK's code for a request still running when the client closed stdin
-EOF_GRACE_SECONDS = 1.0  # at the end of stdin, how long requests already read may take to be answered
 
 Handler = Callable[[dict[str, Any], Any], Awaitable[dict[str, Any]]]
 

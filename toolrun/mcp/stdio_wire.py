@@ -19,6 +19,9 @@ from typing import Any
 
 MAX_LINE_BYTES = 64 * 1024 * 1024  # one message; a longer line is answered as unreadable, not buffered forever
 UNREADABLE_LINE = b"\x00 (a line longer than the limit)\n"  # what stands for it: not JSON, so a parse error
+# At the end of stdin, how long the requests already read may take to be answered (both servers): a piped
+# script's requests get their answers, and a call that never ends does not hold the process for ever.
+EOF_GRACE_SECONDS = 1.0
 
 
 @contextmanager
