@@ -79,6 +79,14 @@ def test_a_recipe_s_prompt_typed_under_a_c_locale_reaches_the_model_as_typed(tmp
     assert logged(tmp_path) == [("recipe", "and in Malmö?", ["and in Malmö?"])]
 
 
+def test_a_file_name_typed_in_a_chat_under_a_c_locale_names_the_file_as_typed(tmp_path: Path) -> None:
+    saved = toolrun("chat", "--model", SCRIPT, tmp_path=tmp_path, narrow=C_LOCALE,
+                    stdin=f"grüß dich\n/save {tmp_path / 'grüße.yaml'}\n/exit\n".encode())
+    assert saved.returncode == 0, saved.stderr  # the name read as UTF-8 could not be encoded to ASCII
+    assert f"saved {tmp_path / 'grüße.yaml'}" in saved.stderr.decode("utf-8")
+    assert sorted(path.name for path in tmp_path.glob("grü*")) == ["grüße.script.yaml", "grüße.yaml"]
+
+
 def test_a_stdin_python_would_read_as_ascii_is_read_as_utf8(tmp_path: Path) -> None:
     chatted = toolrun("chat", "--model", SCRIPT, tmp_path=tmp_path, narrow=ASCII_STREAMS,
                       stdin="grüß dich 🌸\n/exit\n".encode())
