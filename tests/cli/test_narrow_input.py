@@ -17,6 +17,7 @@ import pytest
 
 from tests.cli.test_cli_recipe import ROOT, clean_env
 from toolrun.core.text import typed_text
+from toolrun.runlog import RunLog
 
 SCRIPT = "scripted:recipes/inventory.script.yaml"  # the tool still runs for real
 C_LOCALE = {"LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
@@ -53,6 +54,36 @@ def test_arguments_typed_under_a_c_locale_reach_the_model_and_the_log_as_typed(t
     found = toolrun("logs", "search", "Zürich", "--json", tmp_path=tmp_path, narrow=C_LOCALE)
     assert found.returncode == 0, found.stderr
     assert [hit["excerpt"] for hit in json.loads(found.stdout.decode("utf-8"))] == ["flowers in Zürich?"]
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (("call", "grüß"), "no tool named 'grüß'"),
+    (("tools", "show", "grüß"), "no tool named 'grüß'"),
+    (("view", "batch-grüß"), "no runs of batch batch-grüß in the log"),
+    (("logs", "list", "--batch", "batch-grüß"), "no runs match"),
+    (("logs", "list", "--recipe", "grüß", "--tool", "grüß"), "no runs match"),
+])
+def test_a_name_typed_under_a_c_locale_is_looked_up_as_typed(args: tuple[str, ...], expected: str,
+                                                              tmp_path: Path) -> None:
+    RunLog.open(tmp_path / "logs.db").close()  # a log to look in, with no runs
+    done = toolrun(*args, tmp_path=tmp_path, narrow=C_LOCALE)  # each ended with an internal error (surrogates)
+    assert expected in done.stderr.decode("utf-8"), done.stderr
+    assert done.returncode in (0, 2)
+
+
+def test_a_recipe_s_prompt_typed_under_a_c_locale_reaches_the_model_as_typed(tmp_path: Path) -> None:
+    played = toolrun("recipe", "recipes/inventory.yaml", "and in Malmö?", "--model", SCRIPT, tmp_path=tmp_path,
+                     narrow=C_LOCALE)  # the recipe command's own parse, without click
+    assert played.returncode == 0, played.stderr
+    assert logged(tmp_path) == [("recipe", "and in Malmö?", ["and in Malmö?"])]
+
+
+def test_a_file_name_typed_in_a_chat_under_a_c_locale_names_the_file_as_typed(tmp_path: Path) -> None:
+    saved = toolrun("chat", "--model", SCRIPT, tmp_path=tmp_path, narrow=C_LOCALE,
+                    stdin=f"grüß dich\n/save {tmp_path / 'grüße.yaml'}\n/exit\n".encode())
+    assert saved.returncode == 0, saved.stderr  # the name read as UTF-8 could not be encoded to ASCII
+    assert f"saved {tmp_path / 'grüße.yaml'}" in saved.stderr.decode("utf-8")
+    assert sorted(path.name for path in tmp_path.glob("grü*")) == ["grüße.script.yaml", "grüße.yaml"]
 
 
 def test_a_stdin_python_would_read_as_ascii_is_read_as_utf8(tmp_path: Path) -> None:

@@ -31,7 +31,7 @@ def _usage_error_document(problem: Problem) -> dict[str, Any]:
 
 
 @click.command("call", cls=json_usage_errors(_usage_error_document))
-@click.argument("name", shell_complete=complete_tool_names)
+@click.argument("name", type=TYPED_TEXT, shell_complete=complete_tool_names)
 @click.option("--arg", "arg_pairs", multiple=True, metavar="K=V", type=TYPED_TEXT,
               help="One argument; V is read as JSON when the schema says it is not a string. Repeatable.")
 @click.option("--args", "args_json", metavar="JSON", type=TYPED_TEXT, help="All arguments as one JSON object (--arg values win).")

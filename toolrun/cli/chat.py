@@ -32,7 +32,7 @@ from toolrun.cli.tools_list import first_sentence
 from toolrun.core.errors import ToolrunError
 from toolrun.core.event_loop import run_until_done
 from toolrun.core.private_files import create_private, make_private_folders
-from toolrun.core.text import counted
+from toolrun.core.text import counted, typed_text
 from toolrun.loop.runner import ObserverGroup
 from toolrun.runlog import RunLog, RunLogWriter, default_log_path
 from toolrun.sessions.ask import MODEL_ENV
@@ -124,11 +124,12 @@ class Chat:
                 _info("usage: /save FILE   (e.g. /save recipes/flowers.yaml)")
                 return False
             try:
-                written = self.session.save(Path(argument.strip()).expanduser())
+                written = self.session.save(_typed_path(argument.strip()))
             except (ToolrunError, OSError) as exc:
                 _info(f"error: {exc}")
                 return False
-            _info(f"saved {', '.join(map(str, written))} — play it again with: toolrun recipe {written[0]}")
+            shown = [typed_text(str(path)) for path in written]
+            _info(f"saved {', '.join(shown)} — play it again with: toolrun recipe {shown[0]}")
         elif name == "/help":
             _info(COMMANDS_HELP)
         else:
@@ -173,6 +174,17 @@ class Chat:
 
 def _info(line: str) -> None:
     click.echo(line, err=True)
+
+
+def _typed_path(typed: str) -> Path:
+    """A file name typed at the prompt, as the file system names it. An ASCII stdin is read as UTF-8
+    (``fit_narrow_streams``), but a C locale's file system encoding is ASCII: the name's bytes go
+    back to it, as they were typed, and a non-ASCII name neither fails to encode nor changes."""
+    try:
+        typed_bytes = typed.encode(getattr(sys.stdin, "encoding", None) or "utf-8", "surrogateescape")
+    except (LookupError, UnicodeEncodeError):  # not what that stdin could have read: keep the text
+        return Path(typed).expanduser()
+    return Path(os.fsdecode(typed_bytes)).expanduser()
 
 
 def _line_editing() -> None:

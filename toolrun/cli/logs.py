@@ -35,7 +35,8 @@ def _list_options(function: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--recipe", type=TYPED_TEXT, help="only runs of this recipe (ask and chat runs are named ask and chat)"),
         click.option("--tool", type=TYPED_TEXT, help="only runs that called this tool"),
         click.option("--errors", is_flag=True, help="only runs that failed, were stopped or never finished, or had a failing call"),
-        click.option("--batch", "batch", metavar="BATCH_ID", help="only the runs of one batch (see: toolrun logs batches)"),
+        click.option("--batch", "batch", metavar="BATCH_ID", type=TYPED_TEXT,
+                     help="only the runs of one batch (see: toolrun logs batches)"),
         click.option("--json", "as_json", is_flag=True, help="print a JSON list"),
         _logs_option,
     ]

@@ -11,6 +11,7 @@ import click
 from toolrun.catalog.gate import every_tool
 from toolrun.catalog.lint_rules import token_estimate
 from toolrun.cli.common import complete_tool_names, load_catalog_for_cli, tools_dir_option
+from toolrun.cli.text_param import TYPED_TEXT
 from toolrun.core.errors import Problem, UserError
 from toolrun.core.text import counted
 from toolrun.core.tool import Tool
@@ -52,7 +53,7 @@ def _print_changes(exported: list[ExportedTool], show_options: str, limit: int |
 
 
 @click.command("show")
-@click.argument("name", shell_complete=complete_tool_names)
+@click.argument("name", type=TYPED_TEXT, shell_complete=complete_tool_names)
 @format_option
 @strict_option
 @tools_dir_option
