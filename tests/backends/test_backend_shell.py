@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -10,6 +12,7 @@ import pytest
 
 from tests.backend_helpers import call, make_tool
 from toolrun.backends import shell
+from toolrun.backends.base import CallContext
 from toolrun.backends.shell import NO_OUTPUT, ShellBackend
 from toolrun.core.secrets import register_secret
 
@@ -285,3 +288,40 @@ def test_grep_without_ok_exit_codes_is_a_lint_warning(tmp_path: Path) -> None:
     assert "add ok_exit_codes: [0, 1]" in warning.message
     assert exit_code_warnings({"argv": ["grep", "x", "f"], "ok_exit_codes": [0]}) == []
     assert exit_code_warnings({"argv": ["df", "-h"]}) == []
+
+
+def _running_with(word: str) -> list[int]:
+    """The live processes whose command line holds ``word``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and word.encode() in (entry / "cmdline").read_bytes() and _process_exists(int(entry.name)):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_a_call_cancelled_while_its_process_starts_ends_at_once_and_leaves_nothing_running(tmp_path: Path) -> None:
+    # asyncio killed only the process it had started: sh -c's sleep outlived the call, and the cancelled call
+    # often waited for that sleep to end (its pipes stayed open)
+    tool = shell_tool(tmp_path, {"command": "sleep 29.$TOOLRUN_ARG_VALUE", "shell": True})
+    marks = [f"{number:06d}{os.getpid()}" for number in range(24)]
+
+    async def cancel_each_while_it_starts() -> None:
+        for mark, steps in zip(marks, list(range(2, 10)) * 3, strict=True):  # from before the fork to the pipes' connection
+            task = asyncio.create_task(ShellBackend().run(tool, {"value": mark}, CallContext(environ={})))
+            for _ in range(steps):
+                await asyncio.sleep(0)
+            task.cancel()
+            done, _ = await asyncio.wait({task}, timeout=5)
+            assert done, f"cancelled {steps} loop steps into its start, the call was still running 5 s later"
+
+    try:
+        asyncio.run(cancel_each_while_it_starts())
+        time.sleep(0.1)  # a killed sleep's parent is gone: init reaps it
+    finally:
+        left = [pid for mark in marks for pid in _running_with(f"29.{mark}")]
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+    assert not left

@@ -115,16 +115,22 @@ class ShellBackend(Backend):
         stdin_text = render(config.stdin, arguments, context.environ) if config.stdin is not None else None
         if not cwd.is_dir():
             return BackendOutput(f"working directory not found: {cwd}", is_error=True)
+        starting = asyncio.ensure_future(asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE if stdin_text is not None else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,  # its own process group, so a timeout kills children too
+        ))
         try:
-            process = await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=asyncio.subprocess.PIPE if stdin_text is not None else asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                cwd=cwd,
-                env=env,
-                start_new_session=True,  # its own process group, so a timeout kills children too
-            )
+            process = await asyncio.shield(starting)
+        except asyncio.CancelledError:
+            # Cancelled while the process was starting: asyncio would kill only the process it started,
+            # and whatever that had started already (sh -c's command) would outlive the call.
+            await _kill_once_started(starting)
+            raise
         except FileNotFoundError:
             return BackendOutput(f"command not found: {argv[0]}", is_error=True)
         except (PermissionError, NotADirectoryError) as exc:
@@ -275,6 +281,15 @@ def _signal_group(pid: int, sig: signal.Signals) -> bool:
     except (ProcessLookupError, PermissionError):
         return False
     return True
+
+
+async def _kill_once_started(starting: asyncio.Future[asyncio.subprocess.Process]) -> None:
+    """The process group of a call cancelled while its process was starting, killed once it has started."""
+    try:
+        process = await starting
+    except Exception:  # it did not start (no such command): nothing runs
+        return
+    await _kill_group(process)
 
 
 async def _kill_group(process: asyncio.subprocess.Process) -> None:
