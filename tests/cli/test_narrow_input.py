@@ -8,6 +8,7 @@ with an internal error (the run log cannot store a surrogate). Real processes, t
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -114,3 +115,38 @@ def test_toolrun_s_own_lines_on_an_ascii_stderr_are_utf8_as_click_s_are(tmp_path
 ])
 def test_typed_text_reads_a_c_locale_s_stand_ins_back_as_utf8(argument: str, typed: str) -> None:
     assert typed_text(argument) == typed
+
+
+ODD_TOOL = """
+name: odd_bytes
+description: >-
+  Returns a file name that is not UTF-8, for the on-call engineer. Use it when asked for odd names; it
+  does not change anything.
+parameters: {type: object, properties: {}}
+backend:
+  python: "odd.py:odd"
+"""
+
+
+def test_a_lone_surrogate_in_a_result_or_a_path_is_logged_as_its_escape_not_an_internal_error(tmp_path: Path) -> None:
+    # Python keeps a byte it cannot decode as a lone surrogate (os.listdir of a latin-1 name, a C locale's
+    # argv); sqlite takes only UTF-8: the run ended with an internal error
+    tools = tmp_path / "tools.d"
+    tools.mkdir()
+    (tools / "odd.yaml").write_text(ODD_TOOL, encoding="utf-8")
+    (tools / "odd.py").write_text('def odd() -> str:\n    return "caf" + b"\\xe9".decode("utf-8", "surrogateescape")\n',
+                                  encoding="utf-8")
+    script = os.fsencode(tmp_path) + b"/sc\xe9nario.yaml"  # latin-1, not UTF-8
+    with open(script, "w", encoding="utf-8") as turns:
+        turns.write("- tool_calls: [{name: odd_bytes, arguments: {}}]\n- text: done\n")
+
+    done = toolrun("ask", "odd?", "--tools-dir", str(tools), "--model", "scripted:" + os.fsdecode(script),
+                   tmp_path=tmp_path, narrow=C_LOCALE)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == b"done\n"
+    with sqlite3.connect(tmp_path / "logs.db") as connection:
+        model, = connection.execute("SELECT model FROM runs").fetchone()
+        result, = connection.execute("SELECT result FROM tool_calls").fetchone()
+        content, = connection.execute("SELECT content FROM messages WHERE role = 'tool'").fetchone()
+    assert model.endswith("/sc\\udce9nario.yaml") and result == "caf\\udce9"
+    assert json.loads(content)[0]["content"] == "caf\udce9"  # inside JSON the escape is the same string read back

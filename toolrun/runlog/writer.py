@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import sqlite3
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -110,13 +111,29 @@ class RunLogWriter(RunObserver):
         if self.problem is not None:
             return  # one failure is reported; writing on would only fill gaps with noise
         try:
-            with self.log.transaction() as connection:
-                self._write_messages(connection)
-                if calls:
-                    connection.executemany(_INSERT_CALL, calls)
-                _execute_in_order(connection, statements)
+            try:
+                self._write(statements, calls)
+            except UnicodeEncodeError:  # a lone surrogate: sqlite takes only UTF-8
+                self._write(_surrogates_escaped(statements), _surrogates_escaped(calls), escape=True)
         except sqlite3.Error as exc:
             self.problem = f"the run log {self.log.path} stopped accepting writes ({exc}); this run is incomplete there"
+
+    def _write(self, statements: list[tuple[str, Sequence[Any]]], calls: list[list[Any]], *, escape: bool = False) -> None:
+        """One transaction of the waiting writes; the messages count as written once it is committed."""
+        start = 0 if self._replace_messages else self._messages_written
+        messages = [(self.run_id, start + i, role, content) for i, (role, content) in enumerate(self._messages)]
+        with self.log.transaction() as connection:
+            if self._replace_messages:
+                connection.execute("DELETE FROM messages WHERE run_id = ?", (self.run_id,))
+            if messages:
+                connection.executemany("INSERT INTO messages (run_id, seq, role, content) VALUES (?, ?, ?, ?)",
+                                       _surrogates_escaped(messages) if escape else messages)
+            if calls:
+                connection.executemany(_INSERT_CALL, calls)
+            _execute_in_order(connection, statements)
+        self._replace_messages = False
+        self._messages_written = start + len(messages)
+        self._messages.clear()
 
     def _queue(self, sql: str, params: Sequence[Any]) -> None:
         self._statements.append((sql, params))
@@ -132,18 +149,6 @@ class RunLogWriter(RunObserver):
             return
         self._flush_timer = loop.call_later(FLUSH_AFTER_S, self.flush)
 
-    def _write_messages(self, connection: sqlite3.Connection) -> None:
-        if self._replace_messages and self.run_id is not None:
-            connection.execute("DELETE FROM messages WHERE run_id = ?", (self.run_id,))
-            self._replace_messages, self._messages_written = False, 0
-        if not self._messages or self.run_id is None:
-            return
-        start, run_id = self._messages_written, self.run_id
-        connection.executemany("INSERT INTO messages (run_id, seq, role, content) VALUES (?, ?, ?, ?)",
-                               [(run_id, start + i, role, content) for i, (role, content) in enumerate(self._messages)])
-        self._messages_written += len(self._messages)
-        self._messages.clear()
-
     # -- the run's events ---------------------------------------------------------------
 
     def on_run_start(self, *, recipe: str, model: str, mode: str) -> None:
@@ -156,15 +161,21 @@ class RunLogWriter(RunObserver):
         self._asked = (vars_json, prompt)
         if self.problem is not None:
             return
+        row = (self.command, self.session, recipe, model, mode, vars_json, prompt, now, os.getpid())
         try:  # written at once: the run's id is needed for every row that follows
-            with self.log.transaction() as connection:
-                cursor = connection.execute(
-                    "INSERT INTO runs (command, session, recipe, model, mode, vars, prompt, started_at, status, pid) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running', ?)",
-                    (self.command, self.session, recipe, model, mode, vars_json, prompt, now, os.getpid()))
-                self.run_id = int(cursor.lastrowid or 0)
+            try:
+                self.run_id = self._insert_run(row)
+            except UnicodeEncodeError:  # a lone surrogate (a scripted:FILE or recipe path under a C locale)
+                self.run_id = self._insert_run(_surrogates_escaped(row))
         except sqlite3.Error as exc:
             self.problem = f"the run log {self.log.path} stopped accepting writes ({exc}); this run is incomplete there"
+
+    def _insert_run(self, row: Sequence[Any]) -> int:
+        with self.log.transaction() as connection:
+            cursor = connection.execute(
+                "INSERT INTO runs (command, session, recipe, model, mode, vars, prompt, started_at, status, pid) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running', ?)", row)
+            return int(cursor.lastrowid or 0)
 
     def on_message(self, message: Message) -> None:
         if self.run_id is None:
@@ -288,6 +299,20 @@ def _execute_in_order(connection: sqlite3.Connection, statements: list[tuple[str
         else:
             connection.executemany(sql, [params for _, params in statements[start:end]])
         start = end
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _surrogates_escaped(value: Any) -> Any:
+    """``value`` (a row, rows, a text) with each lone surrogate as its ``\\uXXXX`` escape, which sqlite can
+    store: inside JSON (messages, arguments, vars) that is the same string read back; in a plain text, a
+    readable stand-in (Python keeps a byte a C locale cannot decode as one, in a path or a tool's output)."""
+    if isinstance(value, str):
+        return _SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_surrogates_escaped(item) for item in value)
+    return value
 
 
 def _secret_count() -> int:
