@@ -7,11 +7,16 @@ with an internal error (the run log cannot store a surrogate). Real processes, t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import pty
+import select
+import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -150,3 +155,38 @@ def test_a_lone_surrogate_in_a_result_or_a_path_is_logged_as_its_escape_not_an_i
         content, = connection.execute("SELECT content FROM messages WHERE role = 'tool'").fetchone()
     assert model.endswith("/sc\\udce9nario.yaml") and result == "caf\\udce9"
     assert json.loads(content)[0]["content"] == "caf\udce9"  # inside JSON the escape is the same string read back
+
+
+def test_a_chat_in_a_terminal_under_a_c_locale_shows_its_prompt_and_reads_what_is_typed(tmp_path: Path) -> None:
+    # input("› ") could not encode its prompt for an ASCII stdout: the chat ended before its first question
+    env = clean_env(TOOLRUN_LOGS=str(tmp_path / "logs.db"), **C_LOCALE)
+    pid, terminal = pty.fork()
+    if pid == 0:  # the child: the chat, in a real terminal
+        os.chdir(ROOT)
+        os.execve(sys.executable, [sys.executable, "-m", "toolrun", "chat", "--model", SCRIPT], env)
+    screen = bytearray()
+
+    def read_until(marker: bytes, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while marker not in screen:
+            assert time.monotonic() < deadline, f"{marker!r} did not appear; the screen:\n{screen.decode('utf-8', 'replace')}"
+            if select.select([terminal], [], [], 0.1)[0]:
+                try:
+                    screen.extend(os.read(terminal, 65536))
+                except OSError:  # the chat ended: its terminal is gone
+                    raise AssertionError(f"the chat ended; the screen:\n{screen.decode('utf-8', 'replace')}") from None
+
+    try:
+        read_until("›".encode())
+        os.write(terminal, "grüß dich 🌸\r".encode())
+        read_until(b"chat so far: 1 answer")
+        os.write(terminal, b"/exit\r")
+        _, status = os.waitpid(pid, 0)
+    finally:
+        os.close(terminal)
+        with contextlib.suppress(ProcessLookupError, ChildProcessError):
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert "深圳：向日葵 200" in screen.decode("utf-8")
+    assert [texts for _, _, texts in logged(tmp_path)] == [["grüß dich 🌸"]]

@@ -6,7 +6,7 @@ runner swaps ``sys.stdout`` per command) and each write is flushed. A text an AS
 cannot hold (``PYTHONIOENCODING=ascii``, a C locale) goes out as UTF-8 bytes, as click writes
 it, so a ``--json`` document stays valid JSON. Any other narrow stream (latin-1, cp1252) keeps
 its own encoding, with ``\\uXXXX`` for what it cannot hold, which is also valid inside JSON: the
-toolrun script sets the same for click's output, and reads an ASCII stdin as UTF-8 (``fit_narrow_streams``).
+toolrun script sets the same for click's output, and makes its ASCII streams UTF-8 (``fit_narrow_streams``).
 """
 
 from __future__ import annotations
@@ -54,19 +54,23 @@ def write_flushed(stream: TextIO, text: str) -> None:
 
 
 def fit_narrow_streams() -> None:
-    """The toolrun script's standard streams, where their encoding is narrow: an ASCII stdin
-    (``PYTHONIOENCODING=ascii``, a C locale without UTF-8 mode) is read as UTF-8, with U+FFFD for
-    bytes that are not, and an ASCII stderr written as UTF-8, as its stdout is; a stdout that is neither UTF-8 nor ASCII (latin-1,
-    cp1252) escapes what it cannot hold instead of ending the command with an error (click writes
-    ASCII streams as UTF-8)."""
+    """The toolrun script's standard streams, where Python's encoding for them is narrow.
+
+    An ASCII one (``PYTHONIOENCODING=ascii``, a C locale without UTF-8 mode) is UTF-8 instead, as
+    click writes it: stdin is read as UTF-8 (U+FFFD for bytes that are not), and stdout and stderr
+    are written as UTF-8, so that a chat's prompt in a terminal, an answer and toolrun's own lines
+    come out whole. A stdout that is neither UTF-8 nor ASCII (latin-1, cp1252) keeps its encoding
+    and escapes what it cannot hold, instead of ending the command with an error.
+    """
     stdin, stdout, stderr = sys.stdin, sys.stdout, sys.stderr
     if isinstance(stdin, io.TextIOWrapper) and _codec_name(stdin.encoding) == "ascii":
         stdin.reconfigure(encoding="utf-8", errors="replace")  # before anything is read: it may still change
-    if isinstance(stderr, io.TextIOWrapper) and _codec_name(stderr.encoding) == "ascii":
-        stderr.reconfigure(encoding="utf-8", errors="backslashreplace")  # its own lines as click's: UTF-8, not Python's \u escapes
+    for stream in (stdout, stderr):
+        if isinstance(stream, io.TextIOWrapper) and _codec_name(stream.encoding) == "ascii":
+            stream.reconfigure(encoding="utf-8", errors=stream.errors)  # a C locale's surrogateescape stays
     if isinstance(stdout, io.TextIOWrapper) and stdout.errors == "strict":
         codec = _codec_name(stdout.encoding)
-        if codec != "ascii" and not codec.startswith("utf"):
+        if not codec.startswith("utf"):
             stdout.reconfigure(errors=ESCAPES)
 
 
