@@ -5,6 +5,7 @@ through the real console script for the prompt read from stdin."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -120,3 +121,25 @@ def test_literal_templates_render_to_the_text_itself() -> None:
                           messages=[("user", "{{ q }}"), ("assistant", "ok"), ("user", "again")])
     assert [(m.role, m.text) for m in recipe.render_messages()] == [("user", "{{ q }}"), ("assistant", "ok"),
                                                                     ("user", "again")]
+
+
+@pytest.mark.parametrize("command", [["ask", "-"], ["chat"]])
+@pytest.mark.parametrize("stdin", ["closed", "write-only"])
+def test_a_closed_or_unreadable_stdin_ends_ask_and_chat_with_words_not_an_internal_error(
+        tmp_path: Path, command: list[str], stdin: str) -> None:
+    written = tmp_path / "written.txt"
+
+    def no_readable_stdin() -> None:  # in the child, before toolrun starts: `<&-` or `0>file`
+        os.close(0)
+        if stdin == "write-only":
+            os.open(written, os.O_WRONLY | os.O_CREAT)  # takes descriptor 0
+
+    done = subprocess.run([str(TOOLRUN), *command, "--model", "scripted:recipes/inventory.script.yaml", "--no-log"],
+                          cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=60,
+                          preexec_fn=no_readable_stdin)
+    assert "internal error" not in done.stderr and "Traceback" not in done.stderr
+    if command == ["chat"]:
+        assert done.returncode == 0, done.stderr  # nothing to read: as at the end of stdin
+    else:
+        assert done.returncode == 2
+        assert done.stderr.splitlines()[-1].startswith("error: cannot read the prompt from stdin: ")

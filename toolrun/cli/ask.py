@@ -74,7 +74,7 @@ def ask_command(
     Exit codes: 0 done; 1 the run failed; 2 bad input.
     """
     if prompt == "-":
-        prompt = sys.stdin.read().strip()
+        prompt = _prompt_from_stdin()
     if not prompt.strip():
         raise UserError(Problem(None, None, "the prompt is empty", "ask a question, or pipe one in with -"))
     settings = RunSettings(output=read_output_schema(output_schema)) if output_schema is not None else None
@@ -85,3 +85,14 @@ def ask_command(
     code = play_recipe(recipe, options, as_json=as_json, assume_yes=assume_yes, transcript_path=transcript_path,
                        run_log=open_run_log(logs, no_log), command="ask")
     sys.exit(code)
+
+
+def _prompt_from_stdin() -> str:
+    """All of stdin, stripped; a closed or unreadable stdin (``<&-``, ``0>file``) is bad input, not a bug."""
+    try:
+        if sys.stdin is None:
+            raise OSError("it is closed")
+        return sys.stdin.read().strip()
+    except OSError as exc:
+        raise UserError(Problem(None, None, f"cannot read the prompt from stdin: {exc.strerror or exc}",
+                                "pipe the prompt in, or pass it as the argument instead of -")) from None

@@ -85,16 +85,19 @@ class Chat:
         self.display: TerminalDisplay | None = None  # the current answer's: its live line keeps still while a question is up
         self.approver = TerminalApprover(assume_yes, quiet=self._quiet)
         self.id = uuid.uuid4().hex[:12]  # the run log groups this chat's answers by it
-        self.interactive = sys.stdin.isatty()
+        self.interactive = sys.stdin is not None and sys.stdin.isatty()
         if self.interactive:
             _line_editing()
 
     def loop(self) -> None:
         count = counted(len(self.session.tools), "tool")
         _info(f"toolrun chat · {self.session.model} · {count} · {COMMANDS_HELP}")
-        while True:
+        while sys.stdin is not None:  # a closed stdin (<&-) has nothing to say: as at its end
             try:
                 line = input(PROMPT if self.interactive else "")
+            except OSError as exc:  # a stdin that cannot be read (0>file): as at its end
+                _info(f"toolrun: stdin cannot be read ({exc.strerror or exc}); the chat ends")
+                return
             except EOFError:  # Ctrl-D
                 if self.interactive:
                     click.echo()
