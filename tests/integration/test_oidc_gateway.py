@@ -13,6 +13,7 @@ import base64
 import hashlib
 import hmac
 import json
+import os
 import queue
 import shutil
 import subprocess
@@ -21,7 +22,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import httpx
 import jwt
@@ -55,27 +56,44 @@ backend:
 def provider(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The issuer URL of a running oidc-provider; stopped at the end of the module."""
     modules = npm_install("oidc-provider", OIDC_PROVIDER_VERSION)
-    script = modules.parent / "provider.mjs"
-    shutil.copyfile(PROVIDER_SCRIPT, script)  # next to node_modules: its imports resolve there
+    script = modules.parent / "provider.mjs"  # next to node_modules: its imports resolve there
+    copy = script.with_name(f".provider.mjs.{os.getpid()}")  # whole or absent for another worker
+    shutil.copyfile(PROVIDER_SCRIPT, copy)
+    os.replace(copy, script)
     errors = tmp_path_factory.mktemp("oidc-provider") / "stderr.txt"
     with errors.open("w", encoding="utf-8") as stderr:
         process = subprocess.Popen([str(node_22()), str(script), RESOURCE], stdout=subprocess.PIPE, stderr=stderr,
                                    text=True)
-    first_lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: first_lines.put(process.stdout.readline() if process.stdout else ""),
-                     daemon=True).start()
+    assert process.stdout is not None
+    lines: queue.Queue[str] = queue.Queue()
+
+    def drain(stdout: IO[str]) -> None:  # to the end: node never blocks on a full pipe
+        for line in stdout:
+            lines.put(line)
+        lines.put("")
+
+    reader = threading.Thread(target=drain, args=(process.stdout,), daemon=True)
+    reader.start()
     try:
-        try:
-            line = first_lines.get(timeout=60)  # "" as soon as it exits: no wait for a process that died
-        except queue.Empty:
-            line = ""
+        deadline, line = time.monotonic() + 60, "-"
+        while line and not line.startswith("ready "):
+            try:
+                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))  # "" as soon as it exits
+            except queue.Empty:
+                line = ""
         assert line.startswith("ready "), (
             f"oidc-provider did not start (exit code {process.poll()}); its stderr:\n"
             f"{errors.read_text(encoding='utf-8')[-3000:]}")
         yield line.split()[1]
     finally:
         process.terminate()
-        process.wait(10)
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        reader.join(10)
+        process.stdout.close()
 
 
 def token(issuer: str, client: str, resource: str = RESOURCE) -> str:
