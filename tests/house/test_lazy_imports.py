@@ -162,7 +162,7 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
         "toolrun.backends.mcp_server.forget_stopped_servers": AS_FOUND,
         "toolrun.backends.python.forget_imported_code": AS_FOUND,
     },
-    "toolrun.mcp.unreadable": {"anyio": AS_FOUND},
+    "toolrun.mcp.sdk_streams": {"anyio": AS_FOUND},
     "toolrun.core.tls": {"httpx": "only a client that speaks HTTP needs it; an offline replay imports no http client"},
     "toolrun.mcp.gateway_config": {"toolrun.core.schema_errors.schema_problems": JSONSCHEMA},
     "toolrun.openapi.importer": {"toolrun.openapi.toolset.render_toolset": AS_FOUND},

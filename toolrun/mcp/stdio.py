@@ -8,7 +8,6 @@ line replayed. It ends when stdin closes, once the requests read before are answ
 from __future__ import annotations
 
 from collections import Counter
-from types import TracebackType
 from typing import Any
 
 import anyio
@@ -17,6 +16,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
 
+from toolrun.mcp.sdk_streams import WrappedReceiveStream, WrappedStream
 from toolrun.mcp.server import CatalogServer
 from toolrun.mcp.stdio_wire import EOF_GRACE_SECONDS
 from toolrun.mcp.unreadable import AnsweringUnreadable
@@ -32,7 +32,7 @@ async def serve_stdio(server: CatalogServer, stdin: Any = None, stdout: Any = No
         tasks.cancel_scope.cancel()
 
 
-class AnsweredBeforeTheEnd:
+class AnsweredBeforeTheEnd(WrappedReceiveStream):
     """A receive stream of the SDK whose end waits, up to ``grace`` seconds, for the requests it delivered to
     be answered on ``replies`` (the write stream to give the SDK's server), as the lean server waits.
 
@@ -44,16 +44,11 @@ class AnsweredBeforeTheEnd:
     """
 
     def __init__(self, inner: Any, write_stream: Any, grace: float = EOF_GRACE_SECONDS) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._grace = grace
         self._unanswered: Counter[str | int] = Counter()  # by the SDK's id (7 and "7" are one), twice when sent twice
         self._changed = anyio.Event()
         self.replies = _WatchedReplies(write_stream, self)
-
-    @property
-    def last_context(self) -> Any:
-        """The sender's context of the last item (the SDK's context streams keep it)."""
-        return getattr(self._inner, "last_context", None)
 
     async def receive(self) -> Any:
         try:
@@ -90,34 +85,12 @@ class AnsweredBeforeTheEnd:
                 self._changed = anyio.Event()
                 await self._changed.wait()
 
-    def __aiter__(self) -> AnsweredBeforeTheEnd:
-        return self
 
-    async def __anext__(self) -> Any:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    def close(self) -> None:
-        self._inner.close()
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> AnsweredBeforeTheEnd:
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        traceback: TracebackType | None) -> None:
-        await self.aclose()
-
-
-class _WatchedReplies:
+class _WatchedReplies(WrappedStream):
     """The SDK's write stream, telling ``received`` of each reply that went out."""
 
     def __init__(self, inner: Any, received: AnsweredBeforeTheEnd) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._received = received
 
     async def send(self, item: Any) -> None:
@@ -125,16 +98,3 @@ class _WatchedReplies:
         message = getattr(item, "message", None)
         if isinstance(message, (types.JSONRPCResponse, types.JSONRPCError)):
             self._received.answered(message.id)
-
-    def close(self) -> None:
-        self._inner.close()
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> _WatchedReplies:
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        traceback: TracebackType | None) -> None:
-        await self.aclose()

@@ -10,26 +10,21 @@ everything else through unchanged (a blank line, a notification: no reply, as be
 
 from __future__ import annotations
 
-from types import TracebackType
 from typing import Any
 
 import mcp_types as types
 from mcp.shared.message import SessionMessage
 
 from toolrun.mcp.jsonrpc_lines import unreadable_error
+from toolrun.mcp.sdk_streams import WrappedReceiveStream
 
 
-class AnsweringUnreadable:
+class AnsweringUnreadable(WrappedReceiveStream):
     """A receive stream of the SDK that answers the unreadable lines among its items on ``write_stream``."""
 
     def __init__(self, inner: Any, write_stream: Any) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._write = write_stream
-
-    @property
-    def last_context(self) -> Any:
-        """The sender's context of the last item (the SDK's context streams keep it)."""
-        return getattr(self._inner, "last_context", None)
 
     async def receive(self) -> Any:
         while True:
@@ -38,30 +33,6 @@ class AnsweringUnreadable:
             if reply is None:
                 return item
             await self._write.send(reply)
-
-    def __aiter__(self) -> AnsweringUnreadable:
-        return self
-
-    async def __anext__(self) -> Any:
-        import anyio
-
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    def close(self) -> None:
-        self._inner.close()
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> AnsweringUnreadable:
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        traceback: TracebackType | None) -> None:
-        await self.aclose()
 
 
 def unreadable_reply(error: Exception) -> SessionMessage | None:
