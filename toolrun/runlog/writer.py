@@ -301,15 +301,12 @@ def _execute_in_order(connection: sqlite3.Connection, statements: list[tuple[str
         start = end
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 def _surrogates_escaped(value: Any) -> Any:
     """``value`` (a row, rows, a text) with each lone surrogate as its ``\\uXXXX`` escape, which sqlite can
     store: inside JSON (messages, arguments, vars) that is the same string read back; in a plain text, a
     readable stand-in (Python keeps a byte a C locale cannot decode as one, in a path or a tool's output)."""
     if isinstance(value, str):
-        return _SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", value)
+        return re.sub("[\ud800-\udfff]", lambda found: f"\\u{ord(found.group()):04x}", value)  # compiled when needed
     if isinstance(value, (list, tuple)):
         return type(value)(_surrogates_escaped(item) for item in value)
     return value
