@@ -106,6 +106,16 @@ def close_client_connections(base: str) -> None:
         hub_module.server_hub().close_where(lambda spec: spec.url is not None and spec.url.startswith(base + "/"))
 
 
+def stop_process(process: subprocess.Popen[Any]) -> None:
+    """SIGTERM, then SIGKILL if it has not ended within 10 s; reaped either way."""
+    process.terminate()
+    try:
+        process.wait(10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 @contextmanager
 def http_server(*args: str, env: dict[str, str] | None = None, startup_timeout: float = 60) -> Iterator[HttpServer]:
     """Start ``toolrun mcp --http 127.0.0.1:0 ARGS`` (a free port), wait for its URL, stop it at exit.
@@ -138,13 +148,10 @@ def http_server(*args: str, env: dict[str, str] | None = None, startup_timeout: 
     finally:
         if found:
             close_client_connections(found[0].removesuffix("/mcp"))
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process)
         reader.join(5)
+        if process.stderr is not None and not reader.is_alive():
+            process.stderr.close()
 
 
 # ---------------------------------------------------------------- sessions shared by a module's tests

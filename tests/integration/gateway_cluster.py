@@ -20,7 +20,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.mcp_helpers import ROOT, HttpServer, http_server
+from tests.mcp_helpers import ROOT, HttpServer, http_server, stop_process
 
 SHIPPED_CONFIG = ROOT / "deploy" / "haproxy.cfg"
 WORK_TOOL = """\
@@ -121,11 +121,6 @@ def gateway_cluster(folder: Path, replicas: int = 3, *replica_args: str) -> Iter
             _wait_for_port(port, balancer)
             yield Cluster(f"http://127.0.0.1:{port}/mcp", started, balancer)
         finally:
-            balancer.terminate()
-            try:
-                balancer.wait(10)
-            except subprocess.TimeoutExpired:
-                balancer.kill()
-                balancer.wait()
+            stop_process(balancer)
 
 

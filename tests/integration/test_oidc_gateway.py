@@ -32,7 +32,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from mcp import Client
 
 from tests.integration.npm_packages import node_22, npm_install
-from tests.mcp_helpers import http_server
+from tests.mcp_helpers import http_server, stop_process
 from toolrun.mcp.oidc import KEY_REFRESH_INTERVAL
 
 pytestmark = pytest.mark.integration
@@ -86,12 +86,7 @@ def provider(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             f"{errors.read_text(encoding='utf-8')[-3000:]}")
         yield line.split()[1]
     finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process)
         reader.join(10)
         process.stdout.close()
 
