@@ -325,3 +325,32 @@ def test_a_call_cancelled_while_its_process_starts_ends_at_once_and_leaves_nothi
         for pid in left:
             os.kill(pid, signal.SIGKILL)
     assert not left
+
+
+def test_a_call_cancelled_again_while_its_start_is_awaited_still_leaves_nothing_running(tmp_path: Path) -> None:
+    # the second cancellation (a second Ctrl-C, a client's cancel and then the end of its stdin) reached the
+    # shielded start: asyncio killed only sh, and sh -c's sleep outlived the call
+    tool = shell_tool(tmp_path, {"command": "sleep 28.$TOOLRUN_ARG_VALUE", "shell": True})
+    marks = [f"{number:06d}{os.getpid()}" for number in range(24)]
+
+    async def cancel_each_again_and_again() -> None:
+        for mark, steps in zip(marks, list(range(1, 9)) * 3, strict=True):
+            task = asyncio.create_task(ShellBackend().run(tool, {"value": mark}, CallContext(environ={})))
+            for _ in range(steps):
+                await asyncio.sleep(0)
+            for _ in range(4):
+                task.cancel()
+                await asyncio.sleep(0)
+            done, _ = await asyncio.wait({task}, timeout=5)
+            assert done, f"cancelled {steps} loop steps into its start, the call was still running 5 s later"
+            assert task.cancelled() or task.result().is_error is False
+        # a cancellation during the kill ends the call before its killed sh is reaped: the loop reaps it
+        await asyncio.sleep(0.2)
+
+    try:
+        asyncio.run(cancel_each_again_and_again())
+    finally:
+        left = [pid for mark in marks for pid in _running_with(f"28.{mark}")]
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+    assert not left

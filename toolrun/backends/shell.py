@@ -284,11 +284,21 @@ def _signal_group(pid: int, sig: signal.Signals) -> bool:
 
 
 async def _kill_once_started(starting: asyncio.Future[asyncio.subprocess.Process]) -> None:
-    """The process group of a call cancelled while its process was starting, killed once it has started."""
-    try:
-        process = await starting
-    except Exception:  # it did not start (no such command): nothing runs
-        return
+    """The process group of a call cancelled while its process was starting, killed once it has started.
+
+    A cancellation while it waits (a second Ctrl-C, a client's cancel and then the end of its stdin)
+    does not reach the start: cancelled, asyncio would kill only the process it started, and sh -c's
+    command would outlive the call, as the first cancellation would have without the shield.
+    """
+    while True:
+        try:
+            process = await asyncio.shield(starting)
+            break
+        except asyncio.CancelledError:
+            if starting.cancelled():  # the start itself was cancelled (the loop closing): asyncio killed it
+                return
+        except Exception:  # it did not start (no such command): nothing runs
+            return
     await _kill_group(process)
 
 

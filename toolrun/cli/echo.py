@@ -65,13 +65,15 @@ def fit_narrow_streams() -> None:
     stdin, stdout, stderr = sys.stdin, sys.stdout, sys.stderr
     if isinstance(stdin, io.TextIOWrapper) and _codec_name(stdin.encoding) == "ascii":
         stdin.reconfigure(encoding="utf-8", errors="replace")  # before anything is read: it may still change
+    # a strict stdout that is not UTF-8 escapes what it cannot hold: once an ASCII one is UTF-8, a lone surrogate,
+    # which click.echo writes to a UTF-8 stream as it is (to an ASCII one through its own "replace" wrapper)
+    escapes = (isinstance(stdout, io.TextIOWrapper) and stdout.errors == "strict"
+               and not _codec_name(stdout.encoding).startswith("utf"))
     for stream in (stdout, stderr):
         if isinstance(stream, io.TextIOWrapper) and _codec_name(stream.encoding) == "ascii":
             stream.reconfigure(encoding="utf-8", errors=stream.errors)  # a C locale's surrogateescape stays
-    if isinstance(stdout, io.TextIOWrapper) and stdout.errors == "strict":
-        codec = _codec_name(stdout.encoding)
-        if not codec.startswith("utf"):
-            stdout.reconfigure(errors=ESCAPES)
+    if escapes and isinstance(stdout, io.TextIOWrapper):
+        stdout.reconfigure(errors=ESCAPES)
 
 
 def _codec_name(encoding: str | None) -> str:
