@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.test_cli_recipe import ROOT, clean_env
-from toolrun.core.text import typed_text
+from toolrun.core.text import text_as_sent
 from toolrun.runlog import RunLog
 
 SCRIPT = "scripted:recipes/inventory.script.yaml"  # the tool still runs for real
@@ -118,8 +118,8 @@ def test_toolrun_s_own_lines_on_an_ascii_stderr_are_utf8_as_click_s_are(tmp_path
     ("caf\udce9", "caf\ufffd"),  # bytes that are not UTF-8
     ("\ud800x", "\ufffdx"),  # a surrogate no decoding made
 ])
-def test_typed_text_reads_a_c_locale_s_stand_ins_back_as_utf8(argument: str, typed: str) -> None:
-    assert typed_text(argument) == typed
+def test_text_as_sent_reads_a_c_locale_s_stand_ins_back_as_utf8(argument: str, typed: str) -> None:
+    assert text_as_sent(argument) == typed
 
 
 ODD_TOOL = """

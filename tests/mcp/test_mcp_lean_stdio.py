@@ -325,3 +325,36 @@ def test_a_client_handed_to_the_sdk_gets_its_requests_read_with_the_end_of_stdin
     assert "nap" in [tool["name"] for tool in replies[4]["result"]["tools"]]
     assert replies[5] == {"jsonrpc": "2.0", "id": 5, "error": {"code": -32000, "message": "Connection closed"}}
     assert done.returncode == 0 and b"Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(("opening", "text"), [
+    ([], "caf\udce9"),  # the lean server: the surrogate travels as its \u escape, which JSON reads back
+    ([{"jsonrpc": "2.0", "id": 0, "method": "ping"}], "caf\ufffd"),  # handed to the SDK: its JSON cannot hold one
+], ids=["lean", "sdk"])
+def test_a_result_holding_a_byte_that_is_not_utf8_is_answered_and_the_server_goes_on(
+        tmp_path: Path, opening: list[dict[str, Any]], text: str) -> None:
+    # a python tool returning a latin-1 file name as os.listdir gives it: the SDK path ended the whole server
+    folder = tmp_path / "tools"
+    folder.mkdir()
+    (folder / "odd.py").write_text('def odd() -> str:\n    return "caf" + b"\\xe9".decode("utf-8", "surrogateescape")\n',
+                                   encoding="utf-8")
+    (folder / "odd.yaml").write_text(textwrap.dedent("""
+        name: odd_name
+        description: >-
+          Returns a file name that is not UTF-8. Use it only to test odd bytes in results; do not use it
+          for anything else, it changes nothing anywhere at all, not a file, not a setting, not a service.
+        parameters: {type: object, properties: {}, additionalProperties: false}
+        backend: {python: "odd.py:odd"}
+        """), encoding="utf-8")
+    requests = [*opening,
+                {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                    "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "file", "version": "1"}}},
+                {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "odd_name", "arguments": {}}},
+                {"jsonrpc": "2.0", "id": 3, "method": "ping"}]
+    done = subprocess.run(toolrun_mcp_argv("--tools-dir", str(folder)), cwd=ROOT, env=server_env(), capture_output=True,
+                          input="".join(json.dumps(message) + "\n" for message in requests).encode(), timeout=60)
+    assert done.returncode == 0, done.stderr
+    replies = {reply["id"]: reply for reply in map(json.loads, done.stdout.splitlines())}
+    assert replies[2]["result"]["content"] == [{"type": "text", "text": text}]
+    assert replies[3]["result"] == {}

@@ -32,7 +32,7 @@ from toolrun.cli.tools_list import first_sentence
 from toolrun.core.errors import ToolrunError
 from toolrun.core.event_loop import run_until_done
 from toolrun.core.private_files import create_private, make_private_folders
-from toolrun.core.text import counted, typed_text
+from toolrun.core.text import counted, text_as_sent
 from toolrun.loop.runner import ObserverGroup
 from toolrun.runlog import RunLog, RunLogWriter, default_log_path
 from toolrun.sessions.ask import MODEL_ENV
@@ -131,7 +131,7 @@ class Chat:
             except (ToolrunError, OSError) as exc:
                 _info(f"error: {exc}")
                 return False
-            shown = [typed_text(str(path)) for path in written]
+            shown = [text_as_sent(str(path)) for path in written]
             _info(f"saved {', '.join(shown)} — play it again with: toolrun recipe {shown[0]}")
         elif name == "/help":
             _info(COMMANDS_HELP)

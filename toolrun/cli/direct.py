@@ -24,7 +24,7 @@ from toolrun.cli.color import COLOR_CHOICES, remember_choice
 from toolrun.cli.echo import echo
 from toolrun.cli.error_report import report_error, report_internal_error
 from toolrun.core.errors import ToolrunError
-from toolrun.core.text import typed_text
+from toolrun.core.text import text_as_sent
 
 # The recipe command's options (toolrun.cli.recipe): option -> the parameter it fills
 RECIPE_VALUE_OPTIONS = {"--model": "model_spec", "--tools-dir": "tools_dir", "--var": "var_pairs",
@@ -131,8 +131,8 @@ def _recipe_params(args: list[str]) -> dict[str, Any] | None:
     if not 1 <= len(positional) <= 2 or not all(positional):
         return None
     params["recipe_path"] = positional[0]
-    params["prompt"] = typed_text(positional[1]) if len(positional) == 2 else None
-    params["var_pairs"] = tuple(typed_text(pair) for pair in var_pairs)  # as click's TYPED_TEXT would
+    params["prompt"] = text_as_sent(positional[1]) if len(positional) == 2 else None
+    params["var_pairs"] = tuple(text_as_sent(pair) for pair in var_pairs)  # as click's TYPED_TEXT would
     return _converted(params)
 
 

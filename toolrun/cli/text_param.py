@@ -7,14 +7,14 @@ from typing import Any
 
 import click
 
-from toolrun.core.text import typed_text
+from toolrun.core.text import text_as_sent
 
 
 class _TypedText(click.ParamType):
     name = "text"  # as click.STRING: the same TEXT in --help
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        return typed_text(value) if isinstance(value, str) else value
+        return text_as_sent(value) if isinstance(value, str) else value
 
 
 TYPED_TEXT = _TypedText()

@@ -12,7 +12,7 @@ from toolrun.cli.echo import write_flushed
 from toolrun.cli.logs import read_log
 from toolrun.core.errors import Problem, UserError
 from toolrun.core.private_files import write_private_text
-from toolrun.core.text import typed_text
+from toolrun.core.text import text_as_sent
 from toolrun.view import render_batch_page, render_page, timeline_from_log, timeline_from_transcript
 
 BATCH_PREFIX = "batch-"  # toolrun batch's ids: batch-YYYYMMDD-HHMMSS-xxxx
@@ -33,7 +33,7 @@ def view_command(source: str | None, output: Path | None, open_page: bool, logs:
     runs' outcomes) or a file written by --transcript.
     """
     if source is not None and source.startswith(BATCH_PREFIX) and not Path(source).is_file():
-        source = typed_text(source)  # not a file: a batch id, text to look up in the log
+        source = text_as_sent(source)  # not a file: a batch id, text to look up in the log
         log = read_log(logs)
         try:
             runs = log.list_runs(session=source, limit=MAX_BATCH_RUNS)

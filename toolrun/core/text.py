@@ -97,14 +97,20 @@ def _escaped(match: re.Match[str]) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
-def typed_text(text: str) -> str:
-    """Text from the command line as it was typed. Under an ASCII locale with Python's UTF-8 mode off
-    (``LC_ALL=C PYTHONUTF8=0``), Python keeps each non-ASCII byte of an argument as a lone surrogate,
-    which neither a model's request nor the run log can hold; those bytes read as UTF-8 (U+FFFD for
-    what is not UTF-8) are what the terminal sent. Only for text: a path keeps its surrogates, which
-    stand for its bytes on disk."""
+def text_as_sent(text: str) -> str:
+    """The text a terminal or a program sent, where Python kept each byte it could not decode as a
+    lone surrogate: an argument under an ASCII locale with Python's UTF-8 mode off (``LC_ALL=C
+    PYTHONUTF8=0``), a tool's result holding a file name that is not UTF-8. Neither a model's
+    request, the run log nor the MCP SDK can hold a lone surrogate; those bytes read as UTF-8
+    (U+FFFD for what is not UTF-8) are what was sent. Only for text: a path keeps its surrogates,
+    which stand for its bytes on disk."""
     if text.isascii():
         return text
+    try:
+        text.encode("utf-8")
+        return text  # no lone surrogate: the common case, as it is
+    except UnicodeEncodeError:
+        pass
     try:
         return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     except UnicodeEncodeError:  # a surrogate that no decoding made (U+D800): nothing to read back

@@ -26,6 +26,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolrun import __version__
+from toolrun.core.text import text_as_sent
 from toolrun.core.tool import Tool
 from toolrun.loop.approval import Approver
 from toolrun.mcp.catalog_service import (
@@ -233,7 +234,19 @@ def _refuse_cursor(params: Any) -> None:
 
 def _typed(result: dict[str, Any]) -> types.CallToolResult:
     # The SDK checks results against the negotiated version's shapes; its models fill what 2026-07-28 adds.
-    return types.CallToolResult.model_validate(result)
+    return types.CallToolResult.model_validate(_sendable(result))
+
+
+def _sendable(value: Any) -> Any:
+    """``value`` with each text as sent (``text_as_sent``): a lone surrogate in a tool's result (a file
+    name that is not UTF-8) failed the SDK's JSON encoding, which ended the whole server."""
+    if isinstance(value, str):
+        return text_as_sent(value)
+    if isinstance(value, dict):
+        return {text_as_sent(key) if isinstance(key, str) else key: _sendable(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_sendable(item) for item in value]
+    return value
 
 
 def _fixed_answer(approved: bool) -> Approver:
