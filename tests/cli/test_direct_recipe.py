@@ -242,3 +242,31 @@ def test_a_bug_or_an_early_ctrl_c_ends_a_direct_run_as_click_ends_it(monkeypatch
 
     assert direct.run() == 1
     assert capsys.readouterr().err == stderr
+
+
+CTRL_C_AT_IMPORT = """
+import sys
+MODULE = sys.argv.pop(1)
+class CtrlC:  # Ctrl-C at the moment MODULE, named first on the command line, starts to load
+    def find_spec(self, name, path=None, target=None):
+        if name == MODULE:
+            raise KeyboardInterrupt
+sys.meta_path.insert(0, CtrlC())
+sys.argv[0] = "toolrun"
+from toolrun.cli import main
+main()
+"""
+
+
+@pytest.mark.parametrize(("module", "args"), [
+    ("toolrun.cli.recipe_play", ["recipe", "recipes/inventory.yaml", "--no-log"]),  # the direct way
+    ("toolrun.cli.tools_list", ["tools", "list"]),  # through click: its group loaded, the command's module next
+])
+def test_ctrl_c_while_the_command_loads_ends_with_click_s_words_not_a_traceback(module: str, args: list[str],
+                                                                                  tmp_path: Path) -> None:
+    env = clean_env(TOOLRUN_CACHE_DIR=str(tmp_path / "cache"))
+    warm = subprocess.run([sys.executable, "-m", "toolrun", *args], cwd=ROOT, capture_output=True, timeout=60, env=env)
+    assert warm.returncode == 0  # the caches filled, as after any first run: the modules load as they usually do
+    done = subprocess.run([sys.executable, "-c", CTRL_C_AT_IMPORT, module, *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, env=env)
+    assert (done.returncode, done.stderr) == (1, "\nAborted!\n")

@@ -36,11 +36,17 @@ class _Main:
         if script and sys.argv[1:] == ["--version"]:
             print(f"toolrun, version {__version__}")  # what click's version option prints
             sys.exit(0)
-        if script:
+        if not script:
+            return self._group()(*args, **kwargs)
+        try:
             direct = _load_command(sys.argv[1:])
             if direct is not None:
                 sys.exit(direct.run())
-        return self._group()(*args, **kwargs)
+            group = self._group()
+        except KeyboardInterrupt:  # Ctrl-C while the command's modules load: as click ends a command it stops
+            sys.stderr.write("\nAborted!\n")
+            sys.exit(1)
+        return group(*args, **kwargs)
 
     def main(self, *args: "Any", **kwargs: "Any") -> "Any":
         """The click group's ``main`` (what ``CliRunner().invoke(main, ...)`` calls)."""
