@@ -232,18 +232,28 @@ def test_a_server_reading_the_null_device_ends_at_once_without_a_traceback(folde
     assert "Traceback" not in done.stderr and done.stdout == ""
 
 
-def test_requests_running_when_stdin_closes_are_answered_connection_closed(folder: Path, tmp_path: Path) -> None:
-    # stdin a file, as `toolrun mcp < requests.jsonl` has it: read by a thread, its end seen at once.
+def handshake(version: str = "2025-11-25") -> list[dict[str, Any]]:
+    """What a client sends first: ``initialize`` (id 1) and ``notifications/initialized``."""
+    return [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "file", "version": "1"}}},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"}]
+
+
+def tool_call(request_id: int, name: str, **arguments: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+
+
+def served_from_a_file(folder: Path, messages: list[dict[str, Any]], tmp_path: Path) -> subprocess.CompletedProcess[bytes]:
+    """``toolrun mcp --tools-dir FOLDER < requests.jsonl``: stdin a regular file, read by a thread, its end seen at once."""
     requests = tmp_path / "requests.jsonl"
-    requests.write_text("\n".join(json.dumps(message) for message in [
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "file", "version": "1"}}},
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "sleep_long", "arguments": {}}},
-    ]) + "\n", encoding="utf-8")
+    requests.write_text("".join(json.dumps(message) + "\n" for message in messages), encoding="utf-8")
     with requests.open("rb") as stdin:
-        done = subprocess.run(toolrun_mcp_argv("--tools-dir", str(folder)), cwd=ROOT, env=server_env(), stdin=stdin,
+        return subprocess.run(toolrun_mcp_argv("--tools-dir", str(folder)), cwd=ROOT, env=server_env(), stdin=stdin,
                               capture_output=True, timeout=60)
+
+
+def test_requests_running_when_stdin_closes_are_answered_connection_closed(folder: Path, tmp_path: Path) -> None:
+    done = served_from_a_file(folder, [*handshake("2025-06-18"), tool_call(2, "sleep_long")], tmp_path)
     replies = [json.loads(line) for line in done.stdout.splitlines()]
     assert replies[0]["result"]["protocolVersion"] == "2025-06-18"
     assert replies[1] == {"jsonrpc": "2.0", "id": 2, "error": {"code": -32000, "message": "Connection closed"}}
@@ -264,20 +274,14 @@ def test_requests_read_with_the_end_of_stdin_are_answered_and_a_nan_result_is_st
         parameters: {type: object, properties: {}}
         backend: {python: "stats.py:stats"}
         """), encoding="utf-8")
-    requests = tmp_path / "requests.jsonl"
-    requests.write_text("\n".join(json.dumps(message) for message in [
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "file", "version": "1"}}},
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    done = served_from_a_file(folder, [
+        *handshake(),
         {"jsonrpc": "2.0", "id": 2, "method": "ping"},
-        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "hi"}}},
-        {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "stats", "arguments": {}}},
-        {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "sleep_long", "arguments": {}}},
+        tool_call(3, "echo", text="hi"),
+        tool_call(4, "stats"),
+        tool_call(5, "sleep_long"),
         {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "5"}},
-    ]) + "\n", encoding="utf-8")
-    with requests.open("rb") as stdin:
-        done = subprocess.run(toolrun_mcp_argv("--tools-dir", str(folder)), cwd=ROOT, env=server_env(), stdin=stdin,
-                              capture_output=True, timeout=60)
+    ], tmp_path)
     def strict(line: bytes) -> Any:  # what a JavaScript client parses: NaN and Infinity are not JSON
         return json.loads(line, parse_constant=lambda name: pytest.fail(f"{name} on the wire: {line!r}"))
 
@@ -302,22 +306,16 @@ def test_a_client_handed_to_the_sdk_gets_its_requests_read_with_the_end_of_stdin
         parameters: {type: object, properties: {}, additionalProperties: false}
         backend: {shell: {shell: true, command: "sleep 0.3; echo woke"}}
         """), encoding="utf-8")
-    requests = tmp_path / "requests.jsonl"
-    requests.write_text("\n".join(json.dumps(message) for message in [
+    done = served_from_a_file(folder, [
         {"jsonrpc": "2.0", "id": 0, "method": "ping"},
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "file", "version": "1"}}},
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "hi"}}},
-        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "nap", "arguments": {}}},
+        *handshake(),
+        tool_call(2, "echo", text="hi"),
+        tool_call(3, "nap"),
         {"jsonrpc": "2.0", "id": 4, "method": "tools/list"},
-        {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "sleep_long", "arguments": {}}},
-        {"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {"name": "nap", "arguments": {}}},
+        tool_call(5, "sleep_long"),
+        tool_call(6, "nap"),
         {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "6"}},
-    ]) + "\n", encoding="utf-8")
-    with requests.open("rb") as stdin:
-        done = subprocess.run(toolrun_mcp_argv("--tools-dir", str(folder)), cwd=ROOT, env=server_env(), stdin=stdin,
-                              capture_output=True, timeout=60)
+    ], tmp_path)
     replies = {reply["id"]: reply for reply in map(json.loads, done.stdout.splitlines())}
     assert sorted(replies) == [0, 1, 2, 3, 4, 5], done.stderr  # 6 was cancelled: no reply
     assert replies[2]["result"]["structuredContent"] == {"text": "hi", "length": 2}
@@ -346,14 +344,8 @@ def test_a_result_holding_a_byte_that_is_not_utf8_is_answered_and_the_server_goe
         parameters: {type: object, properties: {}, additionalProperties: false}
         backend: {python: "odd.py:odd"}
         """), encoding="utf-8")
-    requests = [*opening,
-                {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                    "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "file", "version": "1"}}},
-                {"jsonrpc": "2.0", "method": "notifications/initialized"},
-                {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "odd_name", "arguments": {}}},
-                {"jsonrpc": "2.0", "id": 3, "method": "ping"}]
-    done = subprocess.run(toolrun_mcp_argv("--tools-dir", str(folder)), cwd=ROOT, env=server_env(), capture_output=True,
-                          input="".join(json.dumps(message) + "\n" for message in requests).encode(), timeout=60)
+    done = served_from_a_file(folder, [*opening, *handshake(), tool_call(2, "odd_name"),
+                                       {"jsonrpc": "2.0", "id": 3, "method": "ping"}], tmp_path)
     assert done.returncode == 0, done.stderr
     replies = {reply["id"]: reply for reply in map(json.loads, done.stdout.splitlines())}
     assert replies[2]["result"]["content"] == [{"type": "text", "text": text}]
