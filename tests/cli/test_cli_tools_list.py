@@ -130,6 +130,8 @@ def test_a_broken_file_is_exit_2_with_file_and_line(tools_dir: Path) -> None:
     assert completed.returncode == 2
     listed = [line.split()[0] for line in completed.stdout.splitlines()[1:]]
     assert listed and "zz" not in listed  # what did load is listed, the broken file's problem follows
+    # the summary above it does not read as all well: "0 errors" counts lint findings of the tools that loaded
+    assert f"toolrun: 3 tools from {tools_dir} (1 file not loaded) — 0 errors, " in completed.stderr
     assert f"error: {tools_dir / 'zz.yaml'}:4: unknown key 'timeuot' — did you mean 'timeout'?" in completed.stderr.splitlines()
 
 

@@ -16,17 +16,19 @@ def load_summary(catalog: Catalog) -> str:
     """``toolrun: 7 tools from tools.d — 0 errors, 2 warnings (toolrun tools lint shows them)``."""
     errors = sum(1 for finding in catalog.findings if finding.severity == "error" and not finding.ignored)
     warnings = sum(1 for finding in catalog.findings if finding.severity == "warning" and not finding.ignored)
-    unstarted = ""
+    left_out = ""  # what of the folder is not in the catalog, said beside it
     if catalog.unstarted:  # an MCP server this command needs none of: its tools are neither listed nor linted
         servers = len({tool.source.file for tool in catalog.unstarted.values()})
         which = "an MCP server" if servers == 1 else f"{servers} MCP servers"
-        unstarted = f" (+{counted(len(catalog.unstarted), 'tool')} of {which} not needed here, not started)"
-    return counts_summary(catalog.directory, len(catalog), errors, warnings, unstarted)
+        left_out = f" (+{counted(len(catalog.unstarted), 'tool')} of {which} not needed here, not started)"
+    if catalog.problems:  # files that did not load: their problems follow (errors for a command that needs them)
+        left_out += f" ({counted(len({str(problem.file) for problem in catalog.problems}), 'file')} not loaded)"
+    return counts_summary(catalog.directory, len(catalog), errors, warnings, left_out)
 
 
-def counts_summary(directory: Path | None, tools: int, errors: int, warnings: int, unstarted: str = "") -> str:
+def counts_summary(directory: Path | None, tools: int, errors: int, warnings: int, left_out: str = "") -> str:
     """``load_summary``'s line from the counts alone (a command served from a cache of the catalog)."""
-    line = f"toolrun: {counted(tools, 'tool')} from {directory}{unstarted}"
+    line = f"toolrun: {counted(tools, 'tool')} from {directory}{left_out}"
     line += f" — {counted(errors, 'error')}, {counted(warnings, 'warning')}"
     if errors or warnings:
         line += " (toolrun tools lint shows them)"
