@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -262,9 +263,11 @@ main()
     ("toolrun.cli.recipe_play", ["recipe", "recipes/inventory.yaml", "--no-log"]),  # the direct way
     ("toolrun.cli.tools_list", ["tools", "list"]),  # through click: its group loaded, the command's module next
 ])
-def test_ctrl_c_while_the_command_loads_ends_with_click_s_words_not_a_traceback(module: str, args: list[str],
-                                                                                  tmp_path: Path) -> None:
-    env = clean_env(TOOLRUN_CACHE_DIR=str(tmp_path / "cache"))
+def test_ctrl_c_while_the_command_loads_ends_with_click_s_words_not_a_traceback(
+        module: str, args: list[str], tmp_path: Path, seed_tools_d_listings: Callable[[Path], Path]) -> None:
+    # The cache holds the ticket server's tool list, as after a user's first command: the warm run lists
+    # tools.d without starting that server (an SDK import, seconds of CPU) to learn names it already has.
+    env = clean_env(TOOLRUN_CACHE_DIR=str(seed_tools_d_listings(tmp_path / "cache")))
     warm = subprocess.run([sys.executable, "-m", "toolrun", *args], cwd=ROOT, capture_output=True, timeout=60, env=env)
     assert warm.returncode == 0  # the caches filled, as after any first run: the modules load as they usually do
     done = subprocess.run([sys.executable, "-c", CTRL_C_AT_IMPORT, module, *args], cwd=ROOT, capture_output=True,
