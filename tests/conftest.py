@@ -142,3 +142,12 @@ def seed_tools_d_listings() -> Callable[[Path], Path]:
         return folder
 
     return seed
+
+
+@pytest.fixture(scope="session", autouse=True)
+def seeded_session_cache(seed_tools_d_listings: Callable[[Path], Path]) -> None:
+    """The session's own cache folder (``TOOLRUN_CACHE_DIR``, set above) holds tools.d's ticket server tool list
+    too, as after a user's first command. Else the first program of each worker to load tools.d in it, whichever
+    test that is, started the ticket server (seconds of CPU) to learn names the test never calls. A test about
+    listing a server's tools live uses a cache folder of its own."""
+    seed_tools_d_listings(Path(os.environ["TOOLRUN_CACHE_DIR"]))

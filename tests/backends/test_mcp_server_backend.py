@@ -56,7 +56,9 @@ def same_server(tickets_dir: Path, **more: Any) -> str:
     return "mcp_server: " + json.dumps(settings)
 
 
-def test_the_example_servers_tools_load_and_lint_like_our_own(tickets_dir: Path) -> None:
+def test_the_example_servers_tools_load_and_lint_like_our_own(tickets_dir: Path, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOOLRUN_CACHE_DIR", str(tmp_path / "cache"))  # no listing kept: the server lists them now
     catalog = toolrun.load_catalog(tickets_dir)
     served = [name for name, tool in catalog.tools.items() if tool.backend.kind == "mcp_server"]
     assert served == ["search_tickets", "get_ticket", "close_ticket"]
@@ -71,6 +73,7 @@ def test_the_example_servers_tools_load_and_lint_like_our_own(tickets_dir: Path)
     assert close.confirm is True and close.annotations is not None and close.annotations.destructive is True
     assert close.source.file == tickets_dir / "tickets.yaml" and close.source.line == 11  # its override's line
     assert [f for f in lint_catalog(catalog) if f.severity == "error"] == []
+    assert list((tmp_path / "cache").glob("mcp-tools-*.json")), "the listing came from the cache, not the server"
 
 
 def test_calls_are_validated_before_they_are_sent_and_run_on_the_server(tickets_dir: Path) -> None:
