@@ -126,9 +126,12 @@ REPORTS_GROUP = ("import atexit, sys; atexit.register(lambda: print('click group
 
 
 def run_script(*args: str, tmp_path: Path) -> tuple[int, str, str]:
-    """The script's own path through ``main()``, as the console script takes it, in a process of its own."""
+    """The script's own path through ``main()``, as the console script takes it, in a process of its own.
+
+    Here and below the processes keep to the session's cache folder (tests/conftest.py), warm as a user's second
+    command finds it: what they check is the output, not the cache, and a cold catalog load costs twice the run."""
     done = subprocess.run([sys.executable, "-c", REPORTS_GROUP, *args], cwd=ROOT, capture_output=True, text=True,
-                          env=clean_env(TOOLRUN_LOGS=str(tmp_path / "logs.db"), TOOLRUN_CACHE_DIR=str(tmp_path / "cache")),
+                          env=clean_env(TOOLRUN_LOGS=str(tmp_path / "logs.db")),
                           timeout=120)
     stderr, _, imported = done.stderr.rpartition("click group: ")
     assert imported.strip() == "False", done.stderr  # the run went the direct way
@@ -167,10 +170,10 @@ def without_timings(document: Any) -> Any:
     return document
 
 
-def test_a_reader_that_closes_the_pipe_ends_a_direct_run_quietly(tmp_path: Path) -> None:
+def test_a_reader_that_closes_the_pipe_ends_a_direct_run_quietly() -> None:
     process = subprocess.Popen([sys.executable, "-m", "toolrun", "recipe", "recipes/inventory.yaml", "--json", "--no-log"],
                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env=clean_env(TOOLRUN_CACHE_DIR=str(tmp_path / "cache")))
+                               env=clean_env())
     assert process.stdout is not None
     process.stdout.close()  # nobody reads the JSON document the run prints at its end
     _, stderr = process.communicate(timeout=120)
@@ -186,7 +189,7 @@ def test_a_json_document_stays_json_on_a_stream_that_holds_only_ascii(tmp_path: 
     script.write_text('- text: "café 🌸 ok"\n', encoding="utf-8")
     done = subprocess.run([sys.executable, "-m", "toolrun", "recipe", "recipes/inventory.yaml", "--json", "--no-log",
                            "--model", f"scripted:{script}"], cwd=ROOT, capture_output=True,
-                          env=clean_env(PYTHONIOENCODING="ascii", TOOLRUN_CACHE_DIR=str(tmp_path / "cache")), timeout=120)
+                          env=clean_env(PYTHONIOENCODING="ascii"), timeout=120)
 
     assert done.returncode == 3, done.stderr  # the recipe's expect checks look for flowers
     assert json.loads(done.stdout.decode("utf-8"))["final"] == "café 🌸 ok"
@@ -196,7 +199,7 @@ def test_the_answer_and_a_page_go_out_as_utf8_on_a_stream_that_holds_only_ascii(
     # the answer as it is printed (not --json), and a timeline page on stdout: an internal error before
     script = tmp_path / "turns.yaml"
     script.write_text('- text: "café 🌸 ok"\n', encoding="utf-8")
-    env = clean_env(PYTHONIOENCODING="ascii", TOOLRUN_CACHE_DIR=str(tmp_path / "cache"))
+    env = clean_env(PYTHONIOENCODING="ascii")
     logs = ["--logs", str(tmp_path / "runs.db")]
     done = subprocess.run([sys.executable, "-m", "toolrun", "recipe", "recipes/inventory.yaml", *logs,
                            "--model", f"scripted:{script}"], cwd=ROOT, capture_output=True, env=env, timeout=120)
@@ -214,12 +217,12 @@ def test_a_latin1_or_cp1252_stdout_keeps_its_encoding_and_escapes_what_it_cannot
     script.write_text('- text: "Grüße 🌸 schön"\n', encoding="utf-8")
     done = subprocess.run([sys.executable, "-m", "toolrun", "recipe", "recipes/inventory.yaml", "--no-log",
                            "--model", f"scripted:{script}"], cwd=ROOT, capture_output=True, timeout=120,
-                          env=clean_env(PYTHONIOENCODING="latin-1", TOOLRUN_CACHE_DIR=str(tmp_path / "cache")))
+                          env=clean_env(PYTHONIOENCODING="latin-1"))
     assert done.returncode == 3, done.stderr  # the recipe's expect checks look for flowers
     assert done.stdout.decode("latin-1") == "Grüße \\ud83c\\udf38 schön\n"
     called = subprocess.run([sys.executable, "-m", "toolrun", "call", "get_flower_inventory", "--arg", "city=北京",
                              "--json"], cwd=ROOT, capture_output=True, timeout=120,
-                            env=clean_env(PYTHONIOENCODING="cp1252", TOOLRUN_CACHE_DIR=str(tmp_path / "cache")))
+                            env=clean_env(PYTHONIOENCODING="cp1252"))
     assert called.returncode == 0, called.stderr  # printed by click: an internal error before
     document = json.loads(called.stdout.decode("cp1252"))
     assert document["arguments"] == {"city": "北京"} and document["result"].startswith("玫瑰")
