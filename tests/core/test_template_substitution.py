@@ -1,10 +1,11 @@
-"""Templates that are only literal text and ``{{ name }}`` are filled in without Jinja2: to
-exactly the text Jinja2 makes, checked against Jinja2 itself on random texts and values.
+"""Templates that are only literal text, ``${env:NAME}`` and ``{{ name }}`` are filled in, checked
+and searched for names without Jinja2: to exactly what Jinja2 makes, checked against Jinja2 itself on random texts and values.
 Everything else (filters, dots, tags, comments, undefined names, other values) still goes
 through Jinja2, errors included."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from jinja2 import meta
 
 from tests.property_budget import property_examples
 from toolrun.core import templates
+from toolrun.core.secrets import MissingSecret
 from toolrun.core.templates import TemplateError, check_template, placeholders, render
 
 SETTINGS = settings(max_examples=property_examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -25,7 +27,8 @@ spaces = st.text(st.sampled_from([" ", "\t", "\n", "\r", "\x0b", "\u3000"]), max
 variables = st.builds(lambda left, name, right: f"{{{{{left}{name}{right}}}}}", spaces, identifiers, spaces)
 FRAGMENTS = ["{{ a }}", "{{a}}", "{{ a.b }}", "{{ a|upper }}", "{{ a[0] }}", "{{ -a }}", "{{- a }}", "{{ a -}}",
              "{{+ a }}", "{{ 1 }}", "{{ 'x' }}", "{{{ a }}}", "{{ a }}}", "{", "}", "{{", "}}", "{%", "%}", "{#", "#}",
-             "{% if a %}x{% endif %}", "{# note #}", "${env:HOME}", "${env:", "$", "\r\n", "\r", "\n", "\t", " ",
+             "{% if a %}x{% endif %}", "{# note #}", "${env:HOME}", "${env:TOKEN}", "${env:UNSET}", "${env:",
+             "{${env:TOKEN}", "${env:HOME}}", "{{ ${env:HOME} }}", "__toolrun_env__['HOME']", "$", "\r\n", "\r", "\n", "\t", " ",
              "x", "é", "北京", "\u2028", "\x00"]
 texts = st.lists(variables | st.sampled_from(FRAGMENTS) | st.text(max_size=5), max_size=8).map("".join)
 plain_values = (st.none() | st.booleans() | st.integers() | st.sampled_from([10**5000, -(10**5000)])
@@ -39,18 +42,30 @@ def jinja_placeholders(source: str) -> set[str]:
     return set(meta.find_undeclared_variables(parsed)) - {templates._ENV_VARIABLE}
 
 
+ENVIRON = {"HOME": "/home/ann", "TOKEN": "{{ a }} ${env:HOME}"}  # a secret is data, whatever it holds
+
+
+def _outcome(render_with: Callable[[], str | None]) -> Any:
+    try:
+        return render_with()
+    except MissingSecret as exc:
+        return ("missing", str(exc))
+
+
 @given(texts, arguments)
 @example("Q: {{ question }}\n\n", {"question": "北京、上海和深圳的鲜花库存是多少?"})
 @example("{{ a }}{{b}} {{\ta\n}}", {"a": 3, "b": None})
 @example("{{ a }}", {"a": 10**5000})
 @example("{{ a }}", {"a": float("nan")})
+@example("Bearer ${env:TOKEN} {{ a }}", {"a": "x", "$env:TOKEN": "the model's"})
+@example("${env:UNSET}{{ a }}", {"a": "x"})
 @SETTINGS
 def test_substitution_is_exactly_what_jinja2_renders(source: str, values: dict[str, Any]) -> None:
-    substituted = templates._substituted(source, values)
+    substituted = _outcome(lambda: templates._substituted(source, values, ENVIRON))
     if substituted is None:
         return
-    assert substituted == templates._rendered_in_sandbox(source, values, {})
-    assert render(source, values) == substituted
+    assert substituted == _outcome(lambda: templates._rendered_in_sandbox(source, values, ENVIRON))
+    assert _outcome(lambda: render(source, values, ENVIRON)) == substituted
 
 
 @given(texts)
@@ -71,9 +86,11 @@ def test_a_plain_template_parses_and_names_what_jinja2_names(source: str) -> Non
     ("Hi {{ name }}!\n\n", {"name": "Ann"}, "Hi Ann!\n\n"),  # the trailing newlines kept, as Jinja2 keeps them here
     ("{{ n }} {{ f }} {{ t }} {{ z }}", {"n": -3, "f": 0.5, "t": True, "z": None}, "-3 0.5 True None"),
     ("a { b } {{x}}}", {"x": "y"}, "a { b } y}"),
+    ("Bearer ${env:TOKEN}", {}, "Bearer {{ a }} ${env:HOME}"),  # a secret's value is never read as a template
+    ("${env:HOME}/{{ a }}", {"a": "x"}, "/home/ann/x"),
 ])
 def test_literal_text_and_names_are_filled_in_without_jinja2(source: str, values: dict[str, Any], expected: str) -> None:
-    assert templates._substituted(source, values) == expected
+    assert templates._substituted(source, values, ENVIRON) == expected
 
 
 @pytest.mark.parametrize(("source", "values"), [
@@ -86,10 +103,11 @@ def test_literal_text_and_names_are_filled_in_without_jinja2(source: str, values
     ("{{ a }}\r\n", {"a": "x"}),  # Jinja2 turns \r\n into \n
     ("{{{ a }}", {"a": "x"}),  # Jinja2 reads "{{" at the first brace
     ("{{ true }}", {"true": "x"}),  # a constant, not a name
-    ("${env:HOME} {{ a }}", {"a": "x"}),
+    ("{{ __toolrun_env__['HOME'] }}", {}),  # the look-up a ${env:} reference becomes, written by hand
+    ("${env:bad-name}", {}),  # malformed: Jinja2's path words the error
 ])
 def test_anything_more_goes_through_jinja2(source: str, values: dict[str, Any]) -> None:
-    assert templates._substituted(source, values) is None
+    assert templates._substituted(source, values, ENVIRON) is None
 
 
 def test_the_names_left_to_jinja2_include_its_globals() -> None:

@@ -5,8 +5,9 @@ parsed as templates themselves. ``${env:NAME}`` references in a template are tur
 variable look-ups before parsing, so a secret is inserted as data too, and a model value
 that happens to contain ``${env:...}`` is never resolved.
 
-A template that is only literal text and ``{{ name }}`` of plain values (a recipe's
-``"{{ question }}"``) is filled in without Jinja2, to exactly the text Jinja2 would make;
+A template that is only literal text, ``${env:NAME}`` and ``{{ name }}`` of plain values (a
+recipe's ``"{{ question }}"``, an http tool's ``"Bearer ${env:TOKEN}"``) is filled in, checked
+and searched for names without Jinja2, to exactly what Jinja2 would make;
 Jinja2 (in ``template_sandbox``) is imported at the first template that needs more.
 """
 
@@ -74,6 +75,9 @@ def _compile(source: str) -> Template:
 # What Jinja2 would read as a name in ``{{ name }}``, spelled plainly; other spellings go to Jinja2.
 _PLAIN_VARIABLE = re.compile(r"\{\{[ \t\n]*([A-Za-z_][A-Za-z0-9_]*)[ \t\n]*\}\}")
 _TAG_START = re.compile(r"\{[{%#]")  # where Jinja2's lexer leaves literal text
+# A ${env:NAME} reference as _prepare writes it, and how _plain_parts names it (no identifier starts with "$").
+_PREPARED_ENV_REFERENCE = re.compile(r"\{\{ " + _ENV_VARIABLE + r"\['([A-Za-z_][A-Za-z0-9_]*)'\] \}\}")
+ENV_PART = "$env:"
 # The globals of Jinja2's environment: its placeholders leave them out (a test checks the list).
 JINJA_GLOBALS = frozenset({"range", "dict", "lipsum", "cycler", "joiner", "namespace"})
 # Names Jinja2 reads as something else (constants, operators, the template itself), and toolrun's own.
@@ -90,25 +94,42 @@ def _plain_parts(source: str) -> tuple[str, ...] | None:
     """Literal text and names alternating (text, name, text, ..., text); None when ``source`` is more than that.
 
     Literal text is what Jinja2 copies as is: no "\\r" (its lexer turns line endings into
-    "\\n"), no ``${env:`` and no other tag. A tag is found where Jinja2's lexer finds it, at
-    the leftmost ``{{``, ``{%`` or ``{#``, so ``{{{ x }}`` is not mistaken for ``{`` + ``{{ x }}``.
+    "\\n") and no other tag. A tag is found where Jinja2's lexer finds it, at the leftmost
+    ``{{``, ``{%`` or ``{#``, so ``{{{ x }}`` is not mistaken for ``{`` + ``{{ x }}``. A
+    ``${env:NAME}`` reference is read as the tag ``_prepare`` makes of it, and stands in the
+    parts as ``ENV_PART + NAME``: a name no argument can have.
     """
-    if "\r" in source or "${env:" in source:
+    if "\r" in source or _ENV_VARIABLE in source:  # the look-up _prepare writes, written by hand: Jinja2's
         return None
+    if "${env:" in source:
+        try:
+            source = _prepare(source)
+        except TemplateError:  # malformed: Jinja2's path words the error
+            return None
     parts: list[str] = []
     position = 0
     while (tag := _TAG_START.search(source, position)) is not None:
         variable = _PLAIN_VARIABLE.match(source, tag.start())
-        if variable is None or variable.group(1) in _NOT_PLAIN_NAMES:
+        if variable is not None and variable.group(1) not in _NOT_PLAIN_NAMES:
+            name = variable.group(1)
+        elif (reference := _PREPARED_ENV_REFERENCE.match(source, tag.start())) is not None:
+            name, variable = ENV_PART + reference.group(1), reference
+        else:
             return None
-        parts += [source[position:tag.start()], variable.group(1)]
+        parts += [source[position:tag.start()], name]
         position = variable.end()
     parts.append(source[position:])
     return tuple(parts)
 
 
-def _substituted(source: str, arguments: Mapping[str, Any]) -> str | None:
-    """``source`` rendered as Jinja2 would, when it is only literal text and ``{{ name }}`` of plain values; else None."""
+def _names(parts: tuple[str, ...]) -> frozenset[str]:
+    """The argument names among ``_plain_parts``' parts (secrets are no arguments)."""
+    return frozenset(name for name in parts[1::2] if not name.startswith(ENV_PART))
+
+
+def _substituted(source: str, arguments: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> str | None:
+    """``source`` rendered as Jinja2 would, when it is only literal text, ``${env:NAME}`` and ``{{ name }}`` of
+    plain values; else None. Raises ``MissingSecret`` as Jinja2's path does."""
     parts = _plain_parts(source)
     if parts is None:
         return None
@@ -116,6 +137,9 @@ def _substituted(source: str, arguments: Mapping[str, Any]) -> str | None:
     pieces = list(parts)
     for index in range(1, len(pieces), 2):
         name = pieces[index]
+        if name.startswith(ENV_PART):  # never an argument's value, whatever the arguments' names
+            pieces[index] = read_secret(name[len(ENV_PART):], environ)
+            continue
         if name not in values or type(values[name]) not in _PLAIN_VALUE_TYPES:
             return None  # undefined (Jinja2 words the error) or a value Jinja2 may show otherwise
         try:
@@ -151,7 +175,7 @@ def _placeholders(source: str) -> frozenset[str]:
         return frozenset()
     parts = _plain_parts(source)
     if parts is not None:
-        return frozenset(parts[1::2])
+        return _names(parts)
     from jinja2 import TemplateSyntaxError, meta
 
     try:
@@ -173,7 +197,7 @@ def render(source: str, arguments: Mapping[str, Any], environ: Mapping[str, str]
     """
     if not is_template(source):
         return source
-    substituted = _substituted(source, arguments)
+    substituted = _substituted(source, arguments, environ)
     if substituted is not None:
         return substituted
     return _rendered_in_sandbox(source, arguments, environ)
