@@ -29,7 +29,7 @@ from tests.property_budget import property_examples
 from tests.provider_helpers import STOCK_TOOL_PY, STOCK_TOOL_YAML, complete, load_tools, run_through_runner, user
 from toolrun.backends import get_backend
 from toolrun.backends.base import CallContext
-from toolrun.backends.http import ERROR_EXCERPT_CHARS
+from toolrun.backends.http_request import ERROR_EXCERPT_CHARS
 from toolrun.catalog.lint import lint_catalog
 from toolrun.cli import main
 from toolrun.cli.display import TerminalDisplay

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from tests.property_budget import property_examples
 from toolrun.backends.base import CallContext
-from toolrun.backends.http import build_url
 from toolrun.backends.http_config import HttpConfig
+from toolrun.backends.http_request import build_url
 from toolrun.backends.shell import OptionInjection, ShellBackend
 from toolrun.backends.shell_config import ShellConfig
 from toolrun.core.errors import ProviderError, UnreadableAnswer

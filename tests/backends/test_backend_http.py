@@ -257,7 +257,7 @@ def test_check_accepts_env_base_urls_and_path_parameters(tmp_path: Path) -> None
 
 
 def test_huge_bodies_are_read_only_up_to_the_memory_guard(tmp_path: Path, loopback, monkeypatch) -> None:
-    monkeypatch.setattr("toolrun.backends.http.MAX_BODY_BYTES", 1000)
+    monkeypatch.setattr("toolrun.backends.http_request.MAX_BODY_BYTES", 1000)
     server = loopback(lambda r: Reply(200, "y" * 50_000))
     outcome = call(http_tool(tmp_path, {"url": server.url}), {})
     assert outcome.result == "y" * 1000

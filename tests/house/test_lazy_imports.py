@@ -52,6 +52,12 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
         "mcp_types.CONNECTION_CLOSED": AS_FOUND,
         "mcp.client.stdio": "the MCP SDK (1-3 CPU s): only a catalog with an mcp_server file, before its connect timeout",
     },
+    "toolrun.backends.http": {
+        "toolrun.backends.http_request.send": "httpx (~80 ms): only a call sends a request, not a catalog's load, lint or list",
+    },
+    "toolrun.backends.http_config": {
+        "httpx": "only a url of no plain shape is read by httpx: a catalog's load and lint do without it",
+    },
     "toolrun.backends.python": {
         "toolrun.backends.warning.BackendWarning": AS_FOUND,
         "toolrun.backends.python_signature.signature_mismatches": AS_FOUND,
@@ -131,7 +137,6 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
     "toolrun.cli.startup": {
         "toolrun.core.private_files.replace_file": "only a process that compiled new dataclass code writes",
     },
-    "toolrun.core.private_files": {"tempfile": "only a cache with something new is written (tempfile brings random and shutil)"},
     "toolrun.loop.execution": {
         "jsonschema.Draft202012Validator": JSONSCHEMA,
         "jsonschema.FormatChecker": JSONSCHEMA,
@@ -166,7 +171,7 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
     "toolrun.core.tls": {"httpx": "only a client that speaks HTTP needs it; an offline replay imports no http client"},
     "toolrun.mcp.gateway_config": {"toolrun.core.schema_errors.schema_problems": JSONSCHEMA},
     "toolrun.openapi.importer": {"toolrun.openapi.toolset.render_toolset": AS_FOUND},
-    "toolrun.core.packaged_schemas": {"importlib.resources": "2-5 ms: only when a schema is read, not on a cached start"},
+    "toolrun.core.packaged_schemas": {"importlib.resources": "4-8 ms: only an install that is no folder (a zip) reads a schema so"},
     "toolrun.sessions.play": {
         "toolrun.loop.recorded_tools.RecordedToolResults": "only --replay-tools plays results back",
         "toolrun.providers.scripted.ScriptedModel": "only a caller's own model object is told apart",
