@@ -13,6 +13,8 @@ from pathlib import Path
 
 PRIVATE_FILE_MODE = 0o600
 PRIVATE_FOLDER_MODE = 0o700
+# as tempfile.mkstemp opens its file (O_NOFOLLOW and O_BINARY where the system has them)
+_TEMPORARY_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
 
 
 def make_private_folders(folder: Path) -> None:
@@ -56,15 +58,25 @@ def replace_file(path: Path, data: bytes) -> None:
     """Write ``path`` whole or not at all: a temporary file beside it, named after it, then a rename (a crash
     never leaves half a file). It keeps the mode of the file it replaces, 0600 when new. Raises OSError;
     the temporary file never stays behind."""
-    import tempfile  # only what has something new writes: a warm command does without random and shutil
-
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    handle, temporary = _new_temporary_file(path)
     try:
         with os.fdopen(handle, "wb") as stream:
-            os.fchmod(stream.fileno(), mode_to_keep(path))  # mkstemp's 0600, or the mode of the file replaced
+            os.fchmod(stream.fileno(), mode_to_keep(path))  # 0600 as created, or the mode of the file replaced
             stream.write(data)
         os.replace(temporary, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+
+
+def _new_temporary_file(path: Path) -> tuple[int, Path]:
+    """A new file beside ``path``, named after it, 0600, opened for writing: ``tempfile.mkstemp``'s rules (a
+    random name, created exclusively, never through a link) without importing tempfile, random and shutil."""
+    for _ in range(100):
+        temporary = path.parent / f".{path.name}.{os.urandom(6).hex()}.tmp"
+        try:
+            return os.open(temporary, _TEMPORARY_FLAGS, PRIVATE_FILE_MODE), temporary
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no unused temporary name beside {path}")
