@@ -37,7 +37,7 @@ def tool_schema() -> dict[str, Any]:
 def _inlined_tool_schema() -> dict[str, Any]:
     """The tool-file schema with its local $refs inlined: what tool files are validated against."""
     schema = tool_schema()
-    return _inline_refs(schema, schema["$defs"])
+    return _inline_refs(schema, schema["$defs"], {})
 
 
 @lru_cache(maxsize=1)
@@ -48,16 +48,21 @@ def tool_file_validator() -> Draft202012Validator:
     return Draft202012Validator(_inlined_tool_schema())
 
 
-def _inline_refs(node: Any, definitions: dict[str, Any]) -> Any:
+def _inline_refs(node: Any, definitions: dict[str, Any], inlined: dict[str, Any]) -> Any:
+    """``node`` with each local $ref replaced by its definition; ``inlined`` keeps each definition inlined
+    once, so a definition used in many places is one object (its check is compiled once)."""
     # The packaged schema has no recursive $refs, so inlining terminates.
     if isinstance(node, dict):
         reference = node.get("$ref")
         if isinstance(reference, str) and reference.startswith("#/$defs/"):
-            target = _inline_refs(definitions[reference.removeprefix("#/$defs/")], definitions)
-            return {**target, **{k: _inline_refs(v, definitions) for k, v in node.items() if k != "$ref"}}
-        return {k: _inline_refs(v, definitions) for k, v in node.items() if k != "$defs"}
+            name = reference.removeprefix("#/$defs/")
+            if name not in inlined:
+                inlined[name] = _inline_refs(definitions[name], definitions, inlined)
+            siblings = {k: _inline_refs(v, definitions, inlined) for k, v in node.items() if k != "$ref"}
+            return {**inlined[name], **siblings} if siblings else inlined[name]
+        return {k: _inline_refs(v, definitions, inlined) for k, v in node.items() if k != "$defs"}
     if isinstance(node, list):
-        return [_inline_refs(item, definitions) for item in node]
+        return [_inline_refs(item, definitions, inlined) for item in node]
     return node
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence, Sized
+from contextvars import ContextVar
 from itertools import pairwise
 from typing import Any
 
@@ -89,10 +90,31 @@ def surely_valid(schema: Any, value: Any) -> bool:
 
 def compile_subset_check(schema: Any) -> Check | None:
     """A check of a value against ``schema`` that agrees with jsonschema; None when the schema uses more than the subset."""
-    return _compile(schema, root=True)
+    token = _COMPILED_HERE.set({})
+    try:
+        return _compile(schema, root=True)
+    finally:
+        _COMPILED_HERE.reset(token)
+
+
+# The subschemas compiled so far for the schema being compiled, by identity: a subschema reached twice (an
+# object's properties, both fused and on their own; a $defs entry inlined in many places) is compiled once.
+_COMPILED_HERE: ContextVar[dict[int, tuple[Any, Check | None]] | None] = ContextVar("compiled_here", default=None)
 
 
 def _compile(schema: Any, *, root: bool = False) -> Check | None:
+    compiled = _COMPILED_HERE.get()
+    if compiled is None or root or type(schema) is not dict:
+        return _compile_node(schema, root=root)
+    entry = compiled.get(id(schema))
+    if entry is not None and entry[0] is schema:  # the entry keeps the schema alive: its id stays its own
+        return entry[1]
+    check = _compile_node(schema)
+    compiled[id(schema)] = (schema, check)
+    return check
+
+
+def _compile_node(schema: Any, *, root: bool = False) -> Check | None:
     if schema is True:
         return _accept_all
     if schema is False:
