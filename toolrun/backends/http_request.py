@@ -42,7 +42,7 @@ MAX_BODY_BYTES = 16 * 1024 * 1024  # memory guard; the tool's max_output cuts th
 ERROR_EXCERPT_CHARS = 300  # a body that is no error's: what a failed extract or result template saw
 
 _WHOLE_PLACEHOLDER = re.compile(r"^\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}$")
-_PATH_VARIABLE = "__toolrun_path__"
+_PATH_VARIABLE_PREFIX = "__toolrun_path_"
 _OMIT = object()
 
 
@@ -107,11 +107,12 @@ def build_url(config: HttpConfig, arguments: Mapping[str, Any], environ: Mapping
         name = match.group(1)
         if arguments.get(name) is None:
             raise ValueError(f"path parameter {{{name}}} has no value: the argument {name!r} is required")
-        path_values[name] = _segment(quote(styled.get(name, _as_text(arguments[name])), safe=""))
-        return f"{{{{ {_PATH_VARIABLE}[{name!r}] }}}}"
+        # a plain {{ name }} of its own, set after the arguments: filled in without Jinja2 in a plain url
+        variable = _PATH_VARIABLE_PREFIX + name
+        path_values[variable] = _segment(quote(styled.get(name, _as_text(arguments[name])), safe=""))
+        return f"{{{{ {variable} }}}}"
 
-    url = render(PATH_PARAMETER.sub(to_variable, config.url),
-                 {**arguments, _PATH_VARIABLE: path_values}, environ)
+    url = render(PATH_PARAMETER.sub(to_variable, config.url), {**arguments, **path_values}, environ)
     if httpx.URL(url).scheme:  # absolute (file:// too: check_destination refuses it)
         return url
     if not config.base_url:

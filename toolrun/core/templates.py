@@ -129,19 +129,23 @@ def _names(parts: tuple[str, ...]) -> frozenset[str]:
 
 def _substituted(source: str, arguments: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> str | None:
     """``source`` rendered as Jinja2 would, when it is only literal text, ``${env:NAME}`` and ``{{ name }}`` of
-    plain values; else None. Raises ``MissingSecret`` as Jinja2's path does."""
+    plain values; else None. Raises ``MissingSecret`` and ``TemplateError`` (an undefined name) as Jinja2's path does."""
     parts = _plain_parts(source)
     if parts is None:
         return None
     values = {**arguments}  # as Jinja2's context sees them
     pieces = list(parts)
+    secrets = {index for index in range(1, len(pieces), 2) if pieces[index].startswith(ENV_PART)}
+    for index in sorted(secrets):  # first, as Jinja2's path reads them: an unset one is reported before all else
+        pieces[index] = read_secret(pieces[index][len(ENV_PART):], environ)
     for index in range(1, len(pieces), 2):
         name = pieces[index]
-        if name.startswith(ENV_PART):  # never an argument's value, whatever the arguments' names
-            pieces[index] = read_secret(name[len(ENV_PART):], environ)
+        if index in secrets:  # never an argument's value, whatever the arguments' names
             continue
-        if name not in values or type(values[name]) not in _PLAIN_VALUE_TYPES:
-            return None  # undefined (Jinja2 words the error) or a value Jinja2 may show otherwise
+        if name not in values:  # Jinja2 renders in order: the first undefined name stops it, in these words
+            raise TemplateError(f"template uses an undefined value: {name!r} is undefined")
+        if type(values[name]) not in _PLAIN_VALUE_TYPES:
+            return None  # a value Jinja2 may show otherwise
         try:
             pieces[index] = str(values[name])
         except ValueError:  # an int too long for str(): Jinja2 raises the same
