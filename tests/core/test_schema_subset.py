@@ -275,6 +275,43 @@ def test_a_schema_is_compiled_once() -> None:
     assert subset_check(schema) is subset_check(schema)
 
 
+def test_each_subschema_is_compiled_once_however_often_it_is_reached(monkeypatch: pytest.MonkeyPatch) -> None:
+    # An object's properties are reached twice (fused, and on their own): compiled each time, nesting 30 objects
+    # took 2**30 compiles. Shared subschemas (a tool file's inlined $defs) are compiled once too.
+    from toolrun.core import schema_subset
+
+    compiled: list[int] = []
+    compile_node = schema_subset._compile_node
+
+    def counted(schema: Any, *, root: bool = False) -> Any:
+        if isinstance(schema, dict):  # true and false cost nothing to compile
+            compiled.append(id(schema))
+        return compile_node(schema, root=root)
+
+    monkeypatch.setattr(schema_subset, "_compile_node", counted)
+    shared: dict[str, Any] = {"type": "string", "maxLength": 3}
+    schema: dict[str, Any] = {"type": "object", "properties": {"a": shared, "b": {"type": "array", "items": shared}}}
+    for _ in range(30):
+        schema = {"type": "object", "properties": {"inner": schema, "also": shared}, "additionalProperties": False}
+    check = compile_subset_check(schema)
+    assert check is not None
+    assert sorted(compiled) == sorted(set(compiled))  # no dict compiled twice
+    assert len(compiled) <= 40
+    value: Any = {"a": "abc", "b": ["x"]}
+    for _ in range(30):
+        value = {"inner": value, "also": "ok"}
+    assert check(value) is Draft202012Validator(schema).is_valid(value) is True
+
+
+def test_a_schema_too_deep_to_compile_is_left_to_jsonschema() -> None:
+    # Compiling recurses a few frames per level; jsonschema validates the same schema (an author's, or a caller's).
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range(400):
+        schema = {"items": schema}
+    assert Draft202012Validator(schema).is_valid(["x"])
+    assert surely_valid(schema, ["x"]) is False  # not a RecursionError: "ask jsonschema"
+
+
 # ---------------------------------------------------------------- toolrun's own schemas, on real documents
 
 

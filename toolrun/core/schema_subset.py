@@ -79,7 +79,10 @@ def subset_check(schema: Any) -> Check | None:
 
 def surely_valid(schema: Any, value: Any) -> bool:
     """True only when jsonschema would accept ``value`` under ``schema``; False means: ask jsonschema."""
-    check = subset_check(schema)
+    try:
+        check = subset_check(schema)
+    except RecursionError:  # a schema nested a few hundred levels: compiling recurses deeper than jsonschema
+        return False
     if check is None:
         return False
     try:
