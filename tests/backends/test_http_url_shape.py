@@ -52,6 +52,7 @@ def test_every_url_of_the_plain_shape_is_read_by_httpx_with_the_same_scheme(url:
     ("/services/x/status", ""),
     ("https://ops.internal.example.com/api/v1?x=1", "https"),
     ("http://localhost:8080/", "http"),
+    ("http://10.0.0.5:8080/v1/items", "http"),  # an internal service by address: plain too
     ("HTTPS://a.example/x", "https"),  # not plain: httpx reads it
     ("ftp://files.example/x", "ftp"),
 ])

@@ -96,7 +96,7 @@ tools:
     description: Lists the items of the items API, newest first. Use it when asked which items there are.
     parameters: {type: object, properties: {}}
     backend:
-      http: {method: GET, url: "https://items.example.com/v1/items?limit=20"}
+      http: {method: GET, url: "http://10.20.30.40:8080/v1/items?limit=20"}
 """
 
 

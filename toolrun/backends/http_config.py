@@ -139,11 +139,13 @@ def _url_problems(url: str, config: Mapping[str, Any]) -> list[ConfigProblem]:
 
 
 # A URL of a shape httpx always reads, and reads the same way: ASCII with no space or control character,
-# http(s)://, a host of letters, digits, "-" and "." that is no IPv4 address (those httpx checks), an
-# optional port, then a path starting with one "/" and a query. Other URLs are read by httpx itself.
+# http(s)://, a host that is a valid IPv4 address or a name of letters, digits, "-" and "." that httpx
+# cannot take for one, an optional port, then a path starting with one "/" and a query. Other URLs (an
+# IPv6 host, a name beyond ASCII ...) are read by httpx itself.
+_IPV4_PART = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
 _PLAIN_URL = re.compile(
-    r"(?:(?P<scheme>https?)://(?=[A-Za-z0-9.-]*[A-Za-z-])[A-Za-z0-9.-]+(?::[0-9]{1,5})?)?"
-    r"(?:/(?!/)[A-Za-z0-9._~!$&'()*+,;=:@%/-]*)?(?:\?[A-Za-z0-9._~!$&'()*+,;=:@%/?-]*)?"
+    rf"(?:(?P<scheme>https?)://(?:(?:{_IPV4_PART}\.){{3}}{_IPV4_PART}|(?=[A-Za-z0-9.-]*[A-Za-z-])[A-Za-z0-9.-]+)"
+    r"(?::[0-9]{1,5})?)?(?:/(?!/)[A-Za-z0-9._~!$&'()*+,;=:@%/-]*)?(?:\?[A-Za-z0-9._~!$&'()*+,;=:@%/?-]*)?"
 )
 _PLAIN_URL_MAX_LENGTH = 65536  # httpx refuses a longer URL
 
