@@ -12,7 +12,7 @@ from tests.property_budget import property_examples
 from toolrun.backends import http_config
 from toolrun.backends.http_config import url_scheme
 
-SETTINGS = settings(max_examples=property_examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=property_examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 schemes = st.sampled_from(["http://", "https://", ""]) | st.sampled_from(["HTTPS://", "ftp://", "http:/", "x"])
 hosts = (st.sampled_from(["api.example.com", "localhost", "a-b.c", "1.2.3", "-a", "a..b", "1.2.3.4x"])
