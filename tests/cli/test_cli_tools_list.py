@@ -131,8 +131,21 @@ def test_a_broken_file_is_exit_2_with_file_and_line(tools_dir: Path) -> None:
     listed = [line.split()[0] for line in completed.stdout.splitlines()[1:]]
     assert listed and "zz" not in listed  # what did load is listed, the broken file's problem follows
     # the summary above it does not read as all well: "0 errors" counts lint findings of the tools that loaded
-    assert f"toolrun: 3 tools from {tools_dir} (1 file not loaded) — 0 errors, " in completed.stderr
+    assert f"toolrun: 3 tools from {tools_dir} (1 problem loading it, below) — 0 errors, " in completed.stderr
     assert f"error: {tools_dir / 'zz.yaml'}:4: unknown key 'timeuot' — did you mean 'timeout'?" in completed.stderr.splitlines()
+
+
+def test_a_broken_tool_beside_a_good_one_is_a_problem_not_a_file_left_out(tools_dir: Path) -> None:
+    # the file's other tool loads: the summary counts the problem, not the file as "not loaded"
+    (tools_dir / "two.yaml").write_text(
+        "tools:\n"
+        "  - {name: kept, description: Looks things up. Use it for lookups; not for writes., backend: {python: json:dumps}}\n"
+        "  - {name: broken, description: Looks things up. Use it for lookups; not for writes., timeuot: 3,\n"
+        "     backend: {python: json:dumps}}\n", encoding="utf-8")
+    completed = run("tools", "list", "--tools-dir", str(tools_dir))
+    assert "kept" in [line.split()[0] for line in completed.stdout.splitlines()[1:]]
+    assert "(1 problem loading it, below) — 0 errors" in completed.stderr, completed.stderr
+    assert "not loaded" not in completed.stderr
 
 
 def test_lint_errors_stop_loading(tools_dir: Path) -> None:

@@ -21,8 +21,8 @@ def load_summary(catalog: Catalog) -> str:
         servers = len({tool.source.file for tool in catalog.unstarted.values()})
         which = "an MCP server" if servers == 1 else f"{servers} MCP servers"
         left_out = f" (+{counted(len(catalog.unstarted), 'tool')} of {which} not needed here, not started)"
-    if catalog.problems:  # files that did not load: their problems follow (errors for a command that needs them)
-        left_out += f" ({counted(len({str(problem.file) for problem in catalog.problems}), 'file')} not loaded)"
+    if catalog.problems:  # what kept a file or a tool out: the problems follow (errors for a command that needs them)
+        left_out += f" ({counted(len(catalog.problems), 'problem')} loading it, below)"
     return counts_summary(catalog.directory, len(catalog), errors, warnings, left_out)
 
 
