@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from tests.property_budget import property_examples
 from toolrun.backends import http_config
-from toolrun.backends.http_config import url_scheme
+from toolrun.backends.http_config import scheme_httpx_reads
 
 SETTINGS = settings(max_examples=property_examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -56,8 +56,8 @@ def test_every_url_of_the_plain_shape_is_read_by_httpx_with_the_same_scheme(url:
     ("HTTPS://a.example/x", "https"),  # not plain: httpx reads it
     ("ftp://files.example/x", "ftp"),
 ])
-def test_url_scheme(url: str, expected: str) -> None:
-    assert url_scheme(url) == expected
+def test_scheme_httpx_reads(url: str, expected: str) -> None:
+    assert scheme_httpx_reads(url) == expected
 
 
 @pytest.mark.parametrize(("url", "words"), [
@@ -67,4 +67,4 @@ def test_url_scheme(url: str, expected: str) -> None:
 ])
 def test_a_url_httpx_refuses_is_refused_in_httpx_s_words(url: str, words: str) -> None:
     with pytest.raises(ValueError, match=words):
-        url_scheme(url)
+        scheme_httpx_reads(url)

@@ -125,7 +125,7 @@ def _url_problems(url: str, config: Mapping[str, Any]) -> list[ConfigProblem]:
     # Templates and secrets stand in as plain text so the URL's shape can be parsed.
     sample = re.sub(r"\{\{.*?\}\}|\{%.*?%\}|\$\{env:[^}]*\}", "x", PATH_PARAMETER.sub("x", url))
     try:
-        scheme = url_scheme(sample)
+        scheme = scheme_httpx_reads(sample)
     except ValueError as exc:
         return [ConfigProblem("url", f"the url does not parse: {exc}",
                               "write a full URL (https://host/path) or a path under base_url")]
@@ -150,7 +150,7 @@ _PLAIN_URL = re.compile(
 _PLAIN_URL_MAX_LENGTH = 65536  # httpx refuses a longer URL
 
 
-def url_scheme(url: str) -> str:
+def scheme_httpx_reads(url: str) -> str:
     """The scheme httpx reads in ``url`` ("" when relative); ``ValueError`` with httpx's words when it does not parse.
 
     A plainly shaped URL (nearly every tool's) is read here: a catalog's load and lint do without httpx."""
