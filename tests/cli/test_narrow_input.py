@@ -192,16 +192,17 @@ def test_a_chat_in_a_terminal_under_a_c_locale_shows_its_prompt_and_reads_what_i
     assert [texts for _, _, texts in logged(tmp_path)] == [["grüß dich 🌸"]]
 
 
-def test_a_lone_surrogate_printed_by_click_on_a_strict_ascii_stdout_is_its_escape_not_an_internal_error(
+def test_a_lone_surrogate_printed_by_click_on_a_strict_stdout_is_its_escape_not_an_internal_error(
         tmp_path: Path) -> None:
     # the ASCII stdout made UTF-8 kept its strict error handler: click, which wrote an ASCII stdout through its
-    # own UTF-8 "replace" wrapper, wrote to it as it is, and toolrun call ended with an internal error
+    # own UTF-8 "replace" wrapper, wrote to it as it is, and toolrun call ended with an internal error; so did
+    # a strict UTF-8 stdout (a UTF-8 locale's own, as en_US.UTF-8 gives), which no lone surrogate fits either
     tools = tmp_path / "tools.d"
     tools.mkdir()
     (tools / "odd.yaml").write_text(ODD_TOOL, encoding="utf-8")
     (tools / "odd.py").write_text('def odd() -> str:\n    return "caf" + b"\\xe9".decode("utf-8", "surrogateescape")\n',
                                   encoding="utf-8")
-    for narrow in (ASCII_STREAMS, {"PYTHONIOENCODING": "ascii:strict"}):
+    for narrow in (ASCII_STREAMS, {"PYTHONIOENCODING": "ascii:strict"}, {"PYTHONIOENCODING": "utf-8:strict"}):
         called = toolrun("call", "odd_bytes", "--tools-dir", str(tools), tmp_path=tmp_path, narrow=narrow)
         assert (called.returncode, called.stdout) == (0, b"caf\\udce9\n"), called.stderr
         as_json = toolrun("call", "odd_bytes", "--json", "--tools-dir", str(tools), tmp_path=tmp_path, narrow=narrow)

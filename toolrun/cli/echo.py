@@ -5,8 +5,9 @@ without click at all (``toolrun.cli.direct``). The stream is looked up at each c
 runner swaps ``sys.stdout`` per command) and each write is flushed. A text an ASCII stream
 cannot hold (``PYTHONIOENCODING=ascii``, a C locale) goes out as UTF-8 bytes, as click writes
 it, so a ``--json`` document stays valid JSON. Any other narrow stream (latin-1, cp1252) keeps
-its own encoding, with ``\\uXXXX`` for what it cannot hold, which is also valid inside JSON: the
-toolrun script sets the same for click's output, and makes its ASCII streams UTF-8 (``fit_narrow_streams``).
+its own encoding, with ``\\uXXXX`` for what it cannot hold, which is also valid inside JSON; so does a
+strict UTF-8 stream for a lone surrogate. The toolrun script sets the same for click's output, and makes
+its ASCII streams UTF-8 (``fit_narrow_streams``).
 """
 
 from __future__ import annotations
@@ -59,16 +60,18 @@ def fit_narrow_streams() -> None:
     An ASCII one (``PYTHONIOENCODING=ascii``, a C locale without UTF-8 mode) is UTF-8 instead, as
     click writes it: stdin is read as UTF-8 (U+FFFD for bytes that are not), and stdout and stderr
     are written as UTF-8, so that a chat's prompt in a terminal, an answer and toolrun's own lines
-    come out whole. A stdout that is neither UTF-8 nor ASCII (latin-1, cp1252) keeps its encoding
-    and escapes what it cannot hold, instead of ending the command with an error.
+    come out whole. A strict stdout escapes what its encoding cannot hold instead of ending the command
+    with an error: one that is neither UTF-8 nor ASCII (latin-1, cp1252) keeps its encoding; a UTF-8 one
+    can hold anything but a lone surrogate (a byte Python could not decode), which becomes ``\\udcXX``.
     """
     stdin, stdout, stderr = sys.stdin, sys.stdout, sys.stderr
     if isinstance(stdin, io.TextIOWrapper) and _codec_name(stdin.encoding) == "ascii":
         stdin.reconfigure(encoding="utf-8", errors="replace")  # before anything is read: it may still change
-    # a strict stdout that is not UTF-8 escapes what it cannot hold: once an ASCII one is UTF-8, a lone surrogate,
-    # which click.echo writes to a UTF-8 stream as it is (to an ASCII one through its own "replace" wrapper)
-    escapes = (isinstance(stdout, io.TextIOWrapper) and stdout.errors == "strict"
-               and not _codec_name(stdout.encoding).startswith("utf"))
+    # A strict stdout escapes what it cannot hold. Of a UTF-8 one (a UTF-8 locale's own, PYTHONIOENCODING=utf-8)
+    # that is only a lone surrogate: a byte Python could not decode (a file name, a shell tool's output), which
+    # click.echo writes as it is, so the command ended with an internal error. Python's own choice for a C locale,
+    # surrogateescape (the byte itself), is left alone.
+    escapes = isinstance(stdout, io.TextIOWrapper) and stdout.errors == "strict"
     for stream in (stdout, stderr):
         if isinstance(stream, io.TextIOWrapper) and _codec_name(stream.encoding) == "ascii":
             stream.reconfigure(encoding="utf-8", errors=stream.errors)  # a C locale's surrogateescape stays
