@@ -70,9 +70,10 @@ def _load_command(args: list[str]) -> "DirectRecipe | None":
     exit, yet the collector would walk them again and again: a tenth of a short command's time.
     Frozen, later collections skip them; the command itself runs with the collector on.
     """
-    from toolrun.core.cache_folder import keep_bytecode
+    from toolrun.core.cache_folder import keep_bytecode, prune_when_due
 
     keep_bytecode()  # first: the modules imported below are read compiled when Python may not write bytecode
+    prune_when_due()  # once a day, as the command ends: what nothing uses any more leaves the cache folder
     from toolrun.cli.echo import fit_narrow_streams
 
     fit_narrow_streams()

@@ -6,9 +6,11 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import sys
+import time
 from collections.abc import Iterator
 from importlib.machinery import SourceFileLoader  # imported by Python's own start (site)
 from pathlib import Path
@@ -17,6 +19,8 @@ from pathlib import Path
 # user turned it off (PYTHONDONTWRITEBYTECODE): the modules of python tools are still imported
 # without writing any (an edit within the same second could otherwise run the old code).
 users_modules_write_bytecode = True
+PRUNE_STAMP = "pruned"  # in the cache folder: its modification time is when the folder was last pruned
+PRUNE_EVERY_S = 86_400.0
 
 
 def cache_directory() -> Path | None:
@@ -69,3 +73,29 @@ def importing_users_code() -> Iterator[None]:
         yield
     finally:
         sys.dont_write_bytecode = False
+
+
+def prune_when_due(now: float | None = None) -> bool:
+    """When a day has passed since the cache folder was last pruned (one ``stat``), prune it as this process
+    ends: what no tools folder, recipe or source uses any more goes (``toolrun.core.cache_prune``). Whether it will."""
+    folder = cache_directory()
+    if folder is None:
+        return False
+    try:
+        last = os.stat(folder / PRUNE_STAMP).st_mtime
+    except FileNotFoundError:
+        due = os.path.isdir(folder)  # a folder made just now has nothing to prune yet
+    except OSError:
+        due = False
+    else:
+        due = (time.time() if now is None else now) - last >= PRUNE_EVERY_S
+    if due:
+        atexit.register(_prune, folder)
+    return due
+
+
+def _prune(folder: Path) -> None:
+    from toolrun.core.cache_prune import prune_cache_folder  # once a day: not imported by the other runs
+
+    with contextlib.suppress(OSError, ValueError):  # the command's own outcome stands, whatever pruning meets
+        prune_cache_folder(folder)
