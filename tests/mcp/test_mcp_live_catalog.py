@@ -216,3 +216,49 @@ def test_a_tools_glob_that_matches_nothing_is_reported_with_a_guess(tmp_path: Pa
     assert lines == ["warning: --tools 'ecoh' matches no tool of the catalog — did you mean 'echo'?",
                      "warning: --tools 'zzz_*' matches no tool of the catalog — `toolrun tools list` shows their names",
                      f"serving 1 tool from {tmp_path}"]
+
+
+STATUS_TOOL = """
+    name: get_build_status
+    description: >-
+      Returns the status of the latest build of one pipeline from the build server: passed,
+      failed or running, with its number. Use it when someone asks whether a build is green; it
+      only reads and starts nothing.
+    parameters:
+      type: object
+      properties:
+        pipeline: {type: string, pattern: "^[a-z-]+$", description: The pipeline's name in lower case.}
+      required: [pipeline]
+      additionalProperties: false
+    annotations: {read_only: true}
+    backend:
+      http:
+        url: "http://127.0.0.1:9/pipelines/{pipeline}/latest"
+"""
+
+
+def test_over_http_a_first_call_of_an_http_tool_imports_nothing_on_the_event_loop(tmp_path: Path,
+                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # httpx's connection pool, the request machinery and the CA certificates cost a first http call 50-150 ms,
+    # during which every client of an HTTP server (one event loop) waited: the server takes them before serving
+    import toolrun.backends
+    from toolrun.mcp.catalog_service import CatalogService
+
+    machinery = "toolrun.backends.http_request"
+    monkeypatch.delitem(sys.modules, machinery, raising=False)  # restored after the test, as is the attribute
+    monkeypatch.delattr(toolrun.backends, "http_request", raising=False)
+    write(tmp_path, "pinger.yaml", PINGER)
+    served = CatalogServer(LiveCatalog(tmp_path), audit=AuditLog(io.StringIO()))
+    served.load()
+    assert machinery not in sys.modules  # no http tool yet: nothing of it
+
+    write(tmp_path, "build.yaml", STATUS_TOOL)  # dropped in while serving: prepared by the reload, in its thread
+    assert anyio.run(served.refresh) is True
+    assert machinery in sys.modules
+
+    monkeypatch.delitem(sys.modules, machinery)
+    lean = CatalogService(LiveCatalog(tmp_path), audit=AuditLog(io.StringIO()))
+    lean.load()  # stdio: the one client's server starts sooner, and its first call imports as `toolrun call` does
+    assert machinery not in sys.modules
+    CatalogServer(LiveCatalog(tmp_path), audit=AuditLog(io.StringIO())).load()
+    assert machinery in sys.modules

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import cache
 from typing import TYPE_CHECKING
 
@@ -10,6 +11,7 @@ from toolrun.core.registry import PluginRegistry
 
 if TYPE_CHECKING:
     from toolrun.backends.warning import BackendWarning
+    from toolrun.core.tool import Tool
 
 BACKENDS: PluginRegistry[type[Backend]] = PluginRegistry(
     "backend",
@@ -34,6 +36,12 @@ def get_backend(kind: str) -> Backend:
     return BACKENDS.load(kind)()
 
 
+def prepare_to_serve(tools: Iterable[Tool]) -> None:
+    """Each backend of ``tools`` does now what its first call would do once (``Backend.prepare_to_serve``)."""
+    for kind in sorted({tool.backend.kind for tool in tools}):
+        get_backend(kind).prepare_to_serve()
+
+
 def __getattr__(name: str) -> object:
     if name == "BackendWarning":  # for a backend's warnings(): imported when the lint first asks for them
         from toolrun.backends.warning import BackendWarning
@@ -42,4 +50,5 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["BACKENDS", "Backend", "BackendOutput", "BackendWarning", "CallContext", "backend_targets", "get_backend"]
+__all__ = ["BACKENDS", "Backend", "BackendOutput", "BackendWarning", "CallContext", "backend_targets", "get_backend",
+           "prepare_to_serve"]

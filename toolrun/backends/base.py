@@ -99,6 +99,12 @@ class Backend(ABC):
         """What makes some calls fail, for the lint (``check`` reports what makes every call fail)."""
         return []
 
+    def prepare_to_serve(self) -> None:
+        """Do now what this backend's first call would do once (import a client library, read CA certificates):
+        a server shared by many clients calls it before it takes requests, so that no request waits for it on
+        the event loop. By default nothing."""
+        return  # python and shell backends have nothing to prepare: their first call imports nothing new
+
     def override_hint(self, tool: Tool) -> str | None:
         """Where a lint finding is fixed when the tool's text is not written in its file; None: in the file."""
         return None

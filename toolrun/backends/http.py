@@ -68,6 +68,14 @@ class HttpBackend(Backend):
         """Where the model picks the host or path, optional path parameters, unannotated writes (http_lint)."""
         return http_warnings(tool, self.config_of(tool))
 
+    def prepare_to_serve(self) -> None:
+        """httpx, httpcore and the request machinery imported, the CA certificates read: 50-150 ms a first call
+        would spend on a server's event loop, every other client's requests waiting."""
+        from toolrun.backends.http_request import send  # noqa: F401 - imported for the calls to come
+        from toolrun.core.tls import shared_ssl_context
+
+        shared_ssl_context()
+
     async def run(self, tool: Tool, arguments: dict[str, Any], context: CallContext) -> BackendOutput:
         # httpx and the request machinery: only a call sends a request, not the load, lint or listing of a catalog
         from toolrun.backends.http_request import send

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from toolrun.backends import prepare_to_serve
 from toolrun.backends.base import CallContext
 from toolrun.core.secrets import Redactor, redacting, run_redactor
 from toolrun.core.tool import Tool
@@ -79,6 +80,10 @@ class CatalogService:
     unless ``assume_yes``. ``metrics`` counts calls, reloads and load problems. ``change_hooks`` are
     awaited after each reload that changed the catalog (a transport tells its clients)."""
 
+    # Whether the backends do before serving what a first call would do once (``Backend.prepare_to_serve``): the
+    # HTTP server's sessions share one event loop; the lean stdio server's one client starts sooner without it.
+    prepares_calls = False
+
     def __init__(self, live: LiveCatalog, *, assume_yes: bool = False, audit: AuditLog | None = None,
                  report: Callable[[str], None] = lambda line: None,
                  watch_interval: float = WATCH_INTERVAL_SECONDS, prompts: RecipePrompts | None = None,
@@ -105,6 +110,7 @@ class CatalogService:
     def load(self) -> None:
         """The first load, before serving; its problems go to ``report``."""
         self.live.refresh()
+        self._prepare_calls()
         self._catalog_secrets = Redactor(self.live.snapshot.secrets)
         self._report_problems()
         self.metrics.catalog_loaded(len(self.live.snapshot.problems), reload=False)
@@ -115,13 +121,30 @@ class CatalogService:
     async def refresh(self) -> bool:
         """Reload if the tools directory changed; announce the change to every client."""
         async with self._reload_lock:
-            changed = await asyncio.to_thread(self.live.refresh)
+            changed = await asyncio.to_thread(self._reload)
         if changed:
             self._catalog_secrets = Redactor(self.live.snapshot.secrets)
             self._report_problems()
             self.metrics.catalog_loaded(len(self.live.snapshot.problems), reload=True)
             await self.announce()
         return changed
+
+    def _reload(self) -> bool:
+        """In a worker thread: reload the catalog, and prepare the backends of what changed there, off the event loop."""
+        changed = self.live.refresh()
+        if changed:
+            self._prepare_calls()
+        return changed
+
+    def _prepare_calls(self) -> None:
+        """When ``prepares_calls``, each backend of the catalog does now what its first call would do once on the
+        event loop (``Backend.prepare_to_serve``): over HTTP every client's requests would wait for it."""
+        if not self.prepares_calls:
+            return
+        try:
+            prepare_to_serve(self.live.tools())
+        except Exception as exc:  # a plugin's: its first call meets it again, where the client sees it
+            self.report(f"warning: preparing the tools' backends failed: {exc}")
 
     async def watch(self) -> None:
         """Poll the tools directory until cancelled."""

@@ -69,6 +69,8 @@ class _ToolrunServer(Server[Any]):
 class CatalogServer(CatalogService):
     """A ``CatalogService`` served through the official SDK's low-level server (``self.server``)."""
 
+    prepares_calls = True  # over HTTP, many clients' sessions share the event loop a first call would hold
+
     def __init__(self, live: LiveCatalog, **options: Any) -> None:
         super().__init__(live, **options)
         self._attach_sdk()
