@@ -54,6 +54,7 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
     },
     "toolrun.backends.http": {
         "toolrun.backends.http_request.send": "httpx (~80 ms): only a call sends a request, not a catalog's load, lint or list",
+        "toolrun.core.tls.shared_ssl_context": "ssl: only a call, or a server preparing for calls, reads the CA certificates",
     },
     "toolrun.backends.http_config": {
         "httpx": "only a url of no plain shape is read by httpx: a catalog's load and lint do without it",
