@@ -18,7 +18,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from tests.mcp_helpers import SLEEPER_TOOL
+from tests.mcp_helpers import ECHO_PY, SLEEPER_TOOL, echo_tool
 from tests.mcp_probe_server import TOOLS as PROBE_TOOLS
 from tests.mcp_probe_server import copy_probe_server
 from toolrun.core.secrets import Redactor, redacting
@@ -262,3 +262,37 @@ def test_over_http_a_first_call_of_an_http_tool_imports_nothing_on_the_event_loo
     assert machinery not in sys.modules
     CatalogServer(LiveCatalog(tmp_path), audit=AuditLog(io.StringIO())).load()
     assert machinery in sys.modules
+
+
+def test_a_call_cancelled_while_its_approval_question_is_up_withdraws_the_question_over_the_sdk(tmp_path: Path) -> None:
+    # as the lean stdio server does (test_mcp_lean_stdio.py): the question's own notifications/cancelled ends the
+    # client's dialog, instead of leaving a question up whose answer nobody awaits
+    (tmp_path / "echo.py").write_text(ECHO_PY, encoding="utf-8")
+    (tmp_path / "guarded.yaml").write_text(echo_tool("guarded_echo", extra="confirm: true"), encoding="utf-8")
+    server = CatalogServer(LiveCatalog(tmp_path), audit=AuditLog(io.StringIO()))
+    asked = anyio.Event()
+    ended: list[str] = []
+
+    async def user_away(context: Any, params: Any) -> Any:
+        asked.set()
+        try:
+            await anyio.sleep(30)
+        except BaseException as exc:  # the dialog closed under the user: how it ended
+            ended.append(type(exc).__name__)
+            raise
+        ended.append("answered after 30 s")
+
+    async def main() -> None:
+        with redacting(Redactor()):
+            server.load()
+            async with Client(server.server, mode="legacy", elicitation_callback=user_away) as client:
+                async with anyio.create_task_group() as calls:
+                    calls.start_soon(client.call_tool, "guarded_echo", {"text": "no"})
+                    await asked.wait()
+                    calls.cancel_scope.cancel()  # the client gives the call up; its session stays open
+                with anyio.move_on_after(10):
+                    while not ended:
+                        await anyio.sleep(0.01)
+
+    anyio.run(main)
+    assert ended == ["CancelledError"]
