@@ -3,14 +3,19 @@ nothing used for a month, temporary files a writer left; nothing that is not too
 
 from __future__ import annotations
 
+import atexit
 import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.cli.test_cli_recipe import ROOT, clean_env
-from toolrun.core.cache_folder import PRUNE_STAMP
+from toolrun.core import cache_folder
+from toolrun.core.cache_folder import PRUNE_STAMP, prune_when_due
 from toolrun.core.cache_prune import UNUSED_FOR_S, prune_cache_folder
 
 DAY = 86_400.0
@@ -106,3 +111,95 @@ def test_a_command_prunes_its_cache_folder_as_it_ends_once_a_day(tmp_path: Path)
     assert [path for path in removed if path.exists()] == []
     assert [path for path in kept if not path.exists()] == []
     assert (cache / PRUNE_STAMP).stat().st_mtime >= now - 5
+
+
+def test_a_bytecode_folder_that_is_a_link_or_holds_pycache_folders_is_not_pythons_prefix_tree(tmp_path: Path) -> None:
+    # bytecode/ a link to a project (or a folder the user chose holding a "bytecode" package of their own): the
+    # prefix layout read into it took every .pyc there for one of a source that is gone, __pycache__'s included
+    project = tmp_path / "project"
+    (project / "pkg" / "__pycache__").mkdir(parents=True)
+    (project / "pkg" / "mod.py").write_text("x = 1\n")
+    in_use = project / "pkg" / "__pycache__" / "mod.cpython-311.pyc"
+    sourceless = project / "pkg" / "only.cpython-311.pyc"  # shipped without its source: nothing makes it again
+    for path in (in_use, sourceless):
+        path.write_bytes(b"\x00" * 64)
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / "bytecode").symlink_to(project)
+    chosen = tmp_path / "chosen"
+    chosen.mkdir()
+    own = chosen / "bytecode" / "__pycache__" / "__init__.cpython-311.pyc"
+    own.parent.mkdir(parents=True)
+    (chosen / "bytecode" / "__init__.py").write_text("")
+    own.write_bytes(b"\x00" * 64)
+
+    assert (prune_cache_folder(linked).files, prune_cache_folder(chosen).files) == (0, 0)
+    assert in_use.exists() and sourceless.exists() and own.exists()
+
+
+def test_ctrl_c_while_a_command_prunes_as_it_ends_stops_the_pruning_without_a_traceback(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    gone = tmp_path / "gone"  # sources deleted since: thousands of .pyc to remove, a prune that takes a while
+    for folder in range(300):
+        for module in range(20):
+            bytecode_of(cache, gone / f"d{folder}" / f"m{module}.py")
+    env = clean_env(TOOLRUN_CACHE_DIR=str(cache), TOOLRUN_LOGS=str(tmp_path / "logs.db"))
+    process = subprocess.Popen([sys.executable, "-m", "toolrun", "--help"], cwd=ROOT, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (cache / PRUNE_STAMP).exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.001)  # the stamp is made as the pruning starts
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+
+    assert "Usage:" in out and "Traceback" not in err and "Exception ignored" not in err, err
+    assert process.returncode == 0  # the command had ended well
+    assert any((cache / "bytecode").rglob("*.pyc"))  # the pruning was stopped, to go on when next due
+
+
+def test_a_prune_module_that_cannot_be_imported_as_the_command_ends_leaves_its_outcome_alone(tmp_path: Path) -> None:
+    # an install changed while a long command ran (upgraded to a version without the module, a checkout switched):
+    # the import at exit fails; here a python tool makes it fail, as it would
+    tools = tmp_path / "tools.d"
+    tools.mkdir()
+    (tools / "swap.yaml").write_text(SWAP_TOOL)
+    (tools / "swap.py").write_text('import sys\n\ndef swap() -> str:\n'
+                                   '    sys.modules["toolrun.core.cache_prune"] = None\n'
+                                   '    return "swapped"\n')
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    env = clean_env(TOOLRUN_CACHE_DIR=str(cache), TOOLRUN_LOGS=str(tmp_path / "logs.db"))
+    called = subprocess.run([sys.executable, "-m", "toolrun", "call", "swap_install", "--tools-dir", str(tools)],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+
+    assert (called.returncode, called.stdout) == (0, "swapped\n"), called.stderr
+    assert "Traceback" not in called.stderr and "Exception ignored" not in called.stderr, called.stderr
+
+
+SWAP_TOOL = """
+name: swap_install
+description: >-
+  Swaps the install under the running command, for the on-call engineer. Use it when asked to swap; it
+  changes nothing else.
+parameters: {type: object, properties: {}}
+backend:
+  python: "swap.py:swap"
+"""
+
+
+def test_a_stamp_a_day_or_more_ahead_of_the_clock_is_due_not_a_pause_until_the_clock_catches_up(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the clock was set back (it ran ahead, a restored backup's times): "pruned" a year ahead stopped pruning for a year
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    now = time.time()
+    monkeypatch.setenv("TOOLRUN_CACHE_DIR", str(cache))
+    try:
+        aged(cache / PRUNE_STAMP, -365 * DAY, now)
+        assert prune_when_due(now)
+        aged(cache / PRUNE_STAMP, -60, now)  # a few seconds ahead (another machine's clock on a shared disk): pruned
+        assert not prune_when_due(now)
+        aged(cache / PRUNE_STAMP, DAY - 60, now)
+        assert not prune_when_due(now)
+    finally:
+        atexit.unregister(cache_folder._prune)  # this test process prunes nothing as it ends

@@ -87,15 +87,18 @@ def prune_when_due(now: float | None = None) -> bool:
         due = os.path.isdir(folder)  # a folder made just now has nothing to prune yet
     except OSError:
         due = False
-    else:
-        due = (time.time() if now is None else now) - last >= PRUNE_EVERY_S
+    else:  # a stamp a day or more ahead: the clock was set back since (it had run ahead), not a pruning to come
+        due = not -PRUNE_EVERY_S < (time.time() if now is None else now) - last < PRUNE_EVERY_S
     if due:
         atexit.register(_prune, folder)
     return due
 
 
 def _prune(folder: Path) -> None:
-    from toolrun.core.cache_prune import prune_cache_folder  # once a day: not imported by the other runs
+    # The command's own outcome stands, whatever pruning meets, and it prints nothing: an error, Ctrl-C pressed
+    # while it works (it stops there; the stamp is made, so the next pruning is a day later), an install changed
+    # while the command ran (nothing left to import).
+    with contextlib.suppress(Exception, KeyboardInterrupt):
+        from toolrun.core.cache_prune import prune_cache_folder  # once a day: not imported by the other runs
 
-    with contextlib.suppress(OSError, ValueError):  # the command's own outcome stands, whatever pruning meets
         prune_cache_folder(folder)

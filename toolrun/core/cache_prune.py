@@ -13,8 +13,9 @@ toolrun command ends (``toolrun.core.cache_folder.prune_when_due``), the folder 
   "Read" is the file's access time, which Linux keeps to the day by default (``relatime``); where
   it is not kept (``noatime``), a file still in use may go, and is made again at its next use.
 
-Nothing else is touched: the folder may be one the user chose, holding files of their own. A file
-that cannot be removed is left; two toolruns pruning at once each skip what the other removed.
+Nothing else is touched: the folder may be one the user chose, holding files of their own (a
+``bytecode`` that is a link, or a ``__pycache__`` folder in it, is not Python's tree: left as it is).
+A file that cannot be removed is left; two toolruns pruning at once each skip what the other removed.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,7 +59,9 @@ def prune_cache_folder(folder: Path, now: float | None = None) -> Pruned:
     with contextlib.suppress(OSError), os.scandir(folder) as entries:
         for entry in entries:
             _prune_top_file(entry, now, pruned)
-    if os.name == "posix":  # the prefix's layout below is the POSIX one: /a/b/c.py -> bytecode/a/b/c.<tag>.pyc
+    # The prefix's layout below is the POSIX one: /a/b/c.py -> bytecode/a/b/c.<tag>.pyc. A link is not followed:
+    # what it leads to (a project, its __pycache__ folders) is not the tree Python wrote there.
+    if os.name == "posix" and _is_folder(folder / "bytecode"):
         _prune_bytecode(folder / "bytecode", Path("/"), pruned)
     return pruned
 
@@ -87,6 +91,8 @@ def _prune_bytecode(folder: Path, source_folder: Path, pruned: Pruned) -> bool:
     left = len(entries)
     for entry in entries:
         if entry.is_dir(follow_symlinks=False):
+            if entry.name == "__pycache__":  # never a source folder: a tree of someone else's (a package named bytecode)
+                continue
             if _prune_bytecode(Path(entry.path), source_folder / entry.name, pruned):
                 left -= 1
             continue
@@ -109,6 +115,14 @@ def _prune_bytecode(folder: Path, source_folder: Path, pruned: Pruned) -> bool:
     except OSError:
         return False
     return True
+
+
+def _is_folder(path: Path) -> bool:
+    """Whether ``path`` is a folder itself, not a link to one."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _remove(path: str, size: int, pruned: Pruned) -> bool:
