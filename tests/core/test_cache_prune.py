@@ -203,3 +203,15 @@ def test_a_stamp_a_day_or_more_ahead_of_the_clock_is_due_not_a_pause_until_the_c
         assert not prune_when_due(now)
     finally:
         atexit.unregister(cache_folder._prune)  # this test process prunes nothing as it ends
+
+
+def test_a_link_named_as_the_stamp_is_not_followed_and_nothing_is_pruned(tmp_path: Path) -> None:
+    now = time.time()
+    cache = tmp_path / "cache"
+    removed, _ = stale_and_kept(cache, tmp_path / "src", now)
+    users_file = aged(tmp_path / "diary.txt", 40 * DAY, now)
+    (cache / PRUNE_STAMP).symlink_to(users_file)
+
+    assert prune_cache_folder(cache, now).files == 0
+    assert users_file.stat().st_mtime == now - 40 * DAY  # its date is the user's, not made "pruned just now"
+    assert [path for path in removed if not path.exists()] == []

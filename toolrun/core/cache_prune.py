@@ -52,9 +52,7 @@ def prune_cache_folder(folder: Path, now: float | None = None) -> Pruned:
     so that the toolruns ending while this one works do not start the same pruning."""
     now = time.time() if now is None else now
     pruned = Pruned()
-    try:
-        (folder / PRUNE_STAMP).touch()
-    except OSError:
+    if not _stamped(folder / PRUNE_STAMP):
         return pruned  # a folder that cannot be written is not pruned either
     with contextlib.suppress(OSError), os.scandir(folder) as entries:
         for entry in entries:
@@ -114,6 +112,28 @@ def _prune_bytecode(folder: Path, source_folder: Path, pruned: Pruned) -> bool:
         os.rmdir(folder)
     except OSError:
         return False
+    return True
+
+
+def _stamped(stamp: Path) -> bool:
+    """Whether ``stamp`` now says the folder was pruned just now. A link of that name is not followed (it is not
+    toolrun's: nothing is pruned), and one another user left (a ``sudo -E`` run) is replaced, or pruning would
+    never be due again: the folder is this user's."""
+    flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        try:
+            descriptor = os.open(stamp, flags, 0o600)
+        except PermissionError:
+            os.unlink(stamp)
+            descriptor = os.open(stamp, flags | os.O_EXCL, 0o600)
+    except OSError:
+        return False
+    try:
+        os.utime(descriptor if os.utime in os.supports_fd else stamp)
+    except OSError:
+        return False
+    finally:
+        os.close(descriptor)
     return True
 
 
