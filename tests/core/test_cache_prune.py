@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -95,7 +96,11 @@ def test_a_command_prunes_its_cache_folder_as_it_ends_once_a_day(tmp_path: Path)
     now = time.time()
     cache = tmp_path / "cache"
     removed, kept = stale_and_kept(cache, tmp_path / "src", now)
-    command = [sys.executable, "-m", "toolrun", "tools", "list", "--tools-dir", str(ROOT / "tools.d")]
+    tools = tmp_path / "tools.d"  # the flower tool alone: tools.d's MCP server file would start its server
+    tools.mkdir()
+    for name in ("flowers.yaml", "flowers.py"):
+        shutil.copy(ROOT / "tools.d" / name, tools / name)
+    command = [sys.executable, "-m", "toolrun", "tools", "list", "--tools-dir", str(tools)]
     env = clean_env(TOOLRUN_CACHE_DIR=str(cache), TOOLRUN_LOGS=str(tmp_path / "logs.db"))
     (cache / PRUNE_STAMP).touch()
     aged(cache / PRUNE_STAMP, DAY - 600, now)  # pruned less than a day ago: not again
