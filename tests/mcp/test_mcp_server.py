@@ -491,6 +491,15 @@ def test_allow_origin_must_be_an_origin_and_needs_http_and_recipes_a_folder() ->
         serve(ROOT / "tools.d", recipes=ROOT / "no-such-recipes")
 
 
+def test_an_audit_log_that_cannot_be_opened_is_a_user_error_naming_it(tmp_path: Path) -> None:
+    # A folder not made yet (/var/log/toolrun on a fresh machine), and a folder given as the file.
+    for audit, reason in ((tmp_path / "not-made" / "audit.jsonl", "No such file or directory"),
+                          (tmp_path, "Is a directory")):
+        with pytest.raises(UserError, match="cannot open the audit log") as raised:
+            serve(TOOLS_D, http="127.0.0.1:0", audit=audit)
+        assert raised.value.problems[0].file == audit and reason in str(raised.value)
+
+
 @pytest.mark.integration  # a load test: 10 clients, 200 calls
 def test_http_answers_200_concurrent_calls_from_10_clients_each_with_its_own_result(team_mcp_server: Any) -> None:
     catalog = toolrun.load_catalog(TOOLS_D)

@@ -107,7 +107,11 @@ def _catalog_server(tools_dir: Path, tools: Sequence[str] | None, recipes: Path 
     from toolrun.mcp.live_catalog import LiveCatalog
     from toolrun.mcp.prompts import RecipePrompts
 
-    audit_log = AuditLog.open(audit) if audited else None
+    try:
+        audit_log = AuditLog.open(audit) if audited else None
+    except OSError as exc:  # a folder not made yet, one given as the file, no permission
+        raise UserError(Problem(audit, None, f"cannot open the audit log: {exc.strerror or exc}",
+                                "create its folder, or give --audit a file this user may write")) from None
     prompts = RecipePrompts(recipes, report) if recipes is not None else None
     kind: type[CatalogService] = CatalogService
     if sdk:
