@@ -121,6 +121,12 @@ def test_the_service_keys_become_the_options_of_the_same_name(tmp_path: Path) ->
     assert (options["metrics_listen"], options["drain_delay"], options["stateless"]) == ("127.0.0.1:9464", 8.0, True)
 
 
+@pytest.mark.parametrize("given", ["9464", '"9464"'])
+def test_metrics_listen_may_be_a_bare_port_as_on_the_command_line(tmp_path: Path, given: str) -> None:
+    options = load_gateway_config(config_file(tmp_path, f"metrics_listen: {given}\n")).options
+    assert options["metrics_listen"] == "9464"  # --metrics-listen 9464: on 127.0.0.1
+
+
 @pytest.mark.parametrize(("given", "expected"), [("0s", 0.0), (0, 0.0), ("250ms", 0.25)])
 def test_a_drain_delay_may_be_none_at_all(tmp_path: Path, given: object, expected: float) -> None:
     options = load_gateway_config(config_file(tmp_path, f"drain_delay: {given}\n")).options

@@ -86,6 +86,8 @@ def _schema_problems(document: dict[str, Any], path: Path) -> list[Problem]:
 def _options(document: dict[str, Any], path: Path) -> tuple[dict[str, Any], list[Problem]]:
     folder = path.parent
     options: dict[str, Any] = {name: document[key] for key, name in _PLAIN_KEYS.items() if key in document}
+    if isinstance(options.get("metrics_listen"), int):  # a bare port, as --metrics-listen 9464
+        options["metrics_listen"] = str(options["metrics_listen"])
     for key in _PATH_KEYS:
         if isinstance(document.get(key), str):
             options[key] = folder / document[key]
