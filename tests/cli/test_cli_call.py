@@ -111,6 +111,30 @@ def test_arg_wins_over_args_and_bad_values_are_reported(echo_tools: Path) -> Non
     assert no_equals.exit_code == 2 and "is not K=V" in no_equals.stderr
 
 
+def _call_process(*args: str, tools: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TOOLRUN_CACHE_DIR": "off"}
+    return subprocess.run([sys.executable, "-m", "toolrun", "call", *args, "--tools-dir", str(tools)],
+                          capture_output=True, text=True, timeout=60, env=env)
+
+
+def test_arguments_nested_thousands_deep_are_bad_input_not_an_internal_error(echo_tools: Path) -> None:
+    deep = "[" * 5000 + "]" * 5000
+    result = _call_process("echo_types", "--args", f'{{"flags": {deep}}}', "--arg", f"label={deep}",
+                           tools=echo_tools)
+    assert result.returncode == 2, result.stderr
+    assert "--args is nested deeper than 64 levels" in result.stderr
+    assert "internal error" not in result.stderr and "Traceback" not in result.stderr
+
+
+def test_nan_and_infinity_are_refused_so_json_output_stays_json(echo_tools: Path) -> None:
+    result = _call_process("echo_types", "--args", '{"ratio": NaN}', "--json", tools=echo_tools)
+    assert result.returncode == 2
+    document = json.loads(result.stdout, parse_constant=lambda text: pytest.fail(f"{text} in the --json output"))
+    assert document["problems"][0]["message"] == "--args: NaN is not a number JSON can carry"
+    too_large = run("echo_types", "--arg", "ratio=1e400", "--tools-dir", str(echo_tools))
+    assert too_large.exit_code == 2 and "--arg ratio: 1e400 is not a number JSON can carry" in too_large.stderr
+
+
 def test_a_comma_list_for_an_array_gets_the_json_form_as_its_fix(echo_tools: Path) -> None:
     result = run("echo_types", "--arg", "flags=ops,sev2", "--tools-dir", str(echo_tools))
     assert result.exit_code == 2

@@ -20,6 +20,7 @@ from toolrun.cli.common import complete_tool_names, json_usage_errors, load_cata
 from toolrun.cli.text_param import TYPED_TEXT
 from toolrun.core.errors import EXIT_RUN_FAILED, Problem, UserError
 from toolrun.core.event_loop import run_until_done
+from toolrun.core.json_limits import MAX_ARGUMENT_DEPTH, TooDeep, nesting_depth
 from toolrun.core.text import terminal_safe
 from toolrun.core.tool import Tool
 from toolrun.loop.execution import validate_arguments
@@ -101,12 +102,48 @@ def parse_value(tool: Tool, key: str, text: str) -> Any:
     if not types or types <= {"string"}:  # unknown or string-only: the text is the value
         return text
     try:
-        return json.loads(text)
+        return _loads(text)
+    except TooDeep as exc:
+        raise UserError(Problem(None, None, f"--arg {key}: the value is {exc}", _TOO_DEEP_FIX)) from None
+    except _NotFinite as exc:
+        raise UserError(Problem(None, None, f"--arg {key}: {exc}", _NOT_FINITE_FIX)) from None
     except ValueError:
         if "string" in types or not types & {"array", "object"}:
             return text  # the schema's own check words the mistake
         raise UserError(Problem(None, None, f"--arg {key}: {text!r} is not JSON, and {key} is an {_kind(types)}",
                                 f"write it in JSON: --arg '{key}={_json_form(types, text)}'")) from None
+
+
+_TOO_DEEP_FIX = "no tool's parameters are that deep: pass the value the tool's schema describes"
+_NOT_FINITE_FIX = "write a finite number, e.g. 1.5 (JSON has no NaN or Infinity)"
+
+
+class _NotFinite(ValueError):
+    """A number JSON cannot carry: ``NaN``, ``Infinity``, or one too large for a float (``1e400``)."""
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise _NotFinite(f"{text} is not a number JSON can carry")
+    return value
+
+
+def _no_constant(text: str) -> Any:
+    raise _NotFinite(f"{text} is not a number JSON can carry")
+
+
+def _loads(text: str) -> Any:
+    """``text`` as JSON, held to what a model's arguments may be: at most ``MAX_ARGUMENT_DEPTH`` levels
+    (``TooDeep``) and finite numbers only (``_NotFinite``: a ``NaN`` would reach the tool, and ``--json``
+    would print a document that is not JSON)."""
+    try:
+        value = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite).decode(text)
+    except RecursionError:
+        raise TooDeep(MAX_ARGUMENT_DEPTH) from None
+    if nesting_depth(value) > MAX_ARGUMENT_DEPTH:
+        raise TooDeep(MAX_ARGUMENT_DEPTH)
+    return value
 
 
 def _kind(types: set[str]) -> str:
@@ -126,7 +163,11 @@ def parse_arguments(tool: Tool, arg_pairs: tuple[str, ...], args_json: str | Non
     arguments: dict[str, Any] = {}
     if args_json is not None:
         try:
-            parsed = json.loads(args_json)
+            parsed = _loads(args_json)
+        except TooDeep as exc:
+            raise UserError(Problem(None, None, f"--args is {exc}", _TOO_DEEP_FIX)) from None
+        except _NotFinite as exc:
+            raise UserError(Problem(None, None, f"--args: {exc}", _NOT_FINITE_FIX)) from None
         except ValueError as exc:
             raise UserError(Problem(None, None, f"--args is not valid JSON: {exc}",
                                     "pass one JSON object, e.g. --args '{\"city\": \"北京\"}'")) from None
