@@ -938,3 +938,38 @@ def test_a_tool_in_a_subfolder_loads_with_paths_relative_to_its_own_file(tmp_pat
     import toolrun
 
     assert toolrun.call(result.catalog, "get_inventory", {"city": "北京"}).result == "北京: 100"
+
+
+def _nested_parameters(levels: int) -> str:
+    """``parameters`` whose one property holds an object property, ``levels`` times over (two schema levels each)."""
+    lines = ["parameters:", "  type: object"]
+    for level in range(levels):
+        indent = "  " * (2 * level + 1)
+        lines += [f"{indent}properties:", f"{indent}  p:", f"{indent}    type: object", f"{indent}    description: One level."]
+    return "\n".join(lines) + "\n"
+
+
+def test_parameters_nested_hundreds_deep_are_a_problem_of_their_file_not_an_internal_error(tmp_path: Path) -> None:
+    write(tmp_path, "good.yaml", GOOD_SHELL)
+    head = "name: nested\ndescription: Takes a nested value. Use it in tests only; not for real work.\n"
+    (tmp_path / "nested.yaml").write_text(head + "backend: {shell: {argv: [echo, '{{ p }}']}}\n"
+                                          + _nested_parameters(200), encoding="utf-8")
+    result = load_catalog(tmp_path)
+    assert list(result.catalog.tools) == ["count_stock"]
+    [problem] = result.problems
+    assert (problem.file, problem.line) == (tmp_path / "nested.yaml", 4)
+    assert "parameters nest 401 levels deep, more than 129" in problem.message and "$defs" in (problem.fix or "")
+    env = {"PYTHONPATH": str(ROOT), "TOOLRUN_CACHE_DIR": "off", "PATH": "/usr/bin:/bin"}
+    lint = subprocess.run([sys.executable, "-m", "toolrun", "tools", "lint", "--tools-dir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert lint.returncode == 2, lint.stderr
+    assert f"{tmp_path / 'nested.yaml'}:4: tool 'nested': parameters nest 401 levels deep" in lint.stderr
+    assert "internal error" not in lint.stderr
+
+
+def test_parameters_as_deep_as_the_deepest_arguments_load(tmp_path: Path) -> None:
+    head = "name: nested\ndescription: Takes a nested value. Use it in tests only; not for real work.\n"
+    (tmp_path / "nested.yaml").write_text(head + "backend: {shell: {argv: [echo, '{{ p }}']}}\n"
+                                          + _nested_parameters(64), encoding="utf-8")
+    result = load_catalog(tmp_path)
+    assert result.problems == [] and list(result.catalog.tools) == ["nested"]

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolrun.core.errors import Problem
+from toolrun.core.json_limits import MAX_ARGUMENT_DEPTH, nesting_depth
 from toolrun.core.schema_dialects import SUBSCHEMA_LISTS, SUBSCHEMA_MAPS, SUBSCHEMA_SINGLE
 from toolrun.core.schema_errors import describe_path, describe_value
 from toolrun.core.text import did_you_mean
@@ -39,6 +40,9 @@ _SCHEMA_KEYWORDS = frozenset(
 )
 # OpenAPI's own schema keywords: JSON Schema ignores them, and they are nobody's misspelling.
 _OPENAPI_KEYWORDS = frozenset({"nullable", "example", "discriminator", "xml", "externalDocs"})
+# Two levels of schema (``properties`` and the property's own) per level of arguments, and the top: a schema
+# deeper than this describes arguments no call may send; the checks and exports walking it recurse per level.
+MAX_SCHEMA_DEPTH = 2 * MAX_ARGUMENT_DEPTH + 1
 
 
 @lru_cache(maxsize=1)
@@ -62,6 +66,12 @@ def parameter_problems(raw: LineDict, *, file: Path, document: Any, path: tuple[
 
 def parameter_schema_problems(parameters: Any, file: Path, label: str, at: LineAt) -> list[Problem]:
     """Problems of a plain ``parameters`` schema; ``at(*steps)`` gives the line of a path inside it."""
+    depth = nesting_depth(parameters)
+    if depth > MAX_SCHEMA_DEPTH:
+        return [Problem(file, at(), f"{label}: parameters nest {depth} levels deep, more than {MAX_SCHEMA_DEPTH} "
+                        f"(arguments nest at most {MAX_ARGUMENT_DEPTH} levels)",
+                        "flatten the schema: a shape used at many levels goes under $defs once, "
+                        "and each level points at it with $ref")]
     problems = [
         Problem(file, at(*steps, key), f"{label}: {describe_path(('parameters', *steps))}: the name "
                 f"{json.dumps(key)} is not text (YAML read it as {describe_value(key)})", _quote_fix(key))
