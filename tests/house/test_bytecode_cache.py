@@ -119,3 +119,17 @@ def test_a_same_size_edit_whose_mtime_was_set_back_runs_the_new_code(tmp_path: P
         source.write_text('TODAY = "rainy"\n', encoding="utf-8")  # the same size, and the mtime put back (touch -r)
         os.utime(source, ns=(status.st_atime_ns, status.st_mtime_ns))
     assert today() == ["rainy"] * 3
+
+
+def test_bytecode_cut_short_in_the_cache_folder_is_compiled_again_not_a_failure_of_every_command(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    run_script(tmp_path, PYTHONDONTWRITEBYTECODE="1", TOOLRUN_CACHE_DIR=str(cache))
+    kept = list((cache / "bytecode").rglob("*.pyc"))
+    assert kept
+    for index, path in enumerate(kept):  # as a crash or a full disk leaves them: cut after the header, or a bad byte
+        data = path.read_bytes()
+        path.write_bytes(data[:20] if index % 2 else data[:16] + b"\xff" + data[17:])
+    seen, _ = run_script(tmp_path, PYTHONDONTWRITEBYTECODE="1", TOOLRUN_CACHE_DIR=str(cache))
+    assert seen["prefix"] == str(cache / "bytecode")
+    group = cache / "bytecode" / (ROOT / "toolrun" / "cli").relative_to(ROOT.anchor) / f"group.{sys.implementation.cache_tag}.pyc"
+    assert group.stat().st_size > 100  # written again whole

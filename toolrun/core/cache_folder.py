@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from importlib.machinery import SourceFileLoader  # imported by Python's own start (site)
 from pathlib import Path
+from types import CodeType
 
 # False once the toolrun script has turned bytecode writing on for its own modules although the
 # user turned it off (PYTHONDONTWRITEBYTECODE): the modules of python tools are still imported
@@ -50,6 +51,25 @@ def keep_bytecode() -> None:
     # same-size edit whose mtime was set back (touch -r, cp -p) would run the old code, where without
     # the cache it was compiled afresh. Every .pyc is in the cache folder now, whatever finder loads it.
     SourceFileLoader.path_stats = path_stats_by_status  # type: ignore[method-assign,assignment]
+    SourceFileLoader.get_code = code_from_sound_bytecode  # type: ignore[method-assign,assignment]
+
+
+_get_code = SourceFileLoader.get_code
+
+
+def code_from_sound_bytecode(loader: SourceFileLoader, fullname: str) -> CodeType | None:
+    """A source loader's ``get_code`` that compiles the source again when its bytecode in the cache folder is
+    damaged (cut short by a crash or a full disk, a byte changed): Python's own reads such a file, fails with
+    ``EOFError: marshal data too short`` or ``ValueError: bad marshal data``, and every command would fail so
+    until the folder was deleted."""
+    try:
+        return _get_code(loader, fullname)
+    except (EOFError, ValueError, TypeError):
+        from importlib.util import cache_from_source
+
+        with contextlib.suppress(OSError, ValueError, NotImplementedError):
+            os.unlink(cache_from_source(loader.get_filename(fullname)))
+        return _get_code(loader, fullname)  # a mistake of the source itself is raised again, as it would be
 
 
 def path_stats_by_status(loader: SourceFileLoader, path: str) -> dict[str, int]:
