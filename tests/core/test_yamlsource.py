@@ -163,3 +163,19 @@ def test_an_unquoted_colon_in_a_text_gets_the_quoting_hint() -> None:
         load_yaml_text("name: x\ndescription: Returns the weather. Note: cities only.\n", "t.yaml")
     assert caught.value.problem.line == 2
     assert 'quote the whole value ("...")' in str(caught.value.problem.fix) and '": "' in str(caught.value.problem.fix)
+
+
+def test_a_file_not_in_utf8_is_reported_at_the_line_of_its_first_bad_byte(tmp_path: Path):
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes("name: cafe\n# owner: José\ndescription: x\n".encode("cp1252"))
+    with pytest.raises(YamlSyntaxError) as info:
+        load_yaml_file(latin)
+    problem = info.value.problem
+    assert (problem.file, problem.line) == (latin, 2)
+    assert problem.message == "not UTF-8 text (byte 0xe9: invalid continuation byte)"
+    assert "iconv -f cp1252 -t utf-8" in (problem.fix or "")
+    wide = tmp_path / "wide.yaml"
+    wide.write_bytes("name: cafe\n".encode("utf-16"))
+    with pytest.raises(YamlSyntaxError) as info:
+        load_yaml_file(wide)
+    assert (info.value.problem.line, info.value.problem.message) == (1, "UTF-16 text, not UTF-8")

@@ -171,11 +171,22 @@ def load_yaml_file(path: Path) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise YamlSyntaxError(Problem(path, None, f"not UTF-8 text ({exc.reason})", "save the file as UTF-8")) from None
+        raise YamlSyntaxError(_not_utf8(path, exc)) from None
     except OSError as exc:
         fix = "fix or remove the symbolic link" if path.is_symlink() else "check the file's permissions"
         raise YamlSyntaxError(Problem(path, None, f"cannot read the file: {exc.strerror}", fix)) from None
     return load_yaml_text(text, path)
+
+
+def _not_utf8(path: Path, error: UnicodeDecodeError) -> Problem:
+    """The problem of a file that is not UTF-8, at the line of its first byte that is not (a UTF-16 file: line 1)."""
+    data = error.object if isinstance(error.object, bytes) else b""
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return Problem(path, 1, "UTF-16 text, not UTF-8", "save the file as UTF-8")
+    line = data.count(b"\n", 0, error.start) + 1
+    byte = data[error.start:error.start + 1].hex()
+    return Problem(path, line, f"not UTF-8 text (byte 0x{byte}: {error.reason})",
+                   "save the file as UTF-8 (from Windows-1252, say: iconv -f cp1252 -t utf-8)")
 
 
 def load_yaml_text(text: str, path: Path | str) -> Any:
