@@ -350,3 +350,53 @@ def test_a_result_holding_a_byte_that_is_not_utf8_is_answered_and_the_server_goe
     replies = {reply["id"]: reply for reply in map(json.loads, done.stdout.splitlines())}
     assert replies[2]["result"]["content"] == [{"type": "text", "text": text}]
     assert replies[3]["result"] == {}
+
+
+def test_an_approval_question_nobody_answers_is_withdrawn_and_the_call_denied_after_the_wait(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # In process, for a wait of 0.3 s instead of 10 minutes: the session reads lines fed to it and writes to a pipe
+    import asyncio
+    import io
+    import os
+
+    from toolrun.mcp import mapping
+    from toolrun.mcp.audit import AuditLog
+    from toolrun.mcp.catalog_service import CatalogService
+    from toolrun.mcp.jsonrpc_lines import read_line
+    from toolrun.mcp.lean_stdio import StdioSession
+    from toolrun.mcp.live_catalog import LiveCatalog
+    from toolrun.mcp.stdio_wire import LineWriter
+
+    monkeypatch.setattr(mapping, "APPROVAL_WAIT_SECONDS", 0.3)
+    folder = tools_dir(tmp_path)
+    service = CatalogService(LiveCatalog(folder), audit=AuditLog(io.StringIO()))
+    service.load()
+    hello = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}}, "clientInfo": {"name": "t", "version": "1"}}}
+    call = {"jsonrpc": "2.0", "id": "w1", "method": "tools/call",
+            "params": {"name": "guarded_echo", "arguments": {"text": "no"}}}
+
+    async def main() -> list[dict[str, Any]]:
+        out, into = os.pipe()
+        writer = await LineWriter(into).open()
+        replies = asyncio.StreamReader()
+        await asyncio.get_running_loop().connect_read_pipe(lambda: asyncio.StreamReaderProtocol(replies),
+                                                           os.fdopen(out, "rb"))
+        requests = asyncio.StreamReader()
+        opening, _ = read_line(json.dumps(hello))
+        assert opening is not None
+        serving = asyncio.create_task(StdioSession(service, writer).serve(opening, requests))
+        requests.feed_data(json.dumps(call).encode() + b"\n")
+        heard = [json.loads(await asyncio.wait_for(replies.readline(), 10)) for _ in range(4)]
+        requests.feed_eof()
+        await serving
+        writer.close()
+        os.close(into)
+        return heard
+
+    hello_reply, question, withdrawn, result = asyncio.run(main())
+    assert hello_reply["id"] == 0 and question["method"] == "elicitation/create"
+    assert withdrawn == {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {
+        "requestId": question["id"], "reason": "nobody answered it in time"}}
+    assert result["id"] == "w1" and result["result"]["isError"]
+    assert "nobody answered the approval question within 0.005 minutes" in result["result"]["content"][0]["text"]

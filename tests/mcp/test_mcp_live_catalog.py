@@ -296,3 +296,38 @@ def test_a_call_cancelled_while_its_approval_question_is_up_withdraws_the_questi
 
     anyio.run(main)
     assert ended == ["CancelledError"]
+
+
+def test_an_approval_question_nobody_answers_is_withdrawn_and_the_call_denied_after_the_wait(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # over HTTP, a client gone while its question was up (killed, its laptop closed) held the call, and with it
+    # a session its next one needed, and every drain, for good: the wait is bounded (10 minutes; 0.3 s here)
+    from toolrun.mcp import mapping
+
+    monkeypatch.setattr(mapping, "APPROVAL_WAIT_SECONDS", 0.3)
+    (tmp_path / "echo.py").write_text(ECHO_PY, encoding="utf-8")
+    (tmp_path / "guarded.yaml").write_text(echo_tool("guarded_echo", extra="confirm: true"), encoding="utf-8")
+    server = CatalogServer(LiveCatalog(tmp_path), audit=AuditLog(io.StringIO()))
+    ended: list[str] = []
+    results: list[Any] = []
+
+    async def user_away(context: Any, params: Any) -> Any:
+        try:
+            await anyio.sleep(30)
+        except BaseException as exc:
+            ended.append(type(exc).__name__)
+            raise
+
+    async def main() -> None:
+        with redacting(Redactor()):
+            server.load()
+            async with Client(server.server, mode="legacy", elicitation_callback=user_away) as client:
+                with anyio.fail_after(10):
+                    results.append(await client.call_tool("guarded_echo", {"text": "no"}))
+                    while not ended:
+                        await anyio.sleep(0.01)
+
+    anyio.run(main)
+    assert results[0].is_error and "nobody answered the approval question within 0.005 minutes" in \
+        results[0].content[0].text
+    assert ended == ["CancelledError"]  # the question withdrawn, not left up

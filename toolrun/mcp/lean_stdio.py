@@ -17,6 +17,7 @@ from typing import Any
 
 from toolrun import __version__
 from toolrun.core.tool import Tool
+from toolrun.mcp import mapping
 from toolrun.mcp.catalog_service import (
     INSTRUCTIONS,
     INVALID_CURSOR,
@@ -229,23 +230,29 @@ class StdioSession:
         else:
             question.set_result(message.result or {})
 
-    async def _ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """A request to the client; its result."""
+    async def _ask(self, method: str, params: dict[str, Any], wait: float | None = None) -> dict[str, Any]:
+        """A request to the client; its result. ``TimeoutError`` when it is not answered within ``wait`` seconds."""
         question_id = self._next_question_id
         self._next_question_id += 1
         answer: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._asked[question_id] = answer
         self.send({"jsonrpc": "2.0", "id": question_id, "method": method, "params": params})
         try:
-            return await answer
+            return await asyncio.wait_for(answer, wait)
         except asyncio.CancelledError:
             if not answer.done() or answer.cancelled():  # unanswered (cancelling the task cancels the future it
                 # awaited): the request that asked was cancelled, so its question is withdrawn, not left up
-                self.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                           "params": {"requestId": question_id, "reason": "the request that asked it was cancelled"}})
+                self._withdraw(question_id, "the request that asked it was cancelled")
+            raise
+        except TimeoutError:
+            self._withdraw(question_id, "nobody answered it in time")
             raise
         finally:
             self._asked.pop(question_id, None)
+
+    def _withdraw(self, question_id: int, reason: str) -> None:
+        self.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                   "params": {"requestId": question_id, "reason": reason}})
 
     # ------------------------------------------------------------------ requests
 
@@ -300,7 +307,10 @@ class StdioSession:
         question: dict[str, Any] = {"message": approval_question(tool, arguments), "requestedSchema": APPROVAL_SCHEMA}
         if self.protocol_version >= "2025-11-25":  # elicitation modes came with 2025-11-25
             question = {"mode": "form", **question}
-        answer = await self._ask("elicitation/create", question)
+        try:  # bounded (see APPROVAL_WAIT_SECONDS), as over the SDK: the question is withdrawn when the wait ends
+            answer = await self._ask("elicitation/create", question, mapping.APPROVAL_WAIT_SECONDS)
+        except TimeoutError:
+            raise mapping.approval_unanswered() from None
         content = answer.get("content")
         return approval_given(str(answer.get("action")), content if isinstance(content, dict) else None)
 

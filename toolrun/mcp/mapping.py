@@ -53,6 +53,20 @@ APPROVAL_SCHEMA: dict[str, Any] = {
 }
 
 
+# How long a client's user has to answer an approval question (a 2025-11-25 session's elicitation). Bounded: a
+# client gone while its question was up (killed, its laptop closed) would hold the call for good, and over HTTP
+# its session, which a new session of that client may need, and a drain with them.
+APPROVAL_WAIT_SECONDS = 600.0
+
+
+class ApprovalUnanswered(Exception):
+    """An approval question nobody answered in time: its question is withdrawn and the call denied with this."""
+
+
+def approval_unanswered() -> ApprovalUnanswered:
+    return ApprovalUnanswered(f"nobody answered the approval question within {APPROVAL_WAIT_SECONDS / 60:g} minutes")
+
+
 def approval_given(action: str, content: dict[str, Any] | None) -> bool:
     """An elicitation's answer as a yes or no: accepted with ``approve`` true."""
     return action == "accept" and bool((content or {}).get("approve"))

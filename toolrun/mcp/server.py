@@ -16,6 +16,7 @@ import warnings
 import weakref
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.lowlevel.server import NotificationOptions
@@ -29,6 +30,7 @@ from toolrun import __version__
 from toolrun.core.text import text_as_sent
 from toolrun.core.tool import Tool
 from toolrun.loop.approval import Approver
+from toolrun.mcp import mapping
 from toolrun.mcp.catalog_service import (
     INSTRUCTIONS,
     INVALID_CURSOR,
@@ -260,8 +262,11 @@ def _fixed_answer(approved: bool) -> Approver:
 
 def _elicit_approval(ctx: Any) -> Approver:
     async def ask(tool: Tool, arguments: dict[str, Any]) -> bool:
-        result = await ctx.session.elicit_form(approval_question(tool, arguments), APPROVAL_SCHEMA,
-                                               related_request_id=ctx.request_id)
+        with anyio.move_on_after(mapping.APPROVAL_WAIT_SECONDS) as waited:  # bounded: see APPROVAL_WAIT_SECONDS
+            result = await ctx.session.elicit_form(approval_question(tool, arguments), APPROVAL_SCHEMA,
+                                                   related_request_id=ctx.request_id)
+        if waited.cancelled_caught:  # the SDK withdrew the question (its notifications/cancelled)
+            raise mapping.approval_unanswered()
         return approval_given(result.action, result.content)
 
     return ask
