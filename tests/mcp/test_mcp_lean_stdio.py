@@ -9,6 +9,7 @@ raw exchanges. That a 2026-07-28 client is still served (handed to the SDK) is t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import select
 import subprocess
@@ -400,3 +401,54 @@ def test_an_approval_question_nobody_answers_is_withdrawn_and_the_call_denied_af
         "requestId": question["id"], "reason": "nobody answered it in time"}}
     assert result["id"] == "w1" and result["result"]["isError"]
     assert "nobody answered the approval question within 0.005 minutes" in result["result"]["content"][0]["text"]
+
+
+def test_an_audit_log_that_cannot_be_written_refuses_calls_rather_than_run_them_unaudited(folder: Path) -> None:
+    # a full disk (/dev/full answers every write so): the server ended the call with an internal error and a
+    # traceback after its tool had run, and said "internal error ... a bug in toolrun" at exit
+    client = RawClient(*toolrun_mcp_argv("--tools-dir", str(folder), "--audit", "/dev/full"))
+    client.initialize()
+    ran = client.request(1, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+    assert ran["result"]["structuredContent"] == {"text": "hi", "length": 2}  # it ran: its result is the client's
+    refused = client.request(2, "tools/call", {"name": "echo", "arguments": {"text": "again"}})
+    assert refused["result"]["isError"]
+    assert refused["result"]["content"][0]["text"].startswith(
+        "refused: the server's audit log cannot be written (No space left on device)")
+    stderr = client.close()
+    assert client.process.returncode == 0, stderr
+    assert stderr.count("error: cannot write the audit log /dev/full (No space left on device)") == 1, stderr
+    assert "Traceback" not in stderr and "internal error" not in stderr
+
+
+def test_an_audit_log_that_can_be_written_again_lets_calls_run_again(capsys: pytest.CaptureFixture[str]) -> None:
+    # a real pipe nobody reads: full, it refuses the next line, as a full disk does; read, it takes lines again
+    import fcntl
+    import os
+
+    from toolrun.mcp.audit import AuditLog
+
+    out, into = os.pipe()
+    fcntl.fcntl(into, fcntl.F_SETFL, fcntl.fcntl(into, fcntl.F_GETFL) | os.O_NONBLOCK)
+    with contextlib.suppress(BlockingIOError):
+        while True:
+            os.write(into, b"x" * 65536)
+    log = AuditLog(open(into, "a", encoding="utf-8", buffering=1), owned=True, name="the pipe")
+    log.record(client="ops", tool="restart_service", arguments={}, is_error=False, duration_ms=1)
+    assert log.unwritable is not None
+    with contextlib.suppress(BlockingIOError):
+        fcntl.fcntl(out, fcntl.F_SETFL, fcntl.fcntl(out, fcntl.F_GETFL) | os.O_NONBLOCK)
+        while os.read(out, 1 << 20):
+            pass
+    log.record(client="ops", tool="get_status", arguments={}, is_error=False, duration_ms=1)
+    assert log.unwritable is None
+    written = b""
+    with contextlib.suppress(BlockingIOError):
+        while chunk := os.read(out, 1 << 20):
+            written += chunk
+    assert written.rstrip(b"\n").rsplit(b"\n", 1)[-1].endswith(b'"tool": "get_status", "arguments": {}, '
+                                                                b'"is_error": false, "duration_ms": 1}')
+    log.close()
+    os.close(out)
+    said = capsys.readouterr().err.splitlines()
+    assert said[0].startswith("error: cannot write the audit log the pipe (") and "calls are refused" in said[0]
+    assert said[1] == "toolrun: the audit log the pipe is written again; calls run again"

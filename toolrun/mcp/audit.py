@@ -6,6 +6,7 @@ acts on (C0/C1 controls, line separators, bidi controls) is a ``\\u`` escape.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -19,12 +20,19 @@ from toolrun.core.text import json_terminal_safe
 
 
 class AuditLog:
-    """Appends one JSON object per line to a file (or stderr); arguments arrive already redacted."""
+    """Appends one JSON object per line to a file (or stderr); arguments arrive already redacted.
 
-    def __init__(self, stream: TextIO, *, owned: bool = False) -> None:
+    A line that cannot be written (a full disk, a removed mount) makes the log ``unwritable``, with why, and
+    says so once on stderr: the server then refuses calls (each refusal's own line tries the log again) rather
+    than run them unaudited. The next line written makes it writable again.
+    """
+
+    def __init__(self, stream: TextIO, *, owned: bool = False, name: str = "stderr") -> None:
         self._stream = stream
         self._owned = owned
         self._lock = threading.Lock()
+        self.name = name
+        self.unwritable: str | None = None  # why the last line could not be written; None while lines are
 
     @classmethod
     def open(cls, path: Path | None) -> AuditLog:
@@ -32,7 +40,7 @@ class AuditLog:
         if path is None:
             return cls(sys.stderr)
         descriptor = open_private(path, os.O_WRONLY | os.O_APPEND)  # every argument and result: 0600
-        return cls(open(descriptor, "a", encoding="utf-8", buffering=1), owned=True)
+        return cls(open(descriptor, "a", encoding="utf-8", buffering=1), owned=True, name=str(path))
 
     def record(self, *, client: str | None, tool: str, arguments: Any, is_error: bool, duration_ms: int,
                unknown: bool = False) -> None:
@@ -54,9 +62,31 @@ class AuditLog:
         # Readable text (北京) stays; what a terminal would obey (a client's U+009B, U+202E) becomes \\u009b.
         line = json_terminal_safe(json.dumps(entry, ensure_ascii=False, default=str))
         with self._lock:
-            self._stream.write(line + "\n")
-            self._stream.flush()
+            try:
+                self._stream.write(line + "\n")
+                self._stream.flush()
+            except (OSError, ValueError) as exc:  # ValueError: a stream closed under us
+                self._failed(exc)
+                return
+            if self.unwritable is not None:
+                self.unwritable = None
+                _say(f"toolrun: the audit log {self.name} is written again; calls run again")
+
+    def _failed(self, exc: Exception) -> None:
+        why = getattr(exc, "strerror", None) or str(exc)
+        if self.unwritable is None:
+            _say(f"error: cannot write the audit log {self.name} ({why}): calls are refused until it can be "
+                 "written — free space on its disk, or restart with --audit naming a file that can be")
+        self.unwritable = why  # the stream may send what it kept of the line with a later one; the rest is lost
 
     def close(self) -> None:
         if self._owned:
-            self._stream.close()
+            with contextlib.suppress(OSError, ValueError):  # a last line that cannot be written: said already
+                self._stream.close()
+
+
+def _say(line: str) -> None:
+    """A line for the server's operator on stderr, unless stderr is the log that fails."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()

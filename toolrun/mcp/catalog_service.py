@@ -53,6 +53,12 @@ class Caller:
         return self.tools is None or "*" in self.tools
 
 
+def unaudited_refusal(why: str) -> str:
+    """The result of a call refused because the audit log cannot be written: no call runs unaudited."""
+    return (f"refused: the server's audit log cannot be written ({why}), and no call runs without its line there; "
+            "try again later (the server's operator is told)")
+
+
 def refusal_message(tool: Tool, stateless: bool = False) -> str:
     if stateless:
         return (f"{tool.name} needs a human's approval for each call, and this server runs --stateless, where no "
@@ -222,6 +228,8 @@ class CatalogService:
         """``tools/call`` of a found tool: ``early`` (a refusal) or the call's result, audited and counted."""
         started = time.perf_counter()
         is_error = True  # until the call finishes: a refused or cancelled call is audited as an error
+        if early is None and self.audit is not None and self.audit.unwritable is not None:
+            early = call_result_to_mcp(unaudited_refusal(self.audit.unwritable), True)  # its own line tries the log
         self._begin_call()
         with redacting(run_redactor()) as redactor:
             try:
