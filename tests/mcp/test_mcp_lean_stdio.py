@@ -452,3 +452,25 @@ def test_an_audit_log_that_can_be_written_again_lets_calls_run_again(capsys: pyt
     said = capsys.readouterr().err.splitlines()
     assert said[0].startswith("error: cannot write the audit log the pipe (") and "calls are refused" in said[0]
     assert said[1] == "toolrun: the audit log the pipe is written again; calls run again"
+
+
+def test_a_lone_surrogate_in_a_clients_arguments_is_audited_and_refuses_no_later_call(tmp_path: Path) -> None:
+    # "\ud800" is valid JSON, and UTF-8 cannot hold it: its line failed to encode, the call it audits ran
+    # unaudited, and the server refused the next call of any client as if its disk were full
+    folder = tools_dir(tmp_path)
+    audit = tmp_path / "audit.jsonl"
+    client = RawClient(*toolrun_mcp_argv("--tools-dir", str(folder), "--audit", str(audit)))
+    client.initialize()
+    client.send('{"jsonrpc": "2.0", "id": 1, "method": "tools/call", '
+                '"params": {"name": "echo", "arguments": {"text": "a\\ud800b"}}}')
+    assert not client.receive()["result"]["isError"]
+    client.send('{"jsonrpc": "2.0", "id": 2, "method": "tools/call", '
+                '"params": {"name": "\\udc00", "arguments": {}}}')
+    assert client.receive()["error"]["message"].startswith("Unknown tool")
+    after = client.request(3, "tools/call", {"name": "echo", "arguments": {"text": "next"}})
+    assert after["result"]["structuredContent"] == {"text": "next", "length": 4}
+    stderr = client.close()
+    assert "audit log" not in stderr, stderr
+    lines = [json.loads(line) for line in audit.read_text(encoding="utf-8").splitlines()]
+    assert [(line["tool"], line["arguments"]) for line in lines] == [
+        ("echo", {"text": "a\ud800b"}), ("\udc00", {}), ("echo", {"text": "next"})]
