@@ -318,3 +318,26 @@ def test_a_provider_down_at_start_is_a_warning_not_a_failure() -> None:
     assert verifier is not None and verifier.keys.fetches == 1
     assert lines[0].startswith(f"warning: no signing keys from {unreachable} (cannot reach ")
     assert lines[0].endswith("its tokens are refused until it answers (asked again at most once a minute)")
+
+
+def test_a_forged_token_claiming_a_lone_surrogate_is_audited_and_refuses_no_later_call(tmp_path: Path) -> None:
+    # anyone may send a token: its claimed subject, "\ud800" in its JSON, made the refusal's audit line fail to
+    # encode as UTF-8, and the server refused the next call of every client as if its disk were full
+    issuer = FakeIssuer()
+    audit = AuditLog.open(tmp_path / "audit.jsonl")
+    verifier = TokenVerifier(OidcSettings(ISSUER, AUDIENCE, RULES), IssuerKeys(ISSUER, fetch=issuer.fetch))
+    access = load_access_list(auth_file(tmp_path, f"""
+        oidc: {{issuer: "{ISSUER}", rules: [{{claim: groups, contains: sre, tools: ["*"]}}]}}
+    """), resource_url=AUDIENCE)
+    gate = RequestGate(_Echo(), origins=[], access=access, resource_url=AUDIENCE, audit=audit, verifier=verifier)
+    forged = _unsigned({"iss": ISSUER, "aud": AUDIENCE, "sub": "\ud800", "exp": int(time.time()) + 300})
+
+    async def request() -> httpx.Response:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=gate), base_url="http://testserver") as client:
+            return await client.post("/mcp", headers={"authorization": f"Bearer {forged}"})
+
+    assert asyncio.run(request()).status_code == 401
+    audit.close()
+    assert audit.unwritable is None
+    [line] = (tmp_path / "audit.jsonl").read_text(encoding="utf-8").splitlines()
+    assert json.loads(line)["subject"] == "\ud800"
