@@ -135,6 +135,29 @@ def test_nan_and_infinity_are_refused_so_json_output_stays_json(echo_tools: Path
     assert too_large.exit_code == 2 and "--arg ratio: 1e400 is not a number JSON can carry" in too_large.stderr
 
 
+def test_nan_or_a_deep_json_text_for_a_parameter_that_takes_a_string_too_is_that_string(tmp_path: Path) -> None:
+    # type: [string, integer]: "Infinity" (a band, a version name) is a string the schema accepts, not exit 2
+    (tmp_path / "echo.py").write_text("def echo(**kwargs):\n    return {k: [v, type(v).__name__] for k, v in "
+                                      "sorted(kwargs.items())}\n", encoding="utf-8")
+    write_tools(tmp_path, """
+        tools:
+          - name: find_release
+            description: Finds a release by its name or number. Use it in tests only; not for real work.
+            parameters:
+              type: object
+              properties:
+                release: {type: [string, integer], description: A release name or number}
+            backend: {python: "echo.py:echo"}
+    """)
+    deep = "[" * 100 + "]" * 100
+    for text in ("Infinity", "NaN", "1e400", deep):
+        result = run("find_release", "--arg", f"release={text}", "--json", "--tools-dir", str(tmp_path))
+        assert result.exit_code == 0, result.stderr
+        assert json.loads(json.loads(result.stdout)["result"]) == {"release": [text, "str"]}
+    assert json.loads(json.loads(run("find_release", "--arg", "release=7", "--json", "--tools-dir",
+                                     str(tmp_path)).stdout)["result"]) == {"release": [7, "int"]}
+
+
 def test_a_comma_list_for_an_array_gets_the_json_form_as_its_fix(echo_tools: Path) -> None:
     result = run("echo_types", "--arg", "flags=ops,sev2", "--tools-dir", str(echo_tools))
     assert result.exit_code == 2

@@ -103,9 +103,11 @@ def parse_value(tool: Tool, key: str, text: str) -> Any:
         return text
     try:
         return _loads(text)
-    except TooDeep as exc:
-        raise UserError(Problem(None, None, f"--arg {key}: the value is {exc}", _TOO_DEEP_FIX)) from None
-    except _NotFinite as exc:
+    except (TooDeep, _NotFinite) as exc:
+        if "string" in types:  # "Infinity" for a name-or-number parameter: a string the schema takes
+            return text
+        if isinstance(exc, TooDeep):
+            raise UserError(Problem(None, None, f"--arg {key}: the value is {exc}", _TOO_DEEP_FIX)) from None
         raise UserError(Problem(None, None, f"--arg {key}: {exc}", _NOT_FINITE_FIX)) from None
     except ValueError:
         if "string" in types or not types & {"array", "object"}:
