@@ -328,6 +328,6 @@ def test_an_approval_question_nobody_answers_is_withdrawn_and_the_call_denied_af
                         await anyio.sleep(0.01)
 
     anyio.run(main)
-    assert results[0].is_error and "nobody answered the approval question within 0.005 minutes" in \
-        results[0].content[0].text
+    assert results[0].is_error and results[0].content[0].text == \
+        "approval failed: nobody answered the approval question within 0.005 minutes"
     assert ended == ["CancelledError"]  # the question withdrawn, not left up

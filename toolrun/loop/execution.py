@@ -34,6 +34,12 @@ if TYPE_CHECKING:
 DENIED_MESSAGE = "the user denied this call"
 NO_APPROVER_MESSAGE = "this tool needs a human's approval for each call and nobody can approve it here"
 
+
+class ApprovalWithheld(Exception):
+    """Raised by an approver that got no answer, for a reason worded for the model and the client ("nobody
+    answered the approval question within 10 minutes"): the call is refused with it, not with a traceback's words."""
+
+
 _JSON_TYPES = {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer",
                float: "number", type(None): "null"}
 
@@ -258,6 +264,8 @@ async def _execute(tool: Tool, arguments: Any, context: CallContext, approver: A
     if tool.needs_confirmation:
         try:
             refusal = await _approved(tool, arguments, approver)
+        except ApprovalWithheld as exc:  # a reason meant for the reader, not a Python exception's name
+            refusal = f"approval failed: {exc}"
         except Exception as exc:  # an approver that breaks must not break the run
             refusal = f"approval failed: {exception_text(exc)}"
         if refusal:

@@ -13,6 +13,7 @@ from typing import Any
 from toolrun.core.content import ContentBlock
 from toolrun.core.json_limits import MAX_BODY_DEPTH, loads_bounded
 from toolrun.core.tool import Tool
+from toolrun.loop.execution import ApprovalWithheld
 
 
 def call_result_to_mcp(text: str, is_error: bool, blocks: Sequence[ContentBlock] = ()) -> dict[str, Any]:
@@ -59,7 +60,7 @@ APPROVAL_SCHEMA: dict[str, Any] = {
 APPROVAL_WAIT_SECONDS = 600.0
 
 
-class ApprovalUnanswered(Exception):
+class ApprovalUnanswered(ApprovalWithheld):
     """An approval question nobody answered in time: its question is withdrawn and the call denied with this."""
 
 
