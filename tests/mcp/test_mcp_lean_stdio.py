@@ -475,3 +475,36 @@ def test_a_lone_surrogate_in_a_clients_arguments_is_audited_and_refuses_no_later
     lines = [json.loads(line) for line in audit.read_text(encoding="utf-8").splitlines()]
     assert [(line["tool"], line["arguments"]) for line in lines] == [
         ("echo", {"text": "a\ud800b"}), ("\udc00", {}), ("echo", {"text": "next"})]
+
+
+FULL_DISK_SCRIPT = """
+import json, resource, signal, sys
+from pathlib import Path
+from toolrun.mcp.audit import AuditLog
+
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # past the limit a write fails with EFBIG, as a full disk's with ENOSPC
+path = Path(sys.argv[1])
+log = AuditLog.open(path)
+log.record(client="ops", tool="before", arguments={}, is_error=False, duration_ms=1)
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+resource.setrlimit(resource.RLIMIT_FSIZE, (path.stat().st_size + 100, hard))
+for n in range(3):  # refused calls' lines, larger than a stream's buffer
+    log.record(client="ops", tool="refused", arguments={"text": "x" * 5000}, is_error=True, duration_ms=0)
+assert log.unwritable
+resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))  # space again
+log.record(client="ops", tool="after", arguments={}, is_error=False, duration_ms=1)
+assert log.unwritable is None
+log.close()
+"""
+
+
+def test_the_line_written_after_a_full_disk_is_a_line_of_its_own(tmp_path: Path) -> None:
+    # the buffered stream kept what the full disk refused and sent it glued to the next line: the line of the
+    # first call run again was inside one line no JSON reader reads
+    path = tmp_path / "audit.jsonl"
+    done = subprocess.run([sys.executable, "-c", FULL_DISK_SCRIPT, str(path)], cwd=ROOT, env=server_env(),
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert json.loads(lines[0])["tool"] == "before" and json.loads(lines[-1])["tool"] == "after"
+    assert len(lines) == 3  # the one line the disk cut short stays between them, on its own

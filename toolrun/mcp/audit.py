@@ -28,8 +28,9 @@ class AuditLog:
     than run them unaudited. The next line written makes it writable again.
     """
 
-    def __init__(self, stream: TextIO, *, owned: bool = False, name: str = "stderr") -> None:
-        self._stream = stream
+    def __init__(self, stream: TextIO | int, *, owned: bool = False, name: str = "stderr") -> None:
+        self._stream = stream  # a file's descriptor: each line one os.write, nothing kept in a buffer
+        self._cut = False  # a line of the file was cut short (its disk filled up): the next starts on a line of its own
         self._owned = owned
         self._lock = threading.Lock()
         self.name = name
@@ -41,7 +42,7 @@ class AuditLog:
         if path is None:
             return cls(sys.stderr)
         descriptor = open_private(path, os.O_WRONLY | os.O_APPEND)  # every argument and result: 0600
-        return cls(open(descriptor, "a", encoding="utf-8", buffering=1), owned=True, name=str(path))
+        return cls(descriptor, owned=True, name=str(path))
 
     def record(self, *, client: str | None, tool: str, arguments: Any, is_error: bool, duration_ms: int,
                unknown: bool = False) -> None:
@@ -66,14 +67,28 @@ class AuditLog:
             line = re.sub("[\ud800-\udfff]", lambda found: f"\\u{ord(found.group()):04x}", line)  # as sent, escaped
         with self._lock:
             try:
-                self._stream.write(line + "\n")
-                self._stream.flush()
+                if isinstance(self._stream, int):
+                    self._append(line)
+                else:
+                    self._stream.write(line + "\n")
+                    self._stream.flush()
             except (OSError, ValueError) as exc:  # ValueError: a stream closed under us
                 self._failed(exc)
                 return
             if self.unwritable is not None:
                 self.unwritable = None
                 _say(f"toolrun: the audit log {self.name} is written again; calls run again")
+
+    def _append(self, line: str) -> None:
+        """One line onto the file. A buffered stream kept what a full disk refused and sent it glued to a later
+        line: the first line written again, the one of a call that ran, was part of one no JSON reader reads."""
+        data = ("\n" if self._cut else "").encode() + (line + "\n").encode("utf-8")
+        written = 0
+        try:
+            while written < len(data):
+                written += os.write(self._stream, data[written:])  # type: ignore[arg-type]
+        finally:
+            self._cut = 0 < written < len(data) or (self._cut and written == 0)
 
     def _failed(self, exc: Exception) -> None:
         why = getattr(exc, "strerror", None) or str(exc)
@@ -83,7 +98,10 @@ class AuditLog:
         self.unwritable = why  # the stream may send what it kept of the line with a later one; the rest is lost
 
     def close(self) -> None:
-        if self._owned:
+        if isinstance(self._stream, int):
+            with contextlib.suppress(OSError):
+                os.close(self._stream)
+        elif self._owned:
             with contextlib.suppress(OSError, ValueError):  # a last line that cannot be written: said already
                 self._stream.close()
 
