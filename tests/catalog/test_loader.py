@@ -958,12 +958,13 @@ def test_parameters_nested_hundreds_deep_are_a_problem_of_their_file_not_an_inte
     assert list(result.catalog.tools) == ["count_stock"]
     [problem] = result.problems
     assert (problem.file, problem.line) == (tmp_path / "nested.yaml", 4)
-    assert "parameters nest 401 levels deep, more than 129" in problem.message and "$defs" in (problem.fix or "")
+    assert "parameters nest 401 levels of mappings and lists, more than the 200 toolrun reads" in problem.message
+    assert "$defs" in (problem.fix or "")
     env = {"PYTHONPATH": str(ROOT), "TOOLRUN_CACHE_DIR": "off", "PATH": "/usr/bin:/bin"}
     lint = subprocess.run([sys.executable, "-m", "toolrun", "tools", "lint", "--tools-dir", str(tmp_path)],
                           capture_output=True, text=True, timeout=60, env=env)
     assert lint.returncode == 2, lint.stderr
-    assert f"{tmp_path / 'nested.yaml'}:4: tool 'nested': parameters nest 401 levels deep" in lint.stderr
+    assert f"{tmp_path / 'nested.yaml'}:4: tool 'nested': parameters nest 401 levels of mappings" in lint.stderr
     assert "internal error" not in lint.stderr
 
 

@@ -40,9 +40,11 @@ _SCHEMA_KEYWORDS = frozenset(
 )
 # OpenAPI's own schema keywords: JSON Schema ignores them, and they are nobody's misspelling.
 _OPENAPI_KEYWORDS = frozenset({"nullable", "example", "discriminator", "xml", "externalDocs"})
-# Two levels of schema (``properties`` and the property's own) per level of arguments, and the top: a schema
-# deeper than this describes arguments no call may send; the checks and exports walking it recurse per level.
-MAX_SCHEMA_DEPTH = 2 * MAX_ARGUMENT_DEPTH + 1
+# Mappings and lists a ``parameters`` schema may nest. Past about 255, the MCP SDK cannot send the tool list
+# ("Circular reference detected (depth exceeded)": every client's tools/list failed), and some 400 ended the
+# checks, the lint and the exports, which walk it recursively, in RecursionError. An object in an object 99
+# times over fits, as do the 64 levels of arguments a call may send (MAX_ARGUMENT_DEPTH), written plainly.
+MAX_SCHEMA_DEPTH = 200
 
 
 @lru_cache(maxsize=1)
@@ -68,8 +70,8 @@ def parameter_schema_problems(parameters: Any, file: Path, label: str, at: LineA
     """Problems of a plain ``parameters`` schema; ``at(*steps)`` gives the line of a path inside it."""
     depth = nesting_depth(parameters)
     if depth > MAX_SCHEMA_DEPTH:
-        return [Problem(file, at(), f"{label}: parameters nest {depth} levels deep, more than {MAX_SCHEMA_DEPTH} "
-                        f"(arguments nest at most {MAX_ARGUMENT_DEPTH} levels)",
+        return [Problem(file, at(), f"{label}: parameters nest {depth} levels of mappings and lists, more than the "
+                        f"{MAX_SCHEMA_DEPTH} toolrun reads (arguments may nest {MAX_ARGUMENT_DEPTH} levels)",
                         "flatten the schema: a shape used at many levels goes under $defs once, "
                         "and each level points at it with $ref")]
     problems = [
