@@ -9,9 +9,11 @@ uvicorn's handlers (installed on the main thread while the server runs) take it.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import signal
 import textwrap
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -279,3 +281,30 @@ def test_a_sigterm_sent_on_seeing_the_url_drains_and_the_process_exits_0(tmp_pat
     with http_server("--tools-dir", str(write_tools(tmp_path)), "--drain-delay", "100ms") as started:
         started.process.send_signal(signal.SIGTERM)
         assert started.process.wait(30) == 0, "\n".join(started.stderr)
+
+
+@pytest.mark.integration  # a whole process start, as the SIGTERM one above
+def test_sighup_reopens_the_audit_log_where_logrotate_moved_it_away_and_the_server_goes_on(tmp_path: Path) -> None:
+    # SIGHUP ended the server at once (exit 129, no drain); logrotate's postrotate sends it so that the lines go
+    # to a new file at the log's path, not on into the renamed one
+    from tests.mcp_helpers import http_server
+
+    audit = tmp_path / "audit.jsonl"
+
+    async def call(url: str, text: str) -> None:
+        async with client(url, token=None) as mcp:
+            assert not (await mcp.call_tool("echo", {"text": text})).is_error
+
+    with http_server("--tools-dir", str(write_tools(tmp_path)), "--audit", str(audit)) as started:
+        anyio.run(call, started.url, "before")
+        audit.rename(tmp_path / "audit.jsonl.1")
+        started.process.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 10
+        while not audit.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        anyio.run(call, started.url, "after")
+        assert started.process.poll() is None, "\n".join(started.stderr)
+    rotated = [json.loads(line)["arguments"] for line in (tmp_path / "audit.jsonl.1").read_text().splitlines()]
+    current = [json.loads(line)["arguments"] for line in audit.read_text().splitlines()]
+    assert (rotated, current) == ([{"text": "before"}], [{"text": "after"}])
+    assert f"toolrun: reopened the audit log {audit}" in "\n".join(started.stderr)

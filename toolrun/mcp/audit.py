@@ -35,6 +35,7 @@ class AuditLog:
         self._lock = threading.Lock()
         self.name = name
         self.unwritable: str | None = None  # why the last line could not be written; None while lines are
+        self.path: Path | None = None  # the file's, which ``reopen`` opens again
 
     @classmethod
     def open(cls, path: Path | None) -> AuditLog:
@@ -42,7 +43,26 @@ class AuditLog:
         if path is None:
             return cls(sys.stderr)
         descriptor = open_private(path, os.O_WRONLY | os.O_APPEND)  # every argument and result: 0600
-        return cls(descriptor, owned=True, name=str(path))
+        log = cls(descriptor, owned=True, name=str(path))
+        log.path = path
+        return log
+
+    def reopen(self) -> None:
+        """Open the file at its path again, where the next lines go (SIGHUP, after logrotate moved the file
+        away); a file that cannot be opened leaves the lines going where they went, and stderr says why."""
+        if self.path is None or not isinstance(self._stream, int):
+            return
+        try:
+            descriptor = open_private(self.path, os.O_WRONLY | os.O_APPEND)
+        except OSError as exc:
+            _say(f"error: cannot reopen the audit log {self.name} ({exc.strerror or exc}): "
+                 "its lines go on to the file it had open")
+            return
+        with self._lock:
+            previous, self._stream, self._cut = self._stream, descriptor, False
+        with contextlib.suppress(OSError):
+            os.close(previous)
+        _say(f"toolrun: reopened the audit log {self.name}")
 
     def record(self, *, client: str | None, tool: str, arguments: Any, is_error: bool, duration_ms: int,
                unknown: bool = False) -> None:

@@ -16,7 +16,9 @@ SIGTERM (``drain``); ``/healthz`` and ``/readyz`` are answered before the gate (
 
 from __future__ import annotations
 
+import asyncio
 import json
+import signal
 import socket
 from collections.abc import Callable
 from typing import Any
@@ -234,6 +236,9 @@ async def serve_http(server: CatalogServer, sock: socket.socket, access: AccessL
     http_server = http_server_for(server, sock, access, limits, cors_origins, service, resource_url, verifier)
     host, port = sock.getsockname()[:2]
     shown_host = f"[{host}]" if ":" in host else host
+    if server.audit is not None and server.audit.path is not None and hasattr(signal, "SIGHUP"):
+        # SIGHUP (logrotate's postrotate) opens the audit log's path again, instead of ending the server
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, server.audit.reopen)
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(server.watch)
         tasks.start_soon(_announce_when_started, http_server, lambda: on_ready(f"http://{shown_host}:{port}{MCP_PATH}"))
