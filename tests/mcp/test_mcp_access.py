@@ -91,9 +91,9 @@ def test_two_clients_with_one_token_or_one_name_are_refused(tmp_path: Path, monk
     """)
     with pytest.raises(LoadError) as caught:
         load_access_list(path)
-    messages = [p.message for p in caught.value.problems]
-    assert "client 'a' is listed twice" in messages
-    assert "two clients share one token: the audit log could not tell them apart" in messages
+    found = [(p.line, p.message) for p in caught.value.problems]
+    assert (4, "client 'a' is listed twice") in found
+    assert (4, "client 'a' has the same token as client 'a' (line 3): the audit log could not tell them apart") in found
 
 
 def test_an_auth_file_without_clients_says_what_to_write(tmp_path: Path) -> None:

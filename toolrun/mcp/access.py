@@ -132,7 +132,8 @@ def _clients(clients_node: list[Any], path: Path, problems: list[Problem]) -> tu
     clients: list[ClientAccess] = []
     secrets: list[str] = []
     names: set[str] = set()
-    for entry in clients_node:
+    holders: dict[Any, tuple[int, str, int | None]] = {}  # each token's digest: the first client that has it, its line
+    for index, entry in enumerate(clients_node):
         client, client_problems, secret = _client(entry, path)
         problems += client_problems
         if client is None:
@@ -140,13 +141,15 @@ def _clients(clients_node: list[Any], path: Path, problems: list[Problem]) -> tu
         if client.name in names:
             problems.append(Problem(path, _line(entry, "name"), f"client {client.name!r} is listed twice", "give each client its own name"))
         names.add(client.name)
+        token_line = _line(entry, "token" if isinstance(entry, dict) and "token" in entry else "token_sha256")
+        first_index, first, first_line = holders.setdefault(client.token_digest, (index, client.name, token_line))
+        if first_index != index:
+            where = f" (line {first_line})" if first_line is not None else ""
+            problems.append(Problem(path, token_line, f"client {client.name!r} has the same token as client {first!r}{where}: "
+                                    "the audit log could not tell them apart", "give each client its own token"))
         clients.append(client)
         if secret:
             secrets.append(secret)
-    digests = [client.token_digest for client in clients]
-    if len(set(digests)) != len(digests):
-        problems.append(Problem(path, None, "two clients share one token: the audit log could not tell them apart",
-                                "give each client its own token"))
     return clients, secrets
 
 
