@@ -180,7 +180,8 @@ class CatalogService:
         served = len(self.live.snapshot.catalog)
         summary = f"serving {served} tool{'s' if served != 1 else ''} from {self.live.directory}"
         count = f"{len(problems)} problem{'s' if len(problems) != 1 else ''}"
-        self.report(summary + (f"; {count} above: the tools they concern are not served" if problems else ""))
+        self.report(summary + (f"; {count} above: a tool with a problem is not served (a name defined twice: "
+                               "its first definition is)" if problems else ""))
 
     # ------------------------------------------------------------------ tools
 
