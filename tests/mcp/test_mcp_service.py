@@ -210,7 +210,8 @@ def test_metrics_listen_is_checked_and_never_the_public_address(tmp_path: Path) 
 
 
 def test_sigterm_turns_readyz_503_waits_the_delay_lets_a_long_call_finish_and_closes_event_streams(tmp_path: Path) -> None:
-    server = catalog_server(write_tools(tmp_path))
+    said: list[str] = []
+    server = catalog_server(write_tools(tmp_path), report=said.append)
     seen: dict[str, Any] = {}
 
     async def check() -> None:
@@ -240,6 +241,10 @@ def test_sigterm_turns_readyz_503_waits_the_delay_lets_a_long_call_finish_and_cl
     result = seen["result"]
     assert not result.is_error and result.structured_content == {"slept": 2.6}
     assert seen["exited"] and server.calls_in_flight == 0
+    assert [line for line in said if "drain" in line] == [  # the operator is told, not left guessing
+        "toolrun: draining: /readyz answers 503; new connections are taken for 1.5 s more, "
+        "then calls under way (1 now) have up to 30 s to finish",  # the longest tool timeout: the default 30 s
+        "toolrun: drained; stopping"]
 
 
 # ---------------------------------------------------------------- stateless

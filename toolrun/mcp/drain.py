@@ -37,9 +37,11 @@ class DrainingServer(uvicorn.Server):
     """uvicorn's server, draining at SIGTERM (see the module) instead of stopping."""
 
     def __init__(self, config: uvicorn.Config, *, readiness: Readiness, drain_delay: float,
-                 calls_in_flight: Callable[[], int], call_timeout: float) -> None:
+                 calls_in_flight: Callable[[], int], call_timeout: float,
+                 report: Callable[[str], None] = lambda line: None) -> None:
         super().__init__(config)
         self.readiness = readiness
+        self.report = report  # the operator's lines: when the drain starts, and how it ended
         self.drain_delay = drain_delay
         self.calls_in_flight = calls_in_flight
         self.call_timeout = call_timeout
@@ -63,13 +65,18 @@ class DrainingServer(uvicorn.Server):
         return await super().on_tick(counter)
 
     async def _run_drain(self) -> None:
+        self.report(f"toolrun: draining: /readyz answers 503; new connections are taken for {self.drain_delay:g} s more, "
+                    f"then calls under way ({self.calls_in_flight()} now) have up to {self.call_timeout:g} s to finish")
         await asyncio.sleep(self.drain_delay)
         self._stop_taking_work()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.call_timeout
         while self.calls_in_flight() > 0 and loop.time() < deadline:
             await asyncio.sleep(POLL_SECONDS)
+        cut = self.calls_in_flight()
         await asyncio.sleep(RESPONSE_GRACE_SECONDS)
+        self.report("toolrun: drained; stopping" if not cut
+                    else f"toolrun: drained; stopping, {cut} call{'s' if cut != 1 else ''} still running cut short")
         self.drained = True
         # Only now: uvicorn's shutdown begins, and sse-starlette (which watches this flag) ends every event
         # stream cleanly — set earlier, it would also have cut the streams carrying the calls' results.

@@ -224,7 +224,7 @@ def http_server_for(server: CatalogServer, sock: socket.socket, access: AccessLi
     config = uvicorn.Config(app, http=protocol, log_level="warning", log_config=None, lifespan="on",
                             timeout_graceful_shutdown=shutdown_bound(), access_log=False)
     return DrainingServer(config, readiness=readiness, drain_delay=service.drain_delay,
-                          calls_in_flight=lambda: server.calls_in_flight, call_timeout=call_timeout)
+                          calls_in_flight=lambda: server.calls_in_flight, call_timeout=call_timeout, report=server.report)
 
 
 async def serve_http(server: CatalogServer, sock: socket.socket, access: AccessList | None,
