@@ -78,6 +78,7 @@ def test_each_recipe_is_a_prompt_its_vars_the_arguments_required_without_a_defau
     write(tmp_path / "recipes", "triage.yaml", TRIAGE)
     write(tmp_path / "recipes", "broken.yaml", "name: broken\nmesages: []\n")
     write(tmp_path / "recipes", "notes.txt", "not a recipe")
+    write(tmp_path / "recipes", "triage.script.yaml", "- text: a scripted model's answer\n")  # beside its recipe: no error
 
     async def check(client: Client, server: CatalogServer) -> None:
         capabilities = client.server_capabilities
@@ -94,6 +95,7 @@ def test_each_recipe_is_a_prompt_its_vars_the_arguments_required_without_a_defau
 
     lines = serve(tmp_path, check)
     assert any("broken.yaml" in line and "not served as a prompt" in line for line in lines)  # told once, to stderr
+    assert not any("script" in line for line in lines)
     assert "serving 1 recipe as prompts from" in lines[-1]
 
 

@@ -20,6 +20,7 @@ from toolrun.core.errors import UserError
 from toolrun.sessions.recipe import Recipe, load_recipe
 
 RECIPE_SUFFIXES = (".yaml", ".yml")
+SCRIPT_SUFFIXES = (".script.yaml", ".script.yml")  # a scripted model's turns, which chat's /save writes beside its recipe
 MAX_COMPLETIONS = 100  # the protocol's most values in one completion answer
 
 
@@ -49,7 +50,7 @@ class RecipePrompts:
         """Read the folder again: the recipes that load, by name; the others are reported and left out."""
         recipes: dict[str, Recipe] = {}
         for path in sorted(self.directory.iterdir()) if self.directory.is_dir() else []:
-            if path.suffix not in RECIPE_SUFFIXES or not path.is_file():
+            if path.suffix not in RECIPE_SUFFIXES or path.name.endswith(SCRIPT_SUFFIXES) or not path.is_file():
                 continue
             try:
                 recipe = load_recipe(path)
