@@ -313,3 +313,78 @@ def test_sighup_reopens_the_audit_log_where_logrotate_moved_it_away_and_the_serv
     current = [json.loads(line)["arguments"] for line in audit.read_text().splitlines()]
     assert (rotated, current) == ([{"text": "before"}], [{"text": "after"}])
     assert f"toolrun: reopened the audit log {audit}" in "\n".join(started.stderr)
+
+
+def _wait_for(condition: Any, what: str, lines: list[str], timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}:\n" + "\n".join(lines)
+        time.sleep(0.01)
+
+
+@pytest.mark.integration  # a whole process start, as the SIGHUP one above
+@pytest.mark.skipif(not hasattr(os, "getuid") or not hasattr(__import__("resource"), "prlimit"), reason="Linux")
+def test_a_sighup_reopening_the_same_file_after_a_line_was_cut_short_starts_the_next_line_on_its_own(
+        tmp_path: Path) -> None:
+    # A file size limit (RLIMIT_FSIZE, what a full disk does too) cuts a line short; once it is lifted, a SIGHUP
+    # that opens the same file again (nothing rotated it) must not glue the next line onto the cut one
+    import resource
+
+    from tests.mcp_helpers import http_server
+
+    audit = tmp_path / "audit.jsonl"
+
+    async def call(url: str, text: str) -> bool:
+        async with client(url, token=None) as mcp:
+            return not (await mcp.call_tool("echo", {"text": text})).is_error
+
+    with http_server("--tools-dir", str(write_tools(tmp_path)), "--audit", str(audit)) as started:
+        pid = started.process.pid
+        assert anyio.run(call, started.url, "before")
+        limits = resource.prlimit(pid, resource.RLIMIT_FSIZE)
+        resource.prlimit(pid, resource.RLIMIT_FSIZE, (audit.stat().st_size + 30, limits[1]))  # 30 bytes of the next
+        anyio.run(call, started.url, "cut")
+        _wait_for(lambda: any("cannot write the audit log" in line for line in started.stderr), "no write error",
+                  started.stderr)
+        resource.prlimit(pid, resource.RLIMIT_FSIZE, limits)  # space again
+        started.process.send_signal(signal.SIGHUP)
+        _wait_for(lambda: any("reopened the audit log" in line for line in started.stderr), "no reopen", started.stderr)
+        anyio.run(call, started.url, "refused")  # the log was unwritable: refused, its line tries the file
+        assert anyio.run(call, started.url, "after")
+    lines = audit.read_text().splitlines()
+    assert len(lines[1]) == 30, lines  # the line cut short, alone
+    assert [json.loads(line)["arguments"] for line in lines[:1] + lines[2:]] == [
+        {"text": "before"}, {"text": "refused"}, {"text": "after"}]
+
+
+@pytest.mark.integration  # a whole process start, as the SIGHUP one above
+@pytest.mark.skipif(not hasattr(os, "getuid") or not hasattr(__import__("resource"), "prlimit"), reason="Linux")
+def test_calls_refused_over_an_unwritable_audit_log_run_again_after_logrotate_and_a_sighup(tmp_path: Path) -> None:
+    import resource
+
+    from tests.mcp_helpers import http_server
+
+    audit = tmp_path / "audit.jsonl"
+
+    async def call(url: str, text: str) -> bool:
+        async with client(url, token=None) as mcp:
+            return not (await mcp.call_tool("echo", {"text": text})).is_error
+
+    with http_server("--tools-dir", str(write_tools(tmp_path)), "--audit", str(audit)) as started:
+        pid = started.process.pid
+        for text in ("one", "two", "three"):
+            assert anyio.run(call, started.url, text)
+        limits = resource.prlimit(pid, resource.RLIMIT_FSIZE)
+        resource.prlimit(pid, resource.RLIMIT_FSIZE, (audit.stat().st_size, limits[1]))  # full: a file this large
+        anyio.run(call, started.url, "unwritten")
+        assert not anyio.run(call, started.url, "refused")  # fail closed
+        audit.rename(tmp_path / "audit.jsonl.1")  # logrotate
+        started.process.send_signal(signal.SIGHUP)
+        _wait_for(lambda: any("reopened the audit log" in line for line in started.stderr), "no reopen", started.stderr)
+        first = anyio.run(call, started.url, "first after")
+        second = anyio.run(call, started.url, "second after")
+    # Fail closed: the first call is refused, its line the first the new file takes; from then on calls run
+    assert (first, second) == (False, True), "\n".join(started.stderr)
+    assert "is written again; calls run again" in "\n".join(started.stderr)
+    assert [json.loads(line)["arguments"] for line in audit.read_text().splitlines()] == [
+        {"text": "first after"}, {"text": "second after"}]

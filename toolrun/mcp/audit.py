@@ -59,7 +59,9 @@ class AuditLog:
                  "its lines go on to the file it had open")
             return
         with self._lock:
-            previous, self._stream, self._cut = self._stream, descriptor, False
+            previous = self._stream
+            # The same file opened again (a SIGHUP with nothing rotated): a line cut short there still ends it.
+            self._stream, self._cut = descriptor, self._cut and _same_file(previous, descriptor)
         with contextlib.suppress(OSError):
             os.close(previous)
         _say(f"toolrun: reopened the audit log {self.name}")
@@ -124,6 +126,13 @@ class AuditLog:
         elif self._owned:
             with contextlib.suppress(OSError, ValueError):  # a last line that cannot be written: said already
                 self._stream.close()
+
+
+def _same_file(one: int, other: int) -> bool:
+    try:
+        return os.path.samestat(os.fstat(one), os.fstat(other))
+    except OSError:
+        return False
 
 
 def _say(line: str) -> None:
