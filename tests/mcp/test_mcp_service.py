@@ -8,6 +8,7 @@ uvicorn's handlers (installed on the main thread while the server runs) take it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -388,3 +389,34 @@ def test_calls_refused_over_an_unwritable_audit_log_run_again_after_logrotate_an
     assert "is written again; calls run again" in "\n".join(started.stderr)
     assert [json.loads(line)["arguments"] for line in audit.read_text().splitlines()] == [
         {"text": "first after"}, {"text": "second after"}]
+
+
+@pytest.mark.integration  # a whole process start, and a call of seconds
+def test_a_second_sigterm_during_the_drain_says_the_calls_under_way_are_cut_not_that_the_server_drained(
+        tmp_path: Path) -> None:
+    import threading
+
+    from tests.mcp_helpers import http_server
+
+    calling_at = threading.Event()
+
+    async def slow(url: str) -> None:
+        with contextlib.suppress(Exception):  # the second SIGTERM cuts it: what the client sees is not the point
+            async with client(url, token=None) as mcp:
+                calling_at.set()
+                await mcp.call_tool("slow", {"seconds": 15})
+
+    with http_server("--tools-dir", str(write_tools(tmp_path)), "--drain-delay", "1s") as started:
+        calling = threading.Thread(target=anyio.run, args=(slow, started.url), daemon=True)
+        calling.start()
+        assert calling_at.wait(10)
+        time.sleep(0.5)  # the call's request on its way
+        started.process.send_signal(signal.SIGTERM)
+        _wait_for(lambda: any("(1 now)" in line for line in started.stderr), "no drain", started.stderr)
+        time.sleep(1.5)  # past the delay: the drain waits for the call
+        started.process.send_signal(signal.SIGTERM)
+        started.process.wait(30)
+        calling.join(30)
+    said = "\n".join(started.stderr)
+    assert "drained; stopping" not in said, said
+    assert "toolrun: the drain was cut short by a second signal: stopping now, 1 call still running cut short" in said

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import socket
 from collections.abc import Callable
 from types import FrameType
 
@@ -81,6 +82,16 @@ class DrainingServer(uvicorn.Server):
         # Only now: uvicorn's shutdown begins, and sse-starlette (which watches this flag) ends every event
         # stream cleanly — set earlier, it would also have cut the streams carrying the calls' results.
         self.should_exit = True
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        if self._drain is not None and not self._drain.done():
+            # A second SIGTERM, or SIGINT, before the drain's end: its calls are cut, which its own last line,
+            # written as they ended, would have called drained
+            self._drain.cancel()
+            running = self.calls_in_flight()
+            self.report("toolrun: the drain was cut short by a second signal: stopping now" + (
+                f", {running} call{'s' if running != 1 else ''} still running cut short" if running else ""))
+        await super().shutdown(sockets)
 
     def _stop_taking_work(self) -> None:
         """The first half of uvicorn's shutdown: no new connection, idle ones closed, busy ones closed when done."""
