@@ -974,3 +974,22 @@ def test_parameters_as_deep_as_the_deepest_arguments_load(tmp_path: Path) -> Non
                                           + _nested_parameters(64), encoding="utf-8")
     result = load_catalog(tmp_path)
     assert result.problems == [] and list(result.catalog.tools) == ["nested"]
+
+
+def test_a_call_deeper_than_arguments_may_nest_is_refused_without_saying_no_tool_is_that_deep(tmp_path: Path) -> None:
+    # The loader takes parameters deeper than the 64 levels a call's arguments may nest (an object in an object 99
+    # times over): the refusal of a call that deep says what the bound is, not that no tool's parameters reach it
+    import toolrun
+
+    head = "name: nested\ndescription: Takes a nested value. Use it in tests only; not for real work.\n"
+    (tmp_path / "nested.yaml").write_text(head + "backend: {shell: {argv: [echo, ok]}}\n"
+                                          + _nested_parameters(70), encoding="utf-8")
+    result = load_catalog(tmp_path)
+    assert result.problems == [] and list(result.catalog.tools) == ["nested"]
+    arguments: dict[str, object] = {}
+    for _ in range(69):  # what the schema describes, 70 levels deep
+        arguments = {"p": arguments}
+    outcome = toolrun.call(result.catalog, "nested", arguments)
+    assert outcome.is_error
+    assert str(outcome.result) == ("invalid arguments for nested: at $: the arguments nest deeper than 64 levels, "
+                                   "more than a call may send")

@@ -226,12 +226,12 @@ def test_bad_arguments_and_failures_are_error_results_and_unknown_tools_a_protoc
         failing = await client.call_tool("get_service_status", {"service": "checkout"})
         assert failing.is_error and "OPS_API_URL" in failing.content[0].text
         deep: Any = "x"
-        for _ in range(100):  # deeper than any tool's parameters; walking it by recursion is how servers fall over
+        for _ in range(100):  # deeper than a call may send; walking it by recursion is how servers fall over
             deep = {"a": deep}
         nested = await client.call_tool("get_disk_usage", {"path": "/", "extra": deep})
         assert nested.is_error and nested.content[0].text == ("invalid arguments for get_disk_usage: at $: the arguments "
-                                                              "nest deeper than 64 levels; no tool's parameters are "
-                                                              "that deep")
+                                                              "nest deeper than 64 levels, more than a call may "
+                                                              "send")
         with pytest.raises(MCPError) as unknown:
             await client.call_tool("get_flower_inventroy", {"city": "北京"})
         assert unknown.value.code == types.INVALID_PARAMS and "get_flower_inventroy" in str(unknown.value)

@@ -116,7 +116,7 @@ def parse_value(tool: Tool, key: str, text: str) -> Any:
                                 f"write it in JSON: --arg '{key}={_json_form(types, text)}'")) from None
 
 
-_TOO_DEEP_FIX = "no tool's parameters are that deep: pass the value the tool's schema describes"
+_TOO_DEEP_FIX = f"a call's arguments nest {MAX_ARGUMENT_DEPTH} levels at most: pass a flatter value"
 _NOT_FINITE_FIX = "write a finite number, e.g. 1.5 (JSON has no NaN or Infinity)"
 
 

@@ -213,7 +213,7 @@ def validate_arguments(tool: Tool, arguments: Any) -> list[str]:
     if not isinstance(arguments, dict):
         return [f"at $: expected an object with the arguments, got {_type_name(arguments)} {_shown(arguments)}"]
     if nesting_depth(arguments) > MAX_ARGUMENT_DEPTH:  # from an MCP client or a caller: never walked by recursion
-        return [f"at $: the arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels; no tool's parameters are that deep"]
+        return [f"at $: the arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels, more than a call may send"]
     check_formats = _checks_formats(tool)  # surely_valid reads no format: a schema that uses one pays for jsonschema
     if not check_formats and surely_valid(tool.parameters, arguments):  # no jsonschema import, no tens of µs
         return []
