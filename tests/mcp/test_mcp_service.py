@@ -420,3 +420,24 @@ def test_a_second_sigterm_during_the_drain_says_the_calls_under_way_are_cut_not_
     said = "\n".join(started.stderr)
     assert "drained; stopping" not in said, said
     assert "toolrun: the drain was cut short by a second signal: stopping now, 1 call still running cut short" in said
+
+
+def test_the_drain_waits_as_long_as_the_longest_timeout_of_the_tools_served_now_not_at_start(tmp_path: Path) -> None:
+    # A tool added to the folder while the server runs is served: its calls get their own timeout at the drain too
+    said: list[str] = []
+    folder = write_tools(tmp_path)
+    server = catalog_server(folder, report=said.append)
+
+    async def check() -> None:
+        async with running(server, service=ServiceOptions(drain_delay=0)) as (_url, http_server):
+            text = (folder / "slow.yaml").read_text(encoding="utf-8")
+            (folder / "slower.yaml").write_text(text.replace("name: slow", "name: slower")
+                                                .replace("timeout: 20s", "timeout: 45s"), encoding="utf-8")
+            assert await server.refresh() and server.live.get("slower") is not None
+            http_server.begin_drain()
+            with anyio.fail_after(10):
+                while not http_server.drained:
+                    await anyio.sleep(0.05)
+
+    anyio.run(check)
+    assert any("have up to 45 s to finish" in line for line in said), said

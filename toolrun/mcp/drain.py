@@ -8,7 +8,8 @@ longer than that. The drain, in order:
 2. ``drain_delay`` passes: longer than the balancer's check interval times its ``fall``
    count, so by then it sends new sessions elsewhere.
 3. The listening socket closes; idle connections close, busy ones after their response.
-4. Calls under way finish, each up to its tool's timeout (``call_timeout``: the longest).
+4. Calls under way finish, each up to its tool's timeout (``call_timeout``: the longest of the tools
+   served then — a tool added while the server ran included).
 5. uvicorn's own shutdown: the event streams still open (a session's GET stream, a
    2026-07-28 ``subscriptions/listen``) end — sse-starlette ends them when uvicorn's
    ``should_exit`` is set, which is why it is set only now — their clients reconnect
@@ -38,7 +39,7 @@ class DrainingServer(uvicorn.Server):
     """uvicorn's server, draining at SIGTERM (see the module) instead of stopping."""
 
     def __init__(self, config: uvicorn.Config, *, readiness: Readiness, drain_delay: float,
-                 calls_in_flight: Callable[[], int], call_timeout: float,
+                 calls_in_flight: Callable[[], int], call_timeout: Callable[[], float],
                  report: Callable[[str], None] = lambda line: None) -> None:
         super().__init__(config)
         self.readiness = readiness
@@ -66,12 +67,13 @@ class DrainingServer(uvicorn.Server):
         return await super().on_tick(counter)
 
     async def _run_drain(self) -> None:
+        call_timeout = self.call_timeout()
         self.report(f"toolrun: draining: /readyz answers 503; new connections are taken for {self.drain_delay:g} s more, "
-                    f"then calls under way ({self.calls_in_flight()} now) have up to {self.call_timeout:g} s to finish")
+                    f"then calls under way ({self.calls_in_flight()} now) have up to {call_timeout:g} s to finish")
         await asyncio.sleep(self.drain_delay)
         self._stop_taking_work()
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.call_timeout
+        deadline = loop.time() + call_timeout
         while self.calls_in_flight() > 0 and loop.time() < deadline:
             await asyncio.sleep(POLL_SECONDS)
         cut = self.calls_in_flight()

@@ -219,12 +219,14 @@ def http_server_for(server: CatalogServer, sock: socket.socket, access: AccessLi
     readiness = Readiness(loaded=True)  # the catalog loaded before the socket was bound
     app: Any = build_app(server, shown_host, port, access, limits.sessions, cors_origins, readiness, resource_url, verifier)
     protocol = deadline_protocol(limits.header_timeout, limits.body_timeout, limits.max_connections)
-    call_timeout = max((tool.timeout for tool in server.live.tools()), default=0.0)
     # log_config=None: the command's own logging (terminal-safe lines) prints uvicorn's warnings too.
     config = uvicorn.Config(app, http=protocol, log_level="warning", log_config=None, lifespan="on",
                             timeout_graceful_shutdown=shutdown_bound(), access_log=False)
     return DrainingServer(config, readiness=readiness, drain_delay=service.drain_delay,
-                          calls_in_flight=lambda: server.calls_in_flight, call_timeout=call_timeout, report=server.report)
+                          calls_in_flight=lambda: server.calls_in_flight,
+                          # the tools served when the drain starts: a tool added since has its own timeout
+                          call_timeout=lambda: max((tool.timeout for tool in server.live.tools()), default=0.0),
+                          report=server.report)
 
 
 async def serve_http(server: CatalogServer, sock: socket.socket, access: AccessList | None,
