@@ -949,11 +949,17 @@ def _nested_parameters(levels: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _nested_tool(folder: Path, levels: int, argv: str = "[echo, '{{ p }}']") -> Path:
+    """``nested.yaml`` in ``folder``: a tool whose parameters nest ``levels`` object properties deep."""
+    head = "name: nested\ndescription: Takes a nested value. Use it in tests only; not for real work.\n"
+    path = folder / "nested.yaml"
+    path.write_text(head + f"backend: {{shell: {{argv: {argv}}}}}\n" + _nested_parameters(levels), encoding="utf-8")
+    return path
+
+
 def test_parameters_nested_hundreds_deep_are_a_problem_of_their_file_not_an_internal_error(tmp_path: Path) -> None:
     write(tmp_path, "good.yaml", GOOD_SHELL)
-    head = "name: nested\ndescription: Takes a nested value. Use it in tests only; not for real work.\n"
-    (tmp_path / "nested.yaml").write_text(head + "backend: {shell: {argv: [echo, '{{ p }}']}}\n"
-                                          + _nested_parameters(200), encoding="utf-8")
+    _nested_tool(tmp_path, 200)
     result = load_catalog(tmp_path)
     assert list(result.catalog.tools) == ["count_stock"]
     [problem] = result.problems
@@ -969,9 +975,7 @@ def test_parameters_nested_hundreds_deep_are_a_problem_of_their_file_not_an_inte
 
 
 def test_parameters_as_deep_as_the_deepest_arguments_load(tmp_path: Path) -> None:
-    head = "name: nested\ndescription: Takes a nested value. Use it in tests only; not for real work.\n"
-    (tmp_path / "nested.yaml").write_text(head + "backend: {shell: {argv: [echo, '{{ p }}']}}\n"
-                                          + _nested_parameters(64), encoding="utf-8")
+    _nested_tool(tmp_path, 64)
     result = load_catalog(tmp_path)
     assert result.problems == [] and list(result.catalog.tools) == ["nested"]
 
@@ -981,9 +985,7 @@ def test_a_call_deeper_than_arguments_may_nest_is_refused_without_saying_no_tool
     # times over): the refusal of a call that deep says what the bound is, not that no tool's parameters reach it
     import toolrun
 
-    head = "name: nested\ndescription: Takes a nested value. Use it in tests only; not for real work.\n"
-    (tmp_path / "nested.yaml").write_text(head + "backend: {shell: {argv: [echo, ok]}}\n"
-                                          + _nested_parameters(70), encoding="utf-8")
+    _nested_tool(tmp_path, 70, argv="[echo, ok]")
     result = load_catalog(tmp_path)
     assert result.problems == [] and list(result.catalog.tools) == ["nested"]
     arguments: dict[str, object] = {}

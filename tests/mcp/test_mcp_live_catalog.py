@@ -336,13 +336,10 @@ def test_an_approval_question_nobody_answers_is_withdrawn_and_the_call_denied_af
 def test_the_deepest_parameters_the_loader_takes_are_listed_over_the_sdk(tmp_path: Path) -> None:
     # The loader's bound on a schema's depth stays under what the SDK can send: one level more than the SDK's
     # serializer takes failed every client's tools/list ("Circular reference detected (depth exceeded)")
-    from tests.catalog.test_loader import _nested_parameters
+    from tests.catalog.test_loader import _nested_tool
     from toolrun.catalog.parameter_checks import MAX_SCHEMA_DEPTH
 
-    levels = (MAX_SCHEMA_DEPTH - 1) // 2  # two mappings per level, and the top
-    head = "name: nested\ndescription: Takes a nested value. Use it in tests only; not for real work.\n"
-    (tmp_path / "nested.yaml").write_text(head + "backend: {shell: {argv: [echo, '{{ p }}']}}\n"
-                                          + _nested_parameters(levels), encoding="utf-8")
+    _nested_tool(tmp_path, (MAX_SCHEMA_DEPTH - 1) // 2)  # two mappings per level, and the top
     listed: list[Any] = []
 
     async def check(client: Client) -> None:

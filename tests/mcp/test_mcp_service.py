@@ -289,6 +289,23 @@ def test_a_sigterm_sent_on_seeing_the_url_drains_and_the_process_exits_0(tmp_pat
         assert started.process.wait(30) == 0, "\n".join(started.stderr)
 
 
+def echoed(url: str, text: str) -> bool:
+    """Whether a call of ``echo`` with ``text`` on the server at ``url`` (no token) ran, in a session of its own."""
+    async def call() -> bool:
+        async with client(url, token=None) as mcp:
+            return not (await mcp.call_tool("echo", {"text": text})).is_error
+
+    return anyio.run(call)
+
+
+def reopened(started: Any) -> None:
+    """SIGHUP to a server, once it has said it reopened its audit log (its stderr so far in ``started.stderr``)."""
+    said = sum("reopened the audit log" in line for line in started.stderr)
+    started.process.send_signal(signal.SIGHUP)
+    _wait_for(lambda: sum("reopened the audit log" in line for line in started.stderr) > said, "no reopen",
+              started.stderr)
+
+
 @pytest.mark.integration  # a whole process start, as the SIGTERM one above
 def test_sighup_reopens_the_audit_log_where_logrotate_moved_it_away_and_the_server_goes_on(tmp_path: Path) -> None:
     # SIGHUP ended the server at once (exit 129, no drain); logrotate's postrotate sends it so that the lines go
@@ -296,19 +313,11 @@ def test_sighup_reopens_the_audit_log_where_logrotate_moved_it_away_and_the_serv
     from tests.mcp_helpers import http_server
 
     audit = tmp_path / "audit.jsonl"
-
-    async def call(url: str, text: str) -> None:
-        async with client(url, token=None) as mcp:
-            assert not (await mcp.call_tool("echo", {"text": text})).is_error
-
     with http_server("--tools-dir", str(write_tools(tmp_path)), "--audit", str(audit)) as started:
-        anyio.run(call, started.url, "before")
+        assert echoed(started.url, "before")
         audit.rename(tmp_path / "audit.jsonl.1")
-        started.process.send_signal(signal.SIGHUP)
-        deadline = time.monotonic() + 10
-        while not audit.exists() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        anyio.run(call, started.url, "after")
+        reopened(started)
+        assert echoed(started.url, "after")
         assert started.process.poll() is None, "\n".join(started.stderr)
     rotated = [json.loads(line)["arguments"] for line in (tmp_path / "audit.jsonl.1").read_text().splitlines()]
     current = [json.loads(line)["arguments"] for line in audit.read_text().splitlines()]
@@ -335,23 +344,18 @@ def test_a_sighup_reopening_the_same_file_after_a_line_was_cut_short_starts_the_
 
     audit = tmp_path / "audit.jsonl"
 
-    async def call(url: str, text: str) -> bool:
-        async with client(url, token=None) as mcp:
-            return not (await mcp.call_tool("echo", {"text": text})).is_error
-
     with http_server("--tools-dir", str(write_tools(tmp_path)), "--audit", str(audit)) as started:
         pid = started.process.pid
-        assert anyio.run(call, started.url, "before")
+        assert echoed(started.url, "before")
         limits = resource.prlimit(pid, resource.RLIMIT_FSIZE)
         resource.prlimit(pid, resource.RLIMIT_FSIZE, (audit.stat().st_size + 30, limits[1]))  # 30 bytes of the next
-        anyio.run(call, started.url, "cut")
+        echoed(started.url, "cut")
         _wait_for(lambda: any("cannot write the audit log" in line for line in started.stderr), "no write error",
                   started.stderr)
         resource.prlimit(pid, resource.RLIMIT_FSIZE, limits)  # space again
-        started.process.send_signal(signal.SIGHUP)
-        _wait_for(lambda: any("reopened the audit log" in line for line in started.stderr), "no reopen", started.stderr)
-        anyio.run(call, started.url, "refused")  # the log was unwritable: refused, its line tries the file
-        assert anyio.run(call, started.url, "after")
+        reopened(started)
+        echoed(started.url, "refused")  # the log was unwritable: refused, its line tries the file
+        assert echoed(started.url, "after")
     lines = audit.read_text().splitlines()
     assert len(lines[1]) == 30, lines  # the line cut short, alone
     assert [json.loads(line)["arguments"] for line in lines[:1] + lines[2:]] == [
@@ -367,23 +371,18 @@ def test_calls_refused_over_an_unwritable_audit_log_run_again_after_logrotate_an
 
     audit = tmp_path / "audit.jsonl"
 
-    async def call(url: str, text: str) -> bool:
-        async with client(url, token=None) as mcp:
-            return not (await mcp.call_tool("echo", {"text": text})).is_error
-
     with http_server("--tools-dir", str(write_tools(tmp_path)), "--audit", str(audit)) as started:
         pid = started.process.pid
         for text in ("one", "two", "three"):
-            assert anyio.run(call, started.url, text)
+            assert echoed(started.url, text)
         limits = resource.prlimit(pid, resource.RLIMIT_FSIZE)
         resource.prlimit(pid, resource.RLIMIT_FSIZE, (audit.stat().st_size, limits[1]))  # full: a file this large
-        anyio.run(call, started.url, "unwritten")
-        assert not anyio.run(call, started.url, "refused")  # fail closed
+        echoed(started.url, "unwritten")
+        assert not echoed(started.url, "refused")  # fail closed
         audit.rename(tmp_path / "audit.jsonl.1")  # logrotate
-        started.process.send_signal(signal.SIGHUP)
-        _wait_for(lambda: any("reopened the audit log" in line for line in started.stderr), "no reopen", started.stderr)
-        first = anyio.run(call, started.url, "first after")
-        second = anyio.run(call, started.url, "second after")
+        reopened(started)
+        first = echoed(started.url, "first after")
+        second = echoed(started.url, "second after")
     # Fail closed: the first call is refused, its line the first the new file takes; from then on calls run
     assert (first, second) == (False, True), "\n".join(started.stderr)
     assert "is written again; calls run again" in "\n".join(started.stderr)
