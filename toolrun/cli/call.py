@@ -20,7 +20,7 @@ from toolrun.cli.common import complete_tool_names, json_usage_errors, load_cata
 from toolrun.cli.text_param import TYPED_TEXT
 from toolrun.core.errors import EXIT_RUN_FAILED, Problem, UserError
 from toolrun.core.event_loop import run_until_done
-from toolrun.core.json_limits import MAX_ARGUMENT_DEPTH, TooDeep, nesting_depth
+from toolrun.core.json_limits import MAX_ARGUMENT_DEPTH, NotFinite, TooDeep, loads_bounded
 from toolrun.core.text import terminal_safe
 from toolrun.core.tool import Tool
 from toolrun.loop.execution import validate_arguments
@@ -102,8 +102,8 @@ def parse_value(tool: Tool, key: str, text: str) -> Any:
     if not types or types <= {"string"}:  # unknown or string-only: the text is the value
         return text
     try:
-        return _loads(text)
-    except (TooDeep, _NotFinite) as exc:
+        return loads_bounded(text, MAX_ARGUMENT_DEPTH, finite=True)
+    except (TooDeep, NotFinite) as exc:
         if "string" in types:  # "Infinity" for a name-or-number parameter: a string the schema takes
             return text
         if isinstance(exc, TooDeep):
@@ -118,34 +118,6 @@ def parse_value(tool: Tool, key: str, text: str) -> Any:
 
 _TOO_DEEP_FIX = f"a call's arguments nest {MAX_ARGUMENT_DEPTH} levels at most: pass a flatter value"
 _NOT_FINITE_FIX = "write a finite number, e.g. 1.5 (JSON has no NaN or Infinity)"
-
-
-class _NotFinite(ValueError):
-    """A number JSON cannot carry: ``NaN``, ``Infinity``, or one too large for a float (``1e400``)."""
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if value != value or value in (float("inf"), float("-inf")):
-        raise _NotFinite(f"{text} is not a number JSON can carry")
-    return value
-
-
-def _no_constant(text: str) -> Any:
-    raise _NotFinite(f"{text} is not a number JSON can carry")
-
-
-def _loads(text: str) -> Any:
-    """``text`` as JSON, held to what a model's arguments may be: at most ``MAX_ARGUMENT_DEPTH`` levels
-    (``TooDeep``) and finite numbers only (``_NotFinite``: a ``NaN`` would reach the tool, and ``--json``
-    would print a document that is not JSON)."""
-    try:
-        value = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite).decode(text)
-    except RecursionError:
-        raise TooDeep(MAX_ARGUMENT_DEPTH) from None
-    if nesting_depth(value) > MAX_ARGUMENT_DEPTH:
-        raise TooDeep(MAX_ARGUMENT_DEPTH)
-    return value
 
 
 def _kind(types: set[str]) -> str:
@@ -165,10 +137,10 @@ def parse_arguments(tool: Tool, arg_pairs: tuple[str, ...], args_json: str | Non
     arguments: dict[str, Any] = {}
     if args_json is not None:
         try:
-            parsed = _loads(args_json)
+            parsed = loads_bounded(args_json, MAX_ARGUMENT_DEPTH, finite=True)
         except TooDeep as exc:
             raise UserError(Problem(None, None, f"--args is {exc}", _TOO_DEEP_FIX)) from None
-        except _NotFinite as exc:
+        except NotFinite as exc:
             raise UserError(Problem(None, None, f"--args: {exc}", _NOT_FINITE_FIX)) from None
         except ValueError as exc:
             raise UserError(Problem(None, None, f"--args is not valid JSON: {exc}",

@@ -68,13 +68,29 @@ compact_json = compact_encoder()
 """``json.dumps(value, ensure_ascii=False)``, its encoder made once (see ``compact_encoder``)."""
 
 
-def loads_bounded(text: str | bytes, max_depth: int) -> Any:
-    """``json.loads(text)``; ``TooDeep`` (a ``ValueError``) when it nests deeper than ``max_depth``."""
+class NotFinite(ValueError):
+    """A number JSON cannot carry: ``NaN``, ``Infinity``, or one too large for a float (``1e400``)."""
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise NotFinite(f"{text} is not a number JSON can carry")
+    return value
+
+
+def _no_constant(text: str) -> Any:
+    raise NotFinite(f"{text} is not a number JSON can carry")
+
+
+def loads_bounded(text: str | bytes, max_depth: int, *, finite: bool = False) -> Any:
+    """``json.loads(text)``; ``TooDeep`` (a ``ValueError``) when it nests deeper than ``max_depth``, and with
+    ``finite``, ``NotFinite`` (one too) for ``NaN``, ``Infinity`` or ``1e400``, which Python's JSON reads."""
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_no_constant, parse_float=_finite) if finite else json.loads(text)
     except RecursionError:
         raise TooDeep(max_depth) from None
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, NotFinite):
         raise
     except ValueError:  # int() refuses a number past sys.get_int_max_str_digits(): bad JSON like any other
         raise json.JSONDecodeError(f"a number longer than {sys.get_int_max_str_digits()} digits",
