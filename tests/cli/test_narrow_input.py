@@ -135,7 +135,7 @@ backend:
 
 def test_a_lone_surrogate_in_a_result_or_a_path_is_logged_as_its_escape_not_an_internal_error(tmp_path: Path) -> None:
     # Python keeps a byte it cannot decode as a lone surrogate (os.listdir of a latin-1 name, a C locale's
-    # argv); sqlite takes only UTF-8: the run ended with an internal error
+    # argv); sqlite takes only UTF-8, and so does the transcript file: the run ended with an internal error
     tools = tmp_path / "tools.d"
     tools.mkdir()
     (tools / "odd.yaml").write_text(ODD_TOOL, encoding="utf-8")
@@ -145,10 +145,13 @@ def test_a_lone_surrogate_in_a_result_or_a_path_is_logged_as_its_escape_not_an_i
     with open(script, "w", encoding="utf-8") as turns:
         turns.write("- tool_calls: [{name: odd_bytes, arguments: {}}]\n- text: done\n")
 
+    transcript = tmp_path / "run.jsonl"
     done = toolrun("ask", "odd?", "--tools-dir", str(tools), "--model", "scripted:" + os.fsdecode(script),
-                   tmp_path=tmp_path, narrow=C_LOCALE)
+                   "--transcript", str(transcript), tmp_path=tmp_path, narrow=C_LOCALE)
     assert done.returncode == 0, done.stderr
     assert done.stdout == b"done\n"
+    events = [json.loads(line) for line in transcript.read_text(encoding="utf-8").splitlines()]
+    assert "caf\udce9" in json.dumps(events, ensure_ascii=False)  # each line reads back the very string the tool returned
     with sqlite3.connect(tmp_path / "logs.db") as connection:
         model, = connection.execute("SELECT model FROM runs").fetchone()
         result, = connection.execute("SELECT result FROM tool_calls").fetchone()

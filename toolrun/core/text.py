@@ -63,10 +63,23 @@ def counted(number: int, noun: str) -> str:
 # sequences, a lone CR overwrites a line), DEL, and the line separators and bidirectional
 # controls that move or reorder text. Newlines, tabs and a CR before a newline stay. Compiled at the
 # first text that holds one (0.2-0.5 ms): a run whose output is printable lines never needs it.
+_TERMINAL_CONTROLS = "\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+_LONE_SURROGATES = "\ud800-\udfff"  # a byte Python could not decode, or a client's "\ud800": no UTF-8 holds one
+
+
 @functools.cache
 def _terminal_control() -> re.Pattern[str]:
-    return re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f"
-                      "\u2028\u2029\u202a-\u202e\u2066-\u2069]|\r(?!\n)")
+    return re.compile(f"[{_TERMINAL_CONTROLS}]|\r(?!\n)")
+
+
+@functools.cache
+def _json_unsafe() -> re.Pattern[str]:
+    return re.compile(f"[{_TERMINAL_CONTROLS}{_LONE_SURROGATES}]|\r(?!\n)")
+
+
+@functools.cache
+def _lone_surrogate() -> re.Pattern[str]:
+    return re.compile(f"[{_LONE_SURROGATES}]")
 
 
 _LINE_BREAKS_AND_TABS = str.maketrans("", "", "\n\t")  # not printable, yet a terminal shows them as they are
@@ -83,9 +96,16 @@ def terminal_safe(text: str) -> str:
 
 
 def json_terminal_safe(json_text: str) -> str:
-    """A JSON text (``json.dumps``) with every character a terminal acts on as a ``\\u`` escape: the same
-    JSON, safe to print and to append to a log (``json.dumps`` keeps C1 controls, separators and bidi raw)."""
-    return _terminal_control().sub(_json_escaped, json_text)
+    """A JSON text (``json.dumps``) with every character a terminal acts on, and every lone surrogate, as a
+    ``\\u`` escape: the same JSON, safe to print and to append to a UTF-8 log (``json.dumps`` with
+    ``ensure_ascii=False`` keeps C1 controls, separators, bidi controls and lone surrogates raw)."""
+    return _json_unsafe().sub(_json_escaped, json_text)
+
+
+def surrogates_escaped(text: str) -> str:
+    """``text`` with each lone surrogate as its ``\\uXXXX`` escape: inside JSON, the same string read back;
+    in plain text, a readable stand-in that UTF-8 (a file, sqlite) can hold."""
+    return text if text.isascii() else _lone_surrogate().sub(_json_escaped, text)
 
 
 def _json_escaped(match: re.Match[str]) -> str:

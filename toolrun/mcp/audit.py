@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import sys
 import threading
 from datetime import UTC, datetime
@@ -84,9 +83,8 @@ class AuditLog:
 
     def _write(self, entry: dict[str, Any]) -> None:
         # Readable text (北京) stays; what a terminal would obey (a client's U+009B, U+202E) becomes \\u009b.
+        # A client's lone surrogate ("\\ud800" in its JSON), which UTF-8 cannot hold, is written as sent: escaped.
         line = json_terminal_safe(json.dumps(entry, ensure_ascii=False, default=str))
-        if not line.isascii():  # a client's lone surrogate ("\\ud800" in its JSON), which UTF-8 cannot hold: written
-            line = re.sub("[\ud800-\udfff]", lambda found: f"\\u{ord(found.group()):04x}", line)  # as sent, escaped
         with self._lock:
             try:
                 if isinstance(self._stream, int):

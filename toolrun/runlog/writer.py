@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import sqlite3
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from toolrun.core.json_limits import compact_encoder
 from toolrun.core.messages import Message, ModelResponse, OpaquePart, TextPart, ToolCall, ToolResult
 from toolrun.core.secrets import active_redactor, redact
+from toolrun.core.text import surrogates_escaped
 from toolrun.loop.results import RunResult, ToolCallRecord, TurnRecord
 from toolrun.loop.runner import RunObserver
 from toolrun.replay.divergence import Divergence
@@ -306,7 +306,7 @@ def _surrogates_escaped(value: Any) -> Any:
     store: inside JSON (messages, arguments, vars) that is the same string read back; in a plain text, a
     readable stand-in (Python keeps a byte a C locale cannot decode as one, in a path or a tool's output)."""
     if isinstance(value, str):
-        return re.sub("[\ud800-\udfff]", lambda found: f"\\u{ord(found.group()):04x}", value)  # compiled when needed
+        return surrogates_escaped(value)
     if isinstance(value, (list, tuple)):
         return type(value)(_surrogates_escaped(item) for item in value)
     return value
