@@ -60,12 +60,9 @@ APPROVAL_SCHEMA: dict[str, Any] = {
 APPROVAL_WAIT_SECONDS = 600.0
 
 
-class ApprovalUnanswered(ApprovalWithheld):
-    """An approval question nobody answered in time: its question is withdrawn and the call denied with this."""
-
-
-def approval_unanswered() -> ApprovalUnanswered:
-    return ApprovalUnanswered(f"nobody answered the approval question within {APPROVAL_WAIT_SECONDS / 60:g} minutes")
+def approval_unanswered() -> ApprovalWithheld:
+    """What denies a call whose approval question nobody answered in time (its question is withdrawn)."""
+    return ApprovalWithheld(f"nobody answered the approval question within {APPROVAL_WAIT_SECONDS / 60:g} minutes")
 
 
 def approval_given(action: str, content: dict[str, Any] | None) -> bool:
