@@ -513,3 +513,38 @@ def test_near_duplicates_of_template_made_tools_are_the_same_as_scoring_every_pa
     expected = _near_duplicates_from_all_pairs(tools)
     assert [(f.tool, f.message) for f in near_duplicate_findings(tools)] == expected
     assert len(expected) == 60 and any("more tools" in message for _, message in expected)
+
+
+def test_names_that_differ_only_in_case_or_dash_are_look_alikes_in_lint_and_where_tools_are_offered(
+        tmp_path: Path) -> None:
+    # Different descriptions, so near-duplicate stays quiet: only the names are alike.
+    import json
+
+    from click.testing import CliRunner
+
+    import toolrun
+    from toolrun.cli import main
+
+    tools = tmp_path / "tools.d"
+    tools.mkdir()
+    texts = {"user.yaml": ("get_user", "Returns the profile of one user by id, with name, email and team."),
+             "billing.yaml": ("Get-User", "Fetches the billing state of one customer account, with plan and invoices."),
+             "users.yaml": ("get_users", "Lists every user of one team with their ids, sorted by name.")}
+    for file, (name, text) in texts.items():
+        (tools / file).write_text(
+            f"name: {name}\ndescription: {text} Use it when asked about it; not for changes.\n"
+            "parameters: {type: object, properties: {id: {type: string, description: The id.}}, required: [id]}\n"
+            "annotations: {read_only: true}\nbackend: {python: json:dumps}\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["tools", "lint", "--json", "--tools-dir", str(tools)])
+    alike = [f for f in json.loads(result.stdout)["findings"] if f["rule"] == "look-alike-name"]
+    assert result.exit_code == 0 and [(f["tool"], f["file"], f["line"], f["severity"]) for f in alike] == [
+        ("Get-User", str(tools / "billing.yaml"), 1, "warning"), ("get_user", str(tools / "user.yaml"), 1, "warning")]
+    assert alike[1]["message"].startswith(f"name differs from 'Get-User' ({tools / 'billing.yaml'}:1) only in case")
+    assert not [f for f in json.loads(result.stdout)["findings"] if f["rule"] == "near-duplicate"]
+    # The rules about tools side by side run where tools are offered together: the library's catalog too.
+    assert sorted(f.tool for f in toolrun.load_catalog(tools).findings if f.rule == "look-alike-name") == [
+        "Get-User", "get_user"]
+    (tools / "billing.yaml").write_text((tools / "billing.yaml").read_text(encoding="utf-8").replace(
+        "Get-User", "get_billing"), encoding="utf-8")
+    result = CliRunner().invoke(main, ["tools", "lint", "--json", "--tools-dir", str(tools)])
+    assert not [f for f in json.loads(result.stdout)["findings"] if f["rule"] == "look-alike-name"]

@@ -26,6 +26,7 @@ from toolrun.catalog.lint import (
     apply_ignores,
     catalog_findings,
     lint_tool,
+    look_alike_name_findings,
     near_duplicate_findings,
     sort_findings,
 )
@@ -127,13 +128,13 @@ def load_checked_catalog(directory: Path, *, lint: bool = True,
 
 def side_by_side_findings(tools: list[Tool], directory: Path, cache: CatalogCache | None = None, *,
                           whole: bool = True) -> list[LintFinding]:
-    """The findings of the rules about ``tools`` side by side: near duplicates, and with ``whole`` the
-    catalog-wide ones (count, token cost). Kept in ``cache``: an unchanged catalog is not compared again."""
+    """The findings of the rules about ``tools`` side by side: near duplicates and look-alike names, and with
+    ``whole`` the catalog-wide ones (count, token cost). Kept in ``cache``: an unchanged catalog is not compared again."""
     key = cache.together_key(tools, whole) if cache is not None else None
     kept = cache.together_findings(key) if cache is not None and key is not None else None
     if kept is not None:
         return kept
-    findings = near_duplicate_findings(tools)
+    findings = near_duplicate_findings(tools) + look_alike_name_findings(tools)
     if whole:
         findings += catalog_findings(tools, str(directory))
     if cache is not None and key is not None:

@@ -196,6 +196,41 @@ def _near_duplicate(tool: Tool, other: Tool, score: float, look_alikes: int) -> 
     )
 
 
+def look_alike_name_findings(tools: list[Tool]) -> list[LintFinding]:
+    """One warning per tool whose name differs from another's only in case or in ``-`` against ``_``.
+
+    ``get_user`` and ``Get-User`` are two tools to the loader and to the wire, one to a reader:
+    a model that writes either name calls a tool its author may not have meant.
+    """
+    alike: dict[str, list[Tool]] = {}
+    for tool in tools:
+        alike.setdefault(_folded_name(tool.name), []).append(tool)
+    findings: list[LintFinding] = []
+    for group in alike.values():
+        if len({tool.name for tool in group}) < 2:
+            continue  # one name defined twice is the loader's duplicate-name error, not a look-alike
+        for tool in group:
+            others = sorted((other for other in group if other.name != tool.name), key=lambda other: other.name)
+            more = f" and {counted(len(others) - 1, 'more tool')}" if len(others) > 1 else ""
+            findings.append(LintFinding(
+                tool=tool.name,
+                file=str(tool.source.file),
+                line=tool.source.line_of("name"),
+                rule="look-alike-name",
+                severity="warning",
+                message=(
+                    f"name differs from {others[0].name!r} ({others[0].source.file}:{others[0].source.line}){more} "
+                    "only in case or in - against _: a model that writes one may mean the other; "
+                    "rename one so that the names say what sets the tools apart"
+                ),
+            ))
+    return findings
+
+
+def _folded_name(name: str) -> str:
+    return name.lower().replace("-", "_")
+
+
 def catalog_findings(tools: list[Tool], directory: str | None) -> list[LintFinding]:
     """Findings about the catalog as a whole: no tools, too many tools, total token cost."""
     findings: list[LintFinding] = []
@@ -275,6 +310,7 @@ def lint_catalog(
     for tool in tools:
         findings.extend(lint_tool(tool))
     findings.extend(near_duplicate_findings(tools, near_duplicate_threshold))
+    findings.extend(look_alike_name_findings(tools))
     findings.extend(catalog_findings(tools, directory))
     findings = apply_ignores(findings, tools)
     return sorted(findings, key=_sort_key)
@@ -283,8 +319,8 @@ def lint_catalog(
 # Every rule the lint reports; ``lint: {ignore: [...]}`` may name these.
 RULES = frozenset({
     "description-too-short", "no-usage-guidance", "parameter-missing-description", "missing-parameter-type",
-    "parameter-name", "openapi-nullable", "enum-in-prose", "near-duplicate", "strict-mode-incompatible",
-    "gemini-schema-incompatible", "token-cost", "too-many-tools", "empty-catalog",
+    "parameter-name", "openapi-nullable", "enum-in-prose", "near-duplicate", "look-alike-name",
+    "strict-mode-incompatible", "gemini-schema-incompatible", "token-cost", "too-many-tools", "empty-catalog",
     "state-changing-without-annotations", "prompt-injection", "unused-parameter", "secret-in-argv",
     "optional-path-parameter", "argv-option-injection", "model-chosen-host", "model-chosen-path",
     "credentials-withheld", "shell-exit-code", "python-signature", "unknown-lint-rule",
