@@ -49,6 +49,27 @@ def test_tokens_from_the_environment_or_as_digests_admit_their_client(tmp_path: 
     assert "bot-token-91c2e7" in run_scope.secrets  # read through ${env:...}: redacted from what this scope prints
 
 
+def test_a_token_short_enough_to_guess_is_refused_and_a_secret_file_s_newline_is_not_part_of_one(
+        tmp_path: Path, monkeypatch) -> None:
+    path = auth_file(tmp_path, """
+        clients:
+          - name: bot
+            token: "${env:BOT_TOKEN}"
+    """)
+    for short in ("ab", "  0123456789abcde\n"):  # 15 characters once the newline a header cannot carry is gone
+        monkeypatch.setenv("BOT_TOKEN", short)
+        with pytest.raises(LoadError) as error:
+            load_access_list(path)
+        [problem] = error.value.problems
+        assert (problem.line, problem.message) == (
+            4, f"client 'bot': the token in BOT_TOKEN has {len(short.strip())} characters, fewer than 16: it can be guessed")
+        assert "openssl rand -hex 32" in problem.fix
+    monkeypatch.setenv("BOT_TOKEN", "0123456789abcdef\n")  # as `kubectl create secret --from-file` keeps it
+    access = load_access_list(path)
+    bot = access.client_for("Bearer 0123456789abcdef")
+    assert bot is not None and bot.name == "bot" and access.secrets == ["0123456789abcdef"]
+
+
 def test_every_mistake_of_an_auth_file_is_reported_with_its_line(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.delenv("MISSING_TOKEN", raising=False)
     monkeypatch.setenv("SHARED", "shared-token-0001")
@@ -139,7 +160,7 @@ def test_an_audit_line_is_one_line_of_the_same_json_with_nothing_a_terminal_obey
 
 
 def test_a_client_may_have_its_own_session_limit_and_a_bad_one_is_a_problem(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv("BOT_TOKEN", "bot-token-1234")
+    monkeypatch.setenv("BOT_TOKEN", "bot-token-1234-5678")
     path = auth_file(tmp_path, """
         clients:
           - {name: bot, token: "${env:BOT_TOKEN}", max_sessions: 3}

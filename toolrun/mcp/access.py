@@ -29,6 +29,7 @@ from toolrun.core.text import did_you_mean
 from toolrun.core.yamlsource import LineDict, YamlSyntaxError, load_yaml_file
 from toolrun.mcp.oidc_rules import OidcSettings, parse_oidc
 
+MIN_TOKEN_LENGTH = 16  # a static token read from the environment; its digest (token_sha256) cannot be measured
 _CLIENT_KEYS = {"name", "token", "token_sha256", "tools", "max_sessions"}
 _TOP_KEYS = ("clients", "oidc")
 _HEX_DIGEST = re.compile(r"^[0-9a-fA-F]{64}$")
@@ -210,7 +211,9 @@ def _token(entry: dict[str, Any], path: Path, label: str) -> tuple[bytes | None,
         value = read_secret(match.group(1))
     except MissingSecret as exc:
         return None, None, [Problem(path, _line(entry, "token"), f"{label}: {exc}", f"set {exc.name} before starting the server")]
-    if not value.strip():
-        return None, None, [Problem(path, _line(entry, "token"), f"{label}: the token in {match.group(1)} is empty",
-                                    "set it to a long random value")]
+    value = value.strip()  # a header cannot carry it: a secret file's final newline is not part of the token
+    if len(value) < MIN_TOKEN_LENGTH:
+        said = "is empty" if not value else f"has {len(value)} characters, fewer than {MIN_TOKEN_LENGTH}: it can be guessed"
+        return None, None, [Problem(path, _line(entry, "token"), f"{label}: the token in {match.group(1)} {said}",
+                                    f"set {match.group(1)} to a long random value, e.g. $(openssl rand -hex 32)")]
     return token_digest(value), value, []
