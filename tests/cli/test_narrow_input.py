@@ -210,3 +210,19 @@ def test_a_lone_surrogate_printed_by_click_on_a_strict_stdout_is_its_escape_not_
         assert (called.returncode, called.stdout) == (0, b"caf\\udce9\n"), called.stderr
         as_json = toolrun("call", "odd_bytes", "--json", "--tools-dir", str(tools), tmp_path=tmp_path, narrow=narrow)
         assert json.loads(as_json.stdout)["result"] == "caf\udce9"  # the escape is the same string read back
+
+
+def test_a_lone_surrogate_goes_out_as_its_byte_in_text_and_as_an_escape_in_json_under_a_c_utf8_locale(
+        tmp_path: Path) -> None:
+    # A C.UTF-8 locale gives Python a stdout with surrogateescape: text gets the byte the tool read back (a file
+    # name a shell can use), but --json printed it raw too, which is not UTF-8, so no JSON reader could read it
+    tools = tmp_path / "tools.d"
+    tools.mkdir()
+    (tools / "odd.yaml").write_text(ODD_TOOL, encoding="utf-8")
+    (tools / "odd.py").write_text('def odd() -> str:\n    return "caf" + b"\\xe9".decode("utf-8", "surrogateescape")\n',
+                                  encoding="utf-8")
+    c_utf8 = {"PYTHONIOENCODING": "utf-8:surrogateescape"}
+    called = toolrun("call", "odd_bytes", "--tools-dir", str(tools), tmp_path=tmp_path, narrow=c_utf8)
+    assert (called.returncode, called.stdout) == (0, b"caf\xe9\n"), called.stderr
+    as_json = toolrun("call", "odd_bytes", "--json", "--tools-dir", str(tools), tmp_path=tmp_path, narrow=c_utf8)
+    assert json.loads(as_json.stdout.decode("utf-8"))["result"] == "caf\udce9"  # the same string read back

@@ -21,7 +21,7 @@ from toolrun.cli.text_param import TYPED_TEXT
 from toolrun.core.errors import EXIT_RUN_FAILED, Problem, UserError
 from toolrun.core.event_loop import run_until_done
 from toolrun.core.json_limits import MAX_ARGUMENT_DEPTH, NotFinite, TooDeep, loads_bounded
-from toolrun.core.text import terminal_safe
+from toolrun.core.text import json_printable, terminal_safe
 from toolrun.core.tool import Tool
 from toolrun.loop.execution import validate_arguments
 
@@ -56,9 +56,9 @@ def call_command(name: str, arg_pairs: tuple[str, ...], args_json: str | None, t
             raise
         # --json promises one document on stdout whatever happens: a mistake of the command line
         # is one too (exit 2), with the same problems the text output would print on stderr.
-        click.echo(json.dumps({"tool": name, "arguments": None, "result": None, "is_error": True,
-                               "duration_ms": 0, "problems": [problem.to_json() for problem in error.problems]},
-                              ensure_ascii=False))
+        click.echo(json_printable({"tool": name, "arguments": None, "result": None, "is_error": True,
+                                   "duration_ms": 0, "problems": [problem.to_json() for problem in error.problems]},
+                                  indent=None))
         click.get_current_context().exit(error.exit_code)
     if not as_json:  # invalid arguments are the command line's mistake; --json reports them in its document
         problems = validate_arguments(tool, arguments)
@@ -70,7 +70,7 @@ def call_command(name: str, arg_pairs: tuple[str, ...], args_json: str | None, t
     outcome = run_until_done(acall(catalog, tool.name, arguments,
                           approver=TerminalApprover(assume_yes, asking="You are about to call")))
     if as_json:
-        click.echo(json.dumps(outcome.to_json(), ensure_ascii=False))
+        click.echo(json_printable(outcome.to_json(), indent=None))
     elif outcome.is_error:
         echo_err(terminal_safe(f"error result: {outcome.result}"), "error")
     else:  # a terminal shows the result escaped; a pipe or a file gets it as the tool wrote it

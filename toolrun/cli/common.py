@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -15,7 +14,7 @@ from toolrun.catalog.model import DEFAULT_TOOLS_DIR, Catalog
 from toolrun.cli.error_report import report_error
 from toolrun.cli.load_report import load_report, load_summary
 from toolrun.core.errors import EXIT_BAD_INPUT, LoadError, Problem
-from toolrun.core.text import terminal_safe
+from toolrun.core.text import json_printable, terminal_safe
 
 if TYPE_CHECKING:
     from click.shell_completion import CompletionItem
@@ -105,7 +104,7 @@ def exit_with_load_failure_json(ctx: click.Context, error: LoadError) -> NoRetur
     findings = getattr(error.catalog, "findings", None) or []
     document = {"tools": 0, "problems": [problem.to_json() for problem in error.problems],
                 "findings": [finding.to_json() for finding in findings]}
-    click.echo(json.dumps(document, ensure_ascii=False, indent=2))
+    click.echo(json_printable(document))
     report_error(error)
     ctx.exit(EXIT_BAD_INPUT)
 
@@ -125,7 +124,7 @@ def json_usage_errors(document: Callable[[Problem], Any], *, indent: int | None 
                     raise
                 command = " ".join(["toolrun", *ctx.command_path.split()[1:]])  # not the test runner's name
                 problem = Problem(None, None, error.format_message(), f"see {command} --help")
-                click.echo(json.dumps(document(problem), ensure_ascii=False, indent=indent))
+                click.echo(json_printable(document(problem), indent=indent))
                 error.show()
                 ctx.exit(error.exit_code)
 

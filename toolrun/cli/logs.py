@@ -16,7 +16,7 @@ from toolrun.cli.text_param import TYPED_TEXT
 from toolrun.cli.tools_list import format_table
 from toolrun.core.durations import parse_duration
 from toolrun.core.errors import Problem, UserError
-from toolrun.core.text import counted, terminal_safe
+from toolrun.core.text import counted, json_printable, terminal_safe
 from toolrun.runlog import RunLog, default_log_path
 from toolrun.view.call_outcome import expect_failures_of, never_ran
 
@@ -78,7 +78,7 @@ def _list(*, limit: int, recipe: str | None, tool: str | None, errors: bool, as_
     log = read_log(logs)
     runs = log.list_runs(limit=limit, recipe=recipe, tool=tool, errors=errors, session=batch)
     if as_json:
-        click.echo(json.dumps(runs, ensure_ascii=False, indent=2))
+        click.echo(json_printable(runs))
         return
     if not runs:
         click.echo("no runs match", err=True)
@@ -98,7 +98,7 @@ def batches_command(limit: int, as_json: bool, logs: Path | None) -> None:
     """Batches newest first: id, recipe, runs by outcome, tokens (their runs: logs list --batch ID)."""
     batches = read_log(logs).list_batches(limit=limit)
     if as_json:
-        click.echo(json.dumps(batches, ensure_ascii=False, indent=2))
+        click.echo(json_printable(batches))
         return
     if not batches:
         click.echo("no batches in the log", err=True)
@@ -120,7 +120,7 @@ def show_command(run_id: int, as_json: bool, logs: Path | None) -> None:
         raise UserError(Problem(None, None, f"no run {run_id} in the log", "see the ids with: toolrun logs"))
     run["expect_failures"] = expect_failures_of(log, run_id)
     if as_json:
-        click.echo(json.dumps(run, ensure_ascii=False, indent=2))
+        click.echo(json_printable(run))
         return
     click.echo(terminal_safe("\n".join(format_run(run))))  # results and answers came from untrusted hands
 
@@ -137,10 +137,9 @@ def search_command(words: tuple[str, ...], limit: int, as_json: bool, logs: Path
     hits = log.search(text, limit=limit)
     runs = {hit.run_id: log.get_run(hit.run_id) for hit in hits}
     if as_json:
-        click.echo(json.dumps([{"id": hit.run_id, "field": hit.field, "excerpt": hit.excerpt,
-                                "recipe": (runs[hit.run_id] or {}).get("recipe"),
-                                "started_at": (runs[hit.run_id] or {}).get("started_at")} for hit in hits],
-                              ensure_ascii=False, indent=2))
+        click.echo(json_printable([{"id": hit.run_id, "field": hit.field, "excerpt": hit.excerpt,
+                                    "recipe": (runs[hit.run_id] or {}).get("recipe"),
+                                    "started_at": (runs[hit.run_id] or {}).get("started_at")} for hit in hits]))
         return
     if not hits:
         click.echo(f"no run mentions {text!r}", err=True)

@@ -13,7 +13,7 @@ from toolrun.catalog.lint_rules import token_estimate
 from toolrun.cli.common import complete_tool_names, load_catalog_for_cli, tools_dir_option
 from toolrun.cli.text_param import TYPED_TEXT
 from toolrun.core.errors import Problem, UserError
-from toolrun.core.text import counted
+from toolrun.core.text import counted, json_printable
 from toolrun.core.tool import Tool
 from toolrun.export import FORMATS, ExportedTool, export_catalog, export_tool, tools_payload
 
@@ -32,7 +32,7 @@ strict_option = click.option(
 
 
 def _dump(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, indent=2)
+    return json_printable(value)
 
 
 NOTES_PER_TOOL_IN_EXPORT = 3  # a large schema makes dozens of notes; `tools show` lists them all

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from toolrun.cli.common import (
 )
 from toolrun.cli.error_report import report_error
 from toolrun.core.errors import EXIT_BAD_INPUT, EXIT_RUN_FAILED, LoadError
-from toolrun.core.text import counted, terminal_safe
+from toolrun.core.text import counted, json_printable, terminal_safe
 
 
 @click.command("lint", cls=json_usage_errors(catalog_usage_error_document, indent=2))
@@ -62,7 +61,7 @@ def lint_command(ctx: click.Context, tools_dir: Path | None, as_json: bool, stri
     if as_json:
         document = {"tools": len(catalog), "problems": [problem.to_json() for problem in problems],
                     "findings": [finding.to_json() for finding in findings]}
-        click.echo(json.dumps(document, ensure_ascii=False, indent=2))
+        click.echo(json_printable(document))
     else:
         shown, info_lines = (findings, []) if verbose or rules else summarised_info(findings)
         color = color_enabled(sys.stdout)

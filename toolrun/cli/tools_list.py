@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Sequence
@@ -21,6 +20,7 @@ from toolrun.cli.common import (
     tools_dir_option,
 )
 from toolrun.core.errors import EXIT_BAD_INPUT, LoadError
+from toolrun.core.text import json_printable
 from toolrun.core.tool import Tool
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s|(?<=[。！？])")
@@ -46,7 +46,7 @@ def list_command(ctx: click.Context, tools_dir: Path | None, as_json: bool, refr
             raise
         exit_with_load_failure_json(ctx, error)
     if as_json:
-        click.echo(json.dumps([tool_listing(tool) for tool in catalog], ensure_ascii=False, indent=2))
+        click.echo(json_printable([tool_listing(tool) for tool in catalog]))
         return
     if not len(catalog):
         click.echo(f"no tools in {catalog.directory}", err=True)

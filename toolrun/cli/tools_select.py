@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
@@ -20,6 +19,7 @@ from toolrun.cli.load_report import counts_summary
 from toolrun.cli.text_param import TYPED_TEXT
 from toolrun.cli.tools_list import format_table
 from toolrun.core.errors import LoadError
+from toolrun.core.text import json_printable
 from toolrun.loop.tool_offer import DEFAULT_MAX_TOOLS
 
 
@@ -48,8 +48,7 @@ def select_command(ctx: click.Context, text: str, tools_dir: Path | None, limit:
         exit_with_load_failure_json(ctx, error)
     ranked = [tool for tool in index.rank(text, limit) if tool.score > 0]
     if as_json:
-        click.echo(json.dumps({"tools": [{"name": tool.name, "score": tool.score} for tool in ranked]},
-                              ensure_ascii=False, indent=2))
+        click.echo(json_printable({"tools": [{"name": tool.name, "score": tool.score} for tool in ranked]}))
         return
     if not ranked:
         click.echo(f"no tool in {directory} shares a word with the text", err=True)

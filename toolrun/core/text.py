@@ -6,9 +6,11 @@ Each was written several times with different limits; one place keeps messages a
 from __future__ import annotations
 
 import functools
+import json
 import re
 from collections.abc import Iterable, Sequence
 from fnmatch import fnmatchcase
+from typing import Any
 
 from toolrun.core.secrets import redact
 
@@ -100,6 +102,13 @@ def json_terminal_safe(json_text: str) -> str:
     ``\\u`` escape: the same JSON, safe to print and to append to a UTF-8 log (``json.dumps`` with
     ``ensure_ascii=False`` keeps C1 controls, separators, bidi controls and lone surrogates raw)."""
     return _json_unsafe().sub(_json_escaped, json_text)
+
+
+def json_printable(value: Any, *, indent: int | None = 2) -> str:
+    """``value`` as a JSON document to print (``--json``): Chinese stays Chinese, and what a terminal acts on
+    or UTF-8 cannot hold (a lone surrogate, from a file name that is not UTF-8) is a ``\\u`` escape, so the
+    document is valid UTF-8 JSON whatever the locale's stdout does with such characters."""
+    return json_terminal_safe(json.dumps(value, ensure_ascii=False, indent=indent))
 
 
 def surrogates_escaped(text: str) -> str:

@@ -7,13 +7,13 @@ once more, whatever the tools already did: a transcript is written to disk and s
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from toolrun.core.content import ContentBlock
 from toolrun.core.messages import Message, Usage
 from toolrun.core.secrets import Redactor, redact
+from toolrun.core.text import json_printable
 
 if TYPE_CHECKING:
     from toolrun.replay.divergence import Divergence
@@ -154,5 +154,5 @@ def usage_totals(usage: Usage) -> dict[str, int]:
 
 
 def dumps(document: dict[str, Any], *, indent: int | None = 2) -> str:
-    """JSON text of a run document: Chinese stays Chinese (``ensure_ascii=False``)."""
-    return json.dumps(document, ensure_ascii=False, indent=indent)
+    """JSON text of a run document to print: Chinese stays Chinese, a lone surrogate is its ``\\u`` escape."""
+    return json_printable(document, indent=indent)
