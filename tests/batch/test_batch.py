@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.batch_world import CITIES, make_world, read_lines, write_rows
+from tests.batch_world import CITIES, SCRIPT_YAML, make_world, read_lines, write_rows
 from tests.loopback import Recorded, Reply
 from toolrun.batch.rate_limit import MAX_PAUSE_S, RateLimiter, provider_pause
 from toolrun.batch.results_file import ResultsFile, read_results
@@ -329,6 +329,26 @@ def test_identical_rows_are_runs_of_their_own_through_a_resume(tmp_path: Path):
     assert sorted(line["row"] for line in lines) == [0, 1, 2]  # each twin exactly once
     assert sorted(line["key"] for line in lines) == sorted(by_row[row]["key"] for row in range(3))
     assert json.loads(resumed.stdout)["runs"] == 3
+
+
+def test_a_lone_surrogate_in_a_row_and_in_an_answer_is_written_resumed_and_logged(tmp_path: Path):
+    # JSON may escape half of a surrogate pair ("\\udce9"): in a row, and in a model's answer. UTF-8 cannot hold
+    # one, so writing the results line ended the batch with an internal error, and so did a row's key.
+    make_world(tmp_path)
+    (tmp_path / "script.yaml").write_text(SCRIPT_YAML.replace("- text: 北京有玫瑰", '- text: "北京有玫瑰 \\udce9"'),
+                                          encoding="utf-8")
+    (tmp_path / "rows.jsonl").write_text('{"city": "北京", "tag": "caf\\udce9"}\n', encoding="utf-8")
+    script = f"scripted:{tmp_path / 'script.yaml'}"
+    logs = tmp_path / "logs.db"
+    first = batch(tmp_path, "--model", script, env=clean_env(TOOLRUN_LOGS=str(logs)))
+    assert first.exit_code == 0, first.stderr
+    [line] = read_lines(tmp_path / "out.jsonl")  # UTF-8, and each string the same read back
+    assert (line["vars"]["tag"], line["final"], line["status"]) == ("caf\udce9", "北京有玫瑰 \udce9", "ok")
+    resumed = batch(tmp_path, "--model", script, "--resume", "--no-log")
+    assert resumed.exit_code == 0 and "1 run, 1 already done" in resumed.stderr, resumed.stderr
+    run_log = RunLog.open(logs)
+    [run] = run_log.list_runs(limit=5)
+    assert run_log.get_run(run["id"])["final"] == "北京有玫瑰 \\udce9"  # the log keeps a readable stand-in
 
 
 def test_a_resume_after_the_rows_moved_gives_every_line_its_row_in_todays_inputs(tmp_path: Path):

@@ -37,7 +37,7 @@ class Job:
     def key(self) -> str:
         """What identifies the run across a resume: the row's content (and which of identical rows), model, repeat."""
         twin = f"\0{self.twin}" if self.twin else ""  # the first of identical rows keeps the key it always had
-        digest = hashlib.sha256(f"{row_content(self.vars)}\0{self.model}\0{self.repeat}{twin}".encode()).hexdigest()
+        digest = hashlib.sha256(f"{row_content(self.vars)}\0{self.model}\0{self.repeat}{twin}".encode("utf-8", "surrogatepass")).hexdigest()
         return digest[:24]
 
 

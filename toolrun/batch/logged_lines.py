@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from toolrun.runlog import RunLog
+from toolrun.runlog.writer import storable
 
 
 def log_result_line(log: RunLog, line: dict[str, Any], *, recipe: str, mode: str = "ray") -> str | None:
@@ -26,16 +27,16 @@ def log_result_line(log: RunLog, line: dict[str, Any], *, recipe: str, mode: str
                 "INSERT INTO runs (command, session, recipe, model, mode, vars, started_at, ended_at, status, stop_reason, "
                 "final, error, input_tokens, output_tokens, requests, document) "
                 "VALUES ('batch', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (line["batch"], recipe, line["model"], mode, _json(line["vars"]), started, ended, line["status"],
-                 line["stop_reason"], line["final"], line["error"], usage.get("input_tokens", 0),
-                 usage.get("output_tokens", 0), usage.get("requests", 0), _json(line)))
+                storable((line["batch"], recipe, line["model"], mode, _json(line["vars"]), started, ended, line["status"],
+                          line["stop_reason"], line["final"], line["error"], usage.get("input_tokens", 0),
+                          usage.get("output_tokens", 0), usage.get("requests", 0), _json(line))))
             run_id = int(cursor.lastrowid or 0)
             for seq, call in enumerate(line.get("tool_calls") or [], start=1):
                 connection.execute(
                     "INSERT OR REPLACE INTO tool_calls (run_id, turn, seq, call_id, name, arguments, result, is_error, "
                     "duration_ms) VALUES (?, 1, ?, ?, ?, ?, ?, ?, ?)",
-                    (run_id, seq, call["id"], call["name"], _json(call["arguments"]), call["result"],
-                     int(bool(call["is_error"])), call.get("duration_ms")))
+                    storable((run_id, seq, call["id"], call["name"], _json(call["arguments"]), call["result"],
+                              int(bool(call["is_error"])), call.get("duration_ms"))))
     except sqlite3.Error as exc:
         return f"the run log {log.path} stopped accepting writes ({exc}); the batch's runs are incomplete there"
     return None

@@ -14,6 +14,7 @@ from typing import Any
 
 from toolrun.core.errors import Problem, UserError
 from toolrun.core.private_files import open_private, replace_file
+from toolrun.core.text import surrogates_escaped
 
 
 def read_results(path: Path) -> list[dict[str, Any]]:
@@ -73,4 +74,5 @@ class ResultsFile:
 
 def encode(line: dict[str, Any]) -> bytes:
     """One result as a line of JSON Lines (Chinese stays Chinese)."""
-    return (json.dumps(line, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+    # a lone surrogate (a byte a tool could not decode, a model's broken escape) as its \\u escape: UTF-8 holds that
+    return (surrogates_escaped(json.dumps(line, ensure_ascii=False, default=str)) + "\n").encode("utf-8")

@@ -114,7 +114,7 @@ class RunLogWriter(RunObserver):
             try:
                 self._write(statements, calls)
             except UnicodeEncodeError:  # a lone surrogate: sqlite takes only UTF-8
-                self._write(_surrogates_escaped(statements), _surrogates_escaped(calls), escape=True)
+                self._write(storable(statements), storable(calls), escape=True)
         except sqlite3.Error as exc:
             self.problem = f"the run log {self.log.path} stopped accepting writes ({exc}); this run is incomplete there"
 
@@ -127,7 +127,7 @@ class RunLogWriter(RunObserver):
                 connection.execute("DELETE FROM messages WHERE run_id = ?", (self.run_id,))
             if messages:
                 connection.executemany("INSERT INTO messages (run_id, seq, role, content) VALUES (?, ?, ?, ?)",
-                                       _surrogates_escaped(messages) if escape else messages)
+                                       storable(messages) if escape else messages)
             if calls:
                 connection.executemany(_INSERT_CALL, calls)
             _execute_in_order(connection, statements)
@@ -166,7 +166,7 @@ class RunLogWriter(RunObserver):
             try:
                 self.run_id = self._insert_run(row)
             except UnicodeEncodeError:  # a lone surrogate (a scripted:FILE or recipe path under a C locale)
-                self.run_id = self._insert_run(_surrogates_escaped(row))
+                self.run_id = self._insert_run(storable(row))
         except sqlite3.Error as exc:
             self.problem = f"the run log {self.log.path} stopped accepting writes ({exc}); this run is incomplete there"
 
@@ -301,14 +301,14 @@ def _execute_in_order(connection: sqlite3.Connection, statements: list[tuple[str
         start = end
 
 
-def _surrogates_escaped(value: Any) -> Any:
+def storable(value: Any) -> Any:
     """``value`` (a row, rows, a text) with each lone surrogate as its ``\\uXXXX`` escape, which sqlite can
     store: inside JSON (messages, arguments, vars) that is the same string read back; in a plain text, a
     readable stand-in (Python keeps a byte a C locale cannot decode as one, in a path or a tool's output)."""
     if isinstance(value, str):
         return surrogates_escaped(value)
     if isinstance(value, (list, tuple)):
-        return type(value)(_surrogates_escaped(item) for item in value)
+        return type(value)(storable(item) for item in value)
     return value
 
 
