@@ -607,6 +607,35 @@ def test_a_recording_of_calls_without_ids_replays_without_divergence(loopback, t
     assert ids[0] == ids[1] and len(set(ids[0])) == 3
 
 
+def test_half_a_surrogate_pair_a_model_escapes_goes_back_to_it_and_into_the_recording_as_sent(loopback, tmp_path: Path):
+    # JSON may escape half of a pair ("\\udce9"): a model's text and arguments go back in the next request,
+    # and into the recording, and UTF-8 cannot encode one: the run ended with an internal error at the second
+    # request, and the recording could not be written. They now go out as the escapes the model sent.
+    def escaped(message: dict, finish_reason: str) -> Reply:  # json.dumps escapes what is not ASCII
+        return Reply(body=json.dumps(completion(message, finish_reason, 9, 9)), headers={"Content-Type": "application/json"})
+
+    def model(request: Recorded) -> Reply:
+        if any(m.get("role") == "tool" for m in request.json()["messages"]):
+            return escaped({"role": "assistant", "content": "北京有玫瑰 \ud800"}, "stop")
+        arguments = json.dumps({"city": "北京", "note": "caf\udce9"})
+        call = {"id": "c1", "type": "function", "function": {"name": "get_flower_inventory", "arguments": arguments}}
+        return escaped({"role": "assistant", "content": "caf\udce9", "tool_calls": [call]}, "tool_calls")
+
+    server = loopback(model)
+    recipe = make_world(tmp_path)
+    cassette = tmp_path / "half.cassette.json"
+    live = invoke("recipe", str(recipe), "--no-stream", "--json", "--record", str(cassette), env=live_env(server))
+    assert live.exit_code in (0, 3), live.stderr  # 3: the recipe's expect may want more than this answer
+    assert json.loads(live.stdout)["final"] == "北京有玫瑰 \ud800"
+    follow_up = server.requests[1].body.decode("utf-8")  # UTF-8, with the model's own escapes in it
+    sent = next(m for m in json.loads(follow_up)["messages"] if m["role"] == "assistant")
+    assert sent["content"] == "caf\udce9"
+    assert json.loads(sent["tool_calls"][0]["function"]["arguments"])["note"] == "caf\udce9"
+    assert "caf\\udce9" in cassette.read_bytes().decode("utf-8")
+    replayed = invoke("recipe", str(recipe), "--replay", str(cassette), "--strict", "--json")
+    assert replayed.exit_code == live.exit_code and json.loads(replayed.stdout)["divergences"] == [], replayed.stderr
+
+
 def test_request_timeout_and_max_retries_from_the_recipe_bound_a_stuck_provider(loopback, tmp_path: Path):
     # The server answers after 120 s: a run that waited for it would outlive subprocess.run's timeout.
     server = loopback(lambda request: Reply(body=ANSWER_RESPONSE, delay=120))

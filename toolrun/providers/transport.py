@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import functools
+import json
 import re
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Mapping
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from toolrun.core.errors import ProviderError
 from toolrun.core.json_limits import MAX_BODY_DEPTH, loads_bounded
 from toolrun.core.secrets import redact
+from toolrun.core.text import surrogates_escaped
 
 if TYPE_CHECKING:
     import httpx  # imported by HttpxTransport when made: a replay or a scripted run never needs it
@@ -26,6 +28,13 @@ if TYPE_CHECKING:
 MAX_ANSWER_BYTES = 64 * 1024 * 1024  # a whole answer or stream; a real one is far smaller
 MAX_LINE_CHARS = 16 * 1024 * 1024  # one line of a stream (an SSE event, an NDJSON object)
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+
+
+def json_body(body: dict[str, Any]) -> bytes:
+    """A request's JSON as UTF-8, Chinese as it is. A lone surrogate (half of a pair a model escaped in its
+    answer, which goes back in the next request) is its ``\\u`` escape: the same JSON string, which UTF-8,
+    and so httpx's own ``json=``, cannot encode."""
+    return surrogates_escaped(json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)).encode()
 
 
 @dataclass
@@ -148,6 +157,14 @@ class HttpxTransport(Transport):
             message += f" (the provider asks to wait {delay:.0f} s before a retry; toolrun waits at most {self.retry.max_wait:.0f} s)"
         raise ProviderError(message, status=response.status_code, retryable=response.status_code in RETRYABLE_STATUS)
 
+    def _built(self, request: WireRequest) -> httpx.Request:
+        headers = {**self._headers, **request.headers}
+        if request.body is None:
+            return self._client.build_request(request.method, request.url, headers=headers)
+        if not any(name.lower() == "content-type" for name in headers):
+            headers["Content-Type"] = "application/json"
+        return self._client.build_request(request.method, request.url, headers=headers, content=json_body(request.body))
+
     async def send(self, request: WireRequest) -> WireResponse:
         attempt = 0
         while True:
@@ -155,8 +172,7 @@ class HttpxTransport(Transport):
                 await self.gate.wait()
             try:
                 async with asyncio.timeout(self.timeout):  # the whole answer, however slowly it drips
-                    response = await self._client.send(self._client.build_request(
-                        request.method, request.url, headers={**self._headers, **request.headers}, json=request.body), stream=True)
+                    response = await self._client.send(self._built(request), stream=True)
                     try:  # whatever happens next, the connection goes back to the pool
                         if self.gate is not None:
                             self.gate.observe(response.status_code, response.headers)
@@ -190,8 +206,7 @@ class HttpxTransport(Transport):
             deadline = asyncio.get_running_loop().time() + self.timeout  # the whole answer, keep-alives or not
             try:
                 async with asyncio.timeout_at(deadline):
-                    response = await self._client.send(self._client.build_request(
-                        request.method, request.url, headers={**self._headers, **request.headers}, json=request.body), stream=True)
+                    response = await self._client.send(self._built(request), stream=True)
                 try:  # whatever happens next, the connection goes back to the pool
                     if self.gate is not None:
                         self.gate.observe(response.status_code, response.headers)

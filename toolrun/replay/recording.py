@@ -33,6 +33,7 @@ from toolrun.core.errors import Problem, ProviderError, UserError
 from toolrun.core.json_limits import compact_json
 from toolrun.core.private_files import make_private_folders, replace_file
 from toolrun.core.secrets import REDACTED, active_redactor, redact
+from toolrun.core.text import surrogates_escaped
 from toolrun.providers.transport import Transport, WireRequest, WireResponse
 from toolrun.replay.adapters import every_provider, providers_for
 from toolrun.replay.divergence import Divergence, compare_requests
@@ -184,8 +185,9 @@ _ONE_LINE_FROM_LEVEL = 6  # document, exchanges, exchange, request, body, messag
 
 
 def cassette_text(document: Any) -> str:
-    """A cassette's JSON text: indented by two down to each message, one message or item a line."""
-    return _layout(document, 0)
+    """A cassette's JSON text: indented by two down to each message, one message or item a line; a lone
+    surrogate (half of a pair a model escaped) as its ``\\u`` escape, the same JSON string, which UTF-8 can hold."""
+    return surrogates_escaped(_layout(document, 0))
 
 
 def _layout(value: Any, level: int) -> str:
@@ -208,7 +210,7 @@ def _cassette_head(cassette: Cassette) -> bytes:
 
 def _exchange_bytes(exchange: Exchange, *, first: bool) -> bytes:
     """One exchange as it reads inside the cassette's list, with the separator before it."""
-    return (("\n    " if first else ",\n    ") + _layout(redact(exchange.to_json()), 2)).encode("utf-8")
+    return (("\n    " if first else ",\n    ") + surrogates_escaped(_layout(redact(exchange.to_json()), 2))).encode("utf-8")
 
 
 def _secrets_known() -> int:
