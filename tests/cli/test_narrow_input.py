@@ -133,14 +133,20 @@ backend:
 """
 
 
-def test_a_lone_surrogate_in_a_result_or_a_path_is_logged_as_its_escape_not_an_internal_error(tmp_path: Path) -> None:
-    # Python keeps a byte it cannot decode as a lone surrogate (os.listdir of a latin-1 name, a C locale's
-    # argv); sqlite takes only UTF-8, and so does the transcript file: the run ended with an internal error
+def odd_bytes_tool(tmp_path: Path) -> Path:
+    """A tools folder whose odd_bytes tool returns "caf" and the byte 0xE9, as Python reads a file name that is not UTF-8."""
     tools = tmp_path / "tools.d"
     tools.mkdir()
     (tools / "odd.yaml").write_text(ODD_TOOL, encoding="utf-8")
     (tools / "odd.py").write_text('def odd() -> str:\n    return "caf" + b"\\xe9".decode("utf-8", "surrogateescape")\n',
                                   encoding="utf-8")
+    return tools
+
+
+def test_a_lone_surrogate_in_a_result_or_a_path_is_logged_as_its_escape_not_an_internal_error(tmp_path: Path) -> None:
+    # Python keeps a byte it cannot decode as a lone surrogate (os.listdir of a latin-1 name, a C locale's
+    # argv); sqlite takes only UTF-8, and so does the transcript file: the run ended with an internal error
+    tools = odd_bytes_tool(tmp_path)
     script = os.fsencode(tmp_path) + b"/sc\xe9nario.yaml"  # latin-1, not UTF-8
     with open(script, "w", encoding="utf-8") as turns:
         turns.write("- tool_calls: [{name: odd_bytes, arguments: {}}]\n- text: done\n")
@@ -200,11 +206,7 @@ def test_a_lone_surrogate_printed_by_click_on_a_strict_stdout_is_its_escape_not_
     # the ASCII stdout made UTF-8 kept its strict error handler: click, which wrote an ASCII stdout through its
     # own UTF-8 "replace" wrapper, wrote to it as it is, and toolrun call ended with an internal error; so did
     # a strict UTF-8 stdout (a UTF-8 locale's own, as en_US.UTF-8 gives), which no lone surrogate fits either
-    tools = tmp_path / "tools.d"
-    tools.mkdir()
-    (tools / "odd.yaml").write_text(ODD_TOOL, encoding="utf-8")
-    (tools / "odd.py").write_text('def odd() -> str:\n    return "caf" + b"\\xe9".decode("utf-8", "surrogateescape")\n',
-                                  encoding="utf-8")
+    tools = odd_bytes_tool(tmp_path)
     for narrow in (ASCII_STREAMS, {"PYTHONIOENCODING": "ascii:strict"}, {"PYTHONIOENCODING": "utf-8:strict"}):
         called = toolrun("call", "odd_bytes", "--tools-dir", str(tools), tmp_path=tmp_path, narrow=narrow)
         assert (called.returncode, called.stdout) == (0, b"caf\\udce9\n"), called.stderr
@@ -216,11 +218,7 @@ def test_a_lone_surrogate_goes_out_as_its_byte_in_text_and_as_an_escape_in_json_
         tmp_path: Path) -> None:
     # A C.UTF-8 locale gives Python a stdout with surrogateescape: text gets the byte the tool read back (a file
     # name a shell can use), but --json printed it raw too, which is not UTF-8, so no JSON reader could read it
-    tools = tmp_path / "tools.d"
-    tools.mkdir()
-    (tools / "odd.yaml").write_text(ODD_TOOL, encoding="utf-8")
-    (tools / "odd.py").write_text('def odd() -> str:\n    return "caf" + b"\\xe9".decode("utf-8", "surrogateescape")\n',
-                                  encoding="utf-8")
+    tools = odd_bytes_tool(tmp_path)
     c_utf8 = {"PYTHONIOENCODING": "utf-8:surrogateescape"}
     called = toolrun("call", "odd_bytes", "--tools-dir", str(tools), tmp_path=tmp_path, narrow=c_utf8)
     assert (called.returncode, called.stdout) == (0, b"caf\xe9\n"), called.stderr
