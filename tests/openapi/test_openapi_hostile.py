@@ -393,3 +393,19 @@ def test_a_document_host_that_resolves_to_a_metadata_address_is_not_read(monkeyp
     with pytest.raises(OpenAPIError) as refused:
         import_openapi("http://docs.internal.example/openapi.json")
     assert "resolves to a link-local or cloud-metadata address" in str(refused.value)
+
+
+def test_a_server_that_sends_the_document_a_little_at_a_time_is_given_up_on_in_bounded_time(
+        loopback, monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolrun.openapi import document as openapi_document
+
+    monkeypatch.setattr(openapi_document, "FETCH_TIMEOUT_SECONDS", 1.0)
+    spec = json.dumps(document({"/thing": {"get": operation()}}))
+    pieces = [spec[start:start + 10] for start in range(0, len(spec), 10)]  # each piece well within a read's timeout
+    server = loopback(lambda request: Reply(200, chunks=pieces, chunk_delay=0.3))
+    started = time.monotonic()
+    outcome = cli("import", "openapi", f"{server.url}/openapi.json")
+    assert time.monotonic() - started < 3, "the whole document's time is bounded, not only each read"
+    assert outcome.exit_code == 2, outcome.stderr
+    assert "took more than 1s to send the whole document" in outcome.stderr
+    assert len(outcome.stderr.strip().splitlines()) == 1

@@ -11,7 +11,9 @@ backend does). Redirects are checked hop by hop by the same rules.
 
 from __future__ import annotations
 
+import time
 import urllib.request
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -88,22 +90,33 @@ def _client(timeout: float) -> httpx.Client:
     return httpx.Client(timeout=timeout, follow_redirects=False, transport=checked_sync_transport())
 
 
+def _within(raw: Iterable[bytes], deadline: float, timeout: float) -> Iterator[bytes]:
+    """The body's pieces until ``deadline``: a server that sends a byte now and then holds no read past it."""
+    for chunk in raw:
+        if time.monotonic() > deadline:
+            raise httpx.ReadTimeout(f"the server took more than {timeout:g}s to send the whole document")
+        yield chunk
+
+
 def fetch(url: str, timeout: float, max_bytes: int, refusal: Any = None) -> tuple[int, str]:
     """GET ``url``: its status and its text, decoded by toolrun within ``max_bytes`` (RefusedBody past
-    it). Redirects (at most 5) are followed each checked: never to a metadata address, and where
+    it) and ``timeout`` seconds, redirects included (each read waits at most what is left of them).
+    Redirects (at most 5) are followed each checked: never to a metadata address, and where
     ``refusal(url)`` says why not, not at all (RefusedRequest)."""
+    deadline = time.monotonic() + timeout
     with _client(timeout) as client:
         for _ in range(MAX_REDIRECTS + 1):
             why = forbidden_host(url) and f"{forbidden_host(url)} is a link-local or cloud-metadata address"
             why = why or (refusal(url) if refusal is not None else None)
             if why:
                 raise RefusedRequest(f"{url}: {why}")
-            request = client.build_request("GET", url, headers={"Accept-Encoding": ACCEPT_ENCODING})
+            left = max(deadline - time.monotonic(), 0.001)
+            request = client.build_request("GET", url, headers={"Accept-Encoding": ACCEPT_ENCODING}, timeout=left)
             response = client.send(request, stream=True)
             try:
                 if not response.is_redirect or "location" not in response.headers:
                     coding = response.headers.get("content-encoding")
-                    content = b"".join(decoded_sync(response.iter_raw(), coding, max_bytes))
+                    content = b"".join(decoded_sync(_within(response.iter_raw(), deadline, timeout), coding, max_bytes))
                     return response.status_code, _text(content, response.encoding)
             finally:
                 response.close()
