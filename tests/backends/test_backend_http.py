@@ -309,3 +309,13 @@ def test_result_template_that_does_not_fit_the_response_shows_the_response(tmp_p
     outcome = call(http_tool(tmp_path, {"url": server.url, "result": "{{ response.json['items'][0] }}"}), {})
     assert outcome.is_error
     assert "result template failed" in outcome.result and '"unexpected": "shape"' in outcome.result
+
+
+def test_a_json_body_nested_past_any_real_one_is_text_not_an_internal_error(tmp_path: Path, loopback) -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    server = loopback(lambda r: Reply(200, deep, {"Content-Type": "application/json"}))
+    plain = call(http_tool(tmp_path, {"url": server.url}), {})
+    extracted = call(http_tool(tmp_path, {"url": server.url, "extract": "[0]"}), {})
+    assert not plain.is_error and plain.result.startswith("[[[")  # the body as the server sent it
+    assert extracted.is_error and "the response is not JSON" in extracted.result
+    assert "RecursionError" not in plain.result + extracted.result

@@ -25,6 +25,7 @@ from toolrun.backends.http_config import HttpConfig
 from toolrun.backends.http_errors import error_text
 from toolrun.backends.http_safety import RefusedRequest, check_destination, checked_transport, same_origin
 from toolrun.core.content_decoding import ACCEPT_ENCODING, BodyTooLarge, RefusedBody, decoded
+from toolrun.core.json_limits import MAX_BODY_DEPTH, loads_bounded
 from toolrun.core.retry_policy import RetryPolicy
 from toolrun.core.secrets import redact
 from toolrun.core.templates import TemplateError, placeholders, render
@@ -148,10 +149,12 @@ def _body_excerpt(text: str) -> str:
 
 
 def _response_json(response: httpx.Response) -> Any:
+    """The body as JSON, or None: not JSON, or nested deeper than any real answer (the parser and everything
+    that walks the value after it would recurse past Python's limit)."""
     if not response.content:
         return None
     try:
-        return response.json()
+        return loads_bounded(response.content, MAX_BODY_DEPTH)
     except ValueError:
         return None
 
