@@ -838,3 +838,33 @@ def test_a_deprecated_operation_says_so_in_the_first_sentence_tools_list_shows(t
     assert outcome.exit_code == 0, outcome.output
     listed = cli("tools", "list", "--tools-dir", str(folder))
     assert "Deprecated: Returns a list of assistants." in listed.stdout
+
+
+def test_yaml_1_1_booleans_and_base_60_numbers_stay_the_text_written(tmp_path: Path, loopback) -> None:
+    # OpenAPI recommends YAML 1.2: NO is Norway, `on` and `no` are names, 12:30 is a time, not 750.
+    server = loopback(lambda request: Reply(200, {"ok": True}))
+    spec = write(tmp_path, "shops.yaml", f"""\
+        openapi: 3.0.3
+        info: {{title: Shops, version: '1'}}
+        servers: [{{url: '{server.url}'}}]
+        paths:
+          /shops:
+            get:
+              operationId: listShops
+              summary: Lists the shops of one country that are open at a time of day.
+              parameters:
+                - {{name: country, in: query, required: true, schema: {{type: string, enum: [DE, NO, SE]}}}}
+                - {{name: no, in: query, schema: {{type: string, default: 12:30}}}}
+                - {{name: on, in: query, schema: {{type: boolean}}}}
+              responses: {{'200': {{description: ok}}}}
+        """)
+    folder, outcome = imported(tmp_path, spec)
+    assert outcome.exit_code == 0, outcome.stderr
+    assert "; 0 skipped" in outcome.stderr
+    schema = load_catalog(folder).catalog.tools["listShops"].parameters
+    assert schema["properties"]["country"]["enum"] == ["DE", "NO", "SE"]
+    assert schema["properties"]["no"]["default"] == "12:30"
+    assert set(schema["properties"]) == {"country", "no", "on"}
+    answer = call_json(folder, "listShops", {"country": "NO", "no": "12:30", "on": True})
+    assert not answer["is_error"], answer
+    assert server.requests[-1].query == {"country": ["NO"], "no": ["12:30"], "on": ["true"]}

@@ -30,15 +30,27 @@ MAX_DOCUMENT_BYTES = 64 * 1024 * 1024  # decoded; OpenAI's document, among the l
 
 
 class _Loader(AliasLimit, getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
-    """YAML 1.1 with YAML 1.2's floats: ``1e-05`` is a number, as in JSON, not a string.
+    """YAML 1.1 with YAML 1.2's booleans and numbers, as the OpenAPI specification recommends: ``no``,
+    ``NO`` (Norway in a list of countries), ``on`` and ``yes`` are text, not booleans; ``12:30`` is text,
+    not the base-60 number 750; ``1e-05`` is a number, as in JSON, not a string.
 
     Aliases are limited by what they expand to, as in tool files: a document fetched from a
     server may be a "billion laughs", which the import would otherwise copy out for minutes.
     """
 
 
+_BOOL_TAG, _FLOAT_TAG = "tag:yaml.org,2002:bool", "tag:yaml.org,2002:float"
+_Loader.yaml_implicit_resolvers = {  # YAML 1.1's booleans and base-60 numbers are left out, then 1.2's added
+    first: [(tag, pattern) for tag, pattern in resolvers if tag not in (_BOOL_TAG, INT_TAG, _FLOAT_TAG)]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+_Loader.add_implicit_resolver(_BOOL_TAG, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+_Loader.add_implicit_resolver(INT_TAG, re.compile(
+    r"^(?:[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+)$"), list("-+0123456789"))
+_Loader.add_implicit_resolver(_FLOAT_TAG, re.compile(
+    r"^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?"
+    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"), list("-+0123456789."))
 _Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789"))
+    _FLOAT_TAG, re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789"))
 _Loader.add_constructor(INT_TAG, construct_bounded_int)
 
 
