@@ -427,3 +427,44 @@ def test_a_server_that_refuses_the_token_says_so(tmp_path: Path, team_mcp_server
     [problem] = load_catalog(tmp_path).problems
     assert "HTTP 401 Unauthorized — check the token in headers" in problem.message
     assert "SECRET" not in str(problem)
+
+
+CHATTY_SERVER = """\
+import json, sys
+import probe_server
+
+sys.stdout.write("probe server ready (a banner on stdout, not JSON-RPC)\\n")
+sys.stdout.flush()
+if sys.argv[1:] == ["--garbled-list"]:
+    answer = probe_server._answer
+
+    def garbled(request_id, method, params):
+        if method != "tools/list":
+            return answer(request_id, method, params)
+        nested = "[" * 5000 + "]" * 5000  # valid JSON no reader of the SDK's takes
+        sys.stdout.write('{"jsonrpc": "2.0", "id": %s, "result": {"tools": %s}}\\n' % (json.dumps(request_id), nested))
+        sys.stdout.flush()
+
+    probe_server._answer = garbled
+probe_server.main()
+"""
+
+
+def test_a_line_the_client_cannot_read_is_no_traceback_and_named_when_it_is_why_nothing_came(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    tools = tmp_path / "tools.d"
+    tools.mkdir()
+    copy_probe_server(tools)
+    write(tools, "chatty_server.py", CHATTY_SERVER)
+    write(tools, "chatty.yaml", "mcp_server:\n  command: [python, chatty_server.py]\n  timeout: 20s\n")
+    garbled = tmp_path / "garbled.d"
+    garbled.mkdir()
+    copy_probe_server(garbled)
+    write(garbled, "chatty_server.py", CHATTY_SERVER)
+    write(garbled, "garbled.yaml", "mcp_server:\n  command: [python, chatty_server.py, --garbled-list]\n  timeout: 1s\n")
+    caplog.set_level("DEBUG")
+    chatty = load_catalog(tools)
+    assert chatty.problems == [] and "whoami" in chatty.catalog.tools  # the banner is passed over
+    problem, = load_catalog(garbled).problems
+    assert "did not list its tools within 1s; a message from it could not be read (Invalid JSON:" in problem.message
+    assert [record.getMessage() for record in caplog.records if record.exc_info] == []  # printed as a traceback

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import json
+import logging
 import os
 import sys
 import tempfile
@@ -121,6 +122,33 @@ def _refusal_hint(refusal: str) -> str:
     return ""
 
 
+class _ReportedByTheConnection(logging.Filter):
+    """Drops the SDK client's log records that carry an exception: a server's unreadable message or broken
+    stream, which the SDK logs with its traceback (on stderr when nothing is configured) and also hands to
+    the session's message handler, where the connection keeps it for its error message."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.exc_info is None
+
+
+_SDK_TRANSPORT_LOGGERS = ("mcp.client.stdio", "mcp.client.streamable_http", "mcp.client.sse")
+for _name in _SDK_TRANSPORT_LOGGERS:
+    logging.getLogger(_name).addFilter(_ReportedByTheConnection())
+
+
+def _first_line(text: str, limit: int = 200) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= limit else line[:limit] + "…"
+
+
+def _first_error(exc: Exception) -> str:
+    """What is wrong, for pydantic's ValidationError (``Invalid JSON: ...``) its first error, not its header line."""
+    try:
+        return str(exc.errors()[0]["msg"])  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - any other exception: its own text
+        return _describe(exc)
+
+
 def _describe(exc: BaseException) -> str:
     # anyio task groups wrap the real failure; the innermost one says what happened.
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
@@ -145,6 +173,7 @@ class _Connection:
         self.stderr_path = Path(name)
         self.secrets: tuple[str, ...] = ()  # the ${env:...} values the server was given: every caller redacts them
         self.http_refusal: str | None = None  # "HTTP 401 Unauthorized": the SDK's error does not say (url servers)
+        self.unreadable: str | None = None  # the last message of the server that could not be read, in one line
         self.legacy_sse = bool(spec.url and is_legacy_sse_url(spec.url))  # protocol 2024-11-05: GET /sse, POST messages
 
     @property
@@ -224,8 +253,14 @@ class _Connection:
                 and self.http_refusal.split()[1] in ("400", "404", "405"))
 
     async def _on_message(self, message: Any) -> None:
-        if getattr(message, "method", None) == "notifications/tools/list_changed":
+        if isinstance(message, Exception):  # a line the SDK could not read as a message: the request it answers waits
+            self.unreadable = Redactor(self.secrets).redact(_first_line(_first_error(message)))
+        elif getattr(message, "method", None) == "notifications/tools/list_changed":
             _tools_changed(self.spec)
+
+    def unreadable_note(self) -> str:
+        """``; a message of it could not be read (...)`` after a timeout, when that is why; else ""."""
+        return f"; a message from it could not be read ({self.unreadable})" if self.unreadable else ""
 
     async def closed(self, timeout: float = 5.0) -> None:
         """Let the holding task notice the end of the session and finish."""
@@ -297,8 +332,8 @@ class ServerHub:
                 await connection.ready.wait()
         except TimeoutError:
             connection.closing.set()
-            raise McpServerUnavailable(f"the MCP server {spec.label} did not answer within {spec.timeout:g}s",
-                                       connection.stderr_tail()) from None
+            raise McpServerUnavailable(f"the MCP server {spec.label} did not answer within {spec.timeout:g}s"
+                                       + connection.unreadable_note(), connection.stderr_tail()) from None
         if not connection.alive:
             raise connection.unavailable("did not start")
         return connection
@@ -310,8 +345,8 @@ class ServerHub:
             async with asyncio.timeout(spec.timeout):
                 listed = await _every_page(connection.client)
         except TimeoutError:
-            raise McpServerUnavailable(f"the MCP server {spec.label} did not list its tools within {spec.timeout:g}s",
-                                       connection.stderr_tail()) from None
+            raise McpServerUnavailable(f"the MCP server {spec.label} did not list its tools within {spec.timeout:g}s"
+                                       + connection.unreadable_note(), connection.stderr_tail()) from None
         except Exception as exc:
             connection.failure = exc
             raise connection.unavailable("failed to list its tools") from None
