@@ -115,3 +115,26 @@ def test_a_mistake_in_the_overrides_file_names_its_line(tmp_path: Path) -> None:
         assert outcome.exit_code == 2 and said in outcome.stderr and "incidents.overrides" in outcome.stderr, (
             text, outcome.stderr)
     assert not target.exists()
+
+
+def test_a_key_the_tool_format_does_not_have_stops_the_import_at_its_line_and_keeps_the_last_import(
+        tmp_path: Path) -> None:
+    spec = _write(tmp_path / "incidents.yaml", DOCUMENT)
+    target = tmp_path / "tools.d" / "incidents.yaml"
+    overrides = tmp_path / "tools.d" / "incidents.overrides"
+    assert _import(spec, target).exit_code == 0
+    imported = target.read_text()
+    for text, said in [
+            ("defaults:\n  mcp_server: {command: [touch, ran]}\n", ":2: defaults.mcp_server: an imported toolset holds http tools only"),
+            ("defaults:\n  shell: {cwd: /}\n", ":2: defaults.shell: an imported toolset holds http tools only"),
+            ("defaults:\n  http:\n    timeuot: 5s\n", ":3: unknown key 'timeuot' in defaults.http — did you mean 'timeout'?"),
+            ("tools:\n  - name: listIncidents\n    retries: 2\n", ":3: unknown key 'retries' in tools[0]"),
+            ("tools:\n  - name: ping\n    backend: {http: {methd: GET}}\n", ":3: unknown key 'methd' in tools[0].backend.http"),
+            ("tools:\n  - name: listIncidents\n    timeout: soon\n", ":3: tools[0].timeout must be")]:
+        _write(overrides, text)
+        outcome = _import(spec, target)
+        assert outcome.exit_code == 2 and f"incidents.overrides{said}" in outcome.stderr, (text, outcome.stderr)
+        assert "bug in the importer" not in outcome.stderr
+        assert target.read_text() == imported  # the working import is not replaced by one that does not load
+    _write(overrides, EDITS)
+    assert _import(spec, target).exit_code == 0  # partial edits and null are not mistakes

@@ -35,6 +35,9 @@ from toolrun.core.yamlsource import YamlSyntaxError, line_of, load_yaml_file, pl
 OVERRIDES_SUFFIX = ".overrides"
 FINGERPRINT_START = "# toolrun import fingerprint: "
 _EXAMPLE = "e.g. tools: [{name: getInvoice, description: ...}]"
+# defaults an overrides file may give an imported toolset: every tool's keys and http's, no other backend's
+HTTP_TOOLSET_DEFAULTS = frozenset({"http", "sequential", "max_concurrency", "timeout", "max_output", "confirm",
+                                   "annotations", "lint", "check_formats"})
 
 
 def overrides_path(output: Path) -> Path:
@@ -105,9 +108,34 @@ def read_overrides(path: Path) -> Overrides | None:
                                 "e.g. defaults: {http: {headers: {X-Team: ops}}}"))
     if not isinstance(tools, list):
         raise UserError(Problem(path, line_of(document, ["tools"]), "tools: is not a list", _EXAMPLE))
+    for key in defaults:
+        if key not in HTTP_TOOLSET_DEFAULTS:  # an import never starts anything: no mcp_server, no shell defaults
+            raise UserError(Problem(path, line_of(document, ["defaults", key]),
+                                    f"defaults.{key}: an imported toolset holds http tools only",
+                                    f"write only {', '.join(sorted(HTTP_TOOLSET_DEFAULTS))} under defaults:"))
     for index, tool in enumerate(tools):
         _check_tool(path, document, index, tool)
+    mistakes = _format_mistakes(path, document)
+    if mistakes:
+        raise UserError(mistakes)
     return Overrides(path, plain(defaults), [plain(tool) for tool in tools])
+
+
+def _format_mistakes(path: Path, document: Any) -> list[Problem]:
+    """What the tool-file format says is wrong here (``timeuot:``, ``retries: many``), at this file's lines:
+    written into the imported file, it would not load, and be reported at lines that are not the edit's.
+    An edit is partial (no key is required) and ``null`` removes a key, so neither is a mistake."""
+    from jsonschema.exceptions import ValidationError
+
+    from toolrun.catalog.tool_schema import tool_file_validator
+    from toolrun.core.schema_errors import error_problems
+
+    instance = plain(document)
+    for tool in instance.get("tools") or []:
+        tool.pop("drop", None)  # the overrides file's own key
+    errors: list[ValidationError] = [error for error in tool_file_validator().iter_errors(instance)
+                                     if error.validator != "required" and error.instance is not None]
+    return [problem for error in errors for problem in error_problems(error, document, path)]
 
 
 def _check_tool(path: Path, document: Any, index: int, tool: Any) -> None:

@@ -18,6 +18,7 @@ from toolrun.catalog.model import Catalog
 from toolrun.core.errors import Problem
 from toolrun.core.tool import Tool
 from toolrun.core.yamlsource import YamlSyntaxError, load_yaml_file
+from toolrun.openapi.overrides import HTTP_TOOLSET_DEFAULTS
 
 EXAMPLE_TOOLS = 3
 STDOUT = "<stdout>"  # where a toolset printed rather than written is said to be
@@ -92,11 +93,6 @@ def _review(path: Path) -> ToolsetReview:
     return ToolsetReview(len(tools), problems, lint_catalog(catalog))
 
 
-# defaults an overrides file may give an imported toolset: every tool's keys and http's, no other backend's
-_HTTP_TOOLSET_DEFAULTS = frozenset({"http", "sequential", "max_concurrency", "timeout", "max_output", "confirm",
-                                    "annotations", "lint", "check_formats"})
-
-
 def _not_http(document: Any) -> str | None:
     """What in an imported toolset is not an http tool (an ``mcp_server``, another backend), or None."""
     if not isinstance(document, dict):
@@ -104,7 +100,7 @@ def _not_http(document: Any) -> str | None:
     extra = sorted(str(key) for key in document if key not in ("defaults", "tools"))
     defaults = document.get("defaults")
     if isinstance(defaults, dict):
-        extra += [f"defaults.{key}" for key in defaults if key not in _HTTP_TOOLSET_DEFAULTS]
+        extra += [f"defaults.{key}" for key in defaults if key not in HTTP_TOOLSET_DEFAULTS]
     tools = document.get("tools")
     for index, tool in enumerate(tools if isinstance(tools, list) else []):
         backend = tool.get("backend") if isinstance(tool, dict) else None
