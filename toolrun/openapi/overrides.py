@@ -27,10 +27,15 @@ import copy
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from toolrun.catalog.tool_schema import tool_file_validator
 from toolrun.core.errors import Problem, UserError
+from toolrun.core.schema_errors import error_problems
 from toolrun.core.yamlsource import YamlSyntaxError, line_of, load_yaml_file, plain
+
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
 
 OVERRIDES_SUFFIX = ".overrides"
 FINGERPRINT_START = "# toolrun import fingerprint: "
@@ -125,11 +130,6 @@ def _format_mistakes(path: Path, document: Any) -> list[Problem]:
     """What the tool-file format says is wrong here (``timeuot:``, ``retries: many``), at this file's lines:
     written into the imported file, it would not load, and be reported at lines that are not the edit's.
     An edit is partial (no key is required) and ``null`` removes a key, so neither is a mistake."""
-    from jsonschema.exceptions import ValidationError
-
-    from toolrun.catalog.tool_schema import tool_file_validator
-    from toolrun.core.schema_errors import error_problems
-
     instance = plain(document)
     for tool in instance.get("tools") or []:
         tool.pop("drop", None)  # the overrides file's own key
