@@ -125,3 +125,28 @@ def test_a_malformed_option_is_an_error_with_a_fix(tmp_path: Path, options: dict
     with pytest.raises(OpenAPIError) as raised:
         import_openapi(_spec(tmp_path, FLEET), **options)
     assert raised.value.problems[0].fix
+
+
+def test_a_password_in_the_document_s_url_or_the_base_url_is_never_written_into_the_file(tmp_path: Path,
+                                                                                       loopback) -> None:
+    # The toolset is meant to be committed: a document read from https://user:pw@host/... used to give the file
+    # a base_url and a header comment with the password (and the query's token) in them.
+    text = textwrap.dedent(FLEET).replace("servers: [{url: \"URL\"}]\n", "servers: [{url: /v1}]\n")
+    server = loopback(lambda request: Reply(200, text, {"Content-Type": "application/yaml"})
+                      if request.path == "/openapi.yaml" else Reply(404, "no such document"))
+    where = server.url.replace("http://", "http://admin:pa55word@") + "/openapi.yaml?token=tok-0123456789&v=2"
+    out = tmp_path / "fleet.yaml"
+    outcome = _cli("import", "openapi", where, "-o", str(out))
+    assert outcome.exit_code == 0, outcome.output
+    written = out.read_text(encoding="utf-8")
+    assert "pa55word" not in written and "admin" not in written and "tok-0123456789" not in written
+    assert yaml.safe_load(written)["defaults"]["http"]["base_url"] == server.url + "/v1"
+    assert "the user name and password in the API's URL were left out of the file" in outcome.stderr
+    missing = _cli("import", "openapi", where.replace("openapi.yaml", "gone.yaml"), "-o", str(tmp_path / "gone.yaml"))
+    assert missing.exit_code == 2 and "pa55word" not in missing.stderr and "tok-0123456789" not in missing.stderr
+    for base_url, what in (("https://bob:hunter2@api.example.com/v1", "a user name and password"),
+                           ("https://api.example.com/v1?api_key=abcdef0123456789abcdef", "the query parameter api_key")):
+        refused = _cli("import", "openapi", str(_spec(tmp_path, FLEET)), "--base-url", base_url,
+                       "-o", str(tmp_path / "refused.yaml"))
+        assert refused.exit_code == 2 and f"the base URL holds {what}" in refused.stderr
+        assert not (tmp_path / "refused.yaml").exists()

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urljoin, urlsplit
+from urllib.parse import parse_qsl, unquote, urljoin, urlsplit, urlunsplit
 
 import httpx
 import yaml
@@ -127,21 +127,32 @@ def read_location(location: str, refusal: Callable[[str], str | None] | None = N
         raise OpenAPIError(f"cannot read it: {exc}", "pass a UTF-8 YAML or JSON file", location) from None
 
 
+def shown_location(location: str) -> str:
+    """A document's file or URL as messages and the imported file's header say it: a URL without its user name
+    and password, and *** for each query value (``?token=...``); a file as it is."""
+    if not is_url(location):
+        return location
+    parts = urlsplit(location)
+    query = "&".join(f"{name}=***" if value else name for name, value in parse_qsl(parts.query, keep_blank_values=True))
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2], query=query))
+
+
 def fetch_document(url: str, refusal: Callable[[str], str | None] | None = None) -> str:
     """The text at an http(s) URL, decoded by toolrun within MAX_DOCUMENT_BYTES (a server is not
     trusted); every redirect checked (``refusal``: why a hop may not go somewhere, see ``fetch``)."""
     fix = "check the URL, or download the document and pass the file"
+    shown = shown_location(url)
     try:
         status, text = fetch(url, FETCH_TIMEOUT_SECONDS, MAX_DOCUMENT_BYTES, refusal)
     except RefusedRequest as exc:
         raise RefusedFetch(f"refused: {str(exc).removeprefix('refused: ')}", "nothing reads link-local or cloud-metadata addresses, "
-                           f"and a $ref's redirect stays on its origin unless {EXTERNAL_FLAG} is given", url) from None
+                           f"and a $ref's redirect stays on its origin unless {EXTERNAL_FLAG} is given", shown) from None
     except (httpx.HTTPError, httpx.InvalidURL) as exc:  # InvalidURL is no HTTPError
-        raise OpenAPIError(f"cannot fetch {url}: {exc or type(exc).__name__}", fix, url) from None
+        raise OpenAPIError(f"cannot fetch {shown}: {exc or type(exc).__name__}", fix, shown) from None
     except RefusedBody as exc:
-        raise OpenAPIError(f"cannot fetch {url}: {exc}", fix, url) from None
+        raise OpenAPIError(f"cannot fetch {shown}: {exc}", fix, shown) from None
     if status >= 400:
-        raise OpenAPIError(f"cannot fetch {url}: HTTP {status}", fix, url)
+        raise OpenAPIError(f"cannot fetch {shown}: HTTP {status}", fix, shown)
     return text
 
 

@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import parse_qsl, urljoin, urlsplit, urlunsplit
 
 from toolrun.core.credentials import origin
 from toolrun.core.secrets import ENV_REFERENCE
-from toolrun.openapi.credential_options import CredentialOptions
+from toolrun.openapi.credential_options import CredentialOptions, looks_like_secret
 from toolrun.openapi.credential_options import apply as apply_options
-from toolrun.openapi.document import Documents, OpenAPIError, is_url, too_deep, url_scheme
+from toolrun.openapi.document import Documents, OpenAPIError, is_url, shown_location, too_deep, url_scheme
 from toolrun.openapi.operations import METHODS, ImportedTool, Operation, Unsupported, convert_operation
 from toolrun.openapi.overrides import Overrides, read_overrides
 from toolrun.openapi.references import ReferenceRules
@@ -97,7 +97,7 @@ def import_openapi(spec: str | Path, *, include: Iterable[str] = (), exclude: It
     file outside its folder: ``allow_external_refs`` allows those; a metadata address never);
     every other problem of a single operation is a ``Skipped`` entry instead.
     """
-    shown = str(spec)
+    shown = shown_location(str(spec))
     options = CredentialOptions.parse(headers, auth_env, env_prefix)  # a typed secret stops before any reading
     edits = read_overrides(Path(overrides)) if overrides is not None else None
     request = _Request(spec, shown, Selection(tuple(include), tuple(exclude), tuple(tags)), base_url,
@@ -144,7 +144,7 @@ def _import(request: _Request) -> ImportResult:
     prefix = request.options.env_prefix or env_prefix(title)
     notes = found.notes
     variables = {name: "the API's base URL (--base-url)" for name in ENV_REFERENCE.findall(base_url or "")}
-    resolved_base = base_url or _base_url(document, swagger2, location, prefix, variables, notes)
+    resolved_base = base_url or _without_login(_base_url(document, swagger2, location, prefix, variables, notes), notes)
     schemes = schemes_of(document, swagger2)
     everywhere = required_schemes(document, schemes)
     creds = _credentials(schemes, everywhere, prefix, resolver, location, notes)
@@ -154,7 +154,7 @@ def _import(request: _Request) -> ImportResult:
         notes.append("the document declares no security schemes, so no tool sends credentials; if the API needs "
                      "them, import again with --auth-env NAME (a bearer token) or --header 'Name: ${env:NAME}'")
     for tool in found.tools:
-        tool.base_url = None if base_url else _operation_base(tool.operation, location)
+        tool.base_url = None if base_url else _without_login(_operation_base(tool.operation, location), notes)
         variables.update(_tool_credentials(tool, creds, schemes, everywhere, prefix, resolver, location, notes))
     result = ImportResult("", title, shown, spec_version, found.tools, found.skipped, found.not_selected,
                           resolved_base, variables, notes + creds.notes,
@@ -169,6 +169,14 @@ def _check_locations(spec: str | Path, base_url: str | None) -> None:
     if base_url is not None and not is_url(base_url) and not base_url.startswith("${env:"):
         raise OpenAPIError(f"the base URL {base_url!r} is not an http(s) URL",
                            "give its scheme and host, e.g. --base-url https://api.example.com/v1 (or ${env:NAME})")
+    if base_url is not None and is_url(base_url):
+        parts = urlsplit(base_url)
+        secret = [name for name, value in parse_qsl(parts.query, keep_blank_values=True) if looks_like_secret(name, value)]
+        if parts.username is not None or parts.password is not None or secret:
+            what = f"the query parameter {secret[0]}" if secret else "a user name and password"
+            raise OpenAPIError(f"the base URL holds {what}, and the toolset file would keep it",
+                               "give the URL without it, and the credential from the environment: --auth-env NAME, "
+                               "or --header 'Authorization: Basic ${env:NAME}'")
     if str(spec).lower().startswith(("http://", "https://")) and not is_url(str(spec)):
         raise OpenAPIError(f"{spec} is not a URL that can be read (its host does not parse)",
                            "check the URL, e.g. https://api.example.com/openapi.json", str(spec))
@@ -381,6 +389,19 @@ def _base_url(document: dict[str, Any], swagger2: bool, location: str, prefix: s
            else f"the document names no absolute server URL ({url or 'none'})")
     notes.append(f"{why}: set {variable}, or import again with --base-url")
     return f"${{env:{variable}}}"
+
+
+def _without_login(url: str | None, notes: list[str]) -> str | None:
+    """``url`` without a user name and password (a document read from ``https://user:pw@host/...``, or a server
+    URL that names them): the file is meant to be committed, so they are left out, and a note says so."""
+    parts = urlsplit(url) if url and is_url(url) else None
+    if parts is None or (parts.username is None and parts.password is None):
+        return url
+    note = ("the user name and password in the API's URL were left out of the file: give the credentials from the "
+            "environment (import again with --auth-env NAME, or --header 'Authorization: Basic ${env:NAME}')")
+    if note not in notes:
+        notes.append(note)
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
 def _operation_base(operation: Operation, location: str) -> str | None:
