@@ -150,6 +150,18 @@ def test_an_unknown_field_names_the_row_and_the_field_with_a_guess(tmp_path: Pat
     assert not (tmp_path / "out.jsonl").exists()  # nothing ran
 
 
+def test_a_row_without_a_var_the_recipe_has_no_default_for_is_named_before_anything_runs(tmp_path: Path):
+    recipe = make_world(tmp_path)
+    recipe.write_text(recipe.read_text(encoding="utf-8").replace("vars: {city: 北京, tag: none}", "vars: {tag: none}"),
+                      encoding="utf-8")
+    (tmp_path / "rows.jsonl").write_text('{"city": "北京"}\n{"tag": "a"}\n{"city": "上海"}\n', encoding="utf-8")
+    result = batch(tmp_path, "--model", f"scripted:{tmp_path / 'script.yaml'}", "--no-log")
+    assert result.exit_code == 2
+    assert "rows.jsonl:2: row 2: no field 'city'" in result.stderr and "give the row a 'city' field" in result.stderr
+    assert "--var" not in result.stderr  # not the advice of a single run
+    assert not (tmp_path / "out.jsonl").exists()  # nothing ran
+
+
 def test_a_byte_order_mark_is_not_part_of_the_first_field_and_other_encodings_are_named(tmp_path: Path):
     make_world(tmp_path)
     script = f"scripted:{tmp_path / 'script.yaml'}"

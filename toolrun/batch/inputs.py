@@ -36,10 +36,15 @@ def read_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
 
 
 def check_rows(rows: list[tuple[int, dict[str, Any]]], recipe: Recipe, path: Path) -> None:
-    """LoadError listing every field no var of the recipe takes (with a did-you-mean)."""
-    known = set(recipe.vars) | recipe.placeholders()
+    """LoadError listing every field no var of the recipe takes (with a did-you-mean), and every row that
+    leaves a var the recipe uses without a value (it has no default under ``vars:``)."""
+    used = recipe.placeholders()
+    known = set(recipe.vars) | used
     problems: list[Problem] = []
     for number, (line, fields) in enumerate(rows, start=1):
+        for name in sorted(used - set(recipe.vars) - set(fields)):
+            problems.append(Problem(path, line, f"row {number}: no field {name!r}, and recipe {recipe.name!r} has no default for it",
+                                    f"give the row a {name!r} field, or the recipe a default under vars:"))
         for key in fields:
             if key in known:
                 continue
