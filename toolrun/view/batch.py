@@ -4,11 +4,10 @@ outcome, calls, tokens, time, answer), each linking to ``toolrun view ID`` of th
 from __future__ import annotations
 
 import json
-from html import escape
 from typing import Any
 
 from toolrun.core.text import counted
-from toolrun.view.page import _CSS
+from toolrun.view.page import _CSS, escape
 
 _TABLE_CSS = """
 table { border-collapse: collapse; width: 100%; font-size: 13px; margin-top: 16px; }

@@ -10,11 +10,12 @@ script only opens a call on click and measures what the browser drew (``data-dra
 
 from __future__ import annotations
 
+import html
 import json
 from datetime import datetime
-from html import escape
 from typing import Any
 
+from toolrun.core.text import terminal_safe
 from toolrun.view.call_outcome import DENIED_PREFIX, never_ran
 
 _MIN_BAR_PERCENT = 0.8  # a 1 ms call among 800 ms ones is still a bar you can click
@@ -101,6 +102,12 @@ _SCRIPT = """
   document.documentElement.dataset.ready = "1";
 })();
 """
+
+
+def escape(text: str) -> str:
+    """``text`` for the page: HTML-escaped, and each control character a tool or a model sent shown as an
+    escape (``\\x1b``), as on a terminal: visible on the page, and inert when the page goes to stdout (``-o -``)."""
+    return html.escape(terminal_safe(text))
 
 
 def _recipe_question(run: dict[str, Any]) -> str | None:
