@@ -224,3 +224,27 @@ def test_a_lone_surrogate_goes_out_as_its_byte_in_text_and_as_an_escape_in_json_
     assert (called.returncode, called.stdout) == (0, b"caf\xe9\n"), called.stderr
     as_json = toolrun("call", "odd_bytes", "--json", "--tools-dir", str(tools), tmp_path=tmp_path, narrow=c_utf8)
     assert json.loads(as_json.stdout.decode("utf-8"))["result"] == "caf\udce9"  # the same string read back
+
+
+def test_a_lone_surrogate_no_byte_stands_for_is_escaped_on_a_surrogateescape_stdout(tmp_path: Path) -> None:
+    # A C or C.UTF-8 locale gives stdout surrogateescape, which writes \udc80-\udcff as their bytes but no other
+    # lone surrogate: "\ud800" from a JSON row or a tool's JSON ended toolrun call and toolrun logs with an internal error
+    tools = tmp_path / "tools.d"
+    tools.mkdir()
+    (tools / "odd.yaml").write_text(ODD_TOOL, encoding="utf-8")
+    (tools / "odd.py").write_text('def odd() -> str:\n    return "a\\ud800b caf" + b"\\xe9".decode("utf-8", "surrogateescape")\n',
+                                  encoding="utf-8")
+    narrow = {"PYTHONIOENCODING": "utf-8:surrogateescape"}
+    called = toolrun("call", "odd_bytes", "--tools-dir", str(tools), tmp_path=tmp_path, narrow=narrow)
+    assert (called.returncode, called.stdout) == (0, b"a\\ud800b caf\xe9\n"), called.stderr  # the byte stays a byte
+    script = tmp_path / "turns.yaml"
+    script.write_text("- tool_calls: [{name: odd_bytes, arguments: {}}]\n- text: done\n", encoding="utf-8")
+    asked = toolrun("ask", "odd?", "--tools-dir", str(tools), "--model", f"scripted:{script}", tmp_path=tmp_path,
+                    narrow=narrow)
+    assert asked.returncode == 0, asked.stderr
+    for command in (["logs", "show", "1"], ["logs", "show", "1", "--json"], ["logs", "--json"]):
+        shown = toolrun(*command, tmp_path=tmp_path, narrow=narrow)
+        assert shown.returncode == 0, (command, shown.stderr)
+        assert b"internal error" not in shown.stderr
+    assert json.loads(shown.stdout)[0]["calls"] == 1
+

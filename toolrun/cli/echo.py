@@ -36,6 +36,24 @@ def _json_escapes(error: UnicodeError) -> tuple[str, int]:
 
 codecs.register_error(ESCAPES, _json_escapes)
 
+BYTES_OR_ESCAPES = "toolrun-bytes-or-json-escapes"  # surrogateescape's own bytes, and \uXXXX for what it cannot hold
+
+
+def _bytes_or_json_escapes(error: UnicodeError) -> tuple[bytes, int]:
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    out = bytearray()
+    for index in range(error.start, error.end):
+        code = ord(error.object[index])
+        if 0xDC80 <= code <= 0xDCFF:  # a byte Python could not decode: the byte itself, as surrogateescape writes it
+            out.append(code - 0xDC00)
+        else:  # a lone surrogate from JSON ("\ud800"), which no byte stands for
+            out += _json_escapes(UnicodeEncodeError(error.encoding, error.object, index, index + 1, error.reason))[0].encode()
+    return bytes(out), error.end
+
+
+codecs.register_error(BYTES_OR_ESCAPES, _bytes_or_json_escapes)
+
 
 def echo(text: str = "", *, err: bool = False, nl: bool = True) -> None:
     """``text`` (and a newline unless ``nl`` is false) on stderr when ``err``, else stdout."""
@@ -71,12 +89,14 @@ def fit_narrow_streams() -> None:
     # that is only a lone surrogate: a byte Python could not decode (a file name, a shell tool's output), which
     # click.echo writes as it is, so the command ended with an internal error. Python's own choice for a C locale,
     # surrogateescape (the byte itself), is left alone.
-    escapes = isinstance(stdout, io.TextIOWrapper) and stdout.errors == "strict"
+    # surrogateescape (a C or C.UTF-8 locale) writes a byte Python kept as \udc80-\udcff, but not a lone
+    # surrogate that stands for no byte ("\ud800" in a JSON row or result): that one is escaped too.
+    escapes = isinstance(stdout, io.TextIOWrapper) and stdout.errors in ("strict", "surrogateescape")
     for stream in (stdout, stderr):
         if isinstance(stream, io.TextIOWrapper) and _codec_name(stream.encoding) == "ascii":
             stream.reconfigure(encoding="utf-8", errors=stream.errors)  # a C locale's surrogateescape stays
     if escapes and isinstance(stdout, io.TextIOWrapper):
-        stdout.reconfigure(errors=ESCAPES)
+        stdout.reconfigure(errors=ESCAPES if stdout.errors == "strict" else BYTES_OR_ESCAPES)
 
 
 def _codec_name(encoding: str | None) -> str:
