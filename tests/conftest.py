@@ -48,6 +48,24 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     return usable
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``--dist loadgroup`` keeps an ``xdist_group`` on one worker only while the group's name ends the test's id:
+    pytest-xdist (3.8) writes ``<id>@<group>`` into ``Item._nodeid``, which pytest 9.2 no longer reads (an item's id
+    is structured, ``Item._id``). Without the suffix each group's tests spread over every worker and each worker
+    started the group's module and session servers again (the team server, the stdio sessions of
+    ``mcp/test_mcp_server.py``: about 10 s of CPU a run, every SDK import paid twice). The suffix goes here where
+    xdist's did not take; with an older pytest xdist's own does and nothing changes."""
+    if not getattr(config.option, "loadgroup", False):  # set on xdist's workers under --dist loadgroup
+        return
+    for item in items:
+        names = sorted({str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+                        for mark in item.iter_markers("xdist_group")})
+        suffix = "@" + "_".join(names)
+        if names and not item.nodeid.endswith(suffix) and hasattr(item, "_id"):
+            item._id = type(item._id).parse(item.nodeid + suffix)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Every test module is imported now: what they and their libraries built stays for the session, so
     the garbage collector need not walk it again. Each full collection walked it all: about a CPU second
