@@ -38,6 +38,21 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """In a fresh clone, hypothesis first works out which characters UTF-8 encodes and the category of each
+    (the ``unicode_data`` folder of its storage, ``.hypothesis``): about 4 s of CPU, which each xdist worker
+    spent again at its first text strategy, both at once. The process that starts the workers does it once
+    before they start (xdist starts them last in this hook) and they read what it wrote."""
+    if getattr(session.config, "workerinput", None) is not None or not session.config.getoption("numprocesses", None):
+        return
+    storage = Path(os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY") or ".hypothesis")
+    if (storage / "unicode_data").is_dir():
+        return
+    from hypothesis import strategies
+
+    strategies.text().validate()  # builds the character tables, written to the storage for the workers
+
+
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """``-n auto``: one worker per core this process may use. A third worker on 2 cores filled some
     waits, but its start-up and collection (every module imported again) cost more CPU than it saved
