@@ -205,6 +205,7 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
     "toolrun.sessions.recipe_output": {
         "jsonschema.Draft202012Validator": JSONSCHEMA,
         "jsonschema.exceptions.SchemaError": JSONSCHEMA,
+        "toolrun.catalog.parameter_checks.unusable_values": JSONSCHEMA,
     },
     "toolrun.replay.divergence": {"difflib": "only a divergence is described with a diff"},
     "toolrun.core.retry_after": {

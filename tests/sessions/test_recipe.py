@@ -217,6 +217,25 @@ def test_broken_templates_and_env_references_are_load_errors(project):
     assert "template syntax error" in problems[1].message
 
 
+@pytest.mark.parametrize(("template", "said"), [
+    ("{{ shop.__class__ }}", "unsafe"),                       # the sandbox's refusal
+    ("{{ 1 / 0 }}", "ZeroDivisionError"),
+    ("{{ shop + 1 }}", "TypeError"),
+    ("{{ range(100000000) | list | length }}", "Range too big"),
+])
+def test_a_template_that_fails_while_rendering_is_a_user_error_with_its_line(project, template, said):
+    path = write(project, f"""\
+        vars: {{shop: 花花}}
+        messages:
+          - user: "{template}"
+        """)
+    recipe = load_recipe(path)
+    with pytest.raises(UserError) as caught:
+        recipe.render_messages()
+    problem = caught.value.problems[0]
+    assert (problem.file, problem.line) == (path, 3) and said in problem.message and problem.fix
+
+
 def test_a_missing_recipe_file_is_a_user_error(tmp_path):
     with pytest.raises(UserError, match="recipe file not found"):
         load_recipe(tmp_path / "nope.yaml")

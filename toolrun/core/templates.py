@@ -208,7 +208,7 @@ def render(source: str, arguments: Mapping[str, Any], environ: Mapping[str, str]
 
 
 def _rendered_in_sandbox(source: str, arguments: Mapping[str, Any], environ: Mapping[str, str] | None) -> str:
-    from jinja2 import UndefinedError
+    from jinja2 import TemplateRuntimeError, UndefinedError
 
     template = _compile(source)
     env_values = {name: read_secret(name, environ) for name in ENV_REFERENCE.findall(source)}
@@ -216,6 +216,10 @@ def _rendered_in_sandbox(source: str, arguments: Mapping[str, Any], environ: Map
         return template.render({**arguments, _ENV_VARIABLE: env_values})
     except UndefinedError as exc:
         raise TemplateError(f"template uses an undefined value: {exc.message}") from None
+    except TemplateRuntimeError as exc:  # the sandbox refused something: an unsafe attribute, a range too big
+        raise TemplateError(f"template refused: {exc.message}") from None
+    except (ArithmeticError, TypeError) as exc:  # {{ 1/0 }}, {{ "a" + 1 }}: the template's mistake
+        raise TemplateError(f"template failed: {type(exc).__name__}: {exc}") from None
 
 
 def first_character_is_authored(source: str, arguments: Mapping[str, Any], authored: Collection[str],
