@@ -229,6 +229,7 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
         "jinja2.TemplateSyntaxError": AS_FOUND,
         "jinja2.meta": AS_FOUND,
         "jinja2.UndefinedError": AS_FOUND,
+        "jinja2.TemplateRuntimeError": AS_FOUND,
     },
     "toolrun.core.text": {"difflib": "only a mistake needs a did-you-mean"},
     "toolrun.core.tracing": {

@@ -78,6 +78,8 @@ def test_output_loads_into_the_run_settings(project):
     ("output:\n  schema: {type: objekt}", 3, "output.schema is not a valid JSON Schema (at type)", "fix the schema"),
     ("output: {json: true, retrys: 2}", 2, "retrys", "retries"),
     ("output: {json: true, mode: strict}", 2, "mode", "native"),
+    ("output:\n  schema: {$ref: '#/$defs/city'}", 3, "$ref '#/$defs/city' points to nothing", "output.schema.$defs"),
+    ("output:\n  schema: {properties: {a: {$ref: 'https://example.com/a.json'}}}", 3, "at properties/a", "#/$defs/Name"),
 ])
 def test_output_mistakes_name_their_line_and_a_fix(project, section, line, message, fix):
     problems = problems_of(write(project, f"messages: [{{user: hi}}]\n{section}\n"))

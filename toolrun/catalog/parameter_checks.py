@@ -96,7 +96,7 @@ def parameter_schema_problems(parameters: Any, file: Path, label: str, at: LineA
         where = describe_path(("parameters", *steps))
         message = f"{label}: unknown JSON Schema keyword '{keyword}' in {where}"
         problems.append(Problem(file, at(*steps, keyword), message, f"did you mean '{guess}'?"))
-    for steps, keyword, message, fix in _unusable_values(parameters, parameters):
+    for steps, keyword, message, fix in unusable_values(parameters, parameters):
         where = describe_path(("parameters", *steps))
         problems.append(Problem(file, at(*steps, keyword), f"{label}: {where}: {message}", fix))
     for steps, index, key, properties in _required_without_property(parameters):
@@ -221,7 +221,7 @@ def _valueless_fix(cut: tuple[str, str] | None) -> str:
     return f"quote the text: {key}: {json.dumps(text, ensure_ascii=False)} (or write it in block style)"
 
 
-def _unusable_values(node: Any, root: dict[str, Any], steps: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+def unusable_values(node: Any, root: dict[str, Any], steps: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
     """(steps, keyword, message, fix) for a $ref that points nowhere and a pattern that is no regex.
 
     Valid JSON Schema, but every call would fail to validate: better said at load time.
@@ -243,7 +243,7 @@ def _unusable_values(node: Any, root: dict[str, Any], steps: tuple[Any, ...] = (
         except re.error as exc:
             yield steps, "pattern", f"{pattern!r} is not a valid regular expression ({exc})", "fix the pattern"
     for child_steps, child in _subschemas(node):
-        yield from _unusable_values(child, root, steps + child_steps)
+        yield from unusable_values(child, root, steps + child_steps)
 
 
 def _resolves(reference: str, root: dict[str, Any]) -> bool:

@@ -49,7 +49,14 @@ def _schema_problems(schema: dict[str, Any], path: Path, line: int | None) -> li
         where = "/".join(str(part) for part in exc.absolute_path) or "the root"
         return [Problem(path, line, f"output.schema is not a valid JSON Schema (at {where}): {exc.message}",
                         "fix the schema (see https://json-schema.org/understanding-json-schema)")]
-    return []
+    from toolrun.catalog.parameter_checks import unusable_values
+
+    return [  # a $ref that points nowhere: every answer would fail to validate
+        Problem(path, line, f"output.schema at {'/'.join(map(str, steps)) or 'the root'}: {message}",
+                "only references inside the schema work: write $ref: '#/$defs/Name' and put Name under "
+                "output.schema.$defs")
+        for steps, keyword, message, _ in unusable_values(schema, schema) if keyword == "$ref"
+    ]
 
 
 def structured_output(document: Any) -> StructuredOutput | None:
