@@ -123,3 +123,31 @@ def test_gemini_calls_without_ids_are_answered_by_name_in_order(loopback, invent
     assert [r["name"] for r in responses] == ["get_flower_inventory"] * 3
     assert all("id" not in r for r in responses), "Gemini gets ids back only when it sent them"
     assert [STOCK[city] in str(r["response"]) for r, city in zip(responses, CITIES, strict=True)] == [True] * 3
+
+
+@pytest.mark.parametrize(("provider_class", "base", "first"), [
+    (OpenAIChatProvider, "/v1", {"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+        "role": "assistant", "content": None,
+        "tool_calls": [{"id": 7, "type": "function", "function": {"name": 5, "arguments": "{}"}}]}}]}),
+    (AnthropicProvider, "", {"id": "msg_1", "type": "message", "role": "assistant", "stop_reason": "tool_use",
+                             "content": [{"type": "tool_use", "id": "toolu_1", "name": ["get"], "input": {}}]}),
+    (GeminiProvider, "", {"candidates": [{"content": {"role": "model", "parts": [
+        {"functionCall": {"name": 5, "args": {"city": "北京"}}}]}, "finishReason": "STOP"}]}),
+])
+def test_a_tool_name_or_id_that_is_not_text_is_an_unknown_tool_the_model_is_told_about(
+        loopback, inventory, provider_class, base, first):
+    last = {OpenAIChatProvider: {"choices": [{"index": 0, "finish_reason": "stop",
+                                              "message": {"role": "assistant", "content": "sorry"}}]},
+            AnthropicProvider: {"id": "msg_2", "type": "message", "role": "assistant", "stop_reason": "end_turn",
+                                "content": [{"type": "text", "text": "sorry"}]},
+            GeminiProvider: {"candidates": [{"content": {"role": "model", "parts": [{"text": "sorry"}]},
+                                             "finishReason": "STOP"}]}}[provider_class]
+    server = loopback(answers(first, last))
+    provider = provider_class("some-model", ProviderConfig(server.url + base, "test-key"))
+    result = play(provider, inventory, RunSettings(stream=False))
+
+    assert result.stop_reason == "stop" and result.final == "sorry"
+    (call,) = result.tool_calls
+    assert isinstance(call.name, str) and isinstance(call.id, str) and call.is_error
+    assert "unknown tool" in call.result and "get_flower_inventory" in call.result
+    assert len(server.requests) == 2

@@ -8,6 +8,7 @@ never sees a provider's dicts. Provider-specific data that must be echoed back u
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -39,6 +40,20 @@ class ToolCall:
     raw_arguments: str
     provider_id: str | None = None
     provider_data: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # A model's wire JSON may hold any value where a name or an id belongs ("name": 5, "id": 7): as text,
+        # the call becomes an unknown tool the model is told about, and its id one that can be sent back.
+        if not isinstance(self.name, str):
+            self.name = _as_text(self.name)
+        if not isinstance(self.id, str):
+            self.id = _as_text(self.id)
+        if self.provider_id is not None and not isinstance(self.provider_id, str):
+            self.provider_id = _as_text(self.provider_id)
+
+
+def _as_text(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 @dataclass
