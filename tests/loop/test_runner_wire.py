@@ -151,3 +151,24 @@ def test_a_tool_name_or_id_that_is_not_text_is_an_unknown_tool_the_model_is_told
     assert isinstance(call.name, str) and isinstance(call.id, str) and call.is_error
     assert "unknown tool" in call.result and "get_flower_inventory" in call.result
     assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize(("provider_class", "first", "last"), [
+    (AnthropicProvider,
+     {"id": "msg_1", "type": "message", "role": "assistant", "stop_reason": "tool_use",
+      "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_flower_inventory", "input": '{"city": "北京"}'}]},
+     {"id": "msg_2", "type": "message", "role": "assistant", "stop_reason": "end_turn",
+      "content": [{"type": "text", "text": "sorry"}]}),
+    (GeminiProvider,
+     {"candidates": [{"content": {"role": "model", "parts": [
+         {"functionCall": {"name": "get_flower_inventory", "args": '{"city": "北京"}'}}]}, "finishReason": "STOP"}]},
+     {"candidates": [{"content": {"role": "model", "parts": [{"text": "sorry"}]}, "finishReason": "STOP"}]}),
+])
+def test_arguments_that_are_not_an_object_are_kept_as_sent_and_refused(loopback, inventory, provider_class, first, last):
+    server = loopback(answers(first, last))
+    provider = provider_class("some-model", ProviderConfig(server.url, "test-key"))
+    result = play(provider, inventory, RunSettings(stream=False))
+
+    (call,) = result.tool_calls
+    assert call.is_error and "not a JSON object" in call.result, "not 'missing city': the model sent a string"
+    assert call.arguments == '"{\\"city\\": \\"北京\\"}"', "the record holds what the model sent, not {}"

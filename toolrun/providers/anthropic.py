@@ -265,8 +265,9 @@ def _tool_call(block: dict[str, Any], raw_arguments: str | None = None) -> ToolC
     arguments: dict[str, Any] | None
     if raw_arguments is None:
         value = block.get("input")
-        arguments = value if isinstance(value, dict) else {}
-        raw_arguments = json.dumps(arguments, ensure_ascii=False)
+        # No input is a call without arguments; anything but an object is kept as sent, for an error result.
+        arguments = value if isinstance(value, dict) else ({} if value is None else None)
+        raw_arguments = json.dumps(value if value is not None else {}, ensure_ascii=False)
     elif raw_arguments.strip() == "":
         arguments, raw_arguments = {}, "{}"  # a tool without arguments streams only ""
     else:

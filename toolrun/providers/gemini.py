@@ -263,11 +263,13 @@ def raise_for_error(body: dict[str, Any], status: int | None = None) -> None:
 
 
 def _tool_call(function_call: dict[str, Any], signature: str | None, arguments: Any = None) -> ToolCall:
-    args = function_call.get("args") if arguments is None else arguments
-    args = args if isinstance(args, dict) else {}
+    sent = function_call.get("args") if arguments is None else arguments
+    # No args is a call without arguments; anything but an object is kept as sent, for an error result.
+    args = sent if isinstance(sent, dict) else ({} if sent is None else None)
     provider_id = function_call.get("id") or None
     return ToolCall(id=provider_id or "", name=function_call.get("name") or "", arguments=args,
-                    raw_arguments=json.dumps(args, ensure_ascii=False), provider_id=provider_id,
+                    raw_arguments=json.dumps(sent if sent is not None else {}, ensure_ascii=False),
+                    provider_id=provider_id,
                     provider_data={PROVIDER: {SIGNATURE: signature}} if signature else {})
 
 
