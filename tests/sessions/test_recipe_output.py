@@ -113,6 +113,26 @@ def test_expect_output_names_the_path_and_both_values(project):
     assert result.expect_failures == ["expect.output: stock.count is 90, not 100"]
 
 
+def test_expect_output_tells_true_from_1_and_takes_a_list_index_yaml_read_as_a_number(project):
+    recipe = """\
+        model: scripted:script.yaml
+        tools: []
+        tools_dir: ../tools.d
+        messages: [{user: hi}]
+        output: {json: true}
+        expect:
+          output: {0.open: 1, 0.count: 0, 1: [true]}
+        """
+    (project / "recipes" / "script.yaml").write_text(
+        "- output: [{open: true, count: false}, [1]]\n", encoding="utf-8")
+    result = asyncio.run(arun(write(project, recipe, "e.yaml")))
+    assert result.expect_failures == ["expect.output: 0.open is true, not 1", "expect.output: 0.count is false, not 0",
+                                      "expect.output: 1 is [1], not [true]"]
+    (project / "recipes" / "script.yaml").write_text(
+        "- output: [{open: 1, count: 0.0}, [true]]\n", encoding="utf-8")
+    assert asyncio.run(arun(project / "recipes" / "e.yaml")).expect_failures == []
+
+
 def test_a_run_without_output_keeps_its_document(project):
     plain = write(project, "model: scripted:script.yaml\nmessages: [{user: hi}]\ntools: []\ntools_dir: ../tools.d\n", "p.yaml")
     (project / "recipes" / "script.yaml").write_text("- text: hello\n", encoding="utf-8")

@@ -43,7 +43,8 @@ class Expectations:
             final_not_contains=as_list("final_not_contains"),
             max_turns=mapping.get("max_turns"),
             stop_reason=mapping.get("stop_reason"),
-            output=dict(mapping.get("output") or {}),
+            # a path YAML read as a number (0: for the first item of a list answer) is the same path as text
+            output={str(path): value for path, value in (mapping.get("output") or {}).items()},
         )
 
     def __bool__(self) -> bool:
@@ -120,7 +121,7 @@ def _structured_answer(expect: Expectations, result: RunResult) -> list[str]:
             else:
                 where = "the answer is null" if result.output is None else "the answer has no such key"
             failures.append(f"expect.output: {path}: {where}")
-        elif found != wanted:
+        elif not _same(found, wanted):
             failures.append(f"expect.output: {path} is {_json(found)}, not {_json(wanted)}")
     return failures
 
@@ -140,6 +141,17 @@ def value_at(value: Any, path: str) -> Any:
     else:
         return _MISSING
     return value_at(inner, rest) if dot else inner
+
+
+def _same(found: Any, wanted: Any) -> bool:
+    """JSON equality: ``true`` is not ``1`` and ``false`` is not ``0`` (Python's ``==`` says they are)."""
+    if isinstance(found, bool) or isinstance(wanted, bool):
+        return type(found) is type(wanted) and found == wanted
+    if isinstance(found, dict) and isinstance(wanted, dict):
+        return found.keys() == wanted.keys() and all(_same(found[key], wanted[key]) for key in found)
+    if isinstance(found, list) and isinstance(wanted, list):
+        return len(found) == len(wanted) and all(map(_same, found, wanted))
+    return bool(found == wanted)
 
 
 def _json(value: Any) -> str:
