@@ -509,6 +509,28 @@ def test_a_record_path_in_a_missing_folder_is_bad_input_and_grows_no_folder(tmp_
     assert not missing.parent.exists()
 
 
+def test_an_output_file_that_is_an_input_of_the_run_is_bad_input_and_stays_as_it_was(tmp_path: Path):
+    recipe = make_world(tmp_path)
+    cassette = tmp_path / "shops.cassette.json"
+    cassette.write_bytes(INVENTORY_CASSETTE.read_bytes())
+    before = {path: path.read_bytes() for path in (recipe, cassette)}
+    live = clean_env(OPENAI_API_KEY=FAKE_KEY, OPENAI_BASE_URL="http://127.0.0.1:9/v1")
+    for options, env, said in [
+        (["--record", str(recipe)], live, "--record would overwrite the recipe"),
+        (["--transcript", str(tmp_path / "." / "shops.yaml")], None, "--transcript would overwrite the recipe"),
+        (["--transcript", str(cassette)], None, "--transcript would overwrite the recording beside the recipe"),
+        (["--replay", str(cassette), "--transcript", str(cassette)], None, "the recording it replays"),
+        (["--record", str(tmp_path / "x.json"), "--transcript", str(tmp_path / "x.json")], live, "the file of --record"),
+    ]:
+        result = invoke("recipe", str(recipe), "--no-log", *options, env=env)
+        assert result.exit_code == 2 and said in result.stderr, (options, result.stderr)
+    assert {path: path.read_bytes() for path in (recipe, cassette)} == before
+    # recording the run again beside the recipe, with a transcript of it, is what --record is for
+    again = invoke("recipe", str(recipe), "--no-log", "--record", str(cassette), "--transcript", str(tmp_path / "t.jsonl"),
+                   env=live)
+    assert again.exit_code == 1 and "cannot connect" in again.stderr, again.stderr
+
+
 def test_json_output_still_uses_the_streaming_api_by_default(loopback, tmp_path: Path):
     server = loopback(fake_openai)
     recipe = make_world(tmp_path)
