@@ -69,6 +69,17 @@ def test_rank_offers_the_most_relevant_tools_plus_always_and_called(tools: list[
                                ["get_weather", "convert_currency", "send_email", "list_files"]]
 
 
+@pytest.mark.parametrize(("mode", "first"), [("rank", ["get_weather", "convert_currency", "create_ticket"]),
+                                             ("search", ["find_tools", "create_ticket"])])
+def test_the_tool_tool_choice_names_is_offered_in_the_request_that_forces_it(tools: list[Tool], mode, first) -> None:
+    model = ScriptedModel([ScriptedModel.text("done")])
+    settings = RunSettings(stream=False, tool_choice="create_ticket", tool_selection=ToolSelection(max_tools=2, mode=mode))
+    asyncio.run(run_conversation(model, tools, system=None, messages=_user("weather forecast, convert currency"),
+                                 settings=settings, context=CallContext(environ={})))
+    assert model.requests[0].settings.tool_choice == "create_ticket"
+    assert _offered(model) == [first], "a provider refuses a request forcing a tool it does not offer"
+
+
 def test_without_a_selection_every_tool_is_offered(tools: list[Tool]) -> None:
     model = ScriptedModel([ScriptedModel.text("done")])
     _run(model, tools, "weather", None)

@@ -371,7 +371,8 @@ class _ConversationLoop:
             parallel_tool_calls=self.settings.parallel,
             output=self.settings.output,
         )
-        definitions = self.offer.definitions(self.history, self.provider.max_tools)
+        definitions = self.offer.definitions(self.history, self.provider.max_tools,
+                                             forced=tool_choice if tool_choice not in ("auto", "none", "required") else None)
         return ModelRequest(self.provider.model, self.system, list(self.history), definitions, settings)
 
     async def _complete(self, request: ModelRequest, on_event: Callable[[StreamEvent], None] | None = None) -> ModelResponse:

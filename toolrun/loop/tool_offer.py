@@ -91,17 +91,21 @@ class ToolOffer:
         """Whether a call of ``name`` is a ``find_tools`` search this offer answers itself."""
         return self.selection is not None and self.selection.mode == "search" and name == FIND_TOOLS
 
-    def definitions(self, history: Sequence[Message], limit: int | None = None) -> list[ToolDefinition]:
+    def definitions(self, history: Sequence[Message], limit: int | None = None,
+                    forced: str | None = None) -> list[ToolDefinition]:
         """The tool definitions of the next request, given the conversation so far; at most ``limit``.
 
-        Past the limit the lowest-ranked tools go first, then the tools called longest ago. The
-        definitions keep the catalog's order, so a provider's prompt cache sees the same prefix.
+        ``forced``: the tool the request's ``tool_choice`` names, offered whatever the selection (a
+        provider refuses a request that forces a tool it does not offer). Past the limit the
+        lowest-ranked tools go first, then the tools called longest ago. The definitions keep
+        the catalog's order, so a provider's prompt cache sees the same prefix.
         """
         if self.selection is None:
             return self.all_definitions
         for message in history:
             self.called.update({call.name: None for call in message.tool_calls if call.name in self.tools})
-        kept = _unique(self._always() + list(self.called)[::-1])  # the latest called first
+        named = [forced] if forced in self.tools else []
+        kept = _unique(named + self._always() + list(self.called)[::-1])  # the latest called first
         if self.selection.mode == "search":
             chosen = set(_unique(kept + self.found)[: None if limit is None else limit - 1])
             return [FIND_TOOLS_DEFINITION, *(d for d in self.all_definitions if d.name in chosen)]
