@@ -236,6 +236,25 @@ def test_a_template_that_fails_while_rendering_is_a_user_error_with_its_line(pro
     assert (problem.file, problem.line) == (path, 3) and said in problem.message and problem.fix
 
 
+def test_var_choices_that_leave_out_the_vars_own_value_or_name_no_var_are_load_errors(project):
+    problems = problems_of(write(project, """\
+        messages: [{user: "{{ environment }} in {{ region }}"}]
+        vars: {environment: prod, region: eu}
+        var_choices:
+          environment: [production, staging]
+          regoin: [eu, us]
+        """))
+    assert [(p.line, p.message, p.fix) for p in problems] == [
+        (4, "var_choices of 'environment' leave out its own value 'prod' (vars: environment)",
+         "add it to the choices, or change vars: environment"),
+        (5, "var_choices names 'regoin', which is neither in vars nor used by a template", "did you mean 'region'?")]
+    fine = load_recipe(write(project, """\
+        messages: [{user: "{{ environment }}"}]
+        var_choices: {environment: [production, staging]}
+        """, "fine.yaml"))
+    assert fine.variables({"environment": "staging"}) == {"environment": "staging"}
+
+
 def test_a_missing_recipe_file_is_a_user_error(tmp_path):
     with pytest.raises(UserError, match="recipe file not found"):
         load_recipe(tmp_path / "nope.yaml")

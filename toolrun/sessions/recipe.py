@@ -271,7 +271,8 @@ def _read_and_check(path: Path) -> LineDict:
                                 "start with  name: ...  model: ...  messages: [...]  (see toolrun schema recipe)"))
     problems = schema_problems(document, recipe_schema(), path)
     if not problems:
-        problems = _template_problems(document, path) + output_problems(document, path)
+        templates = _template_problems(document, path)  # a broken template's vars cannot be told
+        problems = templates + output_problems(document, path) + ([] if templates else _choice_problems(document, path))
     if problems:
         raise LoadError(problems)
     return document
@@ -323,6 +324,27 @@ def _template_problems(document: LineDict, path: Path) -> list[Problem]:
         error = check_template(source)
         if error:
             problems.append(Problem(path, line, f"{where}: {error}", "fix the Jinja2 template"))
+    return problems
+
+
+def _choice_problems(document: LineDict, path: Path) -> list[Problem]:
+    """``var_choices`` that can never hold: a var's own value outside them, or choices of a var nobody uses."""
+    values = document.get("vars") or {}
+    used = set(values)
+    if isinstance(document.get("system"), str):
+        used |= placeholders(document["system"])
+    for item in document.get("messages") or []:
+        used |= set().union(*(placeholders(text) for text in item.values()))
+    problems = []
+    for name, choices in (document.get("var_choices") or {}).items():
+        line = line_of(document, ["var_choices", name])
+        if name not in used:
+            guess = did_you_mean(name, used)
+            problems.append(Problem(path, line, f"var_choices names {name!r}, which is neither in vars nor used by "
+                                    "a template", f"did you mean {guess!r}?" if guess else "remove it, or add the var"))
+        elif isinstance(values.get(name), str) and values[name] not in choices:
+            problems.append(Problem(path, line, f"var_choices of {name!r} leave out its own value "
+                                    f"{values[name]!r} (vars: {name})", f"add it to the choices, or change vars: {name}"))
     return problems
 
 
