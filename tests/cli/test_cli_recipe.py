@@ -374,6 +374,23 @@ def test_live_streamed_run_records_a_cassette_that_replays_without_divergence(lo
     assert document["usage"]["requests"] == 2
 
 
+def test_a_run_recorded_through_openai_base_url_replays_strictly_where_it_is_not_set(loopback, tmp_path: Path):
+    # A compatible server takes max_tokens, OpenAI's own API max_completion_tokens: the replay (CI, no
+    # OPENAI_BASE_URL) must build the requests of the endpoint the recording was made with.
+    server = loopback(fake_openai)
+    recipe = make_world(tmp_path)
+    recipe.write_text(recipe.read_text(encoding="utf-8").replace("temperature: 0", "temperature: 0, max_tokens: 500"),
+                      encoding="utf-8")
+    recorded = toolrun_in_process("recipe", str(recipe), "--record", str(tmp_path / "shops.cassette.json"), "--no-log",
+                                  env=live_env(server))
+    assert recorded.returncode == 0, recorded.stderr
+    assert all(r.json()["max_tokens"] == 500 for r in server.requests)
+
+    replayed = toolrun_in_process("recipe", str(recipe), "--strict", "--json", "--no-log")
+    assert replayed.returncode == 0, replayed.stderr
+    assert json.loads(replayed.stdout)["divergences"] == []
+
+
 def test_the_three_calls_of_one_turn_run_concurrently(loopback, tmp_path: Path):
     server = loopback(fake_openai)
     recipe = make_meeting_world(tmp_path)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from toolrun.core.errors import Problem, UserError
+from toolrun.core.messages import ModelRequest
 from toolrun.providers.base import Provider, ProviderConfig, ProviderOverrides
 from toolrun.replay.recording import Cassette, cassette_beside
 
@@ -78,6 +79,22 @@ def offline_config(provider_class: type[Provider], overrides: ProviderOverrides 
     base_url = overrides.base_url or next(
         (env[name] for name in provider_class.base_url_env if env.get(name)), provider_class.default_base_url)
     return ProviderConfig(base_url=base_url.rstrip("/"), api_key=None, headers=dict(overrides.headers))
+
+
+def follow_recorded_endpoint(provider: Provider, cassette: Cassette) -> None:
+    """Point a replaying provider at the endpoint its recording was made with, when only the address differs.
+
+    A request body may depend on the endpoint (OpenAI's own API takes ``max_completion_tokens``, a compatible
+    server ``max_tokens``): a run recorded through ``OPENAI_BASE_URL`` and replayed where it is not set (CI)
+    would otherwise send other requests than its recording holds, and diverge.
+    """
+    if not cassette.exchanges or not isinstance(recorded := cassette.exchanges[0].request.get("url"), str):
+        return
+    base = provider.config.base_url
+    now = provider.build_request(ModelRequest(provider.model, None, [], []), stream=cassette.exchanges[0].streamed).url
+    suffix = now[len(base):] if now.startswith(base) else ""
+    if suffix and recorded.endswith(suffix) and recorded != now:
+        provider.config.base_url = recorded[: len(recorded) - len(suffix)]
 
 
 def check_cassette_provider(cassette: Cassette, choice: ModeChoice, provider_class: type[Provider],

@@ -38,7 +38,13 @@ from toolrun.providers import SCRIPTED_PROVIDER, get_provider_class, split_model
 from toolrun.providers.base import Provider
 from toolrun.providers.transport import HttpxTransport, Transport, WireRequest, WireResponse
 from toolrun.replay.divergence import Divergence
-from toolrun.replay.playback import ModeChoice, check_cassette_provider, choose_mode, offline_config
+from toolrun.replay.playback import (
+    ModeChoice,
+    check_cassette_provider,
+    choose_mode,
+    follow_recorded_endpoint,
+    offline_config,
+)
 from toolrun.replay.recording import (
     Cassette,
     CassetteFile,
@@ -316,6 +322,8 @@ class _Play:
                 _writable(record, "--record", lambda: cassette_file.save(recorder.cassette))
                 transport = recorder
         provider = provider_class(model_name, config, transport=transport)
+        if replay is not None and not recipe.provider.base_url:  # the recipe's own base_url is what it asks for
+            follow_recorded_endpoint(provider, replay.cassette)
         return _Connection(provider, spec, choice.mode, stream, notices, replay, recorder)
 
     @staticmethod
