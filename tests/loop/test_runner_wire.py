@@ -8,6 +8,7 @@ provider's own spelling and order.
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from toolrun.backends.base import CallContext
 from toolrun.catalog.loader import load_catalog_or_raise
 from toolrun.core.messages import Message, TextPart
 from toolrun.core.tool import Tool
-from toolrun.loop.runner import RunSettings, run_conversation
+from toolrun.loop.runner import RunObserver, RunSettings, run_conversation
 from toolrun.providers.anthropic import AnthropicProvider
 from toolrun.providers.base import Provider, ProviderConfig
 from toolrun.providers.gemini import GeminiProvider
@@ -172,3 +173,42 @@ def test_arguments_that_are_not_an_object_are_kept_as_sent_and_refused(loopback,
     (call,) = result.tool_calls
     assert call.is_error and "not a JSON object" in call.result, "not 'missing city': the model sent a string"
     assert call.arguments == '"{\\"city\\": \\"北京\\"}"', "the record holds what the model sent, not {}"
+
+
+def _anthropic_events(*events: dict) -> Reply:
+    return Reply(headers={"Content-Type": "text/event-stream"},
+                 chunks=[f"event: {event['type']}\ndata: {json.dumps(event)}\n\n" for event in events])
+
+
+@pytest.mark.parametrize(("provider_class", "stream", "reply"), [
+    (GeminiProvider, False, Reply(body={"candidates": [{"content": {"role": "model", "parts": [{"text": 5}]},
+                                                        "finishReason": "STOP"}]})),
+    (AnthropicProvider, True, _anthropic_events(
+        {"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "content": [],
+                                              "usage": {"input_tokens": 5, "output_tokens": 1}}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": 5}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 3}},
+        {"type": "message_stop"})),
+])
+def test_answer_text_that_is_not_a_string_is_an_answer_toolrun_cannot_read(loopback, inventory, provider_class,
+                                                                           stream, reply):
+    server = loopback(lambda request: reply)
+    provider = provider_class("some-model", ProviderConfig(server.url, "test-key"))
+    shown: list[str] = []
+
+    class Printer(RunObserver):  # what a terminal does with each piece of streamed text
+        def on_text_delta(self, text: str) -> None:
+            shown.append(text.strip())
+
+    async def go():
+        try:
+            return await run_conversation(provider, [inventory], system=None, messages=[Message("user", [TextPart("hi")])],
+                                          settings=RunSettings(stream=stream), context=CallContext(environ={}),
+                                          observer=Printer())
+        finally:
+            await provider.aclose()
+    result = asyncio.run(go())
+    assert result.stop_reason == "error" and "text that is not a string: 5" in (result.error or "")
+    assert shown == []

@@ -24,6 +24,9 @@ class TextPart:
 
     text: str
 
+    def __post_init__(self) -> None:
+        _check_text(self.text)
+
 
 @dataclass
 class ToolCall:
@@ -188,6 +191,18 @@ class TextDelta:
     """A piece of the answer's text as it streams in."""
 
     text: str
+
+    def __post_init__(self) -> None:
+        _check_text(self.text)
+
+
+def _check_text(text: Any) -> None:
+    """A provider's JSON may hold anything where text belongs ("text": 5): an answer toolrun cannot read.
+
+    Raised while an adapter reads the answer, it becomes the provider's ``UnreadableAnswer``, not a crash of
+    whatever prints or joins the text later."""
+    if not isinstance(text, str):
+        raise TypeError(f"text that is not a string: {json.dumps(text, ensure_ascii=False, default=str)[:80]}")
 
 
 StreamEvent = TextDelta  # the one event a terminal shows today
