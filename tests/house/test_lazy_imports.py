@@ -200,6 +200,7 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
     "toolrun.sessions.recipe": {
         "toolrun.core.packaged_schemas.packaged_schema": "a cached recipe is not checked again",
         "toolrun.core.schema_errors.schema_problems": "a cached recipe is not checked again",
+        "toolrun.core.schema_errors.describe_path": "a cached recipe is not checked again",
         "toolrun.core.durations.parse_duration": "only a recipe that sets the timeout",
     },
     "toolrun.sessions.recipe_output": {

@@ -255,6 +255,19 @@ def test_var_choices_that_leave_out_the_vars_own_value_or_name_no_var_are_load_e
     assert fine.variables({"environment": "staging"}) == {"environment": "staging"}
 
 
+def test_nan_passes_no_bound_and_is_refused_at_its_line(project):
+    problems = problems_of(write(project, """\
+        messages: [{user: hi}]
+        settings:
+          temperature: .nan
+        output:
+          schema: {type: number, maximum: .NaN}
+        """))
+    assert [(p.line, p.message) for p in problems] == [
+        (3, "settings.temperature is .nan, which is not a number JSON can carry"),
+        (5, "output.schema.maximum is .nan, which is not a number JSON can carry")]
+
+
 def test_a_missing_recipe_file_is_a_user_error(tmp_path):
     with pytest.raises(UserError, match="recipe file not found"):
         load_recipe(tmp_path / "nope.yaml")

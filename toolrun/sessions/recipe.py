@@ -269,7 +269,7 @@ def _read_and_check(path: Path) -> LineDict:
     if not isinstance(document, LineDict):
         raise LoadError(Problem(path, getattr(document, "line", 1) or 1, "a recipe must be a mapping of keys",
                                 "start with  name: ...  model: ...  messages: [...]  (see toolrun schema recipe)"))
-    problems = schema_problems(document, recipe_schema(), path)
+    problems = schema_problems(document, recipe_schema(), path) + _nan_problems(document, path)
     if not problems:
         templates = _template_problems(document, path)  # a broken template's vars cannot be told
         problems = templates + output_problems(document, path) + ([] if templates else _choice_problems(document, path))
@@ -325,6 +325,25 @@ def _template_problems(document: LineDict, path: Path) -> list[Problem]:
         if error:
             problems.append(Problem(path, line, f"{where}: {error}", "fix the Jinja2 template"))
     return problems
+
+
+def _nan_problems(document: LineDict, path: Path) -> list[Problem]:
+    """``.nan`` passes every bound of the schema (no comparison holds), and JSON has no such number: a request
+    carrying it (temperature: .nan) could not be sent."""
+    from toolrun.core.schema_errors import describe_path
+
+    problems = []
+    stack: list[tuple[tuple[Any, ...], Any]] = [((), document)]
+    while stack:
+        steps, node = stack.pop()
+        if isinstance(node, float) and node != node:
+            problems.append(Problem(path, line_of(document, list(steps)), f"{describe_path(steps)} is .nan, "
+                                    "which is not a number JSON can carry", "write a number"))
+        elif isinstance(node, dict):
+            stack.extend((steps + (key,), value) for key, value in node.items())
+        elif isinstance(node, list):
+            stack.extend((steps + (index,), value) for index, value in enumerate(node))
+    return sorted(problems, key=lambda problem: problem.line or 0)
 
 
 def _choice_problems(document: LineDict, path: Path) -> list[Problem]:
