@@ -722,6 +722,11 @@ _OK_START = "name: t\ndescription: Does a thing. Use it for things; not for othe
             3, "$ref '#/$defs/Nope' points to nothing", "add Nope under parameters.$defs",
         ),
         (
+            _OK_START + "parameters: {type: object, properties: {a: {type: number, enum: [1, .NaN]}}}\n"
+            "backend: {python: 'json:dumps'}\n",
+            3, "enum is .nan, which is not a number JSON can carry", "write a number",
+        ),
+        (
             _OK_START + "parameters: {type: object, properties: {a: {type: string, pattern: '([a-z'}}}\n"
             "backend: {python: 'json:dumps'}\n",
             3, "not a valid regular expression", "fix the pattern",

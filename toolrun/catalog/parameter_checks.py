@@ -236,6 +236,9 @@ def unusable_values(node: Any, root: dict[str, Any], steps: tuple[Any, ...] = ()
             else "only references inside the tool work: write $ref: '#/$defs/Name' and put Name under parameters.$defs"
         )
         yield steps, "$ref", f"$ref '{reference}' points to nothing", fix
+    for keyword, value in node.items():  # .nan passes every bound; JSON (a request, an export) cannot carry it
+        if any(isinstance(item, float) and item != item for item in (value if isinstance(value, list) else [value])):
+            yield steps, keyword, f"{keyword} is .nan, which is not a number JSON can carry", "write a number"
     pattern = node.get("pattern")
     if isinstance(pattern, str):
         try:
