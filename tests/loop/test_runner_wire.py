@@ -17,7 +17,7 @@ from tests.flower_shop import INVENTORY_PY, INVENTORY_TOOL_ITEM, STOCK
 from tests.loopback import Recorded, Reply
 from toolrun.backends.base import CallContext
 from toolrun.catalog.loader import load_catalog_or_raise
-from toolrun.core.messages import Message, TextPart
+from toolrun.core.messages import Message, StructuredOutput, TextPart
 from toolrun.core.tool import Tool
 from toolrun.loop.runner import RunObserver, RunSettings, run_conversation
 from toolrun.providers.anthropic import AnthropicProvider
@@ -212,3 +212,23 @@ def test_answer_text_that_is_not_a_string_is_an_answer_toolrun_cannot_read(loopb
     result = asyncio.run(go())
     assert result.stop_reason == "error" and "text that is not a string: 5" in (result.error or "")
     assert shown == []
+
+
+def test_nan_in_a_models_json_is_not_json_a_program_can_read(loopback, inventory):
+    # Python's JSON reads NaN and Infinity; --json and the run log would then write them, which no reader takes.
+    def chat_answer(message: dict, finish: str) -> dict:
+        return {"choices": [{"index": 0, "finish_reason": finish, "message": {"role": "assistant", **message}}]}
+    server = loopback(answers(
+        chat_answer({"content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
+            "name": "get_flower_inventory", "arguments": '{"city": "北京", "limit": NaN}'}}]}, "tool_calls"),
+        chat_answer({"content": '{"roses": Infinity}'}, "stop"),
+        chat_answer({"content": '{"roses": 100}'}, "stop"),
+    ))
+    provider = OpenAIChatProvider("gpt-4o-mini", ProviderConfig(server.url + "/v1", "sk-test-key"))
+    result = play(provider, inventory, RunSettings(stream=False, output=StructuredOutput(None)))
+
+    (call,) = result.tool_calls
+    assert call.is_error and "NaN is not a number JSON can carry" in call.result
+    assert call.arguments == '{"city": "北京", "limit": NaN}', "kept as the text the model sent"
+    assert "Infinity is not a number JSON can carry" in json.dumps(server.requests[2].json(), ensure_ascii=False)
+    assert result.output == {"roses": 100} and result.stop_reason == "stop"

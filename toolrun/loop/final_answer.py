@@ -46,7 +46,7 @@ def check_answer(text: str | None, output: StructuredOutput) -> AnswerCheck:
     if fenced:
         body = fenced.group(1)
     try:
-        value = loads_bounded(body, MAX_BODY_DEPTH)
+        value = loads_bounded(body, MAX_BODY_DEPTH, finite=True)  # NaN: no JSON a program can read
     except TooDeep as exc:
         return AnswerCheck(errors=[f"the answer is not usable JSON: {exc}"])
     except ValueError as exc:

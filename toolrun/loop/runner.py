@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from toolrun.backends.base import CallContext
 from toolrun.core.errors import Problem, ProviderError, UserError
-from toolrun.core.json_limits import MAX_ARGUMENT_DEPTH, TooDeep, loads_bounded, nesting_depth
+from toolrun.core.json_limits import MAX_ARGUMENT_DEPTH, NotFinite, TooDeep, loads_bounded, nesting_depth
 from toolrun.core.messages import (
     Message,
     ModelRequest,
@@ -576,9 +576,9 @@ def unknown_tool_message(name: str, available: list[str]) -> str:
 def invalid_json_message(raw: str, *, cut_off: bool) -> str:
     """The error result for arguments that did not parse as JSON."""
     try:
-        loads_bounded(raw, MAX_ARGUMENT_DEPTH)
+        loads_bounded(raw, MAX_ARGUMENT_DEPTH, finite=True)
         reason = "not a JSON object"
-    except TooDeep as exc:
+    except (TooDeep, NotFinite) as exc:
         reason = str(exc)
     except json.JSONDecodeError as exc:
         reason = f"{exc.msg}, character {exc.pos}"
