@@ -133,12 +133,13 @@ backend:
 """
 
 
-def odd_bytes_tool(tmp_path: Path) -> Path:
-    """A tools folder whose odd_bytes tool returns "caf" and the byte 0xE9, as Python reads a file name that is not UTF-8."""
+def odd_bytes_tool(tmp_path: Path, before: str = "") -> Path:
+    """A tools folder whose odd_bytes tool returns ``before`` (Python source), "caf" and the byte 0xE9, as Python
+    reads a file name that is not UTF-8."""
     tools = tmp_path / "tools.d"
     tools.mkdir()
     (tools / "odd.yaml").write_text(ODD_TOOL, encoding="utf-8")
-    (tools / "odd.py").write_text('def odd() -> str:\n    return "caf" + b"\\xe9".decode("utf-8", "surrogateescape")\n',
+    (tools / "odd.py").write_text(f'def odd() -> str:\n    return "{before}caf" + b"\\xe9".decode("utf-8", "surrogateescape")\n',
                                   encoding="utf-8")
     return tools
 
@@ -229,11 +230,7 @@ def test_a_lone_surrogate_goes_out_as_its_byte_in_text_and_as_an_escape_in_json_
 def test_a_lone_surrogate_no_byte_stands_for_is_escaped_on_a_surrogateescape_stdout(tmp_path: Path) -> None:
     # A C or C.UTF-8 locale gives stdout surrogateescape, which writes \udc80-\udcff as their bytes but no other
     # lone surrogate: "\ud800" from a JSON row or a tool's JSON ended toolrun call and toolrun logs with an internal error
-    tools = tmp_path / "tools.d"
-    tools.mkdir()
-    (tools / "odd.yaml").write_text(ODD_TOOL, encoding="utf-8")
-    (tools / "odd.py").write_text('def odd() -> str:\n    return "a\\ud800b caf" + b"\\xe9".decode("utf-8", "surrogateescape")\n',
-                                  encoding="utf-8")
+    tools = odd_bytes_tool(tmp_path, before="a\\ud800b ")
     narrow = {"PYTHONIOENCODING": "utf-8:surrogateescape"}
     called = toolrun("call", "odd_bytes", "--tools-dir", str(tools), tmp_path=tmp_path, narrow=narrow)
     assert (called.returncode, called.stdout) == (0, b"a\\ud800b caf\xe9\n"), called.stderr  # the byte stays a byte

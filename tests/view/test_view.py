@@ -234,14 +234,20 @@ def test_an_interrupted_transcript_counts_the_requests_and_tokens_it_saw(tmp_pat
                                                                    "requests": 2}
 
 
-def test_control_characters_a_tool_and_the_model_sent_are_shown_not_sent(tmp_path: Path) -> None:
-    """ESC and BEL from a tool or a model are escapes on the page: `-o -` on a terminal cannot retitle or clear it."""
+def echo_tool_folder(tmp_path: Path) -> Path:
+    """A tools folder with one shell tool, echo_text, that prints its text back."""
     tools = tmp_path / "tools.d"
     tools.mkdir()
     (tools / "echo.yaml").write_text(
         "tools:\n  - name: echo_text\n    description: Echoes its text back; for tests only.\n"
         "    parameters: {type: object, properties: {text: {type: string}}}\n"
         "    backend: {shell: {argv: [echo, '{{ text }}']}}\n", encoding="utf-8")
+    return tools
+
+
+def test_control_characters_a_tool_and_the_model_sent_are_shown_not_sent(tmp_path: Path) -> None:
+    """ESC and BEL from a tool or a model are escapes on the page: `-o -` on a terminal cannot retitle or clear it."""
+    tools = echo_tool_folder(tmp_path)
     script = tmp_path / "script.yaml"
     script.write_text('- tool_calls:\n    - {name: echo_text, arguments: {text: "a\\e]0;owned\\a<b>b"}}\n'
                       '- text: "done \\e[2J<i>x</i>"\n', encoding="utf-8")
@@ -256,12 +262,7 @@ def test_control_characters_a_tool_and_the_model_sent_are_shown_not_sent(tmp_pat
 
 def test_a_transcript_whose_tool_printed_line_separators_and_terminal_controls_is_drawn(tmp_path: Path) -> None:
     """A tool's output with U+2028, NEL or CSI: the transcript stays one event a line, safe to tail on a terminal."""
-    tools = tmp_path / "tools.d"
-    tools.mkdir()
-    (tools / "echo.yaml").write_text(
-        "tools:\n  - name: echo_text\n    description: Echoes its text back; for tests only.\n"
-        "    parameters: {type: object, properties: {text: {type: string}}}\n"
-        "    backend: {shell: {argv: [echo, '{{ text }}']}}\n", encoding="utf-8")
+    tools = echo_tool_folder(tmp_path)
     script = tmp_path / "script.yaml"
     script.write_text('- tool_calls:\n    - {name: echo_text, arguments: {text: "a\\u2028b\\x85c\\x9b31md\\u2029e"}}\n'
                       "- text: done\n", encoding="utf-8")
