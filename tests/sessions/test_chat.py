@@ -277,6 +277,35 @@ def test_approvals_inline_concurrent_and_cancelled_with_ctrl_c(tmp_path: Path) -
         terminal.close()
 
 
+def test_the_lines_typed_are_kept_beside_the_run_log_of_logs_and_nowhere_with_no_log(tmp_path: Path) -> None:
+    """The line-editing history holds what was typed: it went beside the default run log whatever --logs named,
+    and was written with --no-log too."""
+    (tmp_path / "turns.yaml").write_text("- text: 好的\n- text: 好的\n", encoding="utf-8")
+    (tmp_path / "tools.d").mkdir()
+    (tmp_path / "team").mkdir()
+    default = tmp_path / "default"
+    env = clean_env(TOOLRUN_LOGS=str(default / "logs.db"), XDG_DATA_HOME=str(tmp_path / "data"))
+    chats = {"--logs": ["--logs", str(tmp_path / "team" / "logs.db")], "--no-log": ["--no-log"]}
+    for typed, options in chats.items():
+        pane = tmp_path / typed.strip("-")  # a tmux server (and socket) of its own for each chat
+        pane.mkdir()
+        terminal = Terminal(pane, [str(TOOLRUN), "chat", "--model", f"scripted:{tmp_path / 'turns.yaml'}",
+                                   "--tools-dir", str(tmp_path / "tools.d"), *options], env)
+        try:
+            terminal.wait_for("›")
+            terminal.type(f"typed with {typed}")
+            terminal.wait_for("chat so far: 1 answer")
+            terminal.wait_for_prompt()
+            terminal.press("C-d")
+            assert terminal.exit_status() == 0
+        finally:
+            terminal.close()
+    assert (tmp_path / "team" / "chat_history").read_text(encoding="utf-8").splitlines()[-1] == "typed with --logs"
+    assert not (default / "chat_history").exists() and not (tmp_path / "data").exists()
+    assert "--no-log" not in "".join(path.read_text(encoding="utf-8", errors="replace")
+                                     for path in tmp_path.rglob("*history*"))
+
+
 def test_a_run_log_that_cannot_be_opened_stops_the_chat_before_it_starts_and_leaves_nothing(tmp_path: Path) -> None:
     temporary = tmp_path / "tmp"
     temporary.mkdir()

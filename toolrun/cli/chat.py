@@ -34,7 +34,7 @@ from toolrun.core.event_loop import run_until_done
 from toolrun.core.private_files import create_private, make_private_folders
 from toolrun.core.text import counted, text_as_sent
 from toolrun.loop.runner import ObserverGroup
-from toolrun.runlog import RunLog, RunLogWriter, default_log_path
+from toolrun.runlog import RunLog, RunLogWriter
 from toolrun.sessions.ask import MODEL_ENV
 from toolrun.sessions.chat import ChatSession
 
@@ -86,8 +86,8 @@ class Chat:
         self.approver = TerminalApprover(assume_yes, quiet=self._quiet)
         self.id = uuid.uuid4().hex[:12]  # the run log groups this chat's answers by it
         self.interactive = sys.stdin is not None and sys.stdin.isatty()
-        if self.interactive:
-            _line_editing()
+        if self.interactive:  # what was typed is kept beside the run log, and not at all with --no-log
+            _line_editing(run_log.path.with_name("chat_history") if run_log is not None else None)
 
     def loop(self) -> None:
         count = counted(len(self.session.tools), "tool")
@@ -190,20 +190,21 @@ def _typed_path(typed: str) -> Path:
     return Path(os.fsdecode(typed_bytes)).expanduser()
 
 
-def _line_editing() -> None:
-    """Arrow keys, Ctrl-R and a history kept across chats (beside the run log)."""
+def _line_editing(history: Path | None) -> None:
+    """Arrow keys, Ctrl-R, and a history kept across chats in ``history`` (None: this chat's only)."""
     try:
         import readline
     except ImportError:  # pragma: no cover - a Python built without it still chats, without editing
         return
-    history = default_log_path().with_name("chat_history")
+    readline.set_history_length(1000)
+    if history is None:
+        return
     try:
         make_private_folders(history.parent)
         create_private(history)  # what was typed: 0600, like the run log beside it
         readline.read_history_file(history)
     except OSError:
         pass
-    readline.set_history_length(1000)
     atexit.register(_save_history, readline, history)
 
 
