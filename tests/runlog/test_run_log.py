@@ -141,6 +141,9 @@ def test_three_runs_listed_newest_first_shown_and_searched(tmp_path: Path) -> No
     assert logs_json(db, "search", "郁金香") and [h["id"] for h in logs_json(db, "search", "郁金香")] == [2, 1]
     assert logs_json(db, "search", "nothing-like-this") == []
     assert invoke("logs", "show", "99", "--logs", str(db)).exit_code == 2
+    for before in (["--json"], ["-n", "1", "--errors"]):  # printed text, or listed every run: as if not typed
+        misplaced = invoke("logs", "--logs", str(db), *before, "show", "1")
+        assert misplaced.exit_code == 2 and f"{before[0]}" in misplaced.stderr and "before 'show'" in misplaced.stderr
 
 
 def test_a_killed_run_keeps_its_finished_turns(tmp_path: Path) -> None:

@@ -62,8 +62,20 @@ def read_log(logs: Path | None) -> RunLog:
 def logs_group(ctx: click.Context, **options: Any) -> None:
     """The log of every run: list (the default), show ID, search TEXT, batches, prune."""
     ctx.meta[_GROUP_LOGS] = options["logs"]  # toolrun logs --logs F show 3: the group's --logs counts too
+    given = [name for name in options if name != "logs"
+             and ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE]
+    if ctx.invoked_subcommand is not None and given:  # toolrun logs --json show 3 printed text, -n 5 list ignored -n
+        shown = ", ".join(_option_name(ctx, name) for name in given)
+        raise click.UsageError(f"{shown} before {ctx.invoked_subcommand!r} would be ignored: only --logs applies to "
+                               f"every subcommand; write it after, e.g. toolrun logs {ctx.invoked_subcommand} "
+                               f"{_option_name(ctx, given[0])} ...", ctx)
     if ctx.invoked_subcommand is None:
         _list(**options)
+
+
+def _option_name(ctx: click.Context, name: str) -> str:
+    """How the option of parameter ``name`` is written (``--json``, ``-n``)."""
+    return next((param.opts[0] for param in ctx.command.params if param.name == name), name)
 
 
 @logs_group.command("list")
