@@ -252,3 +252,14 @@ def test_a_number_too_long_for_python_in_a_calls_arguments_is_an_error_the_model
     result = run_through_runner(_provider(name, server.url), [tool], user("北京?"), stream=streamed)
     call = result.turns[0].tool_calls[0]  # the run went on: the model was told, nothing ran
     assert call.is_error and "not valid JSON" in call.result and "ran" not in call.result, call.result
+
+
+def test_a_full_context_window_is_told_apart_from_the_output_limit(loopback):
+    # Anthropic stops with model_context_window_exceeded when the conversation filled the window: the run
+    # said "raise settings.max_tokens", which cannot help; settings.context bounds what is sent.
+    answer = {"id": "m", "type": "message", "role": "assistant", "model": "c",
+              "content": [{"type": "text", "text": "北京有"}], "stop_reason": "model_context_window_exceeded",
+              "usage": {"input_tokens": 199990, "output_tokens": 10}}
+    server = loopback(lambda request: Reply(200, json.dumps(answer), {"Content-Type": "application/json"}))
+    result = run_through_runner(_provider("anthropic", server.url), [], user("北京?"), stream=False)
+    assert result.stop_reason == "length" and "settings.context" in result.error and "max_tokens" not in result.error

@@ -518,6 +518,10 @@ class _ConversationLoop:
             from toolrun.loop.final_answer import CUT_OFF  # start-up: only a structured answer is checked
 
             error = CUT_OFF
+        elif stop_reason == "length" and response.raw_stop_reason == "model_context_window_exceeded":
+            error = ("the answer was cut off: the conversation filled the model's context window "
+                     "(stop reason: model_context_window_exceeded); bound it with settings.context: "
+                     "{max_input_tokens: N, strategy: clear-tool-results}")
         elif stop_reason == "length":
             error = "the answer was cut off by the output limit (stop reason: length); raise settings.max_tokens"
         elif stop_reason == "content_filter":
