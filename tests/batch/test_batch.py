@@ -150,6 +150,17 @@ def test_an_unknown_field_names_the_row_and_the_field_with_a_guess(tmp_path: Pat
     assert not (tmp_path / "out.jsonl").exists()  # nothing ran
 
 
+def test_a_row_holding_nan_or_infinity_is_named_before_anything_runs(tmp_path: Path):
+    # json.loads and YAML take them, but the results file then held NaN, which no strict JSON reader takes
+    make_world(tmp_path)
+    (tmp_path / "rows.jsonl").write_text('{"city": "北京", "tag": NaN}\n{"city": "上海", "tag": {"n": [1, -Infinity]}}\n',
+                                         encoding="utf-8")
+    result = batch(tmp_path, "--model", f"scripted:{tmp_path / 'script.yaml'}", "--no-log")
+    assert result.exit_code == 2 and not (tmp_path / "out.jsonl").exists()
+    for line in (1, 2):
+        assert f"rows.jsonl:{line}: row {line}: field 'tag' holds NaN or Infinity" in result.stderr, result.stderr
+
+
 def test_a_row_without_a_var_the_recipe_has_no_default_for_is_named_before_anything_runs(tmp_path: Path):
     recipe = make_world(tmp_path)
     recipe.write_text(recipe.read_text(encoding="utf-8").replace("vars: {city: 北京, tag: none}", "vars: {tag: none}"),
