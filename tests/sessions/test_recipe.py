@@ -222,6 +222,11 @@ def test_broken_templates_and_env_references_are_load_errors(project):
     ("{{ 1 / 0 }}", "ZeroDivisionError"),
     ("{{ shop + 1 }}", "TypeError"),
     ("{{ range(100000000) | list | length }}", "Range too big"),
+    ("{{ shop.index('x') }}", "ValueError"),                 # a str method that raises
+    ("{{ '{0:d}'.format(shop) }}", "ValueError"),
+    ("{{ shop.encode('no-such-codec') }}", "LookupError"),
+    ("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", "RecursionError"),
+    ("{{ shop * 10**12 }}", "template value too large: 2 ×"),  # the sandbox's own words, not wrapped again
 ])
 def test_a_template_that_fails_while_rendering_is_a_user_error_with_its_line(project, template, said):
     path = write(project, f"""\

@@ -214,11 +214,14 @@ def _rendered_in_sandbox(source: str, arguments: Mapping[str, Any], environ: Map
     env_values = {name: read_secret(name, environ) for name in ENV_REFERENCE.findall(source)}
     try:
         return template.render({**arguments, _ENV_VARIABLE: env_values})
+    except TemplateError:  # the sandbox's own limits (a ValueError): already said
+        raise
     except UndefinedError as exc:
         raise TemplateError(f"template uses an undefined value: {exc.message}") from None
     except TemplateRuntimeError as exc:  # the sandbox refused something: an unsafe attribute, a range too big
         raise TemplateError(f"template refused: {exc.message}") from None
-    except (ArithmeticError, TypeError) as exc:  # {{ 1/0 }}, {{ "a" + 1 }}: the template's mistake
+    # {{ 1/0 }}, {{ "a" + 1 }}, {{ s.index("x") }}, {{ s.encode("nope") }}, a macro calling itself: the template's mistake
+    except (ArithmeticError, LookupError, RecursionError, TypeError, ValueError) as exc:
         raise TemplateError(f"template failed: {type(exc).__name__}: {exc}") from None
 
 
