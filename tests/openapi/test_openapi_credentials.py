@@ -150,3 +150,21 @@ def test_a_password_in_the_document_s_url_or_the_base_url_is_never_written_into_
                        "-o", str(tmp_path / "refused.yaml"))
         assert refused.exit_code == 2 and f"the base URL holds {what}" in refused.stderr
         assert not (tmp_path / "refused.yaml").exists()
+
+
+def test_a_password_in_the_document_s_url_is_not_in_a_refusal_either(tmp_path: Path, loopback) -> None:
+    # A relative redirect keeps the URL's login, and the refusal of a hop (a redirect loop) named the hop whole:
+    # the document's own refusal, and a $ref's, which also said where as the document's URL with its login.
+    text = textwrap.dedent(FLEET).replace("servers: [{url: \"URL\"}]\n", "servers: [{url: /v1}]\n")
+    text = text.replace("operationId: listTrucks,", "operationId: listTrucks, parameters: [{$ref: 'loop.yaml#/Limit'}],")
+
+    def answer(request: Recorded) -> Reply:
+        if request.path == "/openapi.yaml":
+            return Reply(200, text, {"Content-Type": "application/yaml"})
+        return Reply(302, "", {"Location": "loop.yaml?again=1"})  # relative: the login stays in the next URL
+    server = loopback(answer)
+    login = server.url.replace("http://", "http://admin:pa55word@")
+    for where in (f"{login}/loop.yaml?token=tok-0123456789", f"{login}/openapi.yaml"):
+        refused = _cli("import", "openapi", where, "-o", str(tmp_path / "fleet.yaml"))
+        assert refused.exit_code == 2 and "refused" in refused.stderr, refused.output
+        assert "pa55word" not in refused.stderr and "tok-0123456789" not in refused.stderr, refused.stderr

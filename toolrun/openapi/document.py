@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urljoin, urlsplit, urlunsplit
+from urllib.parse import unquote, urljoin, urlsplit
 
 import httpx
 import yaml
@@ -23,7 +23,7 @@ from toolrun.backends.http_safety import RefusedRequest
 from toolrun.core.content_decoding import RefusedBody
 from toolrun.core.errors import Problem, UserError
 from toolrun.core.yamlsource import INT_TAG, AliasLimit, construct_bounded_int
-from toolrun.openapi.references import EXTERNAL_FLAG, fetch
+from toolrun.openapi.references import EXTERNAL_FLAG, fetch, shown_location
 
 FETCH_TIMEOUT_SECONDS = 30.0
 MAX_DOCUMENT_BYTES = 64 * 1024 * 1024  # decoded; OpenAI's document, among the largest, is 3 MB
@@ -58,7 +58,7 @@ class OpenAPIError(UserError):
     """The document cannot be imported at all (unreadable, not OpenAPI): one sentence and a fix."""
 
     def __init__(self, message: str, fix: str | None = None, where: str | None = None, line: int | None = None):
-        super().__init__(Problem(where, line, message, fix))
+        super().__init__(Problem(where and shown_location(where), line, message, fix))  # no URL's login
 
 
 class RefusedFetch(OpenAPIError):
@@ -125,16 +125,6 @@ def read_location(location: str, refusal: Callable[[str], str | None] | None = N
                            location) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise OpenAPIError(f"cannot read it: {exc}", "pass a UTF-8 YAML or JSON file", location) from None
-
-
-def shown_location(location: str) -> str:
-    """A document's file or URL as messages and the imported file's header say it: a URL without its user name
-    and password, and *** for each query value (``?token=...``); a file as it is."""
-    if not is_url(location):
-        return location
-    parts = urlsplit(location)
-    query = "&".join(f"{name}=***" if value else name for name, value in parse_qsl(parts.query, keep_blank_values=True))
-    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2], query=query))
 
 
 def fetch_document(url: str, refusal: Callable[[str], str | None] | None = None) -> str:

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import parse_qsl, urljoin, urlsplit, urlunsplit
 
 import httpx
 
@@ -98,6 +98,19 @@ def _within(raw: Iterable[bytes], deadline: float, timeout: float) -> Iterator[b
         yield chunk
 
 
+def shown_location(location: str) -> str:
+    """A document's file or URL as messages and the imported file's header say it: a URL without its user name
+    and password, and *** for each query value (``?token=...``); a file as it is."""
+    try:
+        parts = urlsplit(location)
+    except ValueError:  # "http://[x": no URL to take apart
+        return location
+    if parts.scheme.lower() not in ("http", "https"):
+        return location
+    query = "&".join(f"{name}=***" if value else name for name, value in parse_qsl(parts.query, keep_blank_values=True))
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2], query=query))
+
+
 def fetch(url: str, timeout: float, max_bytes: int, refusal: Any = None) -> tuple[int, str]:
     """GET ``url``: its status and its text, decoded by toolrun within ``max_bytes`` (RefusedBody past
     it) and ``timeout`` seconds, redirects included (each read waits at most what is left of them).
@@ -109,7 +122,7 @@ def fetch(url: str, timeout: float, max_bytes: int, refusal: Any = None) -> tupl
             why = forbidden_host(url) and f"{forbidden_host(url)} is a link-local or cloud-metadata address"
             why = why or (refusal(url) if refusal is not None else None)
             if why:
-                raise RefusedRequest(f"{url}: {why}")
+                raise RefusedRequest(f"{shown_location(url)}: {why}")
             left = max(deadline - time.monotonic(), 0.001)
             request = client.build_request("GET", url, headers={"Accept-Encoding": ACCEPT_ENCODING}, timeout=left)
             response = client.send(request, stream=True)
@@ -123,5 +136,6 @@ def fetch(url: str, timeout: float, max_bytes: int, refusal: Any = None) -> tupl
             try:
                 url = urljoin(url, response.headers["location"])
             except ValueError:  # "http://[x/": the server's redirect names no place
-                raise httpx.InvalidURL(f"the redirect from {url} names no URL: {response.headers['location']!r}") from None
-    raise RefusedRequest(f"{url}: more than {MAX_REDIRECTS} redirects")
+                raise httpx.InvalidURL(f"the redirect from {shown_location(url)} names no URL: "
+                                       f"{response.headers['location']!r}") from None
+    raise RefusedRequest(f"{shown_location(url)}: more than {MAX_REDIRECTS} redirects")
