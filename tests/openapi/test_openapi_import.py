@@ -21,6 +21,7 @@ from tests.loopback import Reply
 from toolrun.catalog.loader import load_catalog
 from toolrun.cli import main
 from toolrun.openapi import OpenAPIError, import_openapi, lint_toolset
+from toolrun.openapi.document import parse_text
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "openapi"
 
@@ -715,7 +716,7 @@ def test_free_form_and_malformed_schemas_still_give_a_toolset_that_loads(tmp_pat
               operationId: addNote
               parameters:
                 - {name: tag, in: query, description: Any label., schema: {}}
-                - {name: odd, in: query, style: 5, explode: "no", schema: {type: string, enum: abc, items: 3}}
+                - {name: odd, in: query, style: 5, explode: "perhaps", schema: {type: string, enum: abc, items: 3}}
               requestBody:
                 content:
                   application/json:
@@ -737,7 +738,7 @@ def test_free_form_and_malformed_schemas_still_give_a_toolset_that_loads(tmp_pat
     assert properties["odd"] == {"type": "string"}  # `enum: abc` and `items: 3` are not JSON Schema: left out
     assert properties["extra"] == {"type": any_value, "description": "Whatever the client keeps with it."}
     assert properties["text"] == {"type": "string", "description": "The note."}
-    assert tool.backend.config["arguments"]["odd"] == "query"  # style 5 and explode "no": the defaults
+    assert tool.backend.config["arguments"]["odd"] == "query"  # style 5 and explode "perhaps": the defaults
 
 
 def test_the_review_says_each_load_problem_once(tmp_path: Path) -> None:
@@ -868,3 +869,29 @@ def test_yaml_1_1_booleans_and_base_60_numbers_stay_the_text_written(tmp_path: P
     answer = call_json(folder, "listShops", {"country": "NO", "no": "12:30", "on": True})
     assert not answer["is_error"], answer
     assert server.requests[-1].query == {"country": ["NO"], "no": ["12:30"], "on": ["true"]}
+
+
+def test_yaml_1_1_booleans_where_openapi_takes_only_a_boolean_stay_booleans(tmp_path: Path) -> None:
+    # Documents written for YAML 1.1 readers (Swagger's own) say `required: no`: as the text "no" that was a
+    # required parameter, and `nullable: yes` was lost. Where only a boolean fits, the word is the boolean.
+    spec = write(tmp_path, "shops.yaml", """\
+        openapi: 3.0.3
+        info: {title: Shops, version: '1'}
+        servers: [{url: 'https://shops.example.com'}]
+        paths:
+          /shops:
+            get:
+              operationId: listShops
+              summary: Lists the shops of one country that are open at a time of day.
+              parameters:
+                - {name: country, in: query, required: no, schema: {type: string, nullable: yes, enum: [DE, NO]}}
+                - {name: no, in: query, required: Yes, schema: {type: string}}
+              responses: {'200': {description: ok}}
+        """)
+    folder, outcome = imported(tmp_path, spec)
+    assert outcome.exit_code == 0, outcome.stderr
+    schema = load_catalog(folder).catalog.tools["listShops"].parameters
+    assert schema["required"] == ["no"], "required: no is not required; required: Yes is"
+    assert schema["properties"]["country"]["type"] == ["string", "null"]
+    assert schema["properties"]["country"]["enum"][:2] == ["DE", "NO"], "an enum's NO stays Norway"
+    assert parse_text("a: &x {b: [*x], required: off}\n", "x.yaml")["a"]["required"] is False, "an alias of itself ends"

@@ -86,6 +86,34 @@ def parse_text(text: str, where: str) -> Any:
         raise too_deep(where) from None
 
 
+# OpenAPI's fields that take only a boolean (``required`` of a schema is a list, left alone): there a YAML 1.1
+# boolean word (``required: no``, ``nullable: yes``, as Swagger's own YAML 1.1 reader reads them) is the boolean.
+_BOOLEAN_FIELDS = frozenset({"required", "deprecated", "allowEmptyValue", "explode", "allowReserved", "nullable",
+                             "readOnly", "writeOnly", "uniqueItems", "exclusiveMinimum", "exclusiveMaximum",
+                             "additionalProperties"})
+_YAML_1_1_BOOLEANS = {word: value for value, words in ((True, ("yes", "on")), (False, ("no", "off")))
+                      for spelled in words for word in (spelled, spelled.capitalize(), spelled.upper())}
+
+
+def _yaml_1_1_booleans(document: Any) -> Any:
+    """``document`` with a YAML 1.1 boolean word as the boolean where OpenAPI takes only a boolean."""
+    stack, seen = [document], set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:  # an alias: the same node again, or one holding itself (&a [*a])
+            continue
+        seen.add(id(node))
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in _BOOLEAN_FIELDS and isinstance(value, str) and value in _YAML_1_1_BOOLEANS:
+                    node[key] = _YAML_1_1_BOOLEANS[value]
+                elif isinstance(value, (dict, list)):
+                    stack.append(value)
+        elif isinstance(node, list):
+            stack.extend(item for item in node if isinstance(item, (dict, list)))
+    return document
+
+
 def too_deep(where: str) -> OpenAPIError:
     """The error for a document nested deeper than it can be read or written out."""
     return OpenAPIError("the document is nested too deeply to import",
@@ -101,7 +129,7 @@ def _parsed(text: str, where: str) -> Any:
     try:
         for document in yaml.load_all(text, Loader=_Loader):
             if document is not None:
-                return document
+                return _yaml_1_1_booleans(document)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
