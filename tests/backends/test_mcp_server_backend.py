@@ -468,3 +468,121 @@ def test_a_line_the_client_cannot_read_is_no_traceback_and_named_when_it_is_why_
     problem, = load_catalog(garbled).problems
     assert "did not list its tools within 1s; a message from it could not be read (Invalid JSON:" in problem.message
     assert [record.getMessage() for record in caplog.records if record.exc_info] == []  # printed as a traceback
+
+
+# A server whose tools/list mixes tools the protocol's types accept with ones they reject, two a page
+# (--good-only: only the others). Its whoami answers as the probe server's; bad_result answers a result
+# with no content list.
+MIXED_SERVER = """\
+import os, sys
+import probe_server
+
+GOOD = [{"name": name, "description": text, "inputSchema": schema} for name, (text, schema) in probe_server.TOOLS.items()]
+BAD_RESULT = {"name": "bad_result", "description": "Answers a result that is no CallToolResult.", "inputSchema": {"type": "object"}}
+TOOLS = [GOOD[0], {"name": "no_schema", "description": "x"}, GOOD[1],
+         {"name": "string_schema", "description": "x", "inputSchema": os.environ.get("TOK", "object")},
+         {"name": "array_schema", "description": "x", "inputSchema": {"type": "array"}}, BAD_RESULT]
+if sys.argv[1:] == ["--good-only"]:
+    TOOLS = [GOOD[0], BAD_RESULT]
+answer = probe_server._answer
+
+
+def mixed(request_id, method, params):
+    if method == "tools/list":
+        if sys.argv[1:] == ["--looping-cursor"]:
+            page, cursor = TOOLS[:2], "same"
+        else:
+            start = int(params.get("cursor") or 0)
+            page, cursor = TOOLS[start:start + 2], str(start + 2) if start + 2 < len(TOOLS) else None
+        result = {"tools": page, **({"nextCursor": cursor} if cursor else {})}
+        if sys.argv[1:] == ["--tools-not-a-list"]:
+            result = {"tools": "all of them"}
+        return probe_server._send({"jsonrpc": "2.0", "id": request_id, "result": result})
+    if method == "tools/call" and params.get("name") == "bad_result":
+        return probe_server._send({"jsonrpc": "2.0", "id": request_id, "result": {"content": "not a list"}})
+    return answer(request_id, method, params)
+
+
+probe_server._answer = mixed
+probe_server.main()
+"""
+
+
+def mixed_server(folder: Path, *arguments: str, env: str = "") -> Path:
+    """A tools folder with the mixed server as its one toolset, ``mixed.yaml``."""
+    folder.mkdir()
+    copy_probe_server(folder)
+    write(folder, "mixed_server.py", MIXED_SERVER)
+    command = json.dumps(["python", "mixed_server.py", *arguments])
+    return write(folder, "mixed.yaml", f"mcp_server:\n  command: {command}\n  timeout: 20s\n{env}")
+
+
+def test_a_tool_the_protocol_rejects_costs_only_that_tool_and_is_one_line_naming_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolrun.backends.mcp_server import server_hub
+
+    monkeypatch.setenv("TOOLRUN_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("TOK", "schema-SECRET-4444")  # the server lists string_schema with it as its inputSchema
+    tools = tmp_path / "tools.d"
+    toolset = mixed_server(tools, env='  env: {TOK: "${env:TOK}"}\n')
+    result = load_catalog(tools)
+    assert list(result.catalog.tools) == ["whoami", "slow", "bad_result"]  # every page read, past the bad tools
+    assert [(p.file, p.line) for p in result.problems] == [(toolset, 1)] * 3
+    messages = [p.message for p in result.problems]
+    assert messages == ["the server's tool 'no_schema' cannot be used: inputSchema is missing",
+                        "the server's tool 'string_schema' cannot be used: inputSchema: should be an object, got \"***\"",
+                        "the server's tool 'array_schema' cannot be used: inputSchema.type: should be 'object', got \"array\""]
+    assert all("mcp_server.tools" in (p.fix or "") for p in result.problems)
+    assert "SECRET" not in str(result.problems)
+    with pytest.raises(toolrun.LoadError, match="the server's tool 'no_schema' cannot be used"):  # not "unknown tool"
+        toolrun.run(recipe_using(tmp_path, "[no_schema]"), model=ScriptedModel(["no"]))
+
+    pid = toolrun.call(result.catalog, "whoami", {})
+    assert not pid.is_error and pid.result.isdigit()
+    # A new session (as in the next command, the tools from the cache): the SDK checks each result against
+    # its tool's output schema, and the session must know the tools without listing the server whole.
+    server_hub().close_where(lambda spec: spec.cwd == str(tools))
+    cached = load_catalog(tools)
+    assert list(cached.catalog.tools) == ["whoami", "slow", "bad_result"] and len(cached.problems) == 3
+    again = toolrun.call(cached.catalog, "whoami", {})
+    assert not again.is_error and again.result.isdigit() and again.result != pid.result, again.result
+
+
+def test_a_call_result_the_protocol_rejects_reaches_the_model_as_one_line(tmp_path: Path) -> None:
+    tools = tmp_path / "tools.d"
+    mixed_server(tools, "--good-only")
+    catalog = load_catalog(tools).catalog
+    model = ScriptedModel([ScriptedModel.calls([("bad_result", {})]), "done"])
+    recipe = write(tmp_path, "recipe.yaml", """
+        name: bad
+        model: openai:gpt-4o-mini
+        tools: [bad_result]
+        messages: [{user: Call it.}]
+    """)
+    [call] = toolrun.run(recipe, model=model, catalog=catalog).turns[0].tool_calls
+    assert call.is_error
+    assert call.result == ("the MCP server python mixed_server.py --good-only answered the call with a result toolrun cannot "
+                           "read: content: should be an array, got \"not a list\"")
+
+
+@pytest.mark.parametrize("argument, message", [
+    ("--tools-not-a-list", "failed to list its tools: ValidationError: tools: should be an array, got \"all of them\""),
+    ("--looping-cursor", "failed to list its tools: ValueError: its tools/list gave the cursor 'same' twice (a paging loop)"),
+])
+def test_a_tool_list_the_protocol_rejects_as_a_whole_is_a_one_line_problem(tmp_path: Path, argument: str,
+                                                                            message: str) -> None:
+    tools = tmp_path / "tools.d"
+    mixed_server(tools, argument)
+    [problem] = load_catalog(tools).problems
+    assert problem.message == f"the MCP server python mixed_server.py {argument} {message}"
+
+
+def test_a_url_that_answers_json_but_no_mcp_is_a_one_line_problem(tmp_path: Path, loopback: Any) -> None:
+    from tests.loopback import Reply
+
+    server = loopback(lambda request: Reply(body={"status": "ok", "service": "billing"}))
+    write(tmp_path, "remote.yaml", f"mcp_server:\n  url: {server.url}/api\n  timeout: 10s\n")
+    [problem] = load_catalog(tmp_path).problems
+    assert problem.message == (f"the MCP server {server.url}/api did not start: MCPError: Failed to parse JSON response: "
+                               "JSONRPCRequest.jsonrpc is missing (and 10 more) — is the url the server's MCP endpoint? "
+                               "a legacy HTTP+SSE server's url ends in /sse")

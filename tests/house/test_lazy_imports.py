@@ -33,6 +33,7 @@ JSONSCHEMA = "jsonschema is 50-65 ms to import: only when something is validated
 YAML = "yaml: only a file the caches do not hold is parsed"
 AS_FOUND = "as found; this module's owners decide (its area is being reworked)"
 STRUCTURED_ANSWER = "the final answer's checks (and the schema dialects): only a run with an output schema"
+SDK_TYPES = "the MCP SDK's types (~0.4 s): only a connected server's tools are read, the SDK imported by then"
 OVER_THE_NETWORK = "only a request over the network reads a body or makes a TLS client: a replay makes none"
 
 LAZY_IMPORTS: dict[str, dict[str, str]] = {
@@ -51,6 +52,14 @@ LAZY_IMPORTS: dict[str, dict[str, str]] = {
         "importlib.metadata.PackageNotFoundError": "only a connection names toolrun's version (importlib.metadata is ~10 ms)",
         "mcp_types.CONNECTION_CLOSED": AS_FOUND,
         "mcp.client.stdio": "the MCP SDK (1-3 CPU s): only a catalog with an mcp_server file, before its connect timeout",
+    },
+    "toolrun.backends.mcp_errors": {
+        "pydantic.ValidationError": "only an error of the MCP client is described, and the SDK has imported pydantic by then",
+    },
+    "toolrun.backends.mcp_tool_list": {
+        "mcp_types": SDK_TYPES,
+        "mcp_types.methods.validate_server_result": SDK_TYPES,
+        "pydantic.ValidationError": SDK_TYPES,
     },
     "toolrun.backends.http": {
         "toolrun.backends.http_request.send": "httpx (~80 ms): only a call sends a request, not a catalog's load, lint or list",

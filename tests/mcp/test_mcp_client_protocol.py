@@ -288,14 +288,14 @@ def test_a_chat_offers_the_added_tool_at_the_next_question(tmp_path: Path, growi
     assert [call.result for call in second.tool_calls] == ["late"] and "late_tool" in [tool.name for tool in session.tools]
 
 
-def test_a_server_whose_cursor_comes_back_is_a_paging_loop_not_a_hang() -> None:
+def test_a_session_without_the_sdk_internals_the_listing_uses_is_listed_by_the_sdk_and_a_paging_loop_stops() -> None:
     from types import SimpleNamespace
 
-    from toolrun.backends.mcp_server import _every_page
+    from toolrun.backends.mcp_tool_list import list_every_tool
 
-    class LoopingPages:  # a server that answers every page with the same cursor
-        async def list_tools(self, cursor: str | None = None) -> Any:
+    class LoopingPages:  # a later SDK's session (no _stamp, _dispatcher), its server answering every page alike
+        async def list_tools(self, params: Any = None) -> Any:
             return SimpleNamespace(tools=[SimpleNamespace(name="again")], next_cursor="same")
 
     with pytest.raises(ValueError, match="gave the cursor 'same' twice"):
-        anyio.run(_every_page, LoopingPages())
+        anyio.run(list_every_tool, LoopingPages())

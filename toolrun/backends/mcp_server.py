@@ -31,12 +31,14 @@ from pathlib import Path
 from typing import Any
 
 from toolrun.backends.base import Backend, BackendOutput, CallContext, ConfigProblem
+from toolrun.backends.mcp_errors import describe, innermost, validation_summary
 from toolrun.backends.mcp_server_config import (
     DEFAULT_CONNECT_TIMEOUT_SECONDS,
     McpServerConfig,
     mcp_server_config,
     parse_mcp_server_config,
 )
+from toolrun.backends.mcp_tool_list import RejectedTool, list_every_tool
 from toolrun.backends.tool_list_changes import note_tools_changed
 from toolrun.core.content import BLOCK_TYPES, capped_blocks
 from toolrun.core.errors import Problem
@@ -45,7 +47,6 @@ from toolrun.core.tool import Tool
 
 STDERR_TAIL_LINES = 15
 MAX_RESTARTS = 1
-MAX_TOOL_PAGES = 1000  # a server whose cursors never end cannot hang a load
 
 
 class McpServerUnavailable(Exception):
@@ -93,6 +94,7 @@ class RemoteTool:
     input_schema: dict[str, Any]
     title: str | None = None
     annotations: dict[str, Any] = field(default_factory=dict)  # the protocol's hint names
+    problem: str = ""  # why the protocol's types reject the server's entry of it (one line); "" when usable
 
 
 def _kept(value: str, resolved: list[str]) -> str:
@@ -118,8 +120,12 @@ def _refusal_hint(refusal: str) -> str:
     if refusal.startswith("HTTP 401"):
         return " — check the token in headers"
     if refusal.startswith(("HTTP 404", "HTTP 405")):
-        return " — is the url the server's MCP endpoint? a legacy HTTP+SSE server's url ends in /sse"
+        return _NOT_AN_ENDPOINT
     return ""
+
+
+_NOT_AN_ENDPOINT = " — is the url the server's MCP endpoint? a legacy HTTP+SSE server's url ends in /sse"
+_PARSE_ERROR = -32700  # JSON-RPC's code, which the SDK's HTTP client gives an answer that is no JSON-RPC message
 
 
 class _ReportedByTheConnection(logging.Filter):
@@ -141,22 +147,6 @@ def _first_line(text: str, limit: int = 200) -> str:
     return line if len(line) <= limit else line[:limit] + "…"
 
 
-def _first_error(exc: Exception) -> str:
-    """What is wrong, for pydantic's ValidationError (``Invalid JSON: ...``) its first error, not its header line."""
-    try:
-        return str(exc.errors()[0]["msg"])  # type: ignore[attr-defined]
-    except Exception:  # noqa: BLE001 - any other exception: its own text
-        return _describe(exc)
-
-
-def _describe(exc: BaseException) -> str:
-    # anyio task groups wrap the real failure; the innermost one says what happened.
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    text = str(exc) or type(exc).__name__
-    return text if type(exc).__name__ in text else f"{type(exc).__name__}: {text}"
-
-
 class _Connection:
     """One client session to one server, held open by a task of the hub's loop."""
 
@@ -175,6 +165,7 @@ class _Connection:
         self.http_refusal: str | None = None  # "HTTP 401 Unauthorized": the SDK's error does not say (url servers)
         self.unreadable: str | None = None  # the last message of the server that could not be read, in one line
         self.legacy_sse = bool(spec.url and is_legacy_sse_url(spec.url))  # protocol 2024-11-05: GET /sse, POST messages
+        self.listed = False  # whether this session listed the tools (it knows each one's output schema)
 
     @property
     def alive(self) -> bool:
@@ -211,6 +202,7 @@ class _Connection:
         self.starts += 1
         self.finished = False
         self.http_refusal = None
+        self.listed = False
         try:
             try:
                 await self._serve()
@@ -254,7 +246,7 @@ class _Connection:
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, Exception):  # a line the SDK could not read as a message: the request it answers waits
-            self.unreadable = Redactor(self.secrets).redact(_first_line(_first_error(message)))
+            self.unreadable = Redactor(self.secrets).redact(_first_line(validation_summary(message) or describe(message)))
         elif getattr(message, "method", None) == "notifications/tools/list_changed":
             _tools_changed(self.spec)
 
@@ -279,9 +271,12 @@ class _Connection:
             self.http_refusal = f"HTTP {response.status_code} {response.reason_phrase}".rstrip()
 
     def unavailable(self, doing: str) -> McpServerUnavailable:
-        reason = _describe(self.failure) if self.failure is not None else "the connection closed"
+        failure = innermost(self.failure) if self.failure is not None else None
+        reason = describe(failure) if failure is not None else "the connection closed"
         if self.http_refusal is not None:
             reason += f" ({self.http_refusal}{_refusal_hint(self.http_refusal)})"
+        elif self.spec.url and getattr(failure, "code", None) == _PARSE_ERROR:  # it answered, but not in JSON-RPC
+            reason += _NOT_AN_ENDPOINT
         reason = Redactor(self.secrets).redact(reason)
         return McpServerUnavailable(f"the MCP server {self.spec.label} {doing}: {reason}", self.stderr_tail())
 
@@ -343,14 +338,28 @@ class ServerHub:
         _changed_since_listed.discard(spec)  # a change announced from now on is seen by the next listing
         try:
             async with asyncio.timeout(spec.timeout):
-                listed = await _every_page(connection.client)
+                listed = await list_every_tool(connection.client.session)
         except TimeoutError:
             raise McpServerUnavailable(f"the MCP server {spec.label} did not list its tools within {spec.timeout:g}s"
                                        + connection.unreadable_note(), connection.stderr_tail()) from None
         except Exception as exc:
             connection.failure = exc
             raise connection.unavailable("failed to list its tools") from None
-        return [_remote_tool(tool) for tool in listed]
+        connection.listed = True
+        redact = Redactor(connection.secrets).redact
+        return [RemoteTool(entry.name, "", {}, problem=redact(entry.reason)) if isinstance(entry, RejectedTool)
+                else _remote_tool(entry) for entry in listed.entries]
+
+    async def _learn_tools(self, connection: _Connection) -> None:
+        """The tools listed once on a session before its first call (its tools may come from the cache): the SDK
+        checks a result against its tool's output schema, and a session that does not know the tool lists the
+        server whole with the SDK's ``list_tools``, which one tool the protocol's types reject fails."""
+        try:
+            async with asyncio.timeout(connection.spec.timeout):
+                await list_every_tool(connection.client.session)
+            connection.listed = True
+        except Exception:  # noqa: BLE001 - the call says what is wrong, if it is wrong for the call too
+            pass
 
     async def _call(self, spec: ServerSpec, name: str, arguments: dict[str, Any]) -> BackendOutput:
         from mcp_types import CONNECTION_CLOSED  # the SDK's code for a session whose transport went away
@@ -360,6 +369,8 @@ class ServerHub:
         except McpServerUnavailable as exc:
             return BackendOutput(str(exc), True)
         try:
+            if not connection.listed:
+                await self._learn_tools(connection)
             result = await connection.client.call_tool(name, arguments)
         except asyncio.CancelledError:
             raise
@@ -370,7 +381,10 @@ class ServerHub:
                 tail = connection.stderr_tail()
                 return BackendOutput(f"the MCP server {spec.label} stopped during the call ({restart})"
                                      + (f"; its stderr ends with:\n{tail}" if tail else ""), True)
-            return BackendOutput(f"the MCP server {spec.label} refused the call: {_describe(exc)}", True)
+            unreadable = validation_summary(exc)
+            what = (f"answered the call with a result toolrun cannot read: {unreadable}" if unreadable is not None
+                    else f"refused the call: {describe(exc)}")
+            return BackendOutput(Redactor(connection.secrets).redact(f"the MCP server {spec.label} {what}"), True)
         return result_output(result)
 
     def list_tools(self, spec: ServerSpec) -> list[RemoteTool]:
@@ -445,23 +459,6 @@ def _import_sdk() -> None:
     """The MCP SDK's client, imported before a server's connect timeout starts (a process that has not
     imported it yet, such as ``toolrun mcp`` over stdio, would otherwise spend the timeout on it)."""
     import mcp.client.stdio  # noqa: F401 - imported for its side effect: it stays in sys.modules
-
-
-async def _every_page(client: Any) -> list[Any]:
-    """Every tool of the server, following ``nextCursor`` to the last page."""
-    tools: list[Any] = []
-    cursor: str | None = None
-    seen: set[str] = set()
-    for _ in range(MAX_TOOL_PAGES):
-        page = await client.list_tools(cursor=cursor)
-        tools += page.tools
-        cursor = page.next_cursor
-        if not cursor:
-            return tools
-        if cursor in seen:
-            raise ValueError(f"its tools/list gave the cursor {cursor[:40]!r} twice (a paging loop)")
-        seen.add(cursor)
-    raise ValueError(f"its tools/list did not end within {MAX_TOOL_PAGES} pages")
 
 
 def _remote_tool(tool: Any) -> RemoteTool:

@@ -109,8 +109,8 @@ def server_tools(config: dict[str, Any], file: Path, servers: ServerOptions, *, 
     from toolrun.backends.mcp_server import McpServerUnavailable, list_server_tools
 
     try:
-        listed = [ListedTool(tool.name, tool.description, dict(tool.input_schema), tool.title, dict(tool.annotations))
-                  for tool in list_server_tools(config, file.parent)]
+        listed = [ListedTool(tool.name, tool.description, dict(tool.input_schema), tool.title, dict(tool.annotations),
+                             tool.problem) for tool in list_server_tools(config, file.parent)]
     except McpServerUnavailable as exc:
         write_listing(file, key, ServerListing(None, str(exc), moment))
         return None, str(exc)
@@ -157,10 +157,11 @@ def _served_tools(remote_tools: list[Any], config: dict[str, Any], timeout: floa
                   broken_paths: set[tuple[Any, ...]], problems: list[Problem]) -> list[LoadedTool]:
     """The selected tools of the server as catalog tools, each with its override; their problems go to ``problems``."""
     server_line = line_of(document, ("mcp_server",))
-    by_name = {tool.name: tool for tool in remote_tools}
+    by_name = {tool.name: tool for tool in remote_tools if tool.name}
     selection = config.get("tools")
     problems += _unknown_selection(selection, by_name, file, document)
-    chosen = [tool for tool in remote_tools if matches_any(tool.name, selection)]
+    problems += [_rejected(tool, "", file, server_line) for tool in remote_tools if not tool.name and selection is None]
+    chosen = [tool for tool in remote_tools if tool.name and matches_any(tool.name, selection)]
     prefix = str(config.get("prefix") or "")
     overrides, broken, override_problems = _overrides(document, file, broken_paths, {t.name for t in chosen}, prefix)
     problems += override_problems
@@ -171,6 +172,10 @@ def _served_tools(remote_tools: list[Any], config: dict[str, Any], timeout: floa
         name = prefix + remote.name
         override_path, override = overrides.get(remote.name, (None, None))
         line = line_of(document, override_path) if override_path else server_line
+        if remote.problem:  # the server's entry of it is not a tool: the name is kept, as for any broken tool
+            problems.append(_rejected(remote, name, file, line))
+            loaded.append((name, line, None))
+            continue
         if not _TOOL_NAME.match(name):
             problems.append(_unusable_name(remote.name, name, file, server_line))
             continue
@@ -181,6 +186,16 @@ def _served_tools(remote_tools: list[Any], config: dict[str, Any], timeout: floa
         problems += tool_problems
         loaded.append((name, line, tool))
     return loaded
+
+
+def _rejected(remote: ListedTool, name: str, file: Path, line: int | None) -> Problem:
+    """A tool the server lists in a shape the protocol does not allow (``remote.problem``, one line)."""
+    which = f"the server's tool {remote.name!r}" if remote.name else "a tool the server lists without a name"
+    if name and name != remote.name:
+        which += f" (catalog name {name!r})"
+    fix = ("only the server can fix its entry (an MCP tool has a name and an inputSchema of type object); to load "
+           "this file without the problem, select the tools you want under mcp_server.tools")
+    return Problem(file, line, f"{which} cannot be used: {remote.problem}", fix)
 
 
 def _unusable_name(remote_name: str, name: str, file: Path, server_line: int | None) -> Problem:

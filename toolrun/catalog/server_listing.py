@@ -37,6 +37,7 @@ class ListedTool:
     input_schema: dict[str, Any]
     title: str | None = None
     annotations: dict[str, Any] = field(default_factory=dict)
+    problem: str = ""  # why the protocol's types reject the server's entry of it (one line); "" when usable
 
 
 @dataclass
@@ -90,8 +91,9 @@ def read_listing(file: Path, key: str | None) -> ServerListing | None:
         if key is not None and stored.get("key") != key:
             return None
         tools = stored.get("tools")
-        listed = None if tools is None else [ListedTool(t["name"], t["description"], dict(t["input_schema"]),
-                                                        t.get("title"), dict(t.get("annotations") or {})) for t in tools]
+        listed = None if tools is None else [ListedTool(t["name"], t["description"], dict(t["input_schema"]), t.get("title"),
+                                                        dict(t.get("annotations") or {}), str(t.get("problem") or ""))
+                                             for t in tools]
         return ServerListing(listed, stored.get("failure"), float(stored.get("failed_at") or 0.0))
     except (OSError, ValueError, TypeError, KeyError, AttributeError):  # missing, damaged or foreign: ask the server
         return None
