@@ -470,6 +470,40 @@ def test_a_line_the_client_cannot_read_is_no_traceback_and_named_when_it_is_why_
     assert [record.getMessage() for record in caplog.records if record.exc_info] == []  # printed as a traceback
 
 
+def test_a_failure_the_sdk_logs_is_kept_by_its_connection_and_another_client_s_is_left_alone(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # The SDK's transports log a broken POST ("Error in post_writer") with its traceback: on a toolrun connection
+    # that is kept, in one line, for the error message; the same logger used by another client in the process
+    # (an application that embeds toolrun and uses the SDK itself) still logs as it did.
+    import asyncio
+    import logging
+
+    from toolrun.backends import mcp_server
+
+    connection = mcp_server._Connection(mcp_server.ServerSpec(url="http://127.0.0.1:9/mcp"))
+    logger = logging.getLogger("mcp.client.streamable_http")
+
+    async def post_writer() -> None:
+        try:
+            raise ConnectionRefusedError("connection refused")
+        except ConnectionRefusedError:
+            logger.exception("Error in post_writer")
+
+    async def held() -> None:
+        mcp_server._CONNECTION.set(connection)  # as hold() does in the task that holds the session
+        await asyncio.get_running_loop().create_task(post_writer())  # the SDK's task, started from there
+
+    caplog.set_level("DEBUG", logger="mcp.client.streamable_http")
+    asyncio.run(held())
+    assert connection.failure_note() == "; Error in post_writer: ConnectionRefusedError: connection refused"
+    def sdk_records() -> list[str]:
+        return [record.getMessage() for record in caplog.records if record.name.startswith("mcp.")]
+
+    assert sdk_records() == []  # not printed: with no logging set up, a traceback on stderr
+    asyncio.run(post_writer())  # no toolrun connection in this context
+    assert sdk_records() == ["Error in post_writer"]
+
+
 # A server whose tools/list mixes tools the protocol's types accept with ones they reject, two a page
 # (--good-only: only the others). Its whoami answers as the probe server's; bad_result answers a result
 # with no content list.

@@ -26,6 +26,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -128,13 +129,24 @@ _NOT_AN_ENDPOINT = " — is the url the server's MCP endpoint? a legacy HTTP+SSE
 _PARSE_ERROR = -32700  # JSON-RPC's code, which the SDK's HTTP client gives an answer that is no JSON-RPC message
 
 
+_CONNECTION: ContextVar[_Connection | None] = ContextVar("toolrun_mcp_connection", default=None)
+
+
 class _ReportedByTheConnection(logging.Filter):
-    """Drops the SDK client's log records that carry an exception: a server's unreadable message or broken
-    stream, which the SDK logs with its traceback (on stderr when nothing is configured) and also hands to
-    the session's message handler, where the connection keeps it for its error message."""
+    """Keeps the SDK client's log records that carry an exception off stderr when they come from one of
+    toolrun's connections: a server's unreadable message or a broken stream or POST, which the SDK logs
+    with its traceback (on stderr when nothing is configured). The connection keeps the first of them in one
+    line for its error message. Records of any other SDK client in the process are left alone."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.exc_info is None
+        connection = _CONNECTION.get()  # the SDK's tasks run in the context of the task that holds the session
+        if record.exc_info is None or connection is None:
+            return True
+        if connection.transport_error is None:
+            failure = record.exc_info[1]
+            said = f"{record.getMessage()}: {describe(failure)}" if failure is not None else record.getMessage()
+            connection.transport_error = Redactor(connection.secrets).redact(_first_line(said))
+        return False
 
 
 _SDK_TRANSPORT_LOGGERS = ("mcp.client.stdio", "mcp.client.streamable_http", "mcp.client.sse")
@@ -164,6 +176,7 @@ class _Connection:
         self.secrets: tuple[str, ...] = ()  # the ${env:...} values the server was given: every caller redacts them
         self.http_refusal: str | None = None  # "HTTP 401 Unauthorized": the SDK's error does not say (url servers)
         self.unreadable: str | None = None  # the last message of the server that could not be read, in one line
+        self.transport_error: str | None = None  # the first failure the SDK's transport logged (a refused POST), in one line
         self.legacy_sse = bool(spec.url and is_legacy_sse_url(spec.url))  # protocol 2024-11-05: GET /sse, POST messages
         self.listed = False  # whether this session listed the tools (it knows each one's output schema)
 
@@ -202,6 +215,8 @@ class _Connection:
         self.starts += 1
         self.finished = False
         self.http_refusal = None
+        self.transport_error = None
+        _CONNECTION.set(self)  # this task's context, and so the SDK's tasks it starts: their log records are ours
         self.listed = False
         try:
             try:
@@ -250,9 +265,12 @@ class _Connection:
         elif getattr(message, "method", None) == "notifications/tools/list_changed":
             _tools_changed(self.spec)
 
-    def unreadable_note(self) -> str:
-        """``; a message of it could not be read (...)`` after a timeout, when that is why; else ""."""
-        return f"; a message from it could not be read ({self.unreadable})" if self.unreadable else ""
+    def failure_note(self) -> str:
+        """After a timeout, why nothing came when the SDK said: ``; a message from it could not be read (...)``,
+        or the transport's failure (``; Error in post_writer: ConnectError: ...``); else ""."""
+        if self.unreadable:
+            return f"; a message from it could not be read ({self.unreadable})"
+        return f"; {self.transport_error}" if self.transport_error else ""
 
     async def closed(self, timeout: float = 5.0) -> None:
         """Let the holding task notice the end of the session and finish."""
@@ -328,7 +346,7 @@ class ServerHub:
         except TimeoutError:
             connection.closing.set()
             raise McpServerUnavailable(f"the MCP server {spec.label} did not answer within {spec.timeout:g}s"
-                                       + connection.unreadable_note(), connection.stderr_tail()) from None
+                                       + connection.failure_note(), connection.stderr_tail()) from None
         if not connection.alive:
             raise connection.unavailable("did not start")
         return connection
@@ -341,7 +359,7 @@ class ServerHub:
                 listed = await list_every_tool(connection.client.session)
         except TimeoutError:
             raise McpServerUnavailable(f"the MCP server {spec.label} did not list its tools within {spec.timeout:g}s"
-                                       + connection.unreadable_note(), connection.stderr_tail()) from None
+                                       + connection.failure_note(), connection.stderr_tail()) from None
         except Exception as exc:
             connection.failure = exc
             raise connection.unavailable("failed to list its tools") from None
