@@ -124,6 +124,7 @@ def wait_for(condition: Callable[[], object], what: str, lines: list[str], timeo
         time.sleep(0.05)
 
 
+@pytest.mark.integration  # a whole toolrun mcp --http server, started and stopped: 4 s
 def test_a_server_says_once_that_traces_fail_and_once_that_they_reach_the_receiver_again(loopback: Any) -> None:
     taking = threading.Event()  # until set, the receiver refuses every batch (a revoked token)
     receiver = loopback(lambda request: Reply(status=200 if taking.is_set() else 401,
