@@ -104,7 +104,9 @@ def write_listing(file: Path, key: str, listing: ServerListing) -> None:
     path = _listing_path(file)
     if path is None:
         return
-    tools = None if listing.tools is None else [vars(tool) for tool in listing.tools]
+    # a usable tool has no "problem": its entry is as it always was (and as the recorded listings in tests are)
+    tools = None if listing.tools is None else [{key: value for key, value in vars(tool).items()
+                                                 if key != "problem" or value} for tool in listing.tools]
     document = {"key": key, "tools": tools, "failure": listing.failure, "failed_at": listing.failed_at}
     with contextlib.suppress(OSError, TypeError, ValueError):  # a schema that is no JSON cannot be kept: asked again next time
         data = json.dumps(document, ensure_ascii=False).encode("utf-8")
