@@ -151,7 +151,7 @@ def test_completion_offers_a_vars_choices_that_start_with_what_is_typed(tmp_path
 def test_var_choices_hold_var_overrides_of_a_recipe_run_too(tmp_path: Path) -> None:
     recipe = load_recipe(write(tmp_path, "triage.yaml", TRIAGE))
     assert recipe.variables({"environment": "staging"})["environment"] == "staging"
-    with pytest.raises(UserError, match="--var environment: 'prod' is not one of production, staging, preview"):
+    with pytest.raises(UserError, match="var environment: 'prod' is not one of production, staging, preview"):
         recipe.variables({"environment": "prod"})
 
 

@@ -105,7 +105,8 @@ class Recipe:
         return self.tools_dir
 
     def variables(self, var_overrides: Mapping[str, str] | None = None) -> dict[str, Any]:
-        """``vars`` with ``--var`` overrides applied; UserError for an override nobody uses."""
+        """``vars`` with overrides applied (``--var``, the library's ``vars=``, an MCP prompt's arguments);
+        UserError for an override nobody uses or a value its ``var_choices`` leave out."""
         overrides = dict(var_overrides or {})
         known = set(self.vars) | self.placeholders()
         for key in overrides:
@@ -113,12 +114,13 @@ class Recipe:
                 guess = did_you_mean(key, known)
                 hint = f"did you mean {guess!r}?" if guess else (
                     f"this recipe's vars are: {', '.join(sorted(known))}" if known else "this recipe uses no vars")
-                raise UserError(Problem(self.path, self.line_of("vars"), f"--var {key}: the recipe has no var {key!r}", hint))
+                raise UserError(Problem(self.path, self.line_of("vars"),
+                                        f"a value is given for {key!r}, which is not a var of the recipe", hint))
             choices = self.var_choices.get(key)
             if choices is not None and overrides[key] not in choices:
                 raise UserError(Problem(self.path, self.line_of("var_choices", key),
-                                        f"--var {key}: {overrides[key]!r} is not one of {', '.join(choices)}",
-                                        f"pass one of them, e.g. --var {key}={choices[0]}"))
+                                        f"var {key}: {overrides[key]!r} is not one of {', '.join(choices)}",
+                                        f"give one of them, e.g. {key}={choices[0]}"))
         return {**self.vars, **overrides}
 
     def arguments(self) -> list[str]:
