@@ -620,3 +620,35 @@ def test_a_url_that_answers_json_but_no_mcp_is_a_one_line_problem(tmp_path: Path
     assert problem.message == (f"the MCP server {server.url}/api did not start: MCPError: Failed to parse JSON response: "
                                "JSONRPCRequest.jsonrpc is missing (and 10 more) — is the url the server's MCP endpoint? "
                                "a legacy HTTP+SSE server's url ends in /sse")
+
+
+@pytest.mark.parametrize("garbled", ["tools/list", "tools/call"])
+def test_an_answer_that_is_no_json_after_the_handshake_is_no_traceback(tmp_path: Path, loopback: Any, garbled: str,
+                                                                        caplog: pytest.LogCaptureFixture) -> None:
+    # The streamable HTTP client reads a request's answer in the context of the task that sent it (toolrun's
+    # listing or call, not the task that holds the session), and logs one it cannot parse with its traceback.
+    from tests.loopback import Recorded, Reply
+
+    def answer(request: Recorded) -> Reply:
+        message = request.json() if request.method == "POST" else {}
+        if request.method != "POST" or "id" not in message:
+            return Reply(status=202 if request.method == "POST" else 405, body="")
+        if message["method"] == garbled:
+            return Reply(body="{not json", headers={"Content-Type": "application/json"})
+        result = ({"protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                   "serverInfo": {"name": "garbled", "version": "1"}} if message["method"] == "initialize"
+                  else {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]})
+        return Reply(body={"jsonrpc": "2.0", "id": message["id"], "result": result})
+
+    server = loopback(answer)
+    write(tmp_path, "remote.yaml", f"mcp_server:\n  url: {server.url}/mcp\n  timeout: 5s\n")
+    caplog.set_level("DEBUG", logger="mcp.client")
+    result = load_catalog(tmp_path)
+    if garbled == "tools/call":
+        assert not result.problems
+        outcome = toolrun.call(result.catalog, "echo", {})
+        assert outcome.is_error and "refused the call: MCPError: Failed to parse JSON response" in outcome.result
+    else:
+        [problem] = result.problems
+        assert "failed to list its tools" in problem.message
+    assert [record.getMessage() for record in caplog.records if record.exc_info] == []  # printed as a traceback

@@ -139,7 +139,7 @@ class _ReportedByTheConnection(logging.Filter):
     line for its error message. Records of any other SDK client in the process are left alone."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        connection = _CONNECTION.get()  # the SDK's tasks run in the context of the task that holds the session
+        connection = _CONNECTION.get()  # the holding task's context, or a request's sender's (set in _list, _call)
         if record.exc_info is None or connection is None:
             return True
         if connection.transport_error is None:
@@ -353,6 +353,7 @@ class ServerHub:
 
     async def _list(self, spec: ServerSpec) -> list[RemoteTool]:
         connection = await self._connected(spec)
+        _CONNECTION.set(connection)  # the SDK's HTTP client reads a request's answer in the context of its sender
         _changed_since_listed.discard(spec)  # a change announced from now on is seen by the next listing
         try:
             async with asyncio.timeout(spec.timeout):
@@ -386,6 +387,7 @@ class ServerHub:
             connection = await self._connected(spec)
         except McpServerUnavailable as exc:
             return BackendOutput(str(exc), True)
+        _CONNECTION.set(connection)  # the SDK's HTTP client reads a request's answer in the context of its sender
         try:
             if not connection.listed:
                 await self._learn_tools(connection)
