@@ -14,9 +14,9 @@ import re
 from typing import Any
 
 # pydantic's str(ValidationError): "N validation error(s) for Model", then per error its location
-# and an indented "message [type=..., input_value=..., input_type=...]", then a "For further
-# information visit https://errors.pydantic.dev/..." line.
-_PYDANTIC_DUMP = re.compile(r"(\d+) validation errors? for [^\n]*\n([^\n]*)\n[ \t]+([^\n]*?)[ \t]*(?:\[type=([\w.]+)[^\n]*)?"
+# (none for an error of the whole input, such as "Invalid JSON") and an indented "message [type=...,
+# input_value=..., input_type=...]", then a "For further information visit https://errors.pydantic.dev/..." line.
+_PYDANTIC_DUMP = re.compile(r"(\d+) validation errors? for [^\n]*\n(?:(\S[^\n]*)\n)?[ \t]+([^\n]*?)[ \t]*(?:\[type=([\w.]+)[^\n]*)?"
                             r"(?:\n[ \t]+For further information visit \S+)?(?:\n.*)?$", re.DOTALL)
 _PYDANTIC_LINK = re.compile(r"\n?[ \t]*For further information visit https://errors\.pydantic\.dev\S*")
 
@@ -59,7 +59,7 @@ def one_line(text: str) -> str:
     if match is None:
         return _PYDANTIC_LINK.sub("", text).strip()
     count, where, message, kind = match.groups()
-    return text[:match.start()] + _summary(where.strip(), message, kind or "", None, int(count))
+    return text[:match.start()] + _summary((where or "").strip(), message, kind or "", None, int(count))
 
 
 def _summary(where: str, message: str, kind: str, value: Any, count: int) -> str:
