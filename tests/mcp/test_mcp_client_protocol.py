@@ -299,3 +299,25 @@ def test_a_session_without_the_sdk_internals_the_listing_uses_is_listed_by_the_s
 
     with pytest.raises(ValueError, match="gave the cursor 'same' twice"):
         anyio.run(list_every_tool, LoopingPages())
+
+
+def test_sdk_internals_of_another_shape_leave_the_listing_to_the_sdk(tmp_path: Path, streamable_url: str,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import mcp_types
+    from mcp.client.session import ClientSession
+
+    absorb = ClientSession._absorb_tool_listing
+
+    def later_absorb(self: Any, result: Any, *, whole: bool) -> Any:  # a later SDK: the name kept, its keyword renamed
+        return absorb(self, result, complete=whole)
+
+    async def later_list_tools(self: Any, *, params: Any = None) -> Any:  # and its own list_tools agreeing
+        result = await self.send_request(mcp_types.ListToolsRequest(params=params), mcp_types.ListToolsResult)
+        return self._absorb_tool_listing(result, whole=params is None and result.next_cursor is None)
+
+    monkeypatch.setattr(ClientSession, "_absorb_tool_listing", later_absorb)
+    monkeypatch.setattr(ClientSession, "list_tools", later_list_tools)
+    catalog = toolrun.load_catalog(toolset(tmp_path, streamable_url, "later_sdk.yaml"))
+    assert list(catalog.tools) == ALL_TOOLS
+    identity = toolrun.call(catalog, "client_identity", {})
+    assert not identity.is_error and json.loads(identity.result)["name"] == "toolrun"

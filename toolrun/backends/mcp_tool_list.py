@@ -13,8 +13,9 @@ The tools accepted are handed to the session as a complete listing of its own, a
 session that does not know the tool lists the whole server first — which the rejected tool
 would fail. The SDK has no public way to do either, so three of ``ClientSession``'s private
 names are used (mcp 2.x): ``_stamp`` and ``_dispatcher`` (``send_request`` without its
-validation of the whole result) and ``_absorb_tool_listing``. Where they are missing, the
-SDK's own ``list_tools`` reads the pages (one bad tool fails the listing, as it did before).
+validation of the whole result) and ``_absorb_tool_listing``. Where they are missing, or are of
+another shape (a ``TypeError`` or ``AttributeError`` using them), the SDK's own ``list_tools`` reads
+the pages (one bad tool fails the listing, as it did before).
 """
 
 from __future__ import annotations
@@ -52,6 +53,13 @@ async def list_every_tool(session: Any) -> ToolList:
     """Every tool of the server on ``session`` (an entered ``ClientSession``), page by page."""
     if not all(hasattr(session, name) for name in _SESSION_INTERNALS):
         return ToolList(await _pages_validated_whole(session))
+    try:
+        return await _listed_tool_by_tool(session)
+    except (TypeError, AttributeError):  # the private names of another shape (a later SDK): as where they are missing
+        return ToolList(await _pages_validated_whole(session))
+
+
+async def _listed_tool_by_tool(session: Any) -> ToolList:
     import mcp_types
 
     listing = ToolList([])
@@ -74,7 +82,9 @@ async def _unvalidated_request(session: Any, request: Any) -> dict[str, Any]:
     options: dict[str, Any] = {}
     session._stamp(data, options)
     result = await session._dispatcher.send_raw_request(data["method"], data.get("params"), options)
-    return result if isinstance(result, dict) else {}
+    if not isinstance(result, dict):  # not the raw JSON result send_request validates: the SDK's list_tools says what is wrong
+        raise TypeError(f"the session's dispatcher answered a {type(result).__name__}, not the raw result")
+    return result
 
 
 def _read_page(raw: dict[str, Any], version: str, listing: ToolList) -> str | None:
