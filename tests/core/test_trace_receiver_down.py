@@ -154,3 +154,12 @@ def test_a_server_says_once_that_traces_fail_and_once_that_they_reach_the_receiv
     assert recovered.endswith(f"traces reach {receiver.url}/v1/traces again")
     assert not [line for line in server.stderr if any(word in line for word in LIBRARY_WORDS[2:])]
     assert stopped_in < EXPORT_TIMEOUT + 3
+
+
+def test_another_exporter_of_the_process_still_logs_its_failures(refusing_port: int,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    # A program that embeds toolrun and exports its own traces: its exporter's records are its own to handle.
+    endpoint = f"http://127.0.0.1:{refusing_port}/v1/traces"
+    with caplog.at_level(logging.WARNING):
+        assert OTLPSpanExporter(endpoint=endpoint, timeout=0.5).export([]) is SpanExportResult.FAILURE
+    assert any("Failed to export" in record.getMessage() for record in caplog.records), caplog.records

@@ -90,8 +90,9 @@ class OtelTracer(Tracer):
 
 
 class _ExportRecords(logging.Filter):
-    """Drops the exporter's log records (a retry notice per attempt, its own error line, on stderr when nothing
-    is configured) and keeps their text for the export that wrote them, which says what went wrong."""
+    """Drops the exporter's log records written during an export of toolrun's (a retry notice per attempt, its
+    own error line, on stderr when nothing is configured) and keeps their text for that export, which says what
+    went wrong. Another exporter of the process (a program embedding toolrun) logs as it would without toolrun."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -109,8 +110,9 @@ class _ExportRecords(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         messages = getattr(self._export, "messages", None)
-        if messages is not None:
-            messages.append(record.getMessage())
+        if messages is None:
+            return True
+        messages.append(record.getMessage())
         return False
 
 
