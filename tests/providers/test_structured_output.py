@@ -240,6 +240,16 @@ def test_an_answer_cut_by_the_output_limit_is_reported_incomplete(loopback, name
     assert len(server.requests) == 1  # no repair: the same limit would cut the next answer too
 
 
+def test_a_structured_answer_cut_by_a_full_context_window_is_not_told_to_raise_max_tokens(loopback):
+    make, answer = ADAPTERS["anthropic"]
+    server = _serve(loopback, [{**answer('{"city": "北京", "ro', True), "stop_reason": "model_context_window_exceeded"}])
+    result = _run(make(server.url), OUTPUT)
+    assert result.stop_reason == "length" and result.output is None and result.failed
+    assert "incomplete" in (result.error or "") and "settings.context" in (result.error or "")
+    assert "max_tokens" not in (result.error or ""), result.error
+    assert len(server.requests) == 1
+
+
 @pytest.mark.parametrize("name", ["openai", "gemini"])
 def test_an_answer_still_invalid_after_its_repairs_fails_the_run_naming_the_errors(loopback, name):
     make, answer = ADAPTERS[name]

@@ -514,14 +514,14 @@ class _ConversationLoop:
         if stop_reason == "tool_calls":  # said it would call tools but sent none: it is done
             stop_reason = "stop"
         error = None
-        if stop_reason == "length" and self.settings.output is not None:
+        if stop_reason == "length" and response.raw_stop_reason == "model_context_window_exceeded":
+            cut = "structured answer was cut off (incomplete, not used)" if self.settings.output is not None else "answer was cut off"
+            error = (f"the {cut}: the conversation filled the model's context window (stop reason: model_context_window_exceeded); "
+                     "bound it with settings.context: {max_input_tokens: N, strategy: clear-tool-results}")
+        elif stop_reason == "length" and self.settings.output is not None:
             from toolrun.loop.final_answer import CUT_OFF  # start-up: only a structured answer is checked
 
             error = CUT_OFF
-        elif stop_reason == "length" and response.raw_stop_reason == "model_context_window_exceeded":
-            error = ("the answer was cut off: the conversation filled the model's context window "
-                     "(stop reason: model_context_window_exceeded); bound it with settings.context: "
-                     "{max_input_tokens: N, strategy: clear-tool-results}")
         elif stop_reason == "length":
             error = "the answer was cut off by the output limit (stop reason: length); raise settings.max_tokens"
         elif stop_reason == "content_filter":
