@@ -144,6 +144,9 @@ def test_three_runs_listed_newest_first_shown_and_searched(tmp_path: Path) -> No
     for before in (["--json"], ["-n", "1", "--errors"]):  # printed text, or listed every run: as if not typed
         misplaced = invoke("logs", "--logs", str(db), *before, "show", "1")
         assert misplaced.exit_code == 2 and f"{before[0]}" in misplaced.stderr and "before 'show'" in misplaced.stderr
+    assert "toolrun logs show --json" in invoke("logs", "--logs", str(db), "--json", "show", "1").stderr
+    unknown = " ".join(invoke("logs", "--logs", str(db), "-n", "1", "--errors", "show", "1").stderr.split())
+    assert "'show' has no -n, --errors" in unknown and "toolrun logs show -n" not in unknown, unknown  # not a hint that fails
 
 
 def test_a_killed_run_keeps_its_finished_turns(tmp_path: Path) -> None:

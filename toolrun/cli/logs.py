@@ -65,10 +65,13 @@ def logs_group(ctx: click.Context, **options: Any) -> None:
     given = [name for name in options if name != "logs"
              and ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE]
     if ctx.invoked_subcommand is not None and given:  # toolrun logs --json show 3 printed text, -n 5 list ignored -n
-        shown = ", ".join(_option_name(ctx, name) for name in given)
-        raise click.UsageError(f"{shown} before {ctx.invoked_subcommand!r} would be ignored: only --logs applies to "
-                               f"every subcommand; write it after, e.g. toolrun logs {ctx.invoked_subcommand} "
-                               f"{_option_name(ctx, given[0])} ...", ctx)
+        sub = ctx.invoked_subcommand
+        command = logs_group.get_command(ctx, sub)
+        foreign = [name for name in given if name not in {param.name for param in command.params}] if command else given
+        where = (f"{sub!r} has no {', '.join(_option_name(ctx, name) for name in foreign)}" if foreign
+                 else f"write it after, e.g. toolrun logs {sub} {_option_name(ctx, given[0])} ...")
+        raise click.UsageError(f"{', '.join(_option_name(ctx, name) for name in given)} before {sub!r} would be ignored: "
+                               f"only --logs applies to every subcommand; {where}", ctx)
     if ctx.invoked_subcommand is None:
         _list(**options)
 
