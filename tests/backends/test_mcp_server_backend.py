@@ -582,6 +582,17 @@ def test_a_tool_the_protocol_rejects_costs_only_that_tool_and_is_one_line_naming
     assert not again.is_error and again.result.isdigit() and again.result != pid.result, again.result
 
 
+def test_a_long_secret_the_server_lists_as_a_tool_s_schema_is_not_shown_in_part(tmp_path: Path,
+                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOOLRUN_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("TOK", "sk-live-" + "SECRET" * 10)  # longer than a value the one-line problem repeats
+    tools = tmp_path / "tools.d"
+    mixed_server(tools, env='  env: {TOK: "${env:TOK}"}\n')
+    messages = [problem.message for problem in load_catalog(tools).problems]
+    assert "the server's tool 'string_schema' cannot be used: inputSchema: should be an object" in messages
+    assert "sk-live" not in str(messages)
+
+
 def test_a_call_result_the_protocol_rejects_reaches_the_model_as_one_line(tmp_path: Path) -> None:
     tools = tmp_path / "tools.d"
     mixed_server(tools, "--good-only")

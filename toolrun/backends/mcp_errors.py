@@ -75,11 +75,12 @@ def _summary(where: str, message: str, kind: str, value: Any, count: int) -> str
 
 
 def _scalar(value: Any, limit: int = 40) -> str:
-    """A short JSON text of a scalar the server sent, or "" (an object or array is not repeated)."""
+    """A short JSON text of a scalar the server sent, or "" (an object or array is not repeated, nor a longer text:
+    cut short, a secret in it would no longer be the value the caller redacts)."""
     if value is None or isinstance(value, (dict, list, tuple)):
         return ""
     try:
         text = json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):
         return ""
-    return text if len(text) <= limit else text[:limit] + "…"
+    return text if len(text) <= limit else ""
