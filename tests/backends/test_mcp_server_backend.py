@@ -504,6 +504,30 @@ def test_a_failure_the_sdk_logs_is_kept_by_its_connection_and_another_client_s_i
     assert sdk_records() == ["Error in post_writer"]
 
 
+def test_a_secret_where_the_one_line_failure_is_cut_short_is_not_shown_in_part() -> None:
+    import asyncio
+    import logging
+
+    from toolrun.backends import mcp_server
+
+    secret = "sk-live-" + "SECRET" * 10
+    connection = mcp_server._Connection(mcp_server.ServerSpec(url="http://127.0.0.1:9/mcp"))
+    connection.secrets = (secret,)
+    failure = ConnectionRefusedError("x" * 130 + " token " + secret)  # the line is cut (200) inside the secret
+
+    async def held() -> None:
+        mcp_server._CONNECTION.set(connection)
+        try:
+            raise failure
+        except ConnectionRefusedError:
+            logging.getLogger("mcp.client.streamable_http").exception("Error in post_writer")
+        await connection._on_message(failure)
+
+    asyncio.run(held())
+    assert "sk-live" not in connection.failure_note() and "sk-live" not in str(connection.unreadable)
+    assert connection.transport_error and connection.transport_error.startswith("Error in post_writer: ConnectionRefusedError: xxx")
+
+
 # A server whose tools/list mixes tools the protocol's types accept with ones they reject, two a page
 # (--good-only: only the others). Its whoami answers as the probe server's; bad_result answers a result
 # with no content list.

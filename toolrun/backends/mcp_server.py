@@ -145,7 +145,7 @@ class _ReportedByTheConnection(logging.Filter):
         if connection.transport_error is None:
             failure = record.exc_info[1]
             said = f"{record.getMessage()}: {describe(failure)}" if failure is not None else record.getMessage()
-            connection.transport_error = Redactor(connection.secrets).redact(_first_line(said))
+            connection.transport_error = _first_line(Redactor(connection.secrets).redact(said))  # redacted, then cut
         return False
 
 
@@ -261,7 +261,7 @@ class _Connection:
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, Exception):  # a line the SDK could not read as a message: the request it answers waits
-            self.unreadable = Redactor(self.secrets).redact(_first_line(validation_summary(message) or describe(message)))
+            self.unreadable = _first_line(Redactor(self.secrets).redact(validation_summary(message) or describe(message)))
         elif getattr(message, "method", None) == "notifications/tools/list_changed":
             _tools_changed(self.spec)
 
