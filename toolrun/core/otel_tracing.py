@@ -167,7 +167,7 @@ def failure_reason(messages: Sequence[str], seconds: float, timeout: float) -> s
             if found := pattern.search(message):
                 return wording.format(found.group(1).lower())
     if seconds >= timeout * 0.9 or any("timed out" in message for message in messages):
-        return f"no answer within {timeout:g} s"
+        return f"no answer within {timeout:g} s (a slower receiver needs OTEL_EXPORTER_OTLP_TIMEOUT, in seconds)"
     return "the export failed"
 
 
