@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 CREDENTIAL_KEYS = ("headers", "query")  # the mappings of defaults.http whose values may be credentials (a cookie: a header)
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -34,6 +34,18 @@ def credential_names(defaults: Mapping[str, Any]) -> dict[str, list[str]]:
             if names:
                 found[key] = names
     return found
+
+
+def without_login(url: str) -> str:
+    """``url`` without the user name and password it may carry (``https://user:pw@host/``); text that is no
+    URL as it is. What a file, a message or a log line may show of a URL someone typed."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # "http://[x": no URL to take apart
+        return url
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
 def origin(url: str) -> tuple[str, str, int] | None:

@@ -29,6 +29,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from toolrun.core.credentials import without_login
 from toolrun.core.text import terminal_safe
 from toolrun.core.tracing import ERROR_TYPE, SCHEMA_URL, Attributes, Span, Tracer
 from toolrun.core.tracing import SpanKind as KindName
@@ -174,10 +175,10 @@ def failure_reason(messages: Sequence[str], seconds: float, timeout: float) -> s
 def shown_endpoint(url: str) -> str:
     """The endpoint as a line may show it: no user or password, no query (a backend's key may be in either)."""
     try:
-        parts = urlsplit(url)
+        parts = urlsplit(without_login(url))
     except ValueError:  # "http://[oops": the exporter will fail on it, the line need not repeat it
         return "the OTLP endpoint (not a URL)"
-    return terminal_safe(parts._replace(netloc=parts.netloc.rpartition("@")[2], query="", fragment="").geturl())
+    return terminal_safe(parts._replace(query="", fragment="").geturl())
 
 
 def export_timeout(environ: Mapping[str, str]) -> float:

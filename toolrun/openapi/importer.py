@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urljoin, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urljoin, urlsplit
 
-from toolrun.core.credentials import origin
+from toolrun.core.credentials import origin, without_login
 from toolrun.core.secrets import ENV_REFERENCE
 from toolrun.openapi.credential_options import CredentialOptions, looks_like_secret
 from toolrun.openapi.credential_options import apply as apply_options
@@ -394,14 +394,13 @@ def _base_url(document: dict[str, Any], swagger2: bool, location: str, prefix: s
 def _without_login(url: str | None, notes: list[str]) -> str | None:
     """``url`` without a user name and password (a document read from ``https://user:pw@host/...``, or a server
     URL that names them): the file is meant to be committed, so they are left out, and a note says so."""
-    parts = urlsplit(url) if url and is_url(url) else None
-    if parts is None or (parts.username is None and parts.password is None):
+    if url is None or without_login(url) == url:
         return url
     note = ("the user name and password in the API's URL were left out of the file: give the credentials from the "
             "environment (import again with --auth-env NAME, or --header 'Authorization: Basic ${env:NAME}')")
     if note not in notes:
         notes.append(note)
-    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+    return without_login(url)
 
 
 def _operation_base(operation: Operation, location: str) -> str | None:

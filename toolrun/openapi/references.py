@@ -23,6 +23,7 @@ import httpx
 
 from toolrun.backends.http_safety import BLOCKED_HOSTNAMES, RefusedRequest, checked_sync_transport, is_forbidden_address
 from toolrun.core.content_decoding import ACCEPT_ENCODING, decoded_sync
+from toolrun.core.credentials import without_login
 from toolrun.core.tls import shared_ssl_context
 
 MAX_REDIRECTS = 5
@@ -102,13 +103,13 @@ def shown_location(location: str) -> str:
     """A document's file or URL as messages and the imported file's header say it: a URL without its user name
     and password, and *** for each query value (``?token=...``); a file as it is."""
     try:
-        parts = urlsplit(location)
+        parts = urlsplit(without_login(location))
     except ValueError:  # "http://[x": no URL to take apart
         return location
     if parts.scheme.lower() not in ("http", "https"):
         return location
     query = "&".join(f"{name}=***" if value else name for name, value in parse_qsl(parts.query, keep_blank_values=True))
-    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2], query=query))
+    return urlunsplit(parts._replace(query=query))
 
 
 def fetch(url: str, timeout: float, max_bytes: int, refusal: Any = None) -> tuple[int, str]:
