@@ -267,10 +267,12 @@ def test_nan_passes_no_bound_and_is_refused_at_its_line(project):
           temperature: .nan
         output:
           schema: {type: number, maximum: .NaN}
+        vars: {limit: -.inf}
         """))
     assert [(p.line, p.message) for p in problems] == [
         (3, "settings.temperature is .nan, which is not a number JSON can carry"),
-        (5, "output.schema.maximum is .nan, which is not a number JSON can carry")]
+        (5, "output.schema.maximum is .nan, which is not a number JSON can carry"),
+        (6, "vars.limit is .inf, which is not a number JSON can carry")]  # --json could not print it
 
 
 def test_a_missing_recipe_file_is_a_user_error(tmp_path):

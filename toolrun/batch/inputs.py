@@ -9,11 +9,11 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 from toolrun.core.errors import LoadError, Problem
+from toolrun.core.json_limits import non_finite
 from toolrun.core.text import did_you_mean
 from toolrun.core.yamlsource import LineList, YamlSyntaxError, load_yaml_file, plain
 from toolrun.sessions.recipe import Recipe
@@ -47,7 +47,7 @@ def check_rows(rows: list[tuple[int, dict[str, Any]]], recipe: Recipe, path: Pat
             problems.append(Problem(path, line, f"row {number}: no field {name!r}, and recipe {recipe.name!r} has no default for it",
                                     f"give the row a {name!r} field, or the recipe a default under vars:"))
         for key, value in fields.items():
-            if _holds_no_json_number(value):  # NaN, Infinity: the results file and the log could not carry them
+            if next(non_finite(value), None):  # NaN, Infinity: the results file and the log could not carry them
                 problems.append(Problem(path, line, f"row {number}: field {key!r} holds NaN or Infinity, which JSON "
                                         "cannot carry", 'write a number, or the text in quotes ("NaN")'))
             if key in known:
@@ -58,16 +58,6 @@ def check_rows(rows: list[tuple[int, dict[str, Any]]], recipe: Recipe, path: Pat
             problems.append(Problem(path, line, f"row {number}: field {key!r} is not a var of recipe {recipe.name!r}", hint))
     if problems:
         raise LoadError(problems)
-
-
-def _holds_no_json_number(value: Any) -> bool:
-    if isinstance(value, float):
-        return not math.isfinite(value)
-    if isinstance(value, dict):
-        return any(_holds_no_json_number(item) for item in value.values())
-    if isinstance(value, list):
-        return any(_holds_no_json_number(item) for item in value)
-    return False
 
 
 def _read_text(path: Path) -> str:

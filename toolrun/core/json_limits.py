@@ -9,8 +9,9 @@ A model's arguments or a server's body deeper than any real one is refused here,
 from __future__ import annotations
 
 import json
+import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 MAX_ARGUMENT_DEPTH = 64  # a tool's parameters are a handful of levels; a model nesting deeper is attacking
@@ -66,6 +67,20 @@ def compact_encoder(default: Callable[[Any], Any] = _not_json) -> Callable[[Any]
 
 compact_json = compact_encoder()
 """``json.dumps(value, ensure_ascii=False)``, its encoder made once (see ``compact_encoder``)."""
+
+
+def non_finite(value: Any) -> Iterator[tuple[tuple[Any, ...], float]]:
+    """The path and value of each number in ``value`` (mappings and lists, walked without recursion) that JSON
+    cannot carry: NaN and Infinity, which YAML (``.nan``, ``.inf``) and Python's JSON reader both give."""
+    stack: list[tuple[tuple[Any, ...], Any]] = [((), value)]
+    while stack:
+        steps, node = stack.pop()
+        if isinstance(node, float) and not math.isfinite(node):
+            yield steps, node
+        elif isinstance(node, dict):
+            stack.extend((steps + (key,), item) for key, item in node.items())
+        elif isinstance(node, list):
+            stack.extend((steps + (index,), item) for index, item in enumerate(node))
 
 
 class NotFinite(ValueError):

@@ -20,6 +20,7 @@ from typing import Any
 from toolrun.backends.base import CallContext
 from toolrun.catalog.model import Catalog
 from toolrun.core.errors import LoadError, Problem, UserError
+from toolrun.core.json_limits import non_finite
 from toolrun.core.messages import Message, TextPart
 from toolrun.core.secrets import MissingSecret, env_references
 from toolrun.core.templates import TemplateError, check_template, placeholders, render
@@ -330,21 +331,13 @@ def _template_problems(document: LineDict, path: Path) -> list[Problem]:
 
 
 def _nan_problems(document: LineDict, path: Path) -> list[Problem]:
-    """``.nan`` passes every bound of the schema (no comparison holds), and JSON has no such number: a request
-    carrying it (temperature: .nan) could not be sent."""
+    """``.nan`` passes every bound of the schema (no comparison holds), and JSON has neither it nor ``.inf``: a
+    request carrying one (temperature: .nan) could not be sent, nor --json print a var holding one."""
     from toolrun.core.schema_errors import describe_path
 
-    problems = []
-    stack: list[tuple[tuple[Any, ...], Any]] = [((), document)]
-    while stack:
-        steps, node = stack.pop()
-        if isinstance(node, float) and node != node:
-            problems.append(Problem(path, line_of(document, list(steps)), f"{describe_path(steps)} is .nan, "
-                                    "which is not a number JSON can carry", "write a number"))
-        elif isinstance(node, dict):
-            stack.extend((steps + (key,), value) for key, value in node.items())
-        elif isinstance(node, list):
-            stack.extend((steps + (index,), value) for index, value in enumerate(node))
+    problems = [Problem(path, line_of(document, list(steps)), f"{describe_path(steps)} is "
+                        f"{'.nan' if value != value else '.inf'}, which is not a number JSON can carry", "write a number")
+                for steps, value in non_finite(document)]
     return sorted(problems, key=lambda problem: problem.line or 0)
 
 
