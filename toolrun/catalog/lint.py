@@ -71,14 +71,18 @@ class LintFinding:
 
 
 def _finding(tool: Tool, raw: RawFinding, override_hint: str | None = None) -> LintFinding:
-    return LintFinding(
-        tool=tool.name,
-        file=str(tool.source.file),
-        line=tool.source.line_of(raw.key_path),
-        rule=raw.rule,
-        severity=raw.severity,
-        message=f"{raw.message} — {override_hint}" if override_hint else raw.message,
-    )
+    return _placed(tool, raw.key_path, raw.rule, raw.severity, f"{raw.message} — {override_hint}" if override_hint else raw.message)
+
+
+def _placed(tool: Tool, key_path: str, rule: str, severity: Severity, message: str) -> LintFinding:
+    """A finding about ``tool``, at the line of its YAML key ``key_path``."""
+    return LintFinding(tool=tool.name, file=str(tool.source.file), line=tool.source.line_of(key_path), rule=rule,
+                       severity=severity, message=message)
+
+
+def _and_more(look_alikes: int) -> str:
+    """`` and N more tools`` after the one named, when there are more look-alikes than it."""
+    return f" and {counted(look_alikes - 1, 'more tool')}" if look_alikes > 1 else ""
 
 
 def _override_hint(tool: Tool) -> str | None:
@@ -181,19 +185,10 @@ def _look_alike_groups(groups: SimilarGroups, action_of: list[str | None]) -> di
 
 
 def _near_duplicate(tool: Tool, other: Tool, score: float, look_alikes: int) -> LintFinding:
-    more = f" and {counted(look_alikes - 1, 'more tool')}" if look_alikes > 1 else ""
-    return LintFinding(
-        tool=tool.name,
-        file=str(tool.source.file),
-        line=tool.source.line_of("description"),
-        rule="near-duplicate",
-        severity="warning",
-        message=(
-            f"description is {score:.2f} similar to {other.name!r} "
-            f"({other.source.file}:{other.source.line}){more}; say what sets them apart "
-            "(when to use this one instead of the other), or merge them"
-        ),
-    )
+    return _placed(tool, "description", "near-duplicate", "warning",
+                   f"description is {score:.2f} similar to {other.name!r} ({other.source.file}:{other.source.line})"
+                   f"{_and_more(look_alikes)}; say what sets them apart (when to use this one instead of the other), "
+                   "or merge them")
 
 
 def look_alike_name_findings(tools: list[Tool]) -> list[LintFinding]:
@@ -211,19 +206,11 @@ def look_alike_name_findings(tools: list[Tool]) -> list[LintFinding]:
             continue  # one name defined twice is the loader's duplicate-name error, not a look-alike
         for tool in group:
             others = sorted((other for other in group if other.name != tool.name), key=lambda other: other.name)
-            more = f" and {counted(len(others) - 1, 'more tool')}" if len(others) > 1 else ""
-            findings.append(LintFinding(
-                tool=tool.name,
-                file=str(tool.source.file),
-                line=tool.source.line_of("name"),
-                rule="look-alike-name",
-                severity="warning",
-                message=(
-                    f"name differs from {others[0].name!r} ({others[0].source.file}:{others[0].source.line}){more} "
-                    "only in case or in - against _: a model that writes one may mean the other; "
-                    "rename one so that the names say what sets the tools apart"
-                ),
-            ))
+            findings.append(_placed(
+                tool, "name", "look-alike-name", "warning",
+                f"name differs from {others[0].name!r} ({others[0].source.file}:{others[0].source.line})"
+                f"{_and_more(len(others))} only in case or in - against _: a model that writes one may mean the "
+                "other; rename one so that the names say what sets the tools apart"))
     return findings
 
 
