@@ -16,7 +16,9 @@ from click.testing import CliRunner
 
 from tests.flower_shop import STOCK_BACKED_TOOL_YAML
 from tests.loopback import Recorded, Reply
+from toolrun import run as run_recipe
 from toolrun.cli import main
+from toolrun.core.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[2]
 INVENTORY = ROOT / "recipes" / "inventory.yaml"
@@ -533,7 +535,7 @@ def test_an_output_file_that_is_an_input_of_the_run_is_bad_input_and_stays_as_it
     before = {path: path.read_bytes() for path in (recipe, cassette)}
     live = clean_env(OPENAI_API_KEY=FAKE_KEY, OPENAI_BASE_URL="http://127.0.0.1:9/v1")
     for options, env, said in [
-        (["--record", str(recipe)], live, "--record would overwrite the recipe"),
+        (["--record", str(recipe)], live, "the recording (--record) would overwrite the recipe"),
         (["--transcript", str(tmp_path / "." / "shops.yaml")], None, "--transcript would overwrite the recipe"),
         (["--transcript", str(cassette)], None, "--transcript would overwrite the recording beside the recipe"),
         (["--replay", str(cassette), "--transcript", str(cassette)], None, "the recording it replays"),
@@ -541,6 +543,8 @@ def test_an_output_file_that_is_an_input_of_the_run_is_bad_input_and_stays_as_it
     ]:
         result = invoke("recipe", str(recipe), "--no-log", *options, env=env)
         assert result.exit_code == 2 and said in result.stderr, (options, result.stderr)
+    with pytest.raises(UserError, match="would overwrite the recipe"):  # the library's record= too
+        run_recipe(recipe, record=recipe)
     assert {path: path.read_bytes() for path in (recipe, cassette)} == before
     # recording the run again beside the recipe, with a transcript of it, is what --record is for
     again = invoke("recipe", str(recipe), "--no-log", "--record", str(cassette), "--transcript", str(tmp_path / "t.jsonl"),

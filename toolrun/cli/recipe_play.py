@@ -63,7 +63,7 @@ def run_recipe_command(
     no_log: bool,
 ) -> int:
     """``toolrun recipe`` with its options by the names click gives them; returns the exit code. Raises UserError for bad input."""
-    _check_outputs_apart(recipe_path, record, replay, transcript_path)
+    _check_transcript_apart(recipe_path, record, replay, transcript_path)
     options = RunOptions(vars=parse_vars(var_pairs), model=model_spec, mode="live" if live else "auto", prompt=prompt,
                          tools_dir=tools_dir, stream=stream, max_turns=max_turns, record=record, replay=replay,
                          strict=strict, replay_tools=replay_tools)
@@ -71,19 +71,17 @@ def run_recipe_command(
                        run_log=open_run_log(logs, no_log))
 
 
-def _check_outputs_apart(recipe: Path, record: Path | None, replay: Path | None, transcript: Path | None) -> None:
-    """An output file that is one of the run's inputs (or the other output) would be overwritten: bad input."""
+def _check_transcript_apart(recipe: Path, record: Path | None, replay: Path | None, transcript: Path | None) -> None:
+    """A transcript written over one of the run's inputs or its recording would lose it: bad input. (The
+    recording's own place is checked by the run, for the library too.)"""
+    if transcript is None:
+        return
     beside = recipe.with_name(f"{recipe.stem}.cassette.json")  # --record there records it again; a transcript, never
-    taken = {"--record": [("the recipe", recipe), ("the recording it replays", replay)],
-             "--transcript": [("the recipe", recipe), ("the recording it replays", replay),
-                              ("the recording beside the recipe", beside), ("the file of --record", record)]}
-    for option, output in (("--record", record), ("--transcript", transcript)):
-        if output is None:
-            continue
-        for what, source in taken[option]:
-            if source is not None and output.resolve() == source.resolve():
-                raise UserError(Problem(output, None, f"{option} would overwrite {what}",
-                                        f"give {option} a file of its own"))
+    for what, source in (("the recipe", recipe), ("the recording it replays", replay),
+                         ("the recording beside the recipe", beside), ("the file of --record", record)):
+        if source is not None and transcript.resolve() == source.resolve():
+            raise UserError(Problem(transcript, None, f"--transcript would overwrite {what}",
+                                    "give --transcript a file of its own"))
 
 
 def play_recipe(

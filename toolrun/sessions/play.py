@@ -172,6 +172,14 @@ class _Connection:
     recorder: RecordingTransport | None = None
 
 
+def _check_record_apart(record: Path | None, recipe: Path, replay: Path | None) -> None:
+    """A recording written over the recipe, or over the recording the run replays, would lose it: bad input."""
+    for what, source in (("the recipe", recipe), ("the recording it replays", replay)):
+        if record is not None and source is not None and record.resolve() == source.resolve():
+            raise UserError(Problem(record, None, f"the recording (--record) would overwrite {what}",
+                                    "record to a file of its own"))
+
+
 class _Play:
     """One recipe run: its recipe, its options and the divergences found so far."""
 
@@ -187,6 +195,8 @@ class _Play:
         options = self.options
         recipe, model = self.recipe, options.model
         record_path = Path(options.record) if options.record is not None else None
+        replay = Path(options.replay) if options.replay is not None else None
+        _check_record_apart(record_path, recipe.path, replay)
         # The recipe, its tools and its messages are checked before credentials are looked
         # for: a typo in the tool list is reported as such, not as a missing key.
         catalog = options.catalog
@@ -199,7 +209,6 @@ class _Play:
         system = recipe.render_system(self.vars)
         prompt = options.prompt
         messages = [Message("user", [TextPart(prompt)])] if prompt is not None else recipe.render_messages(self.vars)
-        replay = Path(options.replay) if options.replay is not None else None
         connection = self._connect(model, options.mode, record_path, replay, options.stream)
         await self._check_output_mode(connection, tools)
         execute = None
