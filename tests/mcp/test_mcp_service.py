@@ -325,6 +325,41 @@ def test_sighup_reopens_the_audit_log_where_logrotate_moved_it_away_and_the_serv
     assert f"toolrun: reopened the audit log {audit}" in "\n".join(started.stderr)
 
 
+@pytest.mark.integration  # a whole process start, as the SIGHUP one above
+def test_a_sighup_while_the_server_starts_is_kept_and_reopens_the_audit_log_once_it_serves(tmp_path: Path) -> None:
+    # The log opens before the SDK is imported and the catalog loaded (a second or more); a SIGHUP then ended
+    # the server (exit 129), before the event loop's handler was in place.
+    import subprocess
+    import threading
+
+    from tests.mcp_helpers import server_env, stop_process, toolrun_mcp_argv
+
+    audit = tmp_path / "audit.jsonl"
+    process = subprocess.Popen(toolrun_mcp_argv("--http", "127.0.0.1:0", "--drain-delay", "0s", "--audit", str(audit),
+                                                "--tools-dir", str(write_tools(tmp_path))),
+                               env=server_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True, encoding="utf-8")
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(line.rstrip("\n") for line in process.stderr or ()), daemon=True)
+    reader.start()
+    try:
+        _wait_for(audit.exists, "no audit log", lines)
+        assert not any(line.startswith("listening on ") for line in lines), "started before the signal: nothing tested"
+        audit.rename(tmp_path / "audit.jsonl.1")
+        process.send_signal(signal.SIGHUP)
+        _wait_for(lambda: any(line.startswith("listening on ") for line in lines) or process.poll() is not None,
+                  "no URL", lines, timeout=60)
+        assert process.poll() is None, f"exit {process.returncode}:\n" + "\n".join(lines)
+        _wait_for(lambda: any("reopened the audit log" in line for line in lines), "no reopen", lines)
+        url = next(line for line in lines if line.startswith("listening on ")).split("listening on ", 1)[1]
+        assert echoed(url, "after")
+    finally:
+        stop_process(process)
+        reader.join(5)
+    assert [json.loads(line)["arguments"] for line in audit.read_text().splitlines()] == [{"text": "after"}]
+    assert (tmp_path / "audit.jsonl.1").read_text() == ""
+
+
 def _wait_for(condition: Any, what: str, lines: list[str], timeout: float = 10) -> None:
     deadline = time.monotonic() + timeout
     while not condition():

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from toolrun.core.errors import Problem, UserError
 from toolrun.mcp.addresses import check_origin, is_loopback, parse_address
+from toolrun.mcp.hangup import HeldHangup
 from toolrun.mcp.limits import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_HEADER_TIMEOUT,
@@ -81,20 +82,26 @@ def serve(
 
     from toolrun.core.secrets import Redactor, redacting
 
-    # Over HTTP every call is audited (stderr by default); over stdio only when asked.
-    server = _catalog_server(tools_dir, tools, recipes, report, audit, audited=audit is not None or address is not None,
-                             assume_yes=assume_yes, stateless=service.stateless, sdk=address is not None)
-    # The tokens are secrets of the whole server: no call's output or log line may show them.
-    with redacting(Redactor(access.secrets if access else ())):
-        server.load()
-        try:
-            if address is None:
-                _serve_stdio(server)
-            else:
-                _serve_http(server, address, http, access, report, limits, origins, service, resource_url)
-        finally:
-            if server.audit is not None:
-                server.audit.close()
+    # A SIGHUP from the moment the audit file opens reopens it once the server runs (see toolrun.mcp.hangup).
+    hangup = HeldHangup().hold() if address is not None and audit is not None else None
+    try:
+        # Over HTTP every call is audited (stderr by default); over stdio only when asked.
+        server = _catalog_server(tools_dir, tools, recipes, report, audit, audited=audit is not None or address is not None,
+                                 assume_yes=assume_yes, stateless=service.stateless, sdk=address is not None)
+        # The tokens are secrets of the whole server: no call's output or log line may show them.
+        with redacting(Redactor(access.secrets if access else ())):
+            server.load()
+            try:
+                if address is None:
+                    _serve_stdio(server)
+                else:
+                    _serve_http(server, address, http, access, report, limits, origins, service, resource_url, hangup)
+            finally:
+                if server.audit is not None:
+                    server.audit.close()
+    finally:
+        if hangup is not None:
+            hangup.release()
 
 
 def _catalog_server(tools_dir: Path, tools: Sequence[str] | None, recipes: Path | None, report: Callable[[str], None],
@@ -184,7 +191,7 @@ def _serve_stdio(server: CatalogService) -> None:
 
 def _serve_http(server: CatalogService, address: tuple[str, int], http: str | None, access: AccessList | None,
                 report: Callable[[str], None], limits: HttpLimits, origins: list[str], service: ServiceOptions,
-                resource_url: str | None) -> None:
+                resource_url: str | None, hangup: HeldHangup | None = None) -> None:
     import anyio
 
     from toolrun.mcp.http import bind, serve_http
@@ -199,7 +206,8 @@ def _serve_http(server: CatalogService, address: tuple[str, int], http: str | No
     verifier = _token_verifier(access, report)
     stop_metrics = _start_metrics(server.metrics, service, report)
     try:
-        anyio.run(partial(serve_http, service=service, resource_url=resource_url, verifier=verifier), server, sock,
+        anyio.run(partial(serve_http, service=service, resource_url=resource_url, verifier=verifier, hangup=hangup),
+                  server, sock,
                   access, lambda url: report(f"listening on {url}"), limits, origins)
     finally:
         stop_metrics()

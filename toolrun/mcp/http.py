@@ -36,6 +36,7 @@ from toolrun.mcp.addresses import allowed_origins, is_loopback
 from toolrun.mcp.audit import AuditLog
 from toolrun.mcp.deadlines import deadline_protocol
 from toolrun.mcp.drain import DrainingServer, shutdown_bound
+from toolrun.mcp.hangup import HeldHangup
 from toolrun.mcp.health import HealthRoutes, Readiness
 from toolrun.mcp.limits import HttpLimits, SessionLimits
 from toolrun.mcp.oidc import TokenRefused, TokenVerifier
@@ -232,15 +233,19 @@ def http_server_for(server: CatalogServer, sock: socket.socket, access: AccessLi
 async def serve_http(server: CatalogServer, sock: socket.socket, access: AccessList | None,
                      on_ready: Callable[[str], None], limits: HttpLimits | None = None,
                      cors_origins: list[str] | tuple[str, ...] = (), service: ServiceOptions | None = None,
-                     resource_url: str | None = None, verifier: TokenVerifier | None = None) -> None:
+                     resource_url: str | None = None, verifier: TokenVerifier | None = None,
+                     hangup: HeldHangup | None = None) -> None:
     """Serve until SIGTERM has drained the server, or SIGINT; ``on_ready`` gets the URL once the socket
-    accepts connections."""
+    accepts connections. ``hangup``: SIGHUP kept while the server started (the audit log is reopened once)."""
     http_server = http_server_for(server, sock, access, limits, cors_origins, service, resource_url, verifier)
     host, port = sock.getsockname()[:2]
     shown_host = f"[{host}]" if ":" in host else host
     if server.audit is not None and server.audit.path is not None and hasattr(signal, "SIGHUP"):
         # SIGHUP (logrotate's postrotate) opens the audit log's path again, instead of ending the server
-        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, server.audit.reopen)
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGHUP, server.audit.reopen)
+        if hangup is not None and hangup.taken():
+            loop.call_soon(server.audit.reopen)
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(server.watch)
         tasks.start_soon(_announce_when_started, http_server, lambda: on_ready(f"http://{shown_host}:{port}{MCP_PATH}"))
