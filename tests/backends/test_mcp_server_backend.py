@@ -546,6 +546,9 @@ answer = probe_server._answer
 
 
 def mixed(request_id, method, params):
+    if method == "tools/list" and os.environ.get("LISTINGS"):
+        with open(os.environ["LISTINGS"], "a") as listings:
+            listings.write("tools/list\\n")
     if method == "tools/list":
         if sys.argv[1:] == ["--looping-cursor"]:
             page, cursor = TOOLS[:2], "same"
@@ -604,6 +607,30 @@ def test_a_tool_the_protocol_rejects_costs_only_that_tool_and_is_one_line_naming
     assert list(cached.catalog.tools) == ["whoami", "slow", "bad_result"] and len(cached.problems) == 3
     again = toolrun.call(cached.catalog, "whoami", {})
     assert not again.is_error and again.result.isdigit() and again.result != pid.result, again.result
+
+
+def test_calls_that_come_together_on_a_new_session_wait_for_one_listing(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolrun.backends.mcp_server import server_hub
+
+    monkeypatch.setenv("TOOLRUN_CACHE_DIR", str(tmp_path / "cache"))
+    listings = tmp_path / "listings.txt"
+    tools = tmp_path / "tools.d"
+    mixed_server(tools, "--good-only", env=f"  env: {{LISTINGS: {json.dumps(str(listings))}}}\n")
+    assert list(load_catalog(tools).catalog.tools) == ["whoami", "bad_result"]
+    server_hub().close_where(lambda spec: spec.cwd == str(tools))
+    listings.unlink()
+    cached = load_catalog(tools).catalog  # from the cache: the next session has not listed its tools
+    recipe = write(tmp_path, "recipe.yaml", """
+        name: together
+        model: openai:gpt-4o-mini
+        tools: [whoami]
+        messages: [{user: Who are you?}]
+    """)
+    model = ScriptedModel([ScriptedModel.calls([("whoami", {}), ("whoami", {}), ("whoami", {})]), "done"])
+    calls = toolrun.run(recipe, model=model, catalog=cached).turns[0].tool_calls
+    assert [call.is_error for call in calls] == [False] * 3 and len({call.result for call in calls}) == 1
+    assert listings.read_text().splitlines() == ["tools/list"]  # one session, listed once for its three calls
 
 
 def test_a_long_secret_the_server_lists_as_a_tool_s_schema_is_not_shown_in_part(tmp_path: Path,

@@ -179,6 +179,7 @@ class _Connection:
         self.transport_error: str | None = None  # the first failure the SDK's transport logged (a refused POST), in one line
         self.legacy_sse = bool(spec.url and is_legacy_sse_url(spec.url))  # protocol 2024-11-05: GET /sse, POST messages
         self.listed = False  # whether this session listed the tools (it knows each one's output schema)
+        self.learning: asyncio.Future[None] | None = None  # the listing the first calls of a session wait for together
 
     @property
     def alive(self) -> bool:
@@ -217,7 +218,7 @@ class _Connection:
         self.http_refusal = None
         self.transport_error = None
         _CONNECTION.set(self)  # this task's context, and so the SDK's tasks it starts: their log records are ours
-        self.listed = False
+        self.listed, self.learning = False, None
         try:
             try:
                 await self._serve()
@@ -390,7 +391,11 @@ class ServerHub:
         _CONNECTION.set(connection)  # the SDK's HTTP client reads a request's answer in the context of its sender
         try:
             if not connection.listed:
-                await self._learn_tools(connection)
+                # Calls that come together on a new session wait for one listing, not one each; a listing
+                # that failed is tried again by the next call.
+                if connection.learning is None or connection.learning.done():
+                    connection.learning = asyncio.ensure_future(self._learn_tools(connection))
+                await asyncio.shield(connection.learning)  # a cancelled call leaves the others' listing running
             result = await connection.client.call_tool(name, arguments)
         except asyncio.CancelledError:
             raise
