@@ -321,3 +321,40 @@ def test_sdk_internals_of_another_shape_leave_the_listing_to_the_sdk(tmp_path: P
     assert list(catalog.tools) == ALL_TOOLS
     identity = toolrun.call(catalog, "client_identity", {})
     assert not identity.is_error and json.loads(identity.result)["name"] == "toolrun"
+
+
+def refusing_a_post_of(app: Any, tool: str) -> Any:
+    """``app``, answering 500 to the POST that carries a call of ``tool`` (the SDK's legacy client then stops sending)."""
+    async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            return await app(scope, receive, send)
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body, more = body + message.get("body", b""), message.get("more_body", False)
+        if f'"name":"{tool}"'.encode() in body.replace(b" ", b""):
+            await send({"type": "http.response.start", "status": 500, "headers": [(b"content-type", b"text/plain")]})
+            return await send({"type": "http.response.body", "body": b"broken"})
+        replayed = iter([{"type": "http.request", "body": body, "more_body": False}])
+
+        async def replay() -> Any:
+            return next(replayed, None) or await receive()
+
+        return await app(scope, replay, send)
+
+    return wrapped
+
+
+def test_a_legacy_sse_post_the_server_refuses_fails_the_call_at_once_with_the_reason(tmp_path: Path) -> None:
+    import time
+
+    server = protocol_server("legacy")
+    with served(refusing_a_post_of(server.sse_app(), "filler_1")) as base:
+        catalog = toolrun.load_catalog(toolset(tmp_path, base + "/sse"))
+        assert toolrun.call(catalog, "filler_0", {}).result == "filler 0"
+        started = time.monotonic()
+        refused = toolrun.call(catalog, "filler_1", {})
+        assert refused.is_error and time.monotonic() - started < 10  # the toolset's timeout is 20 s
+        assert refused.result == (f"the MCP server {base}/sse could not be sent the call (the next call starts it "
+                                  f"again); Error in post_writer: HTTP 500 Internal Server Error (POST {base}/messages/)")
+        assert toolrun.call(catalog, "filler_0", {}).result == "filler 0"  # a new session

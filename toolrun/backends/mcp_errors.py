@@ -12,6 +12,9 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from toolrun.core.credentials import without_login
 
 # pydantic's str(ValidationError): "N validation error(s) for Model", then per error its location
 # (none for an error of the whole input, such as "Invalid JSON") and an indented "message [type=...,
@@ -35,9 +38,28 @@ def innermost(exc: BaseException) -> BaseException:
 def describe(exc: BaseException) -> str:
     """``exc`` in one line: ``Type: text`` (the innermost of an exception group), a pydantic error summarized."""
     exc = innermost(exc)
+    refused = http_refusal(exc)
+    if refused is not None:
+        return refused
     summary = validation_summary(exc)
     text = summary if summary is not None else one_line(str(exc)) or type(exc).__name__
     return text if type(exc).__name__ in text else f"{type(exc).__name__}: {text}"
+
+
+def http_refusal(exc: BaseException) -> str | None:
+    """An HTTP client's error for a response it refused (``raise_for_status``) as ``HTTP 500 Internal Server
+    Error (POST http://host/messages/)``: the URL without its query (a legacy SSE server's session id) or login;
+    None for any other exception."""
+    response = getattr(exc, "response", None)
+    status = getattr(response, "status_code", None)
+    if not isinstance(status, int):
+        return None
+    said = f"HTTP {status} {getattr(response, 'reason_phrase', '') or ''}".rstrip()
+    request = getattr(exc, "request", None)
+    if request is None or not str(getattr(request, "url", "")):
+        return said
+    parts = urlsplit(without_login(str(request.url)))
+    return f"{said} ({request.method} {urlunsplit(parts._replace(query='', fragment=''))})"
 
 
 def validation_summary(exc: BaseException, skip: int = 0) -> str | None:

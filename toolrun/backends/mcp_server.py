@@ -24,7 +24,7 @@ import os
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from concurrent.futures import Future
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -146,12 +146,45 @@ class _ReportedByTheConnection(logging.Filter):
             failure = record.exc_info[1]
             said = f"{record.getMessage()}: {describe(failure)}" if failure is not None else record.getMessage()
             connection.transport_error = _first_line(Redactor(connection.secrets).redact(said))  # redacted, then cut
+        if record.name == "mcp.client.sse" and record.getMessage() in _LEGACY_SSE_ENDINGS:
+            connection.transport_ended.set()  # logged on the hub's loop, by the SDK's task that just ended
         return False
+
+
+# What the SDK's legacy HTTP+SSE client logs as its reading or sending task ends: the session can no longer
+# send a request or receive an answer, and every call waiting on it would wait out its timeout.
+_LEGACY_SSE_ENDINGS = frozenset({"Error in post_writer", "Error in sse_reader", "Encountered SSE exception"})
 
 
 _SDK_TRANSPORT_LOGGERS = ("mcp.client.stdio", "mcp.client.streamable_http", "mcp.client.sse")
 for _name in _SDK_TRANSPORT_LOGGERS:
     logging.getLogger(_name).addFilter(_ReportedByTheConnection())
+
+
+class _TransportEnded(Exception):
+    """The session's legacy SSE transport ended while a call waited (``_Connection.transport_error`` says why)."""
+
+
+async def _unless_transport_ends(connection: _Connection, request: Coroutine[Any, Any, Any]) -> Any:
+    """``request``'s answer; ``_TransportEnded`` (the request cancelled) as soon as the legacy SSE client stops
+    sending or reading: no answer can come then. Other transports answer a failed request themselves."""
+    if not connection.legacy_sse:
+        return await request
+    answer = asyncio.ensure_future(request)
+    ended = asyncio.ensure_future(connection.transport_ended.wait())
+    try:
+        await asyncio.wait((answer, ended), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        ended.cancel()
+        if not answer.done():
+            answer.cancel()
+    if answer.done() and not answer.cancelled():
+        return answer.result()
+    raise _TransportEnded
+
+
+def _restart(connection: _Connection) -> str:
+    return "the next call starts it again" if connection.starts <= MAX_RESTARTS else "it is not restarted again"
 
 
 def _first_line(text: str, limit: int = 200) -> str:
@@ -179,6 +212,7 @@ class _Connection:
         self.transport_error: str | None = None  # the first failure the SDK's transport logged (a refused POST), in one line
         self.legacy_sse = bool(spec.url and is_legacy_sse_url(spec.url))  # protocol 2024-11-05: GET /sse, POST messages
         self.listed = False  # whether this session listed the tools (it knows each one's output schema)
+        self.transport_ended = asyncio.Event()  # the SDK's legacy SSE client stopped sending or reading
         self.learning: asyncio.Future[None] | None = None  # the listing the first calls of a session wait for together
 
     @property
@@ -218,7 +252,7 @@ class _Connection:
         self.http_refusal = None
         self.transport_error = None
         _CONNECTION.set(self)  # this task's context, and so the SDK's tasks it starts: their log records are ours
-        self.listed, self.learning = False, None
+        self.listed, self.learning, self.transport_ended = False, None, asyncio.Event()
         try:
             try:
                 await self._serve()
@@ -396,15 +430,18 @@ class ServerHub:
                 if connection.learning is None or connection.learning.done():
                     connection.learning = asyncio.ensure_future(self._learn_tools(connection))
                 await asyncio.shield(connection.learning)  # a cancelled call leaves the others' listing running
-            result = await connection.client.call_tool(name, arguments)
+            result = await _unless_transport_ends(connection, connection.client.call_tool(name, arguments))
         except asyncio.CancelledError:
             raise
         except Exception as exc:
+            if isinstance(exc, _TransportEnded):
+                await connection.closed()  # the next call starts a new session (once)
+                return BackendOutput(f"the MCP server {spec.label} could not be sent the call ({_restart(connection)})"
+                                     f"; {connection.transport_error}", True)
             if getattr(exc, "code", None) == CONNECTION_CLOSED or connection.finished:
                 await connection.closed()  # the next call starts a new one (once)
-                restart = "the next call starts it again" if connection.starts <= MAX_RESTARTS else "it is not restarted again"
                 tail = connection.stderr_tail()
-                return BackendOutput(f"the MCP server {spec.label} stopped during the call ({restart})"
+                return BackendOutput(f"the MCP server {spec.label} stopped during the call ({_restart(connection)})"
                                      + (f"; its stderr ends with:\n{tail}" if tail else ""), True)
             unreadable = validation_summary(exc)
             what = (f"answered the call with a result toolrun cannot read: {unreadable}" if unreadable is not None
