@@ -33,7 +33,8 @@ from toolrun.loop.tool_offer import DEFAULT_MAX_TOOLS
 def select_command(ctx: click.Context, text: str, tools_dir: Path | None, limit: int, as_json: bool) -> None:
     """Rank the tools for TEXT as settings.tool_selection would: best first, with scores.
 
-    A tool with score 0 shares no word with TEXT and is never offered by the ranking.
+    Tools with score 0 share no word with TEXT: a request offers them in the places the
+    ranked tools leave, in catalog order, and so are they shown.
     """
     directory = tools_dir if tools_dir is not None else DEFAULT_TOOLS_DIR
 
@@ -46,11 +47,16 @@ def select_command(ctx: click.Context, text: str, tools_dir: Path | None, limit:
         if not as_json:
             raise
         exit_with_load_failure_json(ctx, error)
-    ranked = [tool for tool in index.rank(text, limit) if tool.score > 0]
+    offered = index.rank(text, limit)  # as a request fills its places: the ranked tools, then catalog order
     if as_json:
-        click.echo(json_printable({"tools": [{"name": tool.name, "score": tool.score} for tool in ranked]}))
+        click.echo(json_printable({"tools": [{"name": tool.name, "score": tool.score} for tool in offered]}))
         return
-    if not ranked:
-        click.echo(f"no tool in {directory} shares a word with the text", err=True)
-        return
-    click.echo(format_table(("SCORE", "NAME"), [(f"{tool.score:.2f}", tool.name) for tool in ranked]))
+    if offered:
+        click.echo(format_table(("SCORE", "NAME"), [(f"{tool.score:.2f}", tool.name) for tool in offered]))
+    unranked = sum(tool.score <= 0 for tool in offered)
+    if unranked == len(offered) and offered:
+        click.echo(f"no tool in {directory} shares a word with the text: a request offers these, the first "
+                   "in catalog order", err=True)
+    elif unranked:
+        click.echo(f"the last {unranked} share no word with the text: they fill the places left, in catalog order",
+                   err=True)
