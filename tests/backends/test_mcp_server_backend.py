@@ -490,7 +490,7 @@ def test_a_failure_the_sdk_logs_is_kept_by_its_connection_and_another_client_s_i
             logger.exception("Error in post_writer")
 
     async def held() -> None:
-        mcp_server._CONNECTION.set(connection)  # as hold() does in the task that holds the session
+        mcp_server.CURRENT_CONNECTION.set(connection)  # as hold() does in the task that holds the session
         await asyncio.get_running_loop().create_task(post_writer())  # the SDK's task, started from there
 
     caplog.set_level("DEBUG", logger="mcp.client.streamable_http")
@@ -516,7 +516,7 @@ def test_a_secret_where_the_one_line_failure_is_cut_short_is_not_shown_in_part()
     failure = ConnectionRefusedError("x" * 130 + " token " + secret)  # the line is cut (200) inside the secret
 
     async def held() -> None:
-        mcp_server._CONNECTION.set(connection)
+        mcp_server.CURRENT_CONNECTION.set(connection)
         try:
             raise failure
         except ConnectionRefusedError:

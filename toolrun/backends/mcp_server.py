@@ -19,14 +19,12 @@ from __future__ import annotations
 import asyncio
 import atexit
 import json
-import logging
 import os
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +38,7 @@ from toolrun.backends.mcp_server_config import (
     parse_mcp_server_config,
 )
 from toolrun.backends.mcp_tool_list import RejectedTool, list_every_tool
+from toolrun.backends.mcp_transport_log import CURRENT_CONNECTION, TransportEnded, first_line, unless_transport_ends
 from toolrun.backends.tool_list_changes import note_tools_changed
 from toolrun.core.content import BLOCK_TYPES, capped_blocks
 from toolrun.core.errors import Problem
@@ -129,67 +128,8 @@ _NOT_AN_ENDPOINT = " — is the url the server's MCP endpoint? a legacy HTTP+SSE
 _PARSE_ERROR = -32700  # JSON-RPC's code, which the SDK's HTTP client gives an answer that is no JSON-RPC message
 
 
-_CONNECTION: ContextVar[_Connection | None] = ContextVar("toolrun_mcp_connection", default=None)
-
-
-class _ReportedByTheConnection(logging.Filter):
-    """Keeps the SDK client's log records that carry an exception off stderr when they come from one of
-    toolrun's connections: a server's unreadable message or a broken stream or POST, which the SDK logs
-    with its traceback (on stderr when nothing is configured). The connection keeps the first of them in one
-    line for its error message. Records of any other SDK client in the process are left alone."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        connection = _CONNECTION.get()  # the holding task's context, or a request's sender's (set in _list, _call)
-        if record.exc_info is None or connection is None:
-            return True
-        if connection.transport_error is None:
-            failure = record.exc_info[1]
-            said = f"{record.getMessage()}: {describe(failure)}" if failure is not None else record.getMessage()
-            connection.transport_error = _first_line(Redactor(connection.secrets).redact(said))  # redacted, then cut
-        if record.name == "mcp.client.sse" and record.getMessage() in _LEGACY_SSE_ENDINGS:
-            connection.transport_ended.set()  # logged on the hub's loop, by the SDK's task that just ended
-        return False
-
-
-# What the SDK's legacy HTTP+SSE client logs as its reading or sending task ends: the session can no longer
-# send a request or receive an answer, and every call waiting on it would wait out its timeout.
-_LEGACY_SSE_ENDINGS = frozenset({"Error in post_writer", "Error in sse_reader", "Encountered SSE exception"})
-
-
-_SDK_TRANSPORT_LOGGERS = ("mcp.client.stdio", "mcp.client.streamable_http", "mcp.client.sse")
-for _name in _SDK_TRANSPORT_LOGGERS:
-    logging.getLogger(_name).addFilter(_ReportedByTheConnection())
-
-
-class _TransportEnded(Exception):
-    """The session's legacy SSE transport ended while a call waited (``_Connection.transport_error`` says why)."""
-
-
-async def _unless_transport_ends(connection: _Connection, request: Coroutine[Any, Any, Any]) -> Any:
-    """``request``'s answer; ``_TransportEnded`` (the request cancelled) as soon as the legacy SSE client stops
-    sending or reading: no answer can come then. Other transports answer a failed request themselves."""
-    if not connection.legacy_sse:
-        return await request
-    answer = asyncio.ensure_future(request)
-    ended = asyncio.ensure_future(connection.transport_ended.wait())
-    try:
-        await asyncio.wait((answer, ended), return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        ended.cancel()
-        if not answer.done():
-            answer.cancel()
-    if answer.done() and not answer.cancelled():
-        return answer.result()
-    raise _TransportEnded
-
-
 def _restart(connection: _Connection) -> str:
     return "the next call starts it again" if connection.starts <= MAX_RESTARTS else "it is not restarted again"
-
-
-def _first_line(text: str, limit: int = 200) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else ""
-    return line if len(line) <= limit else line[:limit] + "…"
 
 
 class _Connection:
@@ -251,7 +191,7 @@ class _Connection:
         self.finished = False
         self.http_refusal = None
         self.transport_error = None
-        _CONNECTION.set(self)  # this task's context, and so the SDK's tasks it starts: their log records are ours
+        CURRENT_CONNECTION.set(self)  # this task's context, and so the SDK's tasks it starts: their log records are ours
         self.listed, self.learning, self.transport_ended = False, None, asyncio.Event()
         try:
             try:
@@ -296,7 +236,7 @@ class _Connection:
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, Exception):  # a line the SDK could not read as a message: the request it answers waits
-            self.unreadable = _first_line(Redactor(self.secrets).redact(validation_summary(message) or describe(message)))
+            self.unreadable = first_line(Redactor(self.secrets).redact(validation_summary(message) or describe(message)))
         elif getattr(message, "method", None) == "notifications/tools/list_changed":
             _tools_changed(self.spec)
 
@@ -388,7 +328,7 @@ class ServerHub:
 
     async def _list(self, spec: ServerSpec) -> list[RemoteTool]:
         connection = await self._connected(spec)
-        _CONNECTION.set(connection)  # the SDK's HTTP client reads a request's answer in the context of its sender
+        CURRENT_CONNECTION.set(connection)  # the SDK's HTTP client reads a request's answer in the context of its sender
         _changed_since_listed.discard(spec)  # a change announced from now on is seen by the next listing
         try:
             async with asyncio.timeout(spec.timeout):
@@ -422,7 +362,7 @@ class ServerHub:
             connection = await self._connected(spec)
         except McpServerUnavailable as exc:
             return BackendOutput(str(exc), True)
-        _CONNECTION.set(connection)  # the SDK's HTTP client reads a request's answer in the context of its sender
+        CURRENT_CONNECTION.set(connection)  # the SDK's HTTP client reads a request's answer in the context of its sender
         try:
             if not connection.listed:
                 # Calls that come together on a new session wait for one listing, not one each; a listing
@@ -430,11 +370,11 @@ class ServerHub:
                 if connection.learning is None or connection.learning.done():
                     connection.learning = asyncio.ensure_future(self._learn_tools(connection))
                 await asyncio.shield(connection.learning)  # a cancelled call leaves the others' listing running
-            result = await _unless_transport_ends(connection, connection.client.call_tool(name, arguments))
+            result = await unless_transport_ends(connection, connection.client.call_tool(name, arguments))
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            if isinstance(exc, _TransportEnded):
+            if isinstance(exc, TransportEnded):
                 await connection.closed()  # the next call starts a new session (once)
                 return BackendOutput(f"the MCP server {spec.label} could not be sent the call ({_restart(connection)})"
                                      f"; {connection.transport_error}", True)

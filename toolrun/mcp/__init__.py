@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -83,25 +84,26 @@ def serve(
     from toolrun.core.secrets import Redactor, redacting
 
     # A SIGHUP from the moment the audit file opens reopens it once the server runs (see toolrun.mcp.hangup).
-    hangup = HeldHangup().hold() if address is not None and audit is not None else None
-    try:
+    with HeldHangup(active=address is not None and audit is not None) as hangup:
         # Over HTTP every call is audited (stderr by default); over stdio only when asked.
         server = _catalog_server(tools_dir, tools, recipes, report, audit, audited=audit is not None or address is not None,
                                  assume_yes=assume_yes, stateless=service.stateless, sdk=address is not None)
         # The tokens are secrets of the whole server: no call's output or log line may show them.
-        with redacting(Redactor(access.secrets if access else ())):
+        with redacting(Redactor(access.secrets if access else ())), _audit_closed_after(server):
             server.load()
-            try:
-                if address is None:
-                    _serve_stdio(server)
-                else:
-                    _serve_http(server, address, http, access, report, limits, origins, service, resource_url, hangup)
-            finally:
-                if server.audit is not None:
-                    server.audit.close()
+            if address is None:
+                _serve_stdio(server)
+            else:
+                _serve_http(server, address, http, access, report, limits, origins, service, resource_url, hangup)
+
+
+@contextmanager
+def _audit_closed_after(server: CatalogService) -> Iterator[None]:
+    try:
+        yield
     finally:
-        if hangup is not None:
-            hangup.release()
+        if server.audit is not None:
+            server.audit.close()
 
 
 def _catalog_server(tools_dir: Path, tools: Sequence[str] | None, recipes: Path | None, report: Callable[[str], None],
@@ -191,7 +193,7 @@ def _serve_stdio(server: CatalogService) -> None:
 
 def _serve_http(server: CatalogService, address: tuple[str, int], http: str | None, access: AccessList | None,
                 report: Callable[[str], None], limits: HttpLimits, origins: list[str], service: ServiceOptions,
-                resource_url: str | None, hangup: HeldHangup | None = None) -> None:
+                resource_url: str | None, hangup: HeldHangup) -> None:
     import anyio
 
     from toolrun.mcp.http import bind, serve_http

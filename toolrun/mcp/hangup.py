@@ -15,17 +15,24 @@ from typing import Any
 
 
 class HeldHangup:
-    """SIGHUP noted, not acted on, until ``taken`` (a signal handler may not touch the log: a line being
-    written holds its lock)."""
+    """Within ``with HeldHangup(active)``: SIGHUP noted, not acted on, until ``taken`` (a signal handler may not
+    touch the log: a line being written holds its lock). Inactive, nothing changes and nothing is ever taken."""
 
-    def __init__(self) -> None:
+    def __init__(self, active: bool = True) -> None:
+        self.active = active
         self.arrived = False
         self._previous: Any = None
         self._held = False
 
+    def __enter__(self) -> HeldHangup:
+        return self.hold()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
     def hold(self) -> HeldHangup:
         """Note SIGHUP from now on (only the main thread may set a handler; elsewhere nothing changes)."""
-        if hasattr(signal, "SIGHUP") and threading.current_thread() is threading.main_thread():
+        if self.active and hasattr(signal, "SIGHUP") and threading.current_thread() is threading.main_thread():
             self._previous = signal.signal(signal.SIGHUP, self._note)
             self._held = True
         return self
