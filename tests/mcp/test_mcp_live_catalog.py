@@ -237,31 +237,45 @@ STATUS_TOOL = """
 """
 
 
-def test_over_http_a_first_call_of_an_http_tool_imports_nothing_on_the_event_loop(tmp_path: Path,
-                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_over_http_a_first_call_of_an_http_tool_imports_nothing_on_the_event_loop(tmp_path: Path) -> None:
     # httpx's connection pool, the request machinery and the CA certificates cost a first http call 50-150 ms,
     # during which every client of an HTTP server (one event loop) waited: the server takes them before serving
     import toolrun.backends
     from toolrun.mcp.catalog_service import CatalogService
 
     machinery = "toolrun.backends.http_request"
-    monkeypatch.delitem(sys.modules, machinery, raising=False)  # restored after the test, as is the attribute
-    monkeypatch.delattr(toolrun.backends, "http_request", raising=False)
-    write(tmp_path, "pinger.yaml", PINGER)
-    served = CatalogServer(LiveCatalog(tmp_path), audit=AuditLog(io.StringIO()))
-    served.load()
-    assert machinery not in sys.modules  # no http tool yet: nothing of it
+    # Each import below sets both sys.modules' entry and the package's attribute: both are put back as they were
+    # (monkeypatch would restore the first and leave the attribute at the last import, where a later test's
+    # monkeypatch of a constant "toolrun.backends.http_request.X" would patch a module no call reads).
+    kept_module, kept_attribute = sys.modules.get(machinery), vars(toolrun.backends).get("http_request")
 
-    write(tmp_path, "build.yaml", STATUS_TOOL)  # dropped in while serving: prepared by the reload, in its thread
-    assert anyio.run(served.refresh) is True
-    assert machinery in sys.modules
+    def forget_machinery() -> None:
+        sys.modules.pop(machinery, None)
+        vars(toolrun.backends).pop("http_request", None)
 
-    monkeypatch.delitem(sys.modules, machinery)
-    lean = CatalogService(LiveCatalog(tmp_path), audit=AuditLog(io.StringIO()))
-    lean.load()  # stdio: the one client's server starts sooner, and its first call imports as `toolrun call` does
-    assert machinery not in sys.modules
-    CatalogServer(LiveCatalog(tmp_path), audit=AuditLog(io.StringIO())).load()
-    assert machinery in sys.modules
+    forget_machinery()
+    try:
+        write(tmp_path, "pinger.yaml", PINGER)
+        served = CatalogServer(LiveCatalog(tmp_path), audit=AuditLog(io.StringIO()))
+        served.load()
+        assert machinery not in sys.modules  # no http tool yet: nothing of it
+
+        write(tmp_path, "build.yaml", STATUS_TOOL)  # dropped in while serving: prepared by the reload, in its thread
+        assert anyio.run(served.refresh) is True
+        assert machinery in sys.modules
+
+        forget_machinery()
+        lean = CatalogService(LiveCatalog(tmp_path), audit=AuditLog(io.StringIO()))
+        lean.load()  # stdio: the one client's server starts sooner, and its first call imports as `toolrun call` does
+        assert machinery not in sys.modules
+        CatalogServer(LiveCatalog(tmp_path), audit=AuditLog(io.StringIO())).load()
+        assert machinery in sys.modules
+    finally:
+        forget_machinery()
+        if kept_module is not None:
+            sys.modules[machinery] = kept_module
+        if kept_attribute is not None:
+            toolrun.backends.http_request = kept_attribute  # type: ignore[attr-defined]
 
 
 def test_a_call_cancelled_while_its_approval_question_is_up_withdraws_the_question_over_the_sdk(tmp_path: Path) -> None:
