@@ -171,6 +171,62 @@ def test_enum_in_prose_does_not_fire(schema: dict[str, Any]) -> None:
     assert "enum-in-prose" not in lint_one(make_tool(parameters=parameters))
 
 
+# ---- enum-type-mismatch
+
+
+@pytest.mark.parametrize(
+    ("schema", "holds", "fix"),
+    [
+        ({"type": "integer", "enum": ["1", "2"]}, '"1" (string), "2" (string): no value can pass both',
+         "write them as integer values, without quotes (1, 2)"),
+        ({"type": "string", "enum": [1, 2]}, "1 (integer), 2 (integer): no value can pass both",
+         'quote them ("1", "2")'),
+        ({"type": "string", "enum": ["fast", True]}, "true (boolean): a call that sends one of them is rejected",
+         "unquoted yes, no, on, off, true and false are booleans in YAML"),
+        ({"type": "number", "const": "2.5e3"}, "its const holds \"2.5e3\" (string)",
+         "without quotes (2500.0)"),
+        ({"type": "string", "enum": ["a", None]}, "null (null)", 'add "null" to the type (type: [string, "null"])'),
+    ],
+)
+def test_enum_values_of_another_type_than_the_parameter_are_a_warning(schema: dict[str, Any], holds: str,
+                                                                       fix: str) -> None:
+    parameters = {"type": "object", "properties": {"level": {**schema, "description": "Level"}}}
+    [finding] = [f for f in lint_catalog([make_tool(parameters=parameters)]) if f.rule == "enum-type-mismatch"]
+    assert finding.severity == "warning"
+    assert finding.message.startswith("parameter 'level' is type: ")
+    assert holds in finding.message and fix in finding.message
+
+
+def test_enum_type_mismatch_looks_into_array_items_and_accepts_what_json_schema_accepts() -> None:
+    parameters = {"type": "object", "properties": {
+        "sizes": {"type": "array", "description": "Sizes", "items": {"type": "integer", "enum": ["1", 2]}},
+        "ok": {"type": ["string", "null"], "enum": ["a", None], "description": "A or nothing"},
+        "whole": {"type": "integer", "enum": [1, 2.0], "description": "2.0 is an integer to JSON Schema"},
+        "old": {"type": "string", "enum": ["a", None], "nullable": True, "description": "openapi-nullable's case"},
+    }}
+    findings = [f for f in lint_catalog([make_tool(parameters=parameters)]) if f.rule == "enum-type-mismatch"]
+    assert [f.message.split(":")[0] for f in findings] == ["parameter 'sizes[]' is type"]
+
+
+def test_enum_type_mismatch_names_the_line_of_the_yaml_that_says_it(tmp_path: Path) -> None:
+    from toolrun.catalog.loader import load_catalog
+
+    (tmp_path / "level.yaml").write_text(
+        "name: set_level\n"
+        "description: Sets the log level of a service. Use it when the user asks for more or less logging.\n"
+        "parameters:\n"
+        "  type: object\n"
+        "  properties:\n"
+        "    verbose: {type: string, enum: [yes, no], description: Whether to log everything}\n"
+        "backend: {python: levels.py:set_level}\n", encoding="utf-8")
+    (tmp_path / "levels.py").write_text("def set_level(verbose=None):\n    return verbose\n", encoding="utf-8")
+    result = load_catalog(tmp_path)
+    assert result.problems == []
+    [finding] = [f for f in lint_catalog(result.catalog) if f.rule == "enum-type-mismatch"]
+    assert (finding.tool, finding.line) == ("set_level", 6)
+    assert "true (boolean), false (boolean)" in finding.message
+
+
 def test_prose_values_lists_the_values() -> None:
     assert prose_values("Sort order, one of `asc`, `desc`.") == ["asc", "desc"]
     assert prose_values("The unit: either celsius or fahrenheit") == ["celsius", "fahrenheit"]

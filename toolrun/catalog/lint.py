@@ -306,7 +306,7 @@ def lint_catalog(
 # Every rule the lint reports; ``lint: {ignore: [...]}`` may name these.
 RULES = frozenset({
     "description-too-short", "no-usage-guidance", "parameter-missing-description", "missing-parameter-type",
-    "parameter-name", "openapi-nullable", "enum-in-prose", "near-duplicate", "look-alike-name",
+    "parameter-name", "openapi-nullable", "enum-in-prose", "enum-type-mismatch", "near-duplicate", "look-alike-name",
     "strict-mode-incompatible", "gemini-schema-incompatible", "token-cost", "too-many-tools", "empty-catalog",
     "state-changing-without-annotations", "prompt-injection", "unused-parameter", "secret-in-argv",
     "optional-path-parameter", "argv-option-injection", "model-chosen-host", "model-chosen-path",

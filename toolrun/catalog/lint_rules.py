@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from toolrun.catalog.cjk import is_cjk
+from toolrun.catalog.enum_types import enum_mismatch, schemas_with_items
 from toolrun.catalog.tokens import token_estimate  # also what tools export shows
 from toolrun.core.schema_dialects import SchemaChange, allows_null, to_gemini, to_openai_strict
 from toolrun.core.text import counted
@@ -248,6 +249,15 @@ def parameter_findings(tool: Tool) -> Iterator[RawFinding]:
                     f"parameter {parameter.display!r} lists its values in prose ({listed}): declare them as "
                     "`enum: [...]` so the model cannot send anything else",
                 )
+
+
+def enum_type_findings(tool: Tool) -> Iterator[RawFinding]:
+    """enum-type-mismatch: enum or const values the parameter's own type rejects (array items' too)."""
+    for parameter in iter_parameters(tool.parameters):
+        for display, key_path, schema in schemas_with_items(parameter.display, parameter.key_path, parameter.schema):
+            message = enum_mismatch(display, schema)
+            if message is not None:
+                yield RawFinding("enum-type-mismatch", "warning", key_path, message)
 
 
 # ---------------------------------------------------------------- prompt injection
@@ -514,6 +524,7 @@ def token_findings(tool: Tool) -> Iterator[RawFinding]:
 TOOL_RULES = (
     description_findings,
     parameter_findings,
+    enum_type_findings,
     injection_findings,
     unused_parameter_findings,
     backend_findings,
