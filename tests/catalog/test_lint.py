@@ -367,6 +367,20 @@ def test_gemini_schema_incompatible_fires_for_lossy_conversions_only() -> None:
 # ---- catalog-wide rules
 
 
+@pytest.mark.parametrize(("name", "suggestion"), [("2fa_enable", "_2fa_enable"), ("-x", "x"), ("-9", "_9")])
+def test_a_name_gemini_refuses_is_a_warning(name: str, suggestion: str) -> None:
+    # OpenAI and Anthropic take ^[A-Za-z0-9_-]{1,64}$; a Gemini function name must start with a letter or _.
+    [finding] = [f for f in lint_catalog([make_tool(name=name, key_lines={"name": 3})]) if f.rule == "gemini-tool-name"]
+    assert (finding.severity, finding.line) == ("warning", 3)
+    assert finding.message == (f"name {name!r} starts with {name[0]!r}: Gemini refuses every request that offers this "
+                               f"tool (its function names start with a letter or _); rename it, e.g. {suggestion}")
+
+
+@pytest.mark.parametrize("name", ["get_flower_inventory", "_private", "Get-2"])
+def test_a_name_starting_with_a_letter_or_underscore_is_fine_for_gemini(name: str) -> None:
+    assert "gemini-tool-name" not in lint_one(make_tool(name=name))
+
+
 def test_token_cost_per_tool_and_for_the_catalog() -> None:
     tools = [make_tool(), make_tool(name="other_tool", description="Something else entirely " * 5 + "use it never.")]
     catalog = Catalog({t.name: t for t in tools}, Path("tools.d"))

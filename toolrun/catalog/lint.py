@@ -307,8 +307,8 @@ def lint_catalog(
 RULES = frozenset({
     "description-too-short", "no-usage-guidance", "parameter-missing-description", "missing-parameter-type",
     "parameter-name", "openapi-nullable", "enum-in-prose", "enum-type-mismatch", "near-duplicate", "look-alike-name",
-    "strict-mode-incompatible", "gemini-schema-incompatible", "token-cost", "too-many-tools", "empty-catalog",
-    "state-changing-without-annotations", "prompt-injection", "unused-parameter", "secret-in-argv",
+    "strict-mode-incompatible", "gemini-schema-incompatible", "gemini-tool-name", "token-cost", "too-many-tools",
+    "empty-catalog", "state-changing-without-annotations", "prompt-injection", "unused-parameter", "secret-in-argv",
     "optional-path-parameter", "argv-option-injection", "model-chosen-host", "model-chosen-path",
     "credentials-withheld", "shell-exit-code", "python-signature", "unknown-lint-rule",
     "env-reference-without-env", "dollar-variable",

@@ -27,6 +27,7 @@ MIN_DESCRIPTION_WORDS = 10  # fewer words cannot say what, when and when not
 CJK_CHARS_PER_WORD = 2  # a Chinese word is about two characters
 LARGE_TOOL_TOKENS = 1000  # a single definition above this is worth trimming
 PROPERTY_NAME = re.compile(r"^[a-zA-Z0-9_.-]{1,64}$")  # what Anthropic accepts as input_schema property keys
+GEMINI_NAME_START = re.compile(r"^[A-Za-z_]")  # a Gemini function name starts with a letter or _ (OpenAI's may not)
 HUGE_TOOL_TOKENS = 100_000  # above this a request cannot fit most models' context windows
 
 
@@ -495,6 +496,22 @@ def schema_compat_findings(tool: Tool) -> Iterator[RawFinding]:
         )
 
 
+def gemini_name_findings(tool: Tool) -> Iterator[RawFinding]:
+    """gemini-tool-name: a name OpenAI and Anthropic take and Gemini refuses (a leading digit or -)."""
+    if GEMINI_NAME_START.match(tool.name):
+        return
+    suggestion = tool.name.lstrip("-")
+    if not GEMINI_NAME_START.match(suggestion):
+        suggestion = f"_{suggestion}"
+    yield RawFinding(
+        "gemini-tool-name",
+        "warning",
+        "name",
+        f"name {tool.name!r} starts with {tool.name[0]!r}: Gemini refuses every request that offers this tool "
+        f"(its function names start with a letter or _); rename it, e.g. {suggestion[:64]}",
+    )
+
+
 def _parameters_path(change: SchemaChange) -> str:
     """The tool key path of a schema change, for the finding's line."""
     return f"parameters.{change.path}" if change.path else "parameters"
@@ -530,6 +547,7 @@ TOOL_RULES = (
     backend_findings,
     withheld_credential_findings,
     schema_compat_findings,
+    gemini_name_findings,
     token_findings,
 )
 
