@@ -8,6 +8,11 @@ import re
 MAX_DESCRIPTION_CHARS = 1200  # a tool's description: what, when and limits fit; a manual page does not
 MAX_PARAMETER_DESCRIPTION_CHARS = 400
 
+# What a reader of the rendered page never sees: a <script> or <style> element's text (an unclosed one runs to
+# the end, as in a browser) and an HTML comment. An inline code span (`<script>`) is text shown as written.
+_HIDDEN = re.compile(r"(`[^`\n]*`)|<(script|style)\b[^<>]*>.*?(?:</\2\s*>|\Z)|<!--.*?(?:-->|\Z)",
+                     re.IGNORECASE | re.DOTALL)
+_HIDDEN_PASSES = 8  # "<scr<script></script>ipt>" makes a new element once the inner one is gone: a few rounds
 _LINK = re.compile(r"\[([^\]]+)\]\((?:[^()]|\([^)]*\))*\)")  # [text](url) -> text
 _BREAK = re.compile(r"<\s*(br|/p|p|/li|/div|/h\d)\s*/?\s*>", re.IGNORECASE)
 _TAG = re.compile(r"</?[A-Za-z][^<>]*>")
@@ -18,7 +23,9 @@ _BLANK_LINES = re.compile(r"\n\s*\n\s*(\n\s*)+")
 
 
 def clean_description(text: str, limit: int = MAX_PARAMETER_DESCRIPTION_CHARS) -> str:
-    """``text`` without HTML tags, Markdown links/emphasis/headings and extra blank lines, at most ``limit`` chars."""
+    """``text`` without HTML tags (and what script, style and comments hide), Markdown links/emphasis/headings and
+    extra blank lines, at most ``limit`` chars."""
+    text = _without_hidden_text(text)
     text = _BREAK.sub("\n", text)
     text = html.unescape(_TAG.sub("", text))
     text = _LINK.sub(r"\1", text)
@@ -27,6 +34,19 @@ def clean_description(text: str, limit: int = MAX_PARAMETER_DESCRIPTION_CHARS) -
     lines = [_SPACES.sub(" ", line).strip() for line in text.splitlines()]
     text = _BLANK_LINES.sub("\n\n", "\n".join(lines)).strip()
     return cap(text, limit)
+
+
+def _without_hidden_text(text: str) -> str:
+    """``text`` without script and style elements and HTML comments: code a page runs, or text it hides, is no
+    description for a model (and what a reviewer of the rendered page never reads must not reach one)."""
+    for _ in range(_HIDDEN_PASSES):
+        if "<" not in text:
+            break
+        shorter = _HIDDEN.sub(lambda match: match.group(1) or "", text)
+        if shorter == text:
+            break
+        text = shorter
+    return text
 
 
 def cap(text: str, limit: int) -> str:
