@@ -30,6 +30,7 @@ class Recorded:
     headers: dict[str, str]
     body: bytes
     client_port: int = 0  # the client's side of the connection: requests on one kept-alive connection share it
+    raw_query: str = ""  # the query as it came, before decoding (?ids=a,b%2Cc)
 
     def json(self) -> Any:
         return json.loads(self.body)
@@ -79,7 +80,8 @@ class LoopbackServer:
                 body = self.rfile.read(length) if length else b""
                 parts = urlsplit(self.path)
                 recorded = Recorded(self.command, parts.path, parse_qs(parts.query),
-                                    {k.lower(): v for k, v in self.headers.items()}, body, self.client_address[1])
+                                    {k.lower(): v for k, v in self.headers.items()}, body, self.client_address[1],
+                                    parts.query)
                 outer.requests.append(recorded)
                 reply = outer.handler(recorded)
                 if reply.delay:

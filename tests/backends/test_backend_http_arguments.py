@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
+from urllib.parse import unquote_plus
+
+import pytest
 
 from tests.backend_helpers import call, make_tool
 from tests.loopback import Reply
@@ -70,7 +73,45 @@ def test_path_arguments_join_arrays(tmp_path: Path, loopback) -> None:
     server = loopback(lambda request: Reply(200, {}))
     tool = tool_for(tmp_path, server.url + "/items/{ids}", {"arguments": {"ids": "path"}})
     call(tool, {"ids": [3, 4]})
-    assert server.requests[0].path == "/items/3%2C4"
+    assert server.requests[0].path == "/items/3,4"  # the comma between items as itself (RFC 6570)
+
+
+def test_an_item_holding_a_comma_is_percent_encoded_where_the_separating_comma_goes_as_itself(tmp_path: Path,
+                                                                                                loopback) -> None:
+    # RFC 6570 / OpenAPI form and simple styles: ?ids=a%2Cb,c is two items, the first holding a comma.
+    server = loopback(lambda request: Reply(200, {}))
+    tool = tool_for(tmp_path, server.url + "/items/{ids}", {"arguments": {
+        "ids": "path", "filter": {"in": "query", "explode": False}, "page": {"in": "query", "explode": False}}})
+    outcome = call(tool, {"ids": ["x,y", "z"], "filter": {"a,b": "c d", "e": "f,g"}, "page": ["1,2", "3 4"]})
+    assert outcome.is_error is False, outcome.result
+    (request,) = server.requests
+    assert request.path == "/items/x%2Cy,z"
+    assert request.raw_query == "filter=a%2Cb,c+d,e,f%2Cg&page=1%2C2,3+4"
+    split_then_decoded = [unquote_plus(item) for item in request.raw_query.split("&")[1].split("=")[1].split(",")]
+    assert split_then_decoded == ["1,2", "3 4"]
+
+
+@pytest.mark.parametrize(("placement", "value", "where"), [
+    ({"in": "query", "style": "pipeDelimited"}, ["a|b", "c"], "'|', which separates its items in the query"),
+    ({"in": "query", "style": "spaceDelimited"}, ["a b"], "' ', which separates its items in the query"),
+    ({"in": "header", "name": "X-Tags"}, ["a,b"], "',', which separates its items in header X-Tags"),
+    ({"in": "header", "explode": True}, {"a=b": "c"}, "'=', which separates its items in header ids"),
+    ({"in": "cookie"}, ["a,b"], "',', which separates its items in cookie ids"),
+    ({"in": "form", "explode": False}, ["a,b"], "',', which separates its items in the form body"),
+    ({"in": "path", "style": "pipeDelimited"}, ["a|b"], "'|', which separates its items in the path"),
+])
+def test_an_item_holding_a_delimiter_that_cannot_be_told_apart_is_refused(tmp_path: Path, loopback, placement: dict,
+                                                                          value: object, where: str) -> None:
+    # Where the separator is encoded as the item's own characters are, or not encoded at all, no server could
+    # tell "a|b" from two items: the model is told, and nothing is sent.
+    server = loopback(lambda request: Reply(200, {}))
+    url = server.url + ("/items/{ids}" if placement["in"] == "path" else "/items")
+    tool = tool_for(tmp_path, url, {"method": "POST", "arguments": {"ids": placement}})
+    outcome = call(tool, {"ids": value})
+    assert outcome.is_error is True
+    assert outcome.result.startswith("the request was not sent: argument 'ids' has an item ")
+    assert where in outcome.result
+    assert server.requests == []
 
 
 def test_arguments_count_as_used_and_bad_entries_are_load_problems(tmp_path: Path) -> None:

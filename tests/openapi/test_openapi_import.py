@@ -590,7 +590,7 @@ def test_header_and_path_arrays_and_objects_keep_their_style(tmp_path: Path, loo
     call_json(folder, "getPoint", {"point": {"x": 1, "y": 2}, "X_Color": {"r": 9, "g": 8}, "X_Shape": {"kind": "dot"}})
     call_json(folder, "getRows", {"ids": [1, 2], "X_Tags": ["a", "b"], "X_Keys": ["k", "l"]})
     point, rows = server.requests
-    assert point.path == "/points/x%3D1%2Cy%3D2"  # simple, exploded: x=1,y=2
+    assert point.path == "/points/x=1,y=2"  # simple, exploded; the separators as themselves (RFC 6570)
     assert (point.headers["x-color"], point.headers["x-shape"]) == ("r=9,g=8", "kind,dot")
     assert rows.path == "/rows/1%7C2"  # pipes: 1|2
     assert (rows.headers["x-tags"], rows.headers["x-keys"]) == ("a b", "k,l")  # ssv; csv, Swagger's default
@@ -703,6 +703,30 @@ def test_form_fields_keep_their_encoding_and_a_style_that_does_not_apply_is_note
     (request,) = server.requests
     assert request.query == {"ids": ["1", "2"]}
     assert request.body == b"sizes=s%7Cm&codes=a%2Cb&colors=red&colors=blue"
+
+
+def test_an_imported_csv_array_sends_a_comma_inside_an_item_encoded_and_refuses_a_pipe_inside_a_pipe_item(
+        tmp_path: Path, loopback) -> None:
+    spec = write(tmp_path, "tags.yaml", """\
+        openapi: 3.0.3
+        info: {title: Tags, version: "1"}
+        paths:
+          /notes:
+            get:
+              operationId: findNotes
+              parameters:
+                - {name: tags, in: query, style: form, explode: false, schema: {type: array, items: {type: string}}}
+                - {name: ids, in: query, style: pipeDelimited, schema: {type: array, items: {type: string}}}
+              responses: {"200": {description: ok}}
+        """)
+    server = loopback(lambda request: Reply(200, {}))
+    folder, outcome = imported(tmp_path, spec, "--base-url", server.url)
+    assert outcome.exit_code == 0, outcome.output
+    assert call_json(folder, "findNotes", {"tags": ["red,green", "blue"]})["is_error"] is False
+    refused = call_json(folder, "findNotes", {"ids": ["7|8"]})
+    assert refused["is_error"] is True and "argument 'ids' has an item '7|8' that holds '|'" in refused["result"]
+    (request,) = server.requests
+    assert request.raw_query == "tags=red%2Cgreen,blue"  # two items; the first one's comma is data
 
 
 def test_free_form_and_malformed_schemas_still_give_a_toolset_that_loads(tmp_path: Path) -> None:

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, quote_plus
+
+from toolrun.core.text import excerpt
 
 LOCATIONS = ("query", "header", "cookie", "path", "body", "form", "json")
 # Styles each location accepts, the first being its default (OpenAPI 3 names; tabDelimited for Swagger 2.0 tsv,
@@ -115,40 +117,105 @@ def scalar_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def _joined(values: list[Any], style: str) -> str:
-    return _DELIMITERS.get(style, ",").join(scalar_text(v) for v in values)
+class DelimiterInItem(ValueError):
+    """An item holds the character that separates the items, where the wire cannot tell the two apart."""
+
+    def __init__(self, item: str, delimiter: str) -> None:
+        super().__init__(item, delimiter)
+        self.item, self.delimiter = item, delimiter
+
+
+class UnsendableArgument(ValueError):
+    """An argument the request cannot carry as the API would read it; the message is for the model."""
+
+
+def query_text(text: str) -> str:
+    """``text`` percent-encoded for a query string, as an HTML form writes it (a space as ``+``)."""
+    return quote_plus(text, safe="")
+
+
+def path_text(text: str) -> str:
+    """``text`` percent-encoded as one path segment (``/`` included)."""
+    return quote(text, safe="")
+
+
+def _as_written(text: str) -> str:
+    return text
+
+
+# How each location writes an item's text; a header, a cookie (cookie_value encodes the whole) and a form
+# field (httpx form-encodes it) as they are.
+_ENCODINGS: dict[str, Callable[[str], str]] = {"query": query_text, "path": path_text}
+
+
+def _encoding(placement: Placement) -> Callable[[str], str]:
+    return _ENCODINGS.get(placement.location, _as_written)
+
+
+def _joined(placement: Placement, texts: list[str], delimiter: str) -> str:
+    """Items joined with ``delimiter``. In a query or path a comma goes as itself and a comma inside an item
+    percent-encoded (RFC 6570: ``a,b%2Cc`` is two items); where the delimiter is encoded like the items' own
+    characters (a space, |, tab; any delimiter in a header, cookie or form field), an item holding it is refused."""
+    encode = _encoding(placement)
+    if delimiter == "," and placement.location in _ENCODINGS:
+        return delimiter.join(encode(text) for text in texts)
+    for text in texts:
+        if delimiter in text:
+            raise DelimiterInItem(text, delimiter)
+    return encode(delimiter.join(texts))
+
+
+def _members(value: Mapping[Any, Any]) -> list[str]:
+    """An object's keys and values, one after the other (``key,value,key,value``)."""
+    return [text for key, item in value.items() for text in (str(key), scalar_text(item))]
+
+
+def _exploded_members(placement: Placement, value: Mapping[Any, Any]) -> str:
+    """``key=value`` pairs, comma-separated: a header or path object with explode: true."""
+    encode = _encoding(placement)
+    written = [(str(key), scalar_text(item)) for key, item in value.items()]
+    if placement.location != "path":  # a header: nothing is encoded, so neither "," nor a key's "=" can be told
+        for key, item in written:
+            for text, separators in ((key, ",="), (item, ",")):
+                if found := next((c for c in separators if c in text), None):
+                    raise DelimiterInItem(text, found)
+    return ",".join(f"{encode(key)}={encode(item)}" for key, item in written)
 
 
 def pairs(placement: Placement, value: Any) -> list[tuple[str, str]]:
-    """(name, text) pairs for a query parameter or form field, per style and explode."""
+    """(name, text) pairs for a query parameter (percent-encoded, as they go on the wire) or a form field (as
+    text: the form body is encoded whole), per style and explode."""
     name, style, explode = placement.name, placement.style, placement.explode
+    encode = _encoding(placement)
     if isinstance(value, list):
         if explode and style == "form":
-            return [(name, scalar_text(v)) for v in value]
-        return [(name, _joined(value, style))]
+            return [(encode(name), encode(scalar_text(v))) for v in value]
+        return [(encode(name), _joined(placement, [scalar_text(v) for v in value], _DELIMITERS.get(style, ",")))]
     if isinstance(value, dict):
         if style == "deepObject":
-            return [(f"{name}[{key}]", scalar_text(v)) for key, v in value.items()]
+            return [(encode(f"{name}[{key}]"), encode(scalar_text(v))) for key, v in value.items()]
         if explode:
-            return [(str(key), scalar_text(v)) for key, v in value.items()]
-        return [(name, ",".join(f"{key},{scalar_text(v)}" for key, v in value.items()))]
-    return [(name, scalar_text(value))]
+            return [(encode(str(key)), encode(scalar_text(v))) for key, v in value.items()]
+        return [(encode(name), _joined(placement, _members(value), ","))]
+    return [(encode(name), encode(scalar_text(value)))]
 
 
 def simple_text(placement: Placement, value: Any) -> str:
-    """A header, cookie or path value: arrays comma-separated (or as the style says), objects as key,value pairs
-    (or key=value exploded)."""
+    """A header or cookie value as text, a path value percent-encoded: arrays comma-separated (or as the style
+    says), objects as key,value pairs (or key=value exploded)."""
     if isinstance(value, list):
-        return _joined(value, placement.style)
+        return _joined(placement, [scalar_text(v) for v in value], _DELIMITERS.get(placement.style, ","))
     if isinstance(value, dict):
-        joiner = "=" if placement.explode and placement.location != "cookie" else ","
-        return ",".join(f"{key}{joiner}{scalar_text(v)}" for key, v in value.items())
-    return scalar_text(value)
+        if placement.explode and placement.location != "cookie":
+            return _exploded_members(placement, value)
+        return _joined(placement, _members(value), ",")
+    return _encoding(placement)(scalar_text(value))
 
 
 @dataclass
 class PlacedArguments:
-    """The arguments of one call, sorted by where they go."""
+    """The arguments of one call, sorted by where they go. Query pairs and path values are percent-encoded,
+    as they go on the wire; the rest is text."""
 
     query: list[tuple[str, str]]
     headers: dict[str, str]
@@ -160,30 +227,45 @@ class PlacedArguments:
     has_json_body: bool
 
 
+_WHERE = {"query": "the query", "path": "the path", "header": "header {name}", "cookie": "cookie {name}",
+          "form": "the form body"}
+
+
 def place(arguments_config: Mapping[str, Any] | None, arguments: Mapping[str, Any]) -> PlacedArguments:
-    """Where each given argument goes; absent arguments are left out (nulls too, except in a JSON body)."""
+    """Where each given argument goes; absent arguments are left out (nulls too, except in a JSON body).
+    ``UnsendableArgument`` when an item holds its own delimiter where the wire cannot tell them apart."""
     placed = PlacedArguments([], {}, [], {}, {}, [], None, False)
     for argument, placement in placements(arguments_config).items():
         if argument not in arguments:
             continue
-        value = arguments[argument]
-        if placement.location == "body":
-            placed.body[placement.name] = value
-        elif placement.location == "json":
-            placed.json_body, placed.has_json_body = value, True
-        elif value is None:
-            continue
-        elif placement.location == "query":
-            placed.query += pairs(placement, value)
-        elif placement.location == "form":
-            placed.form += pairs(placement, value)
-        elif placement.location == "header":
-            placed.headers[placement.name] = simple_text(placement, value)
-        elif placement.location == "cookie":
-            placed.cookies.append((placement.name, cookie_value(simple_text(placement, value))))
-        elif placement.location == "path":
-            placed.path[argument] = simple_text(placement, value)
+        try:
+            _place_one(placed, argument, placement, arguments[argument])
+        except DelimiterInItem as exc:
+            where = _WHERE[placement.location].format(name=placement.name)
+            raise UnsendableArgument(
+                f"the request was not sent: argument {argument!r} has an item {excerpt(exc.item, 60)!r} that holds "
+                f"{exc.delimiter!r}, which separates its items in {where} (style {placement.style}): the API would "
+                f"read it as more than one; send items without {exc.delimiter!r}") from None
     return placed
+
+
+def _place_one(placed: PlacedArguments, argument: str, placement: Placement, value: Any) -> None:
+    if placement.location == "body":
+        placed.body[placement.name] = value
+    elif placement.location == "json":
+        placed.json_body, placed.has_json_body = value, True
+    elif value is None:
+        return
+    elif placement.location == "query":
+        placed.query += pairs(placement, value)
+    elif placement.location == "form":
+        placed.form += pairs(placement, value)
+    elif placement.location == "header":
+        placed.headers[placement.name] = simple_text(placement, value)
+    elif placement.location == "cookie":
+        placed.cookies.append((placement.name, cookie_value(simple_text(placement, value))))
+    elif placement.location == "path":
+        placed.path[argument] = simple_text(placement, value)
 
 
 def cookie_value(text: str) -> str:

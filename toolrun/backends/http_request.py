@@ -14,13 +14,12 @@ import re
 import urllib.request
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import quote
 
 import httpx
 
 from toolrun.backends.base import BackendOutput, CallContext
 from toolrun.backends.extract import ExtractError, extract
-from toolrun.backends.http_arguments import header_problem, place, placements
+from toolrun.backends.http_arguments import header_problem, path_text, place, placements, query_text
 from toolrun.backends.http_config import HttpConfig
 from toolrun.backends.http_errors import error_text
 from toolrun.backends.http_safety import RefusedRequest, check_destination, checked_transport, same_origin
@@ -110,7 +109,8 @@ def build_url(config: HttpConfig, arguments: Mapping[str, Any], environ: Mapping
             raise ValueError(f"path parameter {{{name}}} has no value: the argument {name!r} is required")
         # a plain {{ name }} of its own, set after the arguments: filled in without Jinja2 in a plain url
         variable = _PATH_VARIABLE_PREFIX + name
-        path_values[variable] = _segment(quote(styled.get(name, _as_text(arguments[name])), safe=""))
+        encoded = styled[name] if name in styled else path_text(_as_text(arguments[name]))  # placed: encoded
+        path_values[variable] = _segment(encoded)
         return f"{{{{ {variable} }}}}"
 
     url = render(PATH_PARAMETER.sub(to_variable, config.url), {**arguments, **path_values}, environ)
@@ -199,7 +199,8 @@ async def send(tool: Tool, config: HttpConfig, arguments: dict[str, Any], contex
     method = config.method
     try:
         url = build_url(config, arguments, context.environ)
-    except ValueError as exc:  # a missing path value or base_url: say it plainly
+        parts = request_parts(config, arguments, context.environ)
+    except ValueError as exc:  # a missing path value or base_url, an item holding its delimiter: say it plainly
         return BackendOutput(redact(str(exc)), is_error=True)
     scheme = httpx.URL(url).scheme  # before build_request, which drops a file: URL's scheme
     if scheme not in ("http", "https"):
@@ -209,16 +210,14 @@ async def send(tool: Tool, config: HttpConfig, arguments: dict[str, Any], contex
     attempts = 1 + config.retries if (method in IDEMPOTENT_METHODS or config.idempotent) else 1
     allow_lists = [list(h) for h in (config.allow_hosts, context.allow_hosts) if h is not None]
     async with _client(timeout) as client:
-        parts = request_parts(config, arguments, context.environ)
         if problem := next(filter(None, (header_problem(k, v) for k, v in parts["headers"].items())), None):
             return BackendOutput(redact(problem), is_error=True)
         _add_trace_context(parts["headers"])
         # Bytes: httpx would encode ASCII only. Outer spaces are no part of a field value (RFC 9110): dropped.
         parts["headers"] = {k: v.strip(" \t").encode("latin-1") for k, v in parts["headers"].items()}
-        # httpx replaces the URL's own query with params, even empty ones: the URL is sent as written
-        # when there are none, else merged with them (the query entries winning)
+        # the URL is sent as written when there are no query entries, else merged with them (theirs winning)
         params = parts.pop("params")
-        target = httpx.URL(url).copy_merge_params(params) if params else url
+        target = _with_query(url, params) if params else url
         request = client.build_request(method, target, **parts)
         try:
             response = await _send_with_retries(client, request, attempts, timeout, allow_lists,
@@ -236,9 +235,11 @@ def _add_trace_context(headers: dict[str, str]) -> None:
 
 
 def request_parts(config: HttpConfig, arguments: Mapping[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
-    """Rendered ``params``, ``headers`` and ``json``/``data`` for httpx's build_request."""
+    """Rendered ``params`` (percent-encoded pairs), ``headers`` and ``json``/``data`` for httpx's build_request;
+    ``UnsendableArgument`` when an argument cannot be sent as its style says."""
+    query = _render_mapping(config.query, arguments, environ)
     parts: dict[str, Any] = {
-        "params": _render_mapping(config.query, arguments, environ),
+        "params": [(query_text(name), query_text(value)) for name, value in _pairs_of(query)],
         "headers": {k: str(v) for k, v in _render_mapping(config.headers, arguments, environ).items()},
     }
     if config.has_json:
@@ -253,8 +254,7 @@ def request_parts(config: HttpConfig, arguments: Mapping[str, Any], environ: Map
 def _add_placed(parts: dict[str, Any], arguments_config: Mapping[str, Any], arguments: Mapping[str, Any]) -> None:
     """Add the arguments that ``arguments:`` places to the rendered templates' parts."""
     placed = place(arguments_config, arguments)
-    if placed.query:  # a list of pairs keeps repeated names (?id=1&id=2)
-        parts["params"] = [*_pairs_of(parts["params"]), *placed.query]
+    parts["params"] += placed.query  # a list of pairs keeps repeated names (?id=1&id=2)
     parts["headers"].update(placed.headers)
     if placed.cookies:
         cookie = "; ".join(f"{name}={value}" for name, value in placed.cookies)
@@ -271,6 +271,21 @@ def _add_placed(parts: dict[str, Any], arguments_config: Mapping[str, Any], argu
         for name, value in [*_pairs_of(parts.get("data") or {}), *placed.form]:
             fields.setdefault(name, []).append(value)
         parts["data"] = fields
+
+
+def _with_query(url: str, pairs: list[tuple[str, str]]) -> httpx.URL:
+    """``url`` with the percent-encoded ``pairs`` in its query: a name they give replaces the URL's own entries
+    of that name. Written by hand: httpx would encode the commas that separate an array's items (?ids=a,b)."""
+    base = httpx.URL(url)
+    merged: dict[str, list[str]] = {}
+    for name, value in base.params.multi_items():
+        merged.setdefault(query_text(name), []).append(query_text(value))
+    given: dict[str, list[str]] = {}
+    for name, value in pairs:
+        given.setdefault(name, []).append(value)
+    merged.update(given)
+    query = "&".join(f"{name}={value}" for name, values in merged.items() for value in values)
+    return base.copy_with(query=query.encode("ascii"))
 
 
 def _pairs_of(mapping: Any) -> list[tuple[str, Any]]:
