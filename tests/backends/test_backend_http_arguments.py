@@ -69,6 +69,21 @@ def test_whole_json_body_and_form_fields(tmp_path: Path, loopback) -> None:
     assert posted.body == b"kind=fixed&ids=1&ids=2&name=Rex"
 
 
+def test_a_get_whose_body_members_are_left_out_sends_no_body_and_a_post_sends_an_empty_object(
+        tmp_path: Path, loopback) -> None:
+    server = loopback(lambda request: Reply(200, {}))
+    members = {"arguments": {"name": "body", "note": "body"}}
+    get = tool_for(tmp_path, server.url + "/search", {"method": "GET", **members})
+    post = tool_for(tmp_path, server.url + "/notes", {"method": "POST", **members})
+    call(get, {})
+    call(get, {"name": "Rex"})  # given: sent as the operation describes it
+    call(post, {})
+    empty_get, filled_get, empty_post = server.requests
+    assert (empty_get.body, "content-type" in empty_get.headers) == (b"", False)
+    assert filled_get.json() == {"name": "Rex"}
+    assert empty_post.json() == {}
+
+
 def test_path_arguments_join_arrays(tmp_path: Path, loopback) -> None:
     server = loopback(lambda request: Reply(200, {}))
     tool = tool_for(tmp_path, server.url + "/items/{ids}", {"arguments": {"ids": "path"}})

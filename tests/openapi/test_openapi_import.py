@@ -729,6 +729,29 @@ def test_an_imported_csv_array_sends_a_comma_inside_an_item_encoded_and_refuses_
     assert request.raw_query == "tags=red%2Cgreen,blue"  # two items; the first one's comma is data
 
 
+def test_an_imported_get_with_a_request_body_sends_none_when_no_member_is_given(tmp_path: Path, loopback) -> None:
+    spec = write(tmp_path, "search.yaml", """\
+        openapi: 3.1.0
+        info: {title: Search, version: "1"}
+        paths:
+          /search:
+            get:
+              operationId: search
+              parameters: [{name: q, in: query, schema: {type: string}}]
+              requestBody:
+                content:
+                  application/json:
+                    schema: {type: object, properties: {filter: {type: string}}}
+              responses: {"200": {description: ok}}
+        """)
+    server = loopback(lambda request: Reply(200, {}))
+    folder, outcome = imported(tmp_path, spec, "--base-url", server.url)
+    assert outcome.exit_code == 0, outcome.output
+    assert call_json(folder, "search", {"q": "roses"})["is_error"] is False
+    (request,) = server.requests
+    assert (request.method, request.query, request.body) == ("GET", {"q": ["roses"]}, b"")
+
+
 def test_free_form_and_malformed_schemas_still_give_a_toolset_that_loads(tmp_path: Path) -> None:
     spec = write(tmp_path, "free.yaml", """\
         openapi: 3.0.0

@@ -36,6 +36,9 @@ from toolrun.core.url_template import PATH_PARAMETER
 from toolrun.core.version import USER_AGENT
 
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
+# Methods whose request carries content by meaning (RFC 9110): an empty JSON object is still a body for them; a
+# GET, HEAD, DELETE or OPTIONS whose optional body members were all left out sends none.
+METHODS_WITH_CONTENT = frozenset({"POST", "PUT", "PATCH"})
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 MAX_REDIRECTS = 5
 MAX_BODY_BYTES = 16 * 1024 * 1024  # memory guard; the tool's max_output cuts the text far earlier
@@ -247,12 +250,14 @@ def request_parts(config: HttpConfig, arguments: Mapping[str, Any], environ: Map
     elif config.has_form:
         parts["data"] = _render_mapping(config.form, arguments, environ)
     if config.arguments:
-        _add_placed(parts, config.arguments, arguments)
+        _add_placed(parts, config.arguments, arguments, empty_body=config.method in METHODS_WITH_CONTENT)
     return parts
 
 
-def _add_placed(parts: dict[str, Any], arguments_config: Mapping[str, Any], arguments: Mapping[str, Any]) -> None:
-    """Add the arguments that ``arguments:`` places to the rendered templates' parts."""
+def _add_placed(parts: dict[str, Any], arguments_config: Mapping[str, Any], arguments: Mapping[str, Any], *,
+                empty_body: bool) -> None:
+    """Add the arguments that ``arguments:`` places to the rendered templates' parts. ``empty_body``: a call that
+    gives no body member still sends ``{}`` (a POST, PUT or PATCH), else no body at all (a GET, HEAD, DELETE)."""
     placed = place(arguments_config, arguments)
     parts["params"] += placed.query  # a list of pairs keeps repeated names (?id=1&id=2)
     parts["headers"].update(placed.headers)
@@ -263,7 +268,7 @@ def _add_placed(parts: dict[str, Any], arguments_config: Mapping[str, Any], argu
     if placed.has_json_body:
         parts.pop("data", None)
         parts["json"] = placed.json_body
-    elif placed.body or any(p.location == "body" for p in placements(arguments_config).values()):
+    elif placed.body or (empty_body and any(p.location == "body" for p in placements(arguments_config).values())):
         base = parts.get("json")
         parts["json"] = {**(base if isinstance(base, dict) else {}), **placed.body}
     if placed.form:  # httpx takes repeated form fields as a list per name
