@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from urllib.parse import quote
 
@@ -55,6 +56,30 @@ def test_a_query_written_in_the_url_is_sent_beside_the_query_entries(tmp_path: P
                      properties={"term": {"type": "string"}, "city": {"type": "string"}})
     assert not call(both, {"term": "玫瑰", "city": "北京"}).is_error
     assert server.requests[1].query == {"format": ["json"], "q": ["玫瑰"], "city": ["北京"]}  # the query entry wins
+
+
+@pytest.mark.parametrize("config", [
+    {"url": "/x", "query": {"q": "{{ value }}"}},
+    {"url": "/x/{value}"},
+    {"url": "/x", "method": "POST", "json": {"q": "{{ value }}"}},
+    {"url": "/x", "method": "POST", "arguments": {"value": "body"}},
+])
+def test_a_lone_surrogate_in_an_argument_is_refused_in_toolruns_words(tmp_path: Path, loopback, config: dict) -> None:
+    # JSON's "\udce9" is half of a UTF-16 pair: Python's UnicodeEncodeError reached the model as the result.
+    server = loopback(ok)
+    tool = http_tool(tmp_path, {**config, "base_url": server.url}, properties={"value": {"type": "string"}})
+    outcome = call(tool, json.loads('{"value": "caf\\udce9"}'))
+    assert outcome.is_error is True
+    assert outcome.result.startswith("refused: argument 'value' holds \\udce9, a lone UTF-16 surrogate")
+    assert "UnicodeEncodeError" not in outcome.result and server.requests == []
+
+
+def test_a_lone_surrogate_deep_in_an_object_argument_is_named_by_its_path(tmp_path: Path, loopback) -> None:
+    server = loopback(ok)
+    tool = http_tool(tmp_path, {"url": server.url + "/x", "method": "POST", "json": "{{ filter }}"},
+                     properties={"filter": {"type": "object"}})
+    outcome = call(tool, json.loads('{"filter": {"tags": ["ok", "\\ud800"]}}'))
+    assert outcome.is_error is True and "argument 'filter.tags[1]' holds \\ud800" in outcome.result
 
 
 def test_json_body_keeps_argument_types_and_renders_strings(tmp_path: Path, loopback) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import time
@@ -47,6 +48,18 @@ def test_argv_values_are_data_never_shell_syntax(tmp_path: Path, template: str) 
     assert not outcome.is_error
     assert outcome.result == "--" + value.rstrip("\n")  # printf prints "--" as the first %s
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("config", [
+    {"argv": ["cat"], "stdin": "{{ value }}"},  # was Python's UnicodeEncodeError as the result
+    {"argv": ["printf", "%s", "--", "{{ value }}"]},  # was the raw byte 0xE9 on the command line
+    {"shell": True, "command": 'printf "%s" "$TOOLRUN_ARG_VALUE"'},
+])
+def test_a_lone_surrogate_in_an_argument_is_refused_before_the_command_runs(tmp_path: Path, config: dict) -> None:
+    outcome = call(shell_tool(tmp_path, config), json.loads('{"value": "caf\\udce9"}'))
+    assert outcome.is_error is True
+    assert outcome.result.startswith("refused: argument 'value' holds \\udce9, a lone UTF-16 surrogate")
+    assert "the command can only be sent UTF-8 text" in outcome.result
 
 
 @pytest.mark.parametrize("template", INJECTIONS)

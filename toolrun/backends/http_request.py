@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 
+from toolrun.backends.argument_text import lone_surrogate_problem
 from toolrun.backends.base import BackendOutput, CallContext
 from toolrun.backends.extract import ExtractError, extract
 from toolrun.backends.http_arguments import header_problem, path_text, place, placements, query_text
@@ -200,6 +201,8 @@ def result_of(config: HttpConfig, arguments: Mapping[str, Any], response: httpx.
 async def send(tool: Tool, config: HttpConfig, arguments: dict[str, Any], context: CallContext) -> BackendOutput:
     """One call of ``tool``: the request built from ``config`` and ``arguments``, sent, and its response read."""
     method = config.method
+    if problem := lone_surrogate_problem(arguments, "the server"):
+        return BackendOutput(problem, is_error=True)
     try:
         url = build_url(config, arguments, context.environ)
         parts = request_parts(config, arguments, context.environ)

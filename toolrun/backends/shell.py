@@ -26,6 +26,7 @@ import signal
 from collections.abc import Mapping
 from typing import Any
 
+from toolrun.backends.argument_text import lone_surrogate_problem
 from toolrun.backends.base import Backend, BackendOutput, CallContext, ConfigProblem
 from toolrun.backends.shell_config import (
     ShellConfig,
@@ -104,6 +105,8 @@ class ShellBackend(Backend):
 
     async def run(self, tool: Tool, arguments: dict[str, Any], context: CallContext) -> BackendOutput:
         config: ShellConfig = self.config_of(tool)
+        if problem := lone_surrogate_problem(arguments, "the command"):
+            return BackendOutput(problem, is_error=True)
         try:
             argv = self._argv(config, arguments, context, tool.parameters.get("properties") or {})
         except OptionInjection as exc:
