@@ -19,6 +19,7 @@ from toolrun.cli import main
 from toolrun.core.errors import LoadError
 
 HOUR_AGO_NS = (int(time.time()) - 3600) * 1_000_000_000
+WIRING = "Use it to check the wiring; not for real work."
 
 
 def shell_tool(name: str, description: str, word: str = "hi") -> str:
@@ -320,6 +321,44 @@ def test_a_call_remembers_the_words_of_the_files_it_scanned_and_the_next_reads_o
     parses.clear()
     missing = CliRunner().invoke(main, ["call", "tool_9", "--tools-dir", str(tmp_path)])
     assert missing.exit_code != 0 and "no tool named 'tool_9'" in missing.stderr
+
+
+ESCAPED_NAMES = {  # each spells get_user only once YAML has read its escape
+    "plain": 'name: "get_\\x75ser"',
+    "json": '{"name": "get_\\u0075ser", "description": "D", "backend": {"shell": {"argv": [echo, hi]}}}',
+    "escaped key": '"n\\x61me": "get_\\U00000075ser"',
+    "line break": 'name: "get_\\\n  user"',
+}
+
+
+def _escaped_tool(spelling: str) -> str:
+    described = f"description: Prints who is logged in. {WIRING}"
+    written = ESCAPED_NAMES[spelling]
+    return written if spelling == "json" else f"{written}\n{described}\nbackend:\n  shell: {{argv: [echo, hi]}}\n"
+
+
+@pytest.mark.parametrize("cache", ["cold", "warm"])
+@pytest.mark.parametrize("spelling", list(ESCAPED_NAMES))
+def test_a_duplicate_name_written_with_a_yaml_escape_is_not_missed_by_call(
+        tmp_path: Path, cache_dir: Path, parses: list[str], spelling: str, cache: str) -> None:
+    write(tmp_path, "b_escaped.yaml", _escaped_tool(spelling))
+    write(tmp_path, "c_other.yaml", shell_tool("other", f'"Prints a tab\\there. {WIRING}"'))  # an escape, not in a name
+    if cache == "warm":  # a call of another tool scanned every file first, and kept what it learned
+        assert _call(tmp_path, "other") == "hi"
+    write(tmp_path, "a_literal.yaml", shell_tool("get_user", f"Prints the user. {WIRING}"))
+    parses.clear()
+    twice = CliRunner().invoke(main, ["call", "get_user", "--tools-dir", str(tmp_path)])
+    assert twice.exit_code == 2, twice.output  # before: a_literal.yaml's tool ran, the duplicate unseen
+    assert "b_escaped.yaml:1: duplicate tool name 'get_user' (also defined at" in twice.stderr
+    assert "c_other.yaml" not in parses  # a file is parsed for an escape in a name's place only
+
+
+def test_a_name_written_with_a_yaml_escape_is_found_by_the_scan_without_loading_the_rest(
+        tmp_path: Path, parses: list[str]) -> None:
+    write(tmp_path, "b_escaped.yaml", _escaped_tool("plain"))
+    write(tmp_path, "c_other.yaml", shell_tool("other", f"Prints other. {WIRING}"))
+    assert _call(tmp_path, "get_user") == "hi"
+    assert parses == ["b_escaped.yaml"]  # before: not found by the scan, so the whole catalog was loaded
 
 
 @pytest.mark.parametrize("how", ["same size", "touch -r"])

@@ -195,11 +195,14 @@ class _NameScan:
         except OSError:
             return True
         server = _server_toolset().search(text) is not None  # its tools are named by the server, not in the file
-        if cache is not None and status is not None:
+        # A name written with a YAML escape ("get_\x75ser") is not in the text as itself: only the parse tells
+        # the names, so the file is loaded, and its words are not kept (they would not spell it either).
+        escaped = not server and _escaped_name().search(text) is not None
+        if cache is not None and status is not None and not escaped:
             cache.put_words(file, status, server, "" if server else _words_of(text))
         if server:
             return SERVER_NAMES_UNKNOWN
-        return any(_name_pattern(name).search(text) is not None for name in self.names)
+        return escaped or any(_name_pattern(name).search(text) is not None for name in self.names)
 
 
 def read_for_scan(file: str) -> bytes:
@@ -227,6 +230,13 @@ def _word() -> re.Pattern[bytes]:
 def _server_toolset() -> re.Pattern[bytes]:
     # Compiled at the first name scan (toolrun call), not by every command that imports the loader.
     return re.compile(rb"^mcp_server\s*:", re.MULTILINE)
+
+
+@functools.cache
+def _escaped_name() -> re.Pattern[bytes]:
+    # A double-quoted value with a backslash escape, of a `name` key (plain, quoted, JSON's "name") or of a
+    # double-quoted key with an escape of its own ("n\x61me"): the places a tool's name can hide from a scan.
+    return re.compile(rb"""(?:(?<![\w-])name|"[^"\n]*\\[^"\n]*")["']?\s*:\s*"[^"]*\\""")
 
 
 @functools.lru_cache(maxsize=64)
