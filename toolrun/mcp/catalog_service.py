@@ -189,8 +189,9 @@ class CatalogService:
         """``tools/list``: the tools ``caller`` may see, in the protocol's shape."""
         return [mcp_tool(tool) for tool in self.live.tools(caller.tools)]
 
-    def input_schema(self, name: str) -> dict[str, Any] | None:
-        tool = self.live.get(name)
+    def input_schema(self, name: str, caller: Caller) -> dict[str, Any] | None:
+        """The input schema of the tool ``name`` when ``caller`` may see it, else None (as for no such tool)."""
+        tool = self.live.get(name, caller.tools)
         return tool.parameters if tool is not None else None
 
     async def find_tool(self, name: str, caller: Caller, arguments: Any) -> Tool | None:

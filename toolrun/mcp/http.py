@@ -8,7 +8,8 @@ a JWT of the ``oidc`` issuer (checked in a worker thread: it may fetch the issue
 whose refusal is an audit line naming the token's subject. With ``oidc``, the RFC 9728
 metadata is public at ``/.well-known/oauth-protected-resource``. An admitted request carries its ``Caller``
 in the ASGI scope, where the tool handlers read which tools it may see and call, and the
-session manager whose sessions it may use (``sessions``). Under uvicorn runs a protocol
+session manager whose sessions it may use (``sessions``); while it is served, ``REQUEST_CALLER``
+holds it too, for the SDK's look-up of a tool's schema, which sees no request. Under uvicorn runs a protocol
 with header and body deadlines and a bound on connections (``deadlines``), draining at
 SIGTERM (``drain``); ``/healthz`` and ``/readyz`` are answered before the gate (``health``),
 ``/metrics`` on an address of its own (``metrics``).
@@ -41,7 +42,7 @@ from toolrun.mcp.health import HealthRoutes, Readiness
 from toolrun.mcp.limits import HttpLimits, SessionLimits
 from toolrun.mcp.oidc import TokenRefused, TokenVerifier
 from toolrun.mcp.protected_resource import ProtectedResource
-from toolrun.mcp.server import CALLER_SCOPE_KEY, Caller, CatalogServer
+from toolrun.mcp.server import CALLER_SCOPE_KEY, REQUEST_CALLER, Caller, CatalogServer
 from toolrun.mcp.service import ServiceOptions
 from toolrun.mcp.sessions import BoundSessionManager
 
@@ -93,7 +94,11 @@ class RequestGate:
         if caller is None:
             return
         scope[CALLER_SCOPE_KEY] = caller
-        await self.app(scope, receive, send)
+        admitted = REQUEST_CALLER.set(caller)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            REQUEST_CALLER.reset(admitted)
 
     async def _caller(self, authorization: str | None, send: Send) -> Caller | None:
         """Who the request comes from; None once it has been answered 401."""

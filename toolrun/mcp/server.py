@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import warnings
 import weakref
+from contextvars import ContextVar
 from typing import Any
 
 import anyio
@@ -44,6 +45,8 @@ from toolrun.mcp.mapping import APPROVAL_SCHEMA, approval_given, approval_questi
 from toolrun.mcp.prompts import PromptError
 
 CALLER_SCOPE_KEY = "toolrun.mcp.caller"  # where the HTTP gate leaves the authenticated client
+# The same client while the gate's request is served: for what the SDK asks the server without a request at hand.
+REQUEST_CALLER: ContextVar[Caller | None] = ContextVar("toolrun_mcp_request_caller", default=None)
 APPROVAL_KEY = "toolrun_approval"  # the input request of a 2026-07-28 approval round
 
 
@@ -104,7 +107,7 @@ class CatalogServer(CatalogService):
                 on_call_tool=self._call_tool,
                 on_subscriptions_listen=ListenHandler(self._bus),
                 on_set_logging_level=self._set_logging_level,
-                get_tool_input_schema=self.input_schema,
+                get_tool_input_schema=self._input_schema,
                 **prompt_handlers,
             )
 
@@ -130,6 +133,11 @@ class CatalogServer(CatalogService):
         scope = getattr(request, "scope", None)
         found = scope.get(CALLER_SCOPE_KEY) if isinstance(scope, dict) else None
         return found if isinstance(found, Caller) else self.default_caller
+
+    def _input_schema(self, name: str) -> dict[str, Any] | None:
+        """The schema the SDK checks a 2026-07-28 call's ``Mcp-Param-*`` headers against before ``_call_tool``
+        runs: none for a tool the caller cannot see, whose call then answers and is audited as an unknown one."""
+        return self.input_schema(name, REQUEST_CALLER.get() or self.default_caller)
 
     def _remember(self, ctx: Any) -> None:
         if self.stateless or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
@@ -227,7 +235,7 @@ def _session_key(ctx: Any) -> str:
     return headers.get("mcp-session-id", "") if headers is not None else "stdio"
 
 
-__all__ = ["CALLER_SCOPE_KEY", "Caller", "CatalogServer"]
+__all__ = ["CALLER_SCOPE_KEY", "REQUEST_CALLER", "Caller", "CatalogServer"]
 
 
 def _refuse_cursor(params: Any) -> None:
