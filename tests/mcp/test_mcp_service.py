@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import signal
+import socket
 import textwrap
 import time
 from collections.abc import AsyncIterator
@@ -205,6 +206,19 @@ def test_metrics_listen_is_checked_and_never_the_public_address(tmp_path: Path) 
         serve(write_tools(tmp_path), metrics_listen="9464")
     with pytest.raises(UserError, match="--stateless is for a server over HTTP"):
         serve(tmp_path, stateless=True)
+
+
+def test_metrics_listen_refuses_every_interface_however_the_address_is_written() -> None:
+    # "0:9464" passed the check, and the socket layer reads "0" as 0.0.0.0: /metrics answered on every interface
+    for text in ("0:9464", "0.0:9464", "0x0:9464", "000.000.000.000:9464", "[0:0::0]:9464", "[::ffff:0.0.0.0]:9464"):
+        host = text.rpartition(":")[0]
+        if not host.startswith("["):  # IPv4's forms: what a socket bound there listens on (a host may lack IPv6)
+            with socket.socket(socket.AF_INET) as sock:
+                sock.bind((host, 0))
+                assert sock.getsockname()[0] == "0.0.0.0", text
+        with pytest.raises(UserError, match="listens on every interface"):
+            parse_metrics_address(text, ("10.0.0.5", 8080))
+    assert parse_metrics_address("10.0.0.0:9464", ("10.0.0.5", 8080)) == ("10.0.0.0", 9464)  # a network's first address
 
 
 # ---------------------------------------------------------------- the drain

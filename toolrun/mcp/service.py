@@ -7,12 +7,13 @@ the public one too) and on the ``--http`` address itself.
 
 from __future__ import annotations
 
+import ipaddress
+import socket
 from dataclasses import dataclass
 
 from toolrun.core.errors import Problem, UserError
 
 DEFAULT_DRAIN_DELAY = 5.0  # longer than deploy/haproxy.cfg's checks (every 1 s, down after 2 failures)
-_WILDCARDS = {"0.0.0.0", "::", ""}
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ def parse_metrics_address(text: str, public: tuple[str, int] | None) -> tuple[st
     if not port_text.isdigit() or int(port_text) > 65535:
         raise UserError(Problem(None, None, f"--metrics-listen {text!r} is not [HOST:]PORT",
                                 "write it like --metrics-listen 127.0.0.1:9464 (a bare port listens on 127.0.0.1)"))
-    if host in _WILDCARDS:
+    if listens_everywhere(host):
         raise UserError(Problem(None, None, f"--metrics-listen {text!r} listens on every interface, the public one "
                                             "too: metrics name the tools you serve",
                                 "name one interface: 127.0.0.1, or the internal address your Prometheus scrapes"))
@@ -44,3 +45,19 @@ def parse_metrics_address(text: str, public: tuple[str, int] | None) -> tuple[st
                                             "served on the public address",
                                 "give the metrics a port of their own, e.g. --metrics-listen 127.0.0.1:9464"))
     return host, int(port_text)
+
+
+def listens_everywhere(host: str) -> bool:
+    """Whether a socket bound to ``host`` listens on every interface: 0.0.0.0 or ``::`` however written, as
+    the socket layer reads them (``0``, ``0.0``, ``0x0``, ``0:0::0``, the IPv4-mapped ``::ffff:0.0.0.0``)."""
+    if not host:
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        try:
+            return socket.inet_aton(host) == bytes(4)  # the C library's reading of the short and hex forms
+        except OSError:
+            return False  # a name: bound as whatever it resolves to
+    mapped = getattr(address, "ipv4_mapped", None)
+    return address.is_unspecified or (mapped is not None and mapped.is_unspecified)
