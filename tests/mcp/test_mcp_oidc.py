@@ -27,7 +27,15 @@ from toolrun.core.errors import LoadError
 from toolrun.mcp.access import load_access_list
 from toolrun.mcp.audit import AuditLog
 from toolrun.mcp.http import RequestGate
-from toolrun.mcp.oidc import FetchFailed, IssuerKeys, TokenRefused, TokenVerifier, fetch_json
+from toolrun.mcp.oidc import (
+    KEY_MAX_AGE,
+    KEY_REFRESH_INTERVAL,
+    FetchFailed,
+    IssuerKeys,
+    TokenRefused,
+    TokenVerifier,
+    fetch_json,
+)
 from toolrun.mcp.oidc_rules import ClaimRule, OidcSettings, claim_at
 from toolrun.mcp.server import CALLER_SCOPE_KEY
 
@@ -189,6 +197,48 @@ def test_an_unknown_key_id_fetches_the_keys_again_at_most_once_a_minute() -> Non
     assert verifier.keys.fetches == 2
     assert verifier.verify(rotated).subject == "alice"  # the new key is kept
     assert verifier.keys.fetches == 2
+
+
+def test_a_key_the_issuer_withdraws_is_refused_once_the_keys_kept_are_five_minutes_old() -> None:
+    # The keys were fetched again only for a key id not among them: a key the provider withdrew (leaked, say)
+    # while its other keys stayed published verified tokens for as long as the server ran.
+    issuer = FakeIssuer()
+    now = [1000.0]
+    verifier = verifier_for(issuer, clock=lambda: now[0])
+    signed_with_key_1 = issuer.token()
+    assert verifier.verify(signed_with_key_1).subject == "alice"
+    issuer.rotate("key-2")  # key-1 withdrawn: the provider publishes key-2 only
+    now[0] += KEY_MAX_AGE - 1
+    assert verifier.verify(signed_with_key_1).subject == "alice"  # the keys kept are still fresh enough
+    assert verifier.keys.fetches == 1
+    now[0] += 1
+    assert _refusal(verifier, signed_with_key_1).reason == "signed with a key the issuer does not publish"
+    assert verifier.keys.fetches == 2
+    assert verifier.verify(issuer.token()).subject == "alice"  # key-2, fetched with the others
+    assert verifier.keys.fetches == 2
+
+
+def test_keys_kept_past_their_age_stay_while_the_issuer_cannot_be_reached() -> None:
+    issuer = FakeIssuer()
+    now = [1000.0]
+    down = [False]
+
+    def fetch(url: str) -> dict[str, Any]:
+        if down[0]:
+            raise FetchFailed(f"cannot reach {url}")
+        return issuer.fetch(url)
+
+    verifier = TokenVerifier(OidcSettings(ISSUER, AUDIENCE, RULES), IssuerKeys(ISSUER, fetch=fetch, clock=lambda: now[0]))
+    assert verifier.verify(issuer.token()).subject == "alice"
+    down[0] = True
+    now[0] += KEY_MAX_AGE
+    for _ in range(5):  # a provider briefly down refuses no known key, and is asked once a minute, not per token
+        assert verifier.verify(issuer.token()).subject == "alice"
+    assert verifier.keys.fetches == 2 and "cannot reach" in (verifier.keys.last_error or "")
+    down[0] = False
+    now[0] += KEY_REFRESH_INTERVAL
+    assert verifier.verify(issuer.token()).subject == "alice"
+    assert verifier.keys.fetches == 3 and verifier.keys.last_error is None
 
 
 def test_a_discovery_document_naming_another_issuer_gives_no_keys() -> None:

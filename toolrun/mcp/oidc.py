@@ -1,9 +1,11 @@
 """Bearer JWTs from an OpenID provider: its keys by discovery, and each token checked with pyjwt.
 
 The keys come from ``{issuer}/.well-known/openid-configuration`` -> ``jwks_uri`` and are
-kept; a token signed with a key id not among them fetches them again, at most once a
-minute (a provider rotating its keys is followed without a restart; a flood of made-up
-key ids costs one fetch a minute). Only asymmetric algorithms are accepted, and only the
+kept five minutes; a token signed with a key id not among them fetches them again, at most
+once a minute (a provider rotating its keys is followed without a restart; a flood of made-up
+key ids costs one fetch a minute). Keys older than five minutes are fetched again at the next
+token, so a key the provider withdraws is refused; a provider that cannot be reached then
+leaves the keys as they were (asked again once a minute). Only asymmetric algorithms are accepted, and only the
 one the key is for: ``alg: none`` and an HMAC "signed" with a public key are refused.
 Fetches are https (http only on loopback), without redirects, bounded in size and time.
 """
@@ -25,6 +27,7 @@ from toolrun.core.version import USER_AGENT
 from toolrun.mcp.oidc_rules import OidcSettings, fetchable_url
 
 KEY_REFRESH_INTERVAL = 60.0  # seconds between two fetches of the keys, whatever the tokens say
+KEY_MAX_AGE = 300.0  # seconds the keys are kept without asking again: a key the issuer withdraws is refused after
 FETCH_TIMEOUT = 10.0
 MAX_DOCUMENT_BYTES = 512 * 1024  # a key set of a few dozen keys is under 20 KB
 CLOCK_SKEW_LEEWAY = 30  # seconds of clock difference allowed on exp, nbf and iat
@@ -90,19 +93,25 @@ class IssuerKeys:
     """The issuer's signing keys by key id, found by discovery, fetched again on an unknown id (once a minute)."""
 
     def __init__(self, issuer: str, *, fetch: Fetch = fetch_json, refresh_interval: float = KEY_REFRESH_INTERVAL,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 max_age: float = KEY_MAX_AGE, clock: Callable[[], float] = time.monotonic) -> None:
         self.issuer = issuer
         self._fetch = fetch
         self._refresh_interval = refresh_interval
+        self._max_age = max_age
         self._clock = clock
         self._keys: list[dict[str, Any]] = []
-        self._last_fetch: float | None = None
+        self._last_fetch: float | None = None  # the last attempt
+        self._fetched_at: float | None = None  # the last fetch that brought the keys
         self._lock = threading.Lock()
         self.last_error: str | None = None  # why the last fetch failed, for the operator
         self.fetches = 0
 
     def candidates(self, kid: str | None) -> list[dict[str, Any]]:
         """The keys that may have signed a token with this ``kid`` (every key when it names none)."""
+        if self._stale():
+            with self._lock:
+                if self._stale():
+                    self._refresh()
         found = self._matching(kid)
         if not found:
             with self._lock:  # one fetch at a time; a second caller finds the keys the first fetched
@@ -117,6 +126,10 @@ class IssuerKeys:
 
     def _may_fetch(self) -> bool:
         return self._last_fetch is None or self._clock() - self._last_fetch >= self._refresh_interval
+
+    def _stale(self) -> bool:
+        """Kept longer than ``max_age``: the issuer may have withdrawn one of them (asked at most once a minute)."""
+        return self._fetched_at is not None and self._clock() - self._fetched_at >= self._max_age and self._may_fetch()
 
     def _refresh(self) -> None:
         self._last_fetch = self._clock()
@@ -136,6 +149,7 @@ class IssuerKeys:
             return
         self._keys = [key for key in keys if isinstance(key, dict) and key.get("kty") in ALGORITHMS_BY_KEY_TYPE
                       and key.get("use", "sig") == "sig"]
+        self._fetched_at = self._last_fetch
         self.last_error = None
 
 
