@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import textwrap
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -17,11 +18,15 @@ from typing import Any
 
 import anyio
 import httpx
+import jwt
+from cryptography.hazmat.primitives.asymmetric import rsa
 
 from toolrun.mcp.access import AccessList, load_access_list
 from toolrun.mcp.audit import AuditLog
 from toolrun.mcp.http import bind, http_server_for
 from toolrun.mcp.live_catalog import LiveCatalog
+from toolrun.mcp.oidc import IssuerKeys, TokenVerifier
+from toolrun.mcp.oidc_rules import ClaimRule, OidcSettings
 from toolrun.mcp.server import CatalogServer
 
 TOKENS = {"reader": "reader-0f3a9c51d2e7", "admin": "admin-c2d8a6e3f5b1"}
@@ -116,3 +121,53 @@ def test_a_hidden_tool_whose_schema_names_a_header_answers_exactly_as_an_unknown
     assert [(line["client"], line["tool"], line.get("unknown_tool", False)) for line in lines] == [
         ("reader", "admin_purge", True), ("reader", "admin_purge", True), ("reader", "made_up_purge", True),
         ("reader", "made_up_purge", True), ("admin", "admin_purge", False)]
+
+
+def test_the_token_a_caller_presents_is_redacted_from_its_calls_audit_line_and_result(tmp_path: Path) -> None:
+    # Only the tokens read from the environment were secrets of the server: a token_sha256 client's token (the
+    # doc's own example) or an OpenID token a client passed as an argument (a model fills an api_key parameter
+    # with what it saw) was written as is to the audit log, where whoever reads it could call as that client.
+    private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    jwk = {**json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(private.public_key())), "kid": "k1", "use": "sig"}
+    issuer, audience = "https://sso.example.com/realms/ops", "https://tools.example.com/mcp"
+
+    def fetch(url: str) -> dict[str, Any]:
+        return {"issuer": issuer, "jwks_uri": issuer + "/certs"} if url.endswith("openid-configuration") else {"keys": [jwk]}
+
+    now = int(time.time())
+    sso_token = jwt.encode({"iss": issuer, "aud": audience, "sub": "alice", "groups": ["sre"], "exp": now + 300},
+                           private, algorithm="RS256", headers={"kid": "k1"})
+    access = access_list(tmp_path)
+    access.oidc = OidcSettings(issuer, audience, (ClaimRule("groups", "sre", True, ("*",)),))
+    verifier = TokenVerifier(access.oidc, IssuerKeys(issuer, fetch=fetch))
+    audit_path = tmp_path / "audit.jsonl"
+    server = CatalogServer(LiveCatalog(write_tools(tmp_path)), audit=AuditLog.open(audit_path))
+    server.load()
+    results: list[str] = []
+
+    async def calls() -> None:
+        sock = bind("127.0.0.1", 0)
+        http_server = http_server_for(server, sock, access, verifier=verifier)
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(http_server.serve, [sock])
+            with anyio.fail_after(10):
+                while not http_server.started:
+                    await anyio.sleep(0.01)
+            async with httpx.AsyncClient(timeout=10) as http:
+                for bearer in (TOKENS["admin"], sso_token):
+                    answer = await http.post(url, json={
+                        "jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                        "params": {"name": "get_echo", "arguments": {"text": f"key={bearer}"}, "_meta": META}},
+                        headers={"Authorization": f"Bearer {bearer}", "Accept": "application/json, text/event-stream",
+                                 "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": "get_echo"})
+                    results.append(answer.text)
+            http_server.should_exit = True
+
+    anyio.run(calls)
+    server.audit.close()  # type: ignore[union-attr]
+    lines = [json.loads(line) for line in audit_path.read_text(encoding="utf-8").splitlines()]
+    assert [(line["client"], line["arguments"]) for line in lines] == [("admin", {"text": "key=***"}),
+                                                                       ("alice", {"text": "key=***"})]
+    assert all('"isError":false' in result and "key=***" in result for result in results), results
+    assert not any(secret in text for secret in (TOKENS["admin"], sso_token) for text in results)

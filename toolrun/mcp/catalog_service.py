@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from toolrun.backends import prepare_to_serve
@@ -48,6 +48,9 @@ class Caller:
     tools: tuple[str, ...] | None = None  # None: every served tool
     identity: str | None = None
     max_sessions: int | None = None  # this client's own session limit; None: the server's per-client one
+    # The bearer token the request presented: a secret of its calls (redacted from their audit lines and results)
+    # whether or not the server knows it otherwise (a token_sha256 client's, an OpenID token).
+    credential: str | None = field(default=None, repr=False, compare=False)
 
     def sees_every_tool(self) -> bool:
         return self.tools is None or "*" in self.tools
@@ -203,6 +206,7 @@ class CatalogService:
         if tool is None:
             if self.audit is not None:  # a client trying names outside its scope is what an audit is for
                 with redacting(run_redactor()) as redactor:
+                    redactor.add(caller.credential)
                     shown = self._catalog_secrets.redact(redactor.redact(arguments))
                 self.audit.record(client=caller.name, tool=name, arguments=shown, is_error=True, duration_ms=0,
                                   unknown=True)
@@ -234,6 +238,7 @@ class CatalogService:
             early = call_result_to_mcp(unaudited_refusal(self.audit.unwritable), True)  # its own line tries the log
         self._begin_call()
         with redacting(run_redactor()) as redactor:
+            redactor.add(caller.credential)
             try:
                 if early is not None:
                     return early

@@ -105,9 +105,9 @@ class RequestGate:
         if self.access is None:
             return Caller()
         client = self.access.client_for(authorization)
-        if client is not None:
-            return caller_of(client)
         token = bearer_token(authorization)
+        if client is not None:
+            return caller_of(client, token)
         refusal = "a known bearer token is required"
         if self.verifier is not None and token is not None and token.count(".") == 2:
             try:
@@ -117,7 +117,8 @@ class RequestGate:
                     self.audit.refused(subject=refused.subject, issuer=self.verifier.settings.issuer, reason=refused.reason)
                 refusal = f"the token was refused: {refused.reason}"
             else:
-                return Caller(verified.subject, verified.tools, identity=f"oidc:{verified.issuer}#{verified.subject}")
+                return Caller(verified.subject, verified.tools, identity=f"oidc:{verified.issuer}#{verified.subject}",
+                              credential=token)
         self.on_refused("no_token" if token is None else "refused_jwt" if refusal != "a known bearer token is required"
                         else "unknown_token")
         challenge = self.resource.challenge(invalid_token=token is not None) if self.resource else b'Bearer realm="toolrun"'
@@ -139,9 +140,11 @@ async def _answer_metadata(send: Send, body: bytes) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-def caller_of(client: ClientAccess) -> Caller:
-    """A static client's caller: its sessions belong to its name (not its token, which may be replaced)."""
-    return Caller(client.name, client.tools, identity=f"token:{client.name}", max_sessions=client.max_sessions)
+def caller_of(client: ClientAccess, token: str | None = None) -> Caller:
+    """A static client's caller: its sessions belong to its name (not its token, which may be replaced);
+    ``token``, the one it presented, is redacted from what its calls write."""
+    return Caller(client.name, client.tools, identity=f"token:{client.name}", max_sessions=client.max_sessions,
+                  credential=token)
 
 
 async def _answer_preflight(send: Send, origin: str) -> None:
