@@ -78,6 +78,28 @@ def test_mistakes_are_reported_with_line_and_fix_like_a_tool_file(tmp_path: Path
     assert (8, "a rule needs the tools it gives, as a list of names or globs") in messages
 
 
+def test_addresses_and_origins_are_checked_with_the_file_each_mistake_at_its_line(tmp_path: Path) -> None:
+    # These were checked only when the server started: the first bad one alone, as an option ("--allow-origin '*'"),
+    # with no file or line, and only once every other mistake of the file was fixed.
+    with pytest.raises(LoadError) as caught:
+        load_gateway_config(config_file(tmp_path, """
+            listen: 0.0.0.0:8080
+            tool_dir: tools.d
+            metrics_listen: 0:9464
+            allow_origins: ["*", "https://inspector.example.com", "https://ok.example.com/x"]
+        """))
+    found = {(problem.line, problem.message) for problem in caught.value.problems}
+    assert (3, "unknown key 'tool_dir' in the document") in found
+    assert any(line == 4 and "listens on every interface" in message for line, message in found), found
+    assert any(line == 5 and "'*' is not an origin" in message for line, message in found), found
+    assert any(line == 5 and "'https://ok.example.com/x' is not an origin" in message for line, message in found), found
+    assert len(found) == 4
+    fine = load_gateway_config(config_file(tmp_path, "listen: 0.0.0.0:8080\nmetrics_listen: 10.0.0.5:9464\n"
+                                                     "allow_origins: [https://inspector.example.com]\n"))
+    assert fine.options["metrics_listen"] == "10.0.0.5:9464"
+    assert load_gateway_config(config_file(tmp_path, "metrics_listen: 9464\n")).options["metrics_listen"] == "9464"
+
+
 def test_an_option_on_the_command_line_overrides_the_file(tmp_path: Path) -> None:
     path = config_file(tmp_path, "tools_dir: missing-here\nlisten: 127.0.0.1:0\n")
     from_file = CliRunner().invoke(main, ["mcp", "--config", str(path)])

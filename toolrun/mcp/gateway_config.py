@@ -15,15 +15,18 @@ are relative to the file. The ``auth`` mapping is checked by the auth file's own
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from toolrun.core.durations import parse_duration
-from toolrun.core.errors import LoadError, Problem
+from toolrun.core.errors import LoadError, Problem, UserError
 from toolrun.core.packaged_schemas import packaged_schema
 from toolrun.core.yamlsource import LineDict, YamlSyntaxError, load_yaml_file
 from toolrun.mcp.access import InlineAuth, access_list_from
+from toolrun.mcp.addresses import check_origin, parse_address
+from toolrun.mcp.service import parse_metrics_address
 
 # Keys this version reads but cannot act on yet: named in a problem when used, never silently ignored.
 NOT_SUPPORTED_YET: dict[str, str] = {}
@@ -96,7 +99,7 @@ def _options(document: dict[str, Any], path: Path) -> tuple[dict[str, Any], list
         options["auth"] = folder / auth
     elif isinstance(auth, dict):
         options["auth"] = InlineAuth(auth, path)
-    problems = []
+    problems = _address_problems(document, path)
     for key in ("header_timeout", "body_timeout", "drain_delay"):
         if key in document:
             try:
@@ -104,3 +107,27 @@ def _options(document: dict[str, Any], path: Path) -> tuple[dict[str, Any], list
             except ValueError as exc:
                 problems.append(Problem(path, _line(document, key), f"{key}: {exc}", f"write it like {key}: 30s"))
     return options, problems
+
+
+def _address_problems(document: dict[str, Any], path: Path) -> list[Problem]:
+    """``listen``, ``metrics_listen`` and ``allow_origins`` checked as the server checks their options, each
+    mistake at its line with the file's others (not the first one alone when the server starts)."""
+    problems: list[Problem] = []
+
+    def check(key: str, value: Any, reading: Callable[[str], Any]) -> Any:
+        try:
+            return reading(value)
+        except UserError as exc:
+            problems.extend(Problem(path, _line(document, key), problem.message, problem.fix) for problem in exc.problems)
+            return None
+
+    listen = check("listen", document["listen"], parse_address) if isinstance(document.get("listen"), str) else None
+    metrics = document.get("metrics_listen")
+    if isinstance(metrics, str | int) and not isinstance(metrics, bool):
+        # Without listen here (--http may give it) the metrics are checked but against no public address: port 0 is none.
+        check("metrics_listen", str(metrics), lambda text: parse_metrics_address(text, listen or ("", 0)))
+    origins = document.get("allow_origins")
+    for origin in origins if isinstance(origins, list) else []:
+        if isinstance(origin, str):
+            check("allow_origins", origin, check_origin)
+    return problems
