@@ -90,6 +90,16 @@ def test_calls_are_validated_before_they_are_sent_and_run_on_the_server(tickets_
     assert refused.is_error and "approval" in refused.result
 
 
+def test_a_lone_surrogate_in_an_argument_is_refused_before_it_reaches_the_server(tickets_dir: Path) -> None:
+    # The SDK's stdio writer failed on it: the session ended ("stopped during the call") and the server restarted.
+    catalog = toolrun.load_catalog(tickets_dir)
+    refused = toolrun.call(catalog, "search_tickets", {"query": "caf\udce9"})
+    assert refused.is_error and refused.result.startswith(
+        "refused: argument 'query' holds \\udce9, a lone UTF-16 surrogate (half of a \\u escape pair): it is no "
+        "character, and the MCP server can only be sent UTF-8 text"), refused.result
+    assert not toolrun.call(catalog, "search_tickets", {"query": "café"}).is_error
+
+
 def test_selection_prefix_and_overrides(tmp_path: Path, tickets_dir: Path) -> None:
     write(tmp_path, "tickets.yaml", f"""
         {same_server(tickets_dir, tools=["*_ticket"], prefix="helpdesk_")}

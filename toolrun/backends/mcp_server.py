@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from toolrun.backends.argument_text import lone_surrogate_problem
 from toolrun.backends.base import Backend, BackendOutput, CallContext, ConfigProblem
 from toolrun.backends.mcp_errors import describe, innermost, validation_summary
 from toolrun.backends.mcp_server_config import (
@@ -545,6 +546,8 @@ class McpServerBackend(Backend):
                 f"`- name: {remote}` and `description: ...`")
 
     async def run(self, tool: Tool, arguments: dict[str, Any], context: CallContext) -> BackendOutput:
+        if problem := lone_surrogate_problem(arguments, "the MCP server"):  # the SDK's stdio writer would fail on it
+            return BackendOutput(problem, is_error=True)
         config: McpServerConfig = self.config_of(tool)
         spec = server_spec(config, tool.base_dir)
         hub = server_hub()
