@@ -342,14 +342,22 @@ def test_the_gate_admits_tokens_by_their_claims_and_audits_refusals(tmp_path: Pa
                     await client.post("/mcp", headers=bearer(issuer.token(groups=["sre"]))),
                     await client.post("/mcp", headers=bearer(issuer.token(sub="bob", groups=["support"]))),
                     await client.post("/mcp", headers=bearer("bot-token-0123456789")),
-                    await client.post("/mcp", headers=bearer(issuer.token(sub="mallory", exp=1)))]
+                    await client.post("/mcp", headers=bearer(issuer.token(sub="mallory", exp=1))),
+                    await client.post("/mcp", headers=bearer(issuer.token(sub=None, client_id="alice"))),
+                    await client.post("/mcp", headers=bearer(issuer.token(sub="a" * 200 + "-one"))),
+                    await client.post("/mcp", headers=bearer(issuer.token(sub="a" * 200 + "-two")))]
 
-    metadata, anonymous, sre, support, bot, expired = asyncio.run(requests())
+    metadata, anonymous, sre, support, bot, expired, service, long_one, long_two = asyncio.run(requests())
     assert metadata.json() == {"resource": AUDIENCE, "authorization_servers": [ISSUER],
                                "bearer_methods_supported": ["header"], "resource_name": "toolrun"}
     challenge = 'Bearer realm="toolrun", resource_metadata="https://tools.example.com/.well-known/oauth-protected-resource/mcp"'
     assert anonymous.status_code == 401 and anonymous.headers["www-authenticate"] == challenge
-    assert sre.json() == {"name": "alice", "tools": ["*"], "identity": f"oidc:{ISSUER}#alice"}
+    assert sre.json() == {"name": "alice", "tools": ["*"], "identity": f"oidc:{ISSUER}#sub=alice"}
+    # Sessions belong to an identity: a client named like a user, or subjects alike in the part an audit line
+    # shows, are not the same one.
+    assert service.json()["name"] == "alice" and service.json()["identity"] == f"oidc:{ISSUER}#client_id=alice"
+    assert long_one.json()["name"] == long_two.json()["name"]  # both cut for display
+    assert long_one.json()["identity"] == f"oidc:{ISSUER}#sub={'a' * 200}-one" != long_two.json()["identity"]
     assert support.json()["tools"] == []  # no rule matches: admitted, with no tools
     assert bot.json() == {"name": "bot", "tools": ["get_status"], "identity": "token:bot"}
     assert expired.status_code == 401 and expired.json()["message"] == "the token was refused: expired"

@@ -117,8 +117,7 @@ class RequestGate:
                     self.audit.refused(subject=refused.subject, issuer=self.verifier.settings.issuer, reason=refused.reason)
                 refusal = f"the token was refused: {refused.reason}"
             else:
-                return Caller(verified.subject, verified.tools, identity=f"oidc:{verified.issuer}#{verified.subject}",
-                              credential=token)
+                return Caller(verified.subject, verified.tools, identity=f"oidc:{verified.identity}", credential=token)
         self.on_refused("no_token" if token is None else "refused_jwt" if refusal != "a known bearer token is required"
                         else "unknown_token")
         challenge = self.resource.challenge(invalid_token=token is not None) if self.resource else b'Bearer realm="toolrun"'

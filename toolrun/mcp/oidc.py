@@ -61,6 +61,10 @@ class VerifiedToken:
     subject: str
     issuer: str
     tools: tuple[str, ...]
+    # Whom the sessions belong to: the claim that named the subject and its whole value (``subject`` is cut
+    # for display), so a user whose sub equals a client's client_id, or two long subjects alike in their
+    # first 200 characters, are not one identity.
+    identity: str = ""
 
 
 def fetch_json(url: str) -> dict[str, Any]:
@@ -174,10 +178,12 @@ class TokenVerifier:
             raise TokenRefused("signed with a key the issuer does not publish" if kid else "no key of the issuer fits",
                                subject)
         claims = self._decode(token, keys, algorithm, subject)
-        subject = _subject(claims)
-        if subject is None:
+        named = _naming_claim(claims)
+        if named is None:
             raise TokenRefused("the token names no subject (sub or client_id)")
-        return VerifiedToken(subject, self.settings.issuer, self.settings.tools_for(claims))
+        claim, value = named
+        return VerifiedToken(excerpt(value, 200), self.settings.issuer, self.settings.tools_for(claims),
+                             identity=f"{self.settings.issuer}#{claim}={value}")
 
     def _decode(self, token: str, keys: list[dict[str, Any]], algorithm: str, subject: str | None) -> dict[str, Any]:
         refusal = TokenRefused("bad signature", subject)
@@ -207,13 +213,20 @@ def _unverified(token: str) -> tuple[dict[str, Any], dict[str, Any]]:
     return header, claims if isinstance(claims, dict) else {}
 
 
-def _subject(claims: dict[str, Any]) -> str | None:
-    # A client-credentials token may name its client only (client_id, RFC 9068; azp).
+def _naming_claim(claims: dict[str, Any]) -> tuple[str, str] | None:
+    """(claim, value) of the claim that names the token's subject. A client-credentials token may name its
+    client only (client_id, RFC 9068; azp)."""
     for name in ("sub", "client_id", "azp"):
         value = claims.get(name)
         if isinstance(value, str) and value:
-            return excerpt(value, 200)
+            return name, value
     return None
+
+
+def _subject(claims: dict[str, Any]) -> str | None:
+    """The token's subject as an audit line shows it (cut at 200 characters)."""
+    named = _naming_claim(claims)
+    return excerpt(named[1], 200) if named is not None else None
 
 
 def _reason(error: jwt.PyJWTError) -> str:
