@@ -399,3 +399,31 @@ def test_a_forged_token_claiming_a_lone_surrogate_is_audited_and_refuses_no_late
     assert audit.unwritable is None
     [line] = (tmp_path / "audit.jsonl").read_text(encoding="utf-8").splitlines()
     assert json.loads(line)["subject"] == "\ud800"
+
+
+def test_refused_tokens_from_anyone_are_audited_up_to_a_bound_and_the_rest_counted(tmp_path: Path) -> None:
+    # Anyone who reaches the server may send junk tokens: one audit line each filled the disk, after which the
+    # server refused every client's calls (an unwritable audit log stops calls).
+    issuer = FakeIssuer()
+    audit = AuditLog.open(tmp_path / "audit.jsonl")
+    now = [1000.0]
+    audit.clock = lambda: now[0]
+    verifier = TokenVerifier(OidcSettings(ISSUER, AUDIENCE, RULES), IssuerKeys(ISSUER, fetch=issuer.fetch))
+    access = load_access_list(auth_file(tmp_path, f"""
+        oidc: {{issuer: "{ISSUER}", rules: [{{claim: groups, contains: sre, tools: ["*"]}}]}}
+    """), resource_url=AUDIENCE)
+    gate = RequestGate(_Echo(), origins=[], access=access, resource_url=AUDIENCE, audit=audit, verifier=verifier)
+    burst = AuditLog.REFUSAL_LINES_BURST
+
+    async def junk(count: int) -> list[int]:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=gate), base_url="http://testserver") as client:
+            return [(await client.post("/mcp", headers={"authorization": "Bearer a.b.c"})).status_code
+                    for _ in range(count)]
+
+    assert asyncio.run(junk(burst + 15)) == [401] * (burst + 15)  # every one refused, written or not
+    now[0] += 2.0  # two more lines' worth of allowance
+    assert asyncio.run(junk(3)) == [401] * 3
+    audit.close()
+    lines = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(lines) == burst + 2 and all(line["refused"] == "not a well-formed JWT" for line in lines)
+    assert [line.get("refusals_left_out") for line in lines[burst:]] == [15, None]

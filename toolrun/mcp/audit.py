@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import threading
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -27,6 +28,12 @@ class AuditLog:
     than run them unaudited. The next line written makes it writable again.
     """
 
+    # Refused sign-in tokens come from anyone who can reach the server: their lines are bounded (a burst, then
+    # one a second), so that junk tokens cannot fill the disk and stop the calls of everyone else. What was
+    # left out is counted on the next refusal's line (and every refusal in toolrun_mcp_auth_failures_total).
+    REFUSAL_LINES_BURST = 60
+    REFUSAL_LINES_PER_SECOND = 1.0
+
     def __init__(self, stream: TextIO | int, *, owned: bool = False, name: str = "stderr") -> None:
         self._stream = stream  # a file's descriptor: each line one os.write, nothing kept in a buffer
         self._cut = False  # a line of the file was cut short (its disk filled up): the next starts on a line of its own
@@ -35,6 +42,10 @@ class AuditLog:
         self.name = name
         self.unwritable: str | None = None  # why the last line could not be written; None while lines are
         self.path: Path | None = None  # the file's, which ``reopen`` opens again
+        self.clock = time.monotonic
+        self._refusal_allowance = float(self.REFUSAL_LINES_BURST)
+        self._refusal_checked = self.clock()
+        self._refusals_left_out = 0
 
     @classmethod
     def open(cls, path: Path | None) -> AuditLog:
@@ -76,9 +87,22 @@ class AuditLog:
         self._write(entry)
 
     def refused(self, *, subject: str | None, issuer: str | None, reason: str) -> None:
-        """One line for a bearer token refused at the door (HTTP 401): who it claimed to be, and why."""
-        entry = {"time": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-                 "client": None, "subject": subject, "issuer": issuer, "refused": reason}
+        """One line for a bearer token refused at the door (HTTP 401): who it claimed to be, and why. Past the
+        bound on such lines, none; the next written says how many were left out (``refusals_left_out``)."""
+        with self._lock:
+            now = self.clock()
+            self._refusal_allowance = min(float(self.REFUSAL_LINES_BURST), self._refusal_allowance
+                                          + max(0.0, now - self._refusal_checked) * self.REFUSAL_LINES_PER_SECOND)
+            self._refusal_checked = now
+            if self._refusal_allowance < 1:
+                self._refusals_left_out += 1
+                return
+            self._refusal_allowance -= 1
+            left_out, self._refusals_left_out = self._refusals_left_out, 0
+        entry: dict[str, Any] = {"time": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+                                 "client": None, "subject": subject, "issuer": issuer, "refused": reason}
+        if left_out:
+            entry["refusals_left_out"] = left_out
         self._write(entry)
 
     def _write(self, entry: dict[str, Any]) -> None:
