@@ -67,3 +67,32 @@ def test_a_failing_event_sink_is_no_fault_of_the_answer(loopback):
 
     with pytest.raises(TypeError, match="the caller's own bug"):
         with_provider(_provider("openai", server.url), lambda p: p.complete(REQUEST, stream=True, on_event=broken_sink))
+
+
+# Text that is not text: each format's answer with a number where its text belongs.
+TEXT_AS_A_NUMBER = {
+    "openai": {"choices": [{"index": 0, "message": {"role": "assistant", "content": 42}, "finish_reason": "stop"}]},
+    "openai-responses": {"status": "completed", "output": [{"type": "message", "role": "assistant", "content": [
+        {"type": "output_text", "text": 42}]}]},
+    "anthropic": {"content": [{"type": "text", "text": 42}], "stop_reason": "end_turn"},
+    "gemini": {"candidates": [{"content": {"role": "model", "parts": [{"text": 42}]}, "finishReason": "STOP"}]},
+    "ollama": {"message": {"role": "assistant", "content": 42}, "done": True, "done_reason": "stop"},
+}
+
+
+@pytest.mark.parametrize("name", PROVIDERS)
+def test_an_answer_whose_text_is_a_number_ends_the_run_with_a_message_for_every_adapter(loopback, name: str):
+    server = loopback(lambda request: Reply(200, TEXT_AS_A_NUMBER[name]))
+    result = run_through_runner(_provider(name, server.url), [], user("北京?"), stream=False)
+    assert result.stop_reason == "error", result.final  # not an answer with its text left out
+    assert "cannot read" in result.error and "42" in result.error, result.error
+
+
+@pytest.mark.parametrize("content", ["42", "true", '{"text": "北京"}'], ids=["number", "boolean", "object"])
+def test_a_chat_stream_whose_content_is_not_text_ends_the_run_with_a_message(loopback, content: str):
+    chunks = [f'data: {{"choices": [{{"index": 0, "delta": {{"content": {content}}}}}]}}\n\n',
+              'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}\n\n', "data: [DONE]\n\n"]
+    server = loopback(lambda request: Reply(200, headers={"Content-Type": "text/event-stream"}, chunks=chunks))
+    result = run_through_runner(_provider("openai", server.url), [], user("北京?"), stream=True)
+    assert result.stop_reason == "error", result.final
+    assert result.error.startswith("the provider failed: its answer has a shape toolrun cannot read (TypeError: ")

@@ -16,6 +16,7 @@ answers 400 when it is missing there; on other turns it would be ignored, so it 
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -58,12 +59,19 @@ PROVIDER = "openai"
 
 
 def text_of(content: Any) -> str:
-    """Message text: a string, or (Mistral) a list of parts of which only ``text`` ones count."""
+    """Message text: a string, or (Mistral) a list of parts of which only ``text`` ones count; null is none.
+
+    Anything else (``"content": 42``) is an answer toolrun cannot read, as text that is not a string is in
+    every format: a TypeError, which reading the answer turns into ``UnreadableAnswer`` — never text left out.
+    """
     if isinstance(content, str):
         return content
     if isinstance(content, list):
         return "".join(part.get("text") or "" for part in content if isinstance(part, dict) and part.get("type") == "text")
-    return ""
+    if content is None:
+        return ""
+    raise TypeError(f"message content that is neither text nor a list of parts: "
+                    f"{json.dumps(content, ensure_ascii=False, default=str)[:80]}")
 
 
 def parse_usage(usage: Any) -> Usage:
