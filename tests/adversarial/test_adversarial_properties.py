@@ -28,7 +28,7 @@ from toolrun.core.messages import Message, ModelRequest, TextPart
 from toolrun.core.secrets import Redactor, redacting
 from toolrun.core.templates import render
 from toolrun.core.text import excerpt
-from toolrun.loop.runner import invalid_json_message
+from toolrun.loop.refusals import invalid_json_message
 from toolrun.providers import get_provider_class
 from toolrun.providers.base import ProviderConfig
 from toolrun.providers.openai_family import parse_arguments

@@ -6,7 +6,7 @@ does own:
 
 - ids: every call gets an id unique in the run (``toolrun.loop.call_ids``);
 - resolution: unknown tools and arguments that are not JSON become error results the model
-  can act on; schema validation, approval, timeouts and output caps are
+  can act on (``toolrun.loop.refusals``); schema validation, approval, timeouts and output caps are
   ``toolrun.loop.execution.execute_call``'s job;
 - scheduling: independent calls of a turn run concurrently, ``sequential`` tools are
   barriers, ``parallel=False`` serialises everything (``toolrun.loop.scheduling``);
@@ -20,14 +20,12 @@ done so far.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from toolrun.backends.base import CallContext
 from toolrun.core.errors import Problem, ProviderError, UserError
-from toolrun.core.json_limits import MAX_ARGUMENT_DEPTH, NotFinite, TooDeep, loads_bounded, nesting_depth
 from toolrun.core.messages import (
     Message,
     ModelRequest,
@@ -41,12 +39,13 @@ from toolrun.core.messages import (
     Usage,
 )
 from toolrun.core.secrets import Redactor, active_redactor, redact, redacting
-from toolrun.core.text import close_matches, counted, excerpt
+from toolrun.core.text import counted
 from toolrun.core.tool import Tool
 from toolrun.core.tracing import chat_span, tool_span
 from toolrun.loop.call_ids import CallIdAllocator
 from toolrun.loop.context_settings import ContextOverflow, ContextSettings, open_window
 from toolrun.loop.execution import ToolOutcome, execute_call
+from toolrun.loop.refusals import refusal, short_excerpt
 from toolrun.loop.results import RunResult, ToolCallRecord, TurnRecord
 from toolrun.loop.scheduling import plan_batches
 from toolrun.loop.tool_offer import ToolOffer, ToolSelection, check_selection
@@ -58,7 +57,6 @@ if TYPE_CHECKING:
     from toolrun.loop.context_window import ContextEvent
     from toolrun.replay.divergence import Divergence
 
-_EXCERPT_CHARS = 200  # of a failing call's result or unparsable arguments, in an error message
 _TOOL_CHOICE_KEYWORDS = ("auto", "none", "required")
 
 
@@ -331,7 +329,7 @@ class _ConversationLoop:
                 return self._finish(
                     "error",
                     f"stopped after {self.consecutive_failures} consecutive failing tool calls; "
-                    f"last: {last.name}: {_excerpt(last.result)}",
+                    f"last: {last.name}: {short_excerpt(last.result)}",
                 )
         return self._finish(
             "max_turns",
@@ -442,12 +440,12 @@ class _ConversationLoop:
     async def _run_call_now(self, call: ToolCall, stop_reason: str, turn: list[ToolCall]) -> ToolCallRecord:
         self.observer.on_tool_call_start(call)
         shown_arguments = redact(call.arguments if call.arguments is not None else call.raw_arguments)
-        refusal = self._refusal(call, stop_reason)
+        refused = refusal(call, self.tools, cut_off=stop_reason == "length")
         if self.offer.answers(call.name):  # a search of the catalog, answered here
             found, failed = self.offer.find(call.arguments)
             record = ToolCallRecord(call.id, call.name, shown_arguments, found, failed, 0)
-        elif refusal is not None:
-            record = ToolCallRecord(call.id, call.name, shown_arguments, refusal, True, 0)
+        elif refused is not None:
+            record = ToolCallRecord(call.id, call.name, shown_arguments, refused, True, 0)
         else:
             tool = self.tools[call.name]
             with tool_span(call.name, call.id, call.arguments, description=tool.description) as span:
@@ -457,17 +455,6 @@ class _ConversationLoop:
                                     outcome.duration_ms, outcome.blocks)
         self.observer.on_tool_call_end(record)
         return record
-
-    def _refusal(self, call: ToolCall, stop_reason: str) -> str | None:
-        """The error result for a call that cannot run at all, or None when it can."""
-        if call.name not in self.tools:
-            return unknown_tool_message(call.name, list(self.tools))
-        if call.arguments is None:
-            return invalid_json_message(call.raw_arguments, cut_off=stop_reason == "length")
-        if nesting_depth(call.arguments) > MAX_ARGUMENT_DEPTH:  # an object from the wire, not a string we parsed
-            return (f"the arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels — send the call again "
-                    "with the arguments the tool's parameters describe")
-        return None
 
     def _count_failures(self, records: list[ToolCallRecord]) -> bool:
         """Update the consecutive-failure count; True when the limit is reached.
@@ -565,35 +552,3 @@ def _check_settings(settings: RunSettings, tools: list[Tool]) -> None:
     if choice not in _TOOL_CHOICE_KEYWORDS and choice not in names:
         raise UserError(Problem(None, None, f"tool_choice {choice!r} is neither auto/none/required nor a selected tool",
                                 f"use auto, none, required or one of: {', '.join(names) or '(no tools selected)'}"))
-
-
-def unknown_tool_message(name: str, available: list[str]) -> str:
-    """The error result for a call of a tool that is not in the run's tool list."""
-    message = f"unknown tool {name!r}"
-    close = close_matches(name, available)
-    if close:
-        message += f"; did you mean {close[0]!r}?"
-    listing = ", ".join(available) if available else "(none)"
-    return f"{message} Available tools: {listing}. Call one of these by its exact name."
-
-
-def invalid_json_message(raw: str, *, cut_off: bool) -> str:
-    """The error result for arguments that did not parse as JSON."""
-    try:
-        loads_bounded(raw, MAX_ARGUMENT_DEPTH, finite=True)
-        reason = "not a JSON object"
-    except (TooDeep, NotFinite) as exc:
-        reason = str(exc)
-    except json.JSONDecodeError as exc:
-        reason = f"{exc.msg}, character {exc.pos}"
-    except TypeError:
-        reason = "no arguments were sent"
-    excerpt = _excerpt(raw or "")
-    if cut_off:
-        return (f"the arguments were cut off by the output limit (stop reason: length) and are not valid "
-                f"JSON ({reason}): {excerpt!s} — send the call again with complete, shorter arguments")
-    return f"the arguments are not valid JSON ({reason}): {excerpt} — send the call again with a JSON object"
-
-
-def _excerpt(text: str) -> str:
-    return excerpt(text, _EXCERPT_CHARS)
