@@ -330,6 +330,11 @@ def test_tool_choice_none_stays_none(tools):
     assert [r.settings.tool_choice for r in model.requests] == ["none", "none"]
 
 
+def test_tool_choice_required_with_no_tools_is_a_user_error():
+    with pytest.raises(UserError, match="tool_choice 'required' makes the model call a tool, but no tools are selected"):
+        run(ScriptedModel(["x"]), [], RunSettings(tool_choice="required"))
+
+
 def test_tool_choice_naming_no_tool_is_a_user_error(tools):
     with pytest.raises(UserError, match="tool_choice 'get_weather'"):
         run(ScriptedModel(["x"]), [tools["get_flower_inventory"]], RunSettings(tool_choice="get_weather"))

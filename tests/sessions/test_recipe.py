@@ -333,6 +333,31 @@ def test_tool_choice_and_expect_must_name_selected_tools(project):
     assert "not one of the catalog" in not_called.message and not_called.fix == "did you mean 'place_order'?"
 
 
+def test_tool_choice_required_with_no_tools_offered_is_a_problem_at_its_line(project):
+    # No request can carry "required" without tools: it was dropped and the model answered in text.
+    path = write(project, """\
+        tools_dir: ../tools.d
+        tools: []
+        messages: [{user: hi}]
+        settings: {max_turns: 2, tool_choice: required}
+        """)
+    script = project / "turns.yaml"
+    script.write_text("- text: 北京有玫瑰\n", encoding="utf-8")
+    outcome = CliRunner().invoke(main, ["recipe", str(path), "--model", f"scripted:{script}"])
+    assert outcome.exit_code == 2, outcome.output
+    assert f"{path}:4: tool_choice required makes the model call a tool, but the recipe offers none" in outcome.output
+    assert "tool_choice: auto" in outcome.output and "北京有玫瑰" not in outcome.output
+
+    path = write(project, """\
+        tools_dir: ../tools.d
+        tools: []
+        messages: [{user: hi}]
+        settings: {tool_choice: none}
+        """)
+    recipe = load_recipe(path)
+    assert recipe.select_tools(load_catalog_or_raise(recipe.tools_dir)) == []  # nothing to call, nothing forced
+
+
 def test_tools_not_called_may_name_a_catalog_tool_the_recipe_does_not_offer(project):
     path = write(project, """\
         tools_dir: ../tools.d

@@ -228,7 +228,7 @@ async def run_conversation(
 
     Returns a ``RunResult`` whose ``stop_reason`` is the last answer's (``stop``,
     ``length``, ``content_filter``), or ``max_turns`` / ``error`` with ``error`` saying why.
-    Raises ``UserError`` for settings that cannot work (a ``tool_choice`` naming no tool).
+    Raises ``UserError`` for settings that cannot work (a ``tool_choice`` naming no tool, ``required`` with none).
     """
     redactor = active_redactor() or Redactor()  # a recipe run brings its own; a bare loop gets one
     with redacting(redactor):
@@ -552,3 +552,6 @@ def _check_settings(settings: RunSettings, tools: list[Tool]) -> None:
     if choice not in _TOOL_CHOICE_KEYWORDS and choice not in names:
         raise UserError(Problem(None, None, f"tool_choice {choice!r} is neither auto/none/required nor a selected tool",
                                 f"use auto, none, required or one of: {', '.join(names) or '(no tools selected)'}"))
+    if choice == "required" and not names:  # no request would carry it: every format sends it beside tools only
+        raise UserError(Problem(None, None, "tool_choice 'required' makes the model call a tool, but no tools are selected",
+                                "select the tools it may call, or use tool_choice 'auto'"))

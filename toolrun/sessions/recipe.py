@@ -187,6 +187,10 @@ class Recipe:
                                     f"tool_choice {choice!r} is not one of the recipe's tools",
                                     f"did you mean {guess!r}?" if guess else
                                     f"use auto, none, required or one of: {', '.join(names) or '(no tools)'}"))
+        if choice == "required" and not names:  # no request would carry it: every format sends it beside tools only
+            raise UserError(Problem(self.path, self.line_of("settings", "tool_choice"),
+                                    "tool_choice required makes the model call a tool, but the recipe offers none",
+                                    "name the tools it may call in tools:, or set tool_choice: auto"))
         # tools_called must be offered to be callable; tools_not_called may name any catalog
         # tool (stating that an unoffered tool stays unused is fine), but not a typo
         problems = []
