@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from toolrun.core.json_limits import TooDeep, compact_encoder, compact_json, loads_bounded, nesting_depth
+from toolrun.core.json_limits import DuplicateKey, TooDeep, compact_encoder, compact_json, loads_bounded, nesting_depth
 from toolrun.core.yamlsource import LineDict
 
 
@@ -46,3 +46,18 @@ def test_compact_json_refuses_what_json_cannot_hold() -> None:
 def test_a_compact_encoder_with_a_default_writes_what_json_dumps_writes_with_it() -> None:
     value = {"price": Decimal("1.50"), "set": {1}, "城": "北京"}
     assert compact_encoder(default=str)(value) == json.dumps(value, ensure_ascii=False, default=str)
+
+
+@pytest.mark.parametrize(("text", "key"), [('{"city": "北京", "city": "上海"}', "city"),
+                                           ('{"filter": {"a": 1, "b": 2, "a": 3}}', "a"),
+                                           ('[{"n": 1}, {"n": 2, "n": 2}]', "n")])
+def test_unique_keys_refuses_an_object_that_gives_a_key_twice_at_any_depth(text: str, key: str) -> None:
+    assert isinstance(loads_bounded(text, 64), (dict, list))  # Python's JSON keeps the last value
+    with pytest.raises(DuplicateKey) as caught:
+        loads_bounded(text, 64, finite=True, unique_keys=True)
+    assert caught.value.key == key and isinstance(caught.value, ValueError)
+
+
+def test_unique_keys_reads_everything_else_as_json_loads_does() -> None:
+    text = '{"city": "北京", "days": [1, 2.5, {"a": null}], "nested": {"city": "上海"}}'
+    assert loads_bounded(text, 64, finite=True, unique_keys=True) == json.loads(text)

@@ -263,3 +263,54 @@ def test_a_full_context_window_is_told_apart_from_the_output_limit(loopback):
     server = loopback(lambda request: Reply(200, json.dumps(answer), {"Content-Type": "application/json"}))
     result = run_through_runner(_provider("anthropic", server.url), [], user("北京?"), stream=False)
     assert result.stop_reason == "length" and "settings.context" in result.error and "max_tokens" not in result.error
+
+
+# A key given twice: Python's JSON keeps the last value, but which city the model meant is a guess.
+TWICE = '{"city": "北京", "city": "上海"}'
+CALLS_WITH_A_KEY_TWICE = {
+    "openai": ({"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "t", "arguments": TWICE}}]}}]}, False),
+    "openai-responses": ({"status": "completed", "output": [{"type": "function_call", "call_id": "c1", "name": "t",
+                                                             "arguments": TWICE}]}, False),
+    "anthropic": ('event: message_start\ndata: {"type": "message_start", "message": {"model": "c", "content": []}}\n\n'
+                  'event: content_block_start\ndata: {"type": "content_block_start", "index": 0, "content_block": '
+                  '{"type": "tool_use", "id": "c1", "name": "t", "input": {}}}\n\n'
+                  'event: content_block_delta\ndata: {"type": "content_block_delta", "index": 0, "delta": '
+                  '{"type": "input_json_delta", "partial_json": ' + json.dumps(TWICE) + '}}\n\n'
+                  'event: content_block_stop\ndata: {"type": "content_block_stop", "index": 0}\n\n'
+                  'event: message_delta\ndata: {"type": "message_delta", "delta": {"stop_reason": "tool_use"}}\n\n'
+                  'event: message_stop\ndata: {"type": "message_stop"}\n\n', True),
+}
+FINAL_ANSWERS = {
+    "openai": {"choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "好"}}]},
+    "openai-responses": {"status": "completed", "output": [{"type": "message", "role": "assistant", "content": [
+        {"type": "output_text", "text": "好"}]}]},
+    "anthropic": ('event: message_start\ndata: {"type": "message_start", "message": {"model": "c", "content": []}}\n\n'
+                  'event: content_block_start\ndata: {"type": "content_block_start", "index": 0, "content_block": '
+                  '{"type": "text", "text": "好"}}\n\n'
+                  'event: message_delta\ndata: {"type": "message_delta", "delta": {"stop_reason": "end_turn"}}\n\n'
+                  'event: message_stop\ndata: {"type": "message_stop"}\n\n'),
+}
+
+
+def _reply(answer, streamed: bool) -> Reply:
+    if streamed:
+        return Reply(200, headers={"Content-Type": "text/event-stream"}, chunks=[answer])
+    return Reply(200, json.dumps(answer), {"Content-Type": "application/json"})
+
+
+@pytest.mark.parametrize("name", list(CALLS_WITH_A_KEY_TWICE))
+def test_arguments_that_give_a_key_twice_are_an_error_the_model_sees_naming_the_key(loopback, tmp_path, name: str):
+    from tests.backend_helpers import make_tool
+
+    answer, streamed = CALLS_WITH_A_KEY_TWICE[name]
+    replies = iter([_reply(answer, streamed), _reply(FINAL_ANSWERS[name], streamed)])
+    server = loopback(lambda request: next(replies, Reply(500, "no more answers")))
+    tool = make_tool("shell", {"argv": ["echo", "ran"]}, folder=tmp_path, properties={"city": {"type": "string"}})
+    result = run_through_runner(_provider(name, server.url), [tool], user("北京?"), stream=streamed)
+    call = result.turns[0].tool_calls[0]  # nothing ran; the model was told which key, and answered
+    assert call.is_error and "ran" not in call.result, call.result
+    assert call.result.startswith("the arguments give the key 'city' more than once: "), call.result
+    assert call.arguments == TWICE  # the transcript shows what the model sent, not the value Python kept
+    assert "the key 'city' more than once" in server.requests[1].body.decode()
+    assert result.final == "好"

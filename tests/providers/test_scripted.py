@@ -62,6 +62,11 @@ def test_calls_helper_builds_parsed_and_broken_calls():
     assert response.stop_reason == "tool_calls" and response.message.text == "checking"
 
 
+def test_a_scripted_call_whose_arguments_give_a_key_twice_is_read_as_a_model_s_would_be():
+    call = tool_call("get_flower_inventory", '{"city": "北京", "city": "上海"}')
+    assert (call.arguments, call.raw_arguments) == (None, '{"city": "北京", "city": "上海"}')
+
+
 def test_function_items_see_the_request():
     def echo(req: ModelRequest) -> str:
         return f"you said {req.messages[-1].text}"

@@ -98,14 +98,38 @@ def _no_constant(text: str) -> Any:
     raise NotFinite(f"{text} is not a number JSON can carry")
 
 
-def loads_bounded(text: str | bytes, max_depth: int, *, finite: bool = False) -> Any:
-    """``json.loads(text)``; ``TooDeep`` (a ``ValueError``) when it nests deeper than ``max_depth``, and with
-    ``finite``, ``NotFinite`` (one too) for ``NaN``, ``Infinity`` or ``1e400``, which Python's JSON reads."""
+class DuplicateKey(ValueError):
+    """An object that gives one key twice (``{"city": "a", "city": "b"}``): Python's JSON keeps the last
+    value, but which one the writer meant is anyone's guess."""
+
+    def __init__(self, key: str):
+        super().__init__(f"the key {key!r} appears more than once in one object")
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    value = dict(pairs)
+    if len(value) != len(pairs):  # the usual object costs one dict and one comparison
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DuplicateKey(key)
+            seen.add(key)
+    return value
+
+
+def loads_bounded(text: str | bytes, max_depth: int, *, finite: bool = False, unique_keys: bool = False) -> Any:
+    """``json.loads(text)``; ``TooDeep`` (a ``ValueError``) when it nests deeper than ``max_depth``; with
+    ``finite``, ``NotFinite`` (one too) for ``NaN``, ``Infinity`` or ``1e400``, which Python's JSON reads; with
+    ``unique_keys``, ``DuplicateKey`` (one too) for an object that gives a key twice, which it reads as the last."""
+    options: dict[str, Any] = {"parse_constant": _no_constant, "parse_float": _finite} if finite else {}
+    if unique_keys:
+        options["object_pairs_hook"] = _unique_keys
     try:
-        value = json.loads(text, parse_constant=_no_constant, parse_float=_finite) if finite else json.loads(text)
+        value = json.loads(text, **options)
     except RecursionError:
         raise TooDeep(max_depth) from None
-    except (json.JSONDecodeError, NotFinite):
+    except (json.JSONDecodeError, NotFinite, DuplicateKey):
         raise
     except ValueError:  # int() refuses a number past sys.get_int_max_str_digits(): bad JSON like any other
         raise json.JSONDecodeError(f"a number longer than {sys.get_int_max_str_digits()} digits",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Collection
 
-from toolrun.core.json_limits import MAX_ARGUMENT_DEPTH, NotFinite, TooDeep, loads_bounded, nesting_depth
+from toolrun.core.json_limits import MAX_ARGUMENT_DEPTH, DuplicateKey, NotFinite, TooDeep, loads_bounded, nesting_depth
 from toolrun.core.messages import ToolCall
 from toolrun.core.text import close_matches, excerpt
 
@@ -42,10 +42,13 @@ def unknown_tool_message(name: str, available: list[str]) -> str:
 
 
 def invalid_json_message(raw: str, *, cut_off: bool) -> str:
-    """The error result for arguments that did not parse as JSON."""
+    """The error result for arguments that did not parse as JSON, or that give a key twice."""
     try:
-        loads_bounded(raw, MAX_ARGUMENT_DEPTH, finite=True)
+        loads_bounded(raw, MAX_ARGUMENT_DEPTH, finite=True, unique_keys=True)
         reason = "not a JSON object"
+    except DuplicateKey as exc:
+        return (f"the arguments give the key {exc.key!r} more than once: {short_excerpt(raw)} — send the call "
+                "again with each key once, holding the value you mean")
     except (TooDeep, NotFinite) as exc:
         reason = str(exc)
     except json.JSONDecodeError as exc:

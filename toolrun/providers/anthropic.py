@@ -272,7 +272,7 @@ def _tool_call(block: dict[str, Any], raw_arguments: str | None = None) -> ToolC
         arguments, raw_arguments = {}, "{}"  # a tool without arguments streams only ""
     else:
         try:
-            parsed = loads_bounded(raw_arguments, MAX_ARGUMENT_DEPTH, finite=True)
+            parsed = loads_bounded(raw_arguments, MAX_ARGUMENT_DEPTH, finite=True, unique_keys=True)
         except ValueError:
             parsed = None
         arguments = parsed if isinstance(parsed, dict) else None

@@ -58,7 +58,7 @@ def parse_arguments(value: Any) -> tuple[dict[str, Any] | None, str]:
     if not isinstance(value, str):
         return None, json.dumps(value, ensure_ascii=False)
     try:
-        parsed = loads_bounded(value, MAX_ARGUMENT_DEPTH, finite=True)
+        parsed = loads_bounded(value, MAX_ARGUMENT_DEPTH, finite=True, unique_keys=True)
     except ValueError:  # TooDeep too: the runner's error result says which
         return None, value
     return (parsed if isinstance(parsed, dict) else None), value

@@ -192,7 +192,7 @@ def tool_call(name: str, arguments: Any, provider_id: str | None = None) -> Tool
     if isinstance(arguments, str):
         raw = arguments
         try:
-            parsed = loads_bounded(raw, MAX_ARGUMENT_DEPTH, finite=True)
+            parsed = loads_bounded(raw, MAX_ARGUMENT_DEPTH, finite=True, unique_keys=True)
         except ValueError:
             parsed = None
     else:
