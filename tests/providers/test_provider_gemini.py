@@ -682,3 +682,48 @@ def test_a_signature_on_an_empty_part_after_calls_is_echoed_but_is_no_text():
     history = _question() + _answer(response)
     model_turn = build_request_body(_request(history), stream=True)["contents"][1]
     assert model_turn["parts"] == [{"functionCall": {"name": "read_theme", "args": {}}}, {"text": "", "thoughtSignature": "SIG-END"}]
+
+
+# ------------------------------------------------------------ calls that cannot be read
+
+
+def _answer_then_final(first_parts: list[dict[str, Any]], *, stream: bool, finish: str = "STOP", **candidate: Any):
+    """A server whose first answer holds ``first_parts`` (a chunk each when streamed), then FINAL; every
+    request is checked against what Gemini refuses, and refused as Gemini would."""
+    whole = {"candidates": [{"content": {"role": "model", "parts": first_parts}, "finishReason": finish, **candidate}],
+             "usageMetadata": {"promptTokenCount": 50, "candidatesTokenCount": 10}}
+    chunks = [{"candidates": [{"content": {"role": "model", "parts": [part]}}]} for part in first_parts]
+    chunks.append({"candidates": [{"content": {"role": "model", "parts": []}, "finishReason": finish, **candidate}],
+                   "usageMetadata": whole["usageMetadata"]})
+
+    if stream:
+        answers = iter([Reply(200, chunks=sse(chunks)), Reply(200, chunks=sse(FINAL_CHUNKS))])
+    else:
+        answers = iter([Reply(200, whole), Reply(200, FINAL_BODY)])
+
+    def handler(request: Recorded) -> Reply:
+        refused = gemini_rejections(request.json())
+        if refused:
+            return Reply(400, {"error": {"code": 400, "status": "INVALID_ARGUMENT", "message": "; ".join(refused)}})
+        return next(answers, Reply(500, "no more answers"))
+
+    return handler
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_call_without_a_name_is_told_to_the_model_and_never_sent_back_as_a_call(loopback, catalog_tools, stream):
+    # The stream left it out (the model never heard of it); a whole answer sent it back nameless, which Gemini refuses.
+    nameless = {"functionCall": {"args": {"location": "北京"}}}
+    named = {"functionCall": {"name": "weather", "args": {"location": "San Francisco"}}}
+    server = loopback(_answer_then_final([nameless, named], stream=stream))
+    result = run_through_runner(_provider(server), catalog_tools, _question(), stream=stream)
+    assert (result.stop_reason, result.final) == ("stop", "北京 and San Francisco are both sunny."), result.error
+    unread, weather = result.turns[0].tool_calls
+    assert (unread.name, unread.arguments, unread.is_error) == ("", {"location": "北京"}, True)
+    assert unread.result.startswith("your function call could not be read: it names no function. Nothing ran.")
+    assert "weather, read_theme, read_screen" in unread.result
+    assert (weather.result, weather.is_error) == ("San Francisco: 18°C, sunny", False)
+    model_turn, answers = server.requests[1].json()["contents"][1:3]
+    assert model_turn["parts"] == [named]
+    assert answers["parts"] == [{"functionResponse": {"name": "weather", "response": {"output": weather.result}}},
+                                {"text": unread.result}]

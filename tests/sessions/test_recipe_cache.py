@@ -189,6 +189,7 @@ def test_a_cached_script_plays_every_kind_of_turn_as_the_file_does(project: Path
     assert _played(script) == read  # the second from the kept turns
     assert script_reads == ["turns.yaml"]
     assert read[1][1][1] == {"id": "", "name": "get_flower_inventory", "provider_id": None, "provider_data": {},
+                             "unreadable": None,
                              "arguments": {"city": "北京", "days": [1, 2.5], "exact": True, "note": None},
                              "raw_arguments": '{"city": "北京", "days": [1, 2.5], "exact": true, "note": null}'}
     assert read[1][1][2]["arguments"] is None and read[1][1][2]["raw_arguments"] == '{"city": "上海"'

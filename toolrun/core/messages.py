@@ -35,6 +35,9 @@ class ToolCall:
     ``id`` is unique within a run (toolrun makes one up when the provider sent none, an
     empty one or a repeated one); ``provider_id`` is what the provider actually sent.
     ``arguments`` is the parsed JSON object, or None when ``raw_arguments`` did not parse.
+    ``unreadable`` says, in words for the model, why a call the provider reported cannot be
+    read at all (Gemini's MALFORMED_FUNCTION_CALL, a call without a name): nothing runs, the
+    model is told so in the call's result, and the adapter never sends the call back as one.
     """
 
     id: str
@@ -43,6 +46,7 @@ class ToolCall:
     raw_arguments: str
     provider_id: str | None = None
     provider_data: dict[str, Any] = field(default_factory=dict)
+    unreadable: str | None = None
 
     def __post_init__(self) -> None:
         # A model's wire JSON may hold any value where a name or an id belongs ("name": 5, "id": 7): as text,

@@ -1,4 +1,4 @@
-"""The error results of calls that cannot run at all: an unknown tool, arguments that are not a JSON object.
+"""The error results of calls that cannot run at all: unreadable, of an unknown tool, with arguments not a JSON object.
 
 The model reads one in place of the tool's result, so each says what was wrong and how to send the
 call again; nothing of the tool runs.
@@ -21,6 +21,8 @@ def refusal(call: ToolCall, available: Collection[str], *, cut_off: bool) -> str
 
     ``cut_off``: the answer stopped at the output limit, which may have cut the arguments short.
     """
+    if call.unreadable is not None:
+        return unreadable_call_message(call.unreadable, list(available))
     if call.name not in available:
         return unknown_tool_message(call.name, list(available))
     if call.arguments is None:
@@ -39,6 +41,13 @@ def unknown_tool_message(name: str, available: list[str]) -> str:
         message += f"; did you mean {close[0]!r}?"
     listing = ", ".join(available) if available else "(none)"
     return f"{message} Available tools: {listing}. Call one of these by its exact name."
+
+
+def unreadable_call_message(reason: str, available: list[str]) -> str:
+    """The error result for a call the provider reported but could not give whole (``ToolCall.unreadable``)."""
+    listing = ", ".join(available) if available else "(none)"
+    return (f"your function call could not be read: {reason}. Nothing ran. Send it again as a function call "
+            f"that names one of these tools exactly, with its arguments as a JSON object: {listing}.")
 
 
 def invalid_json_message(raw: str, *, cut_off: bool) -> str:

@@ -8,6 +8,7 @@ Wire rules handled here:
 - roles are ``user`` / ``model``; the system prompt is ``systemInstruction``;
 - calls often come without an id: parsed as ``ToolCall(id="", provider_id=None)`` (the
   runner makes ids unique) and answered by name, with ``id`` only when Gemini sent one;
+- a call without a name is ``unreadable``: never echoed, its error result goes back as text;
 - a call's ``thoughtSignature`` is kept in ``ToolCall.provider_data["gemini"]`` and put
   back on the same part unchanged (Gemini 3 rejects a follow-up without it);
 - all results of a turn go into ONE user turn, in the order of the calls;
@@ -111,7 +112,7 @@ def _model_parts(message: Message) -> list[dict[str, Any]]:
             signature = text_signatures.get(str(index))
             if part.text or signature:
                 parts.append(_signed({"text": part.text}, signature))
-        elif isinstance(part, ToolCall):
+        elif isinstance(part, ToolCall) and part.unreadable is None:  # an unreadable one has no wire form
             call: dict[str, Any] = {"name": part.name,
                                     "args": part.arguments if isinstance(part.arguments, dict) else {}}
             if part.provider_id:  # echo an id only when Gemini sent one
@@ -139,13 +140,20 @@ def _function_response(result: ToolResult, call: ToolCall | None) -> dict[str, A
     return {"functionResponse": response}
 
 
-def _user_parts(messages: list[Message], calls: dict[str, ToolCall], order: dict[str, int]) -> list[dict[str, Any]]:
-    """One user turn out of consecutive user/tool messages: results in call order, then text."""
+def _user_parts(messages: list[Message], calls: dict[str, ToolCall], order: dict[str, int],
+                unreadable: set[str]) -> list[dict[str, Any]]:
+    """One user turn out of consecutive user/tool messages: results in call order, then text.
+
+    The result of a call in ``unreadable`` (ids) is text: the call was never sent back, and Gemini wants
+    as many function responses as the model turn has function calls.
+    """
     results: list[ToolResult] = []
     others: list[dict[str, Any]] = []
     for message in messages:
         for part in message.parts:
-            if isinstance(part, ToolResult):
+            if isinstance(part, ToolResult) and part.call_id in unreadable:
+                others.append({"text": part.content})
+            elif isinstance(part, ToolResult):
                 results.append(part)
             elif isinstance(part, TextPart) and part.text:
                 others.append({"text": part.text})
@@ -157,6 +165,7 @@ def _user_parts(messages: list[Message], calls: dict[str, ToolCall], order: dict
 
 def wire_contents(messages: list[Message]) -> list[dict[str, Any]]:
     """The ``contents`` array: model turns as they came, user-side runs merged into one turn."""
+    unreadable = {call.id for message in messages for call in message.tool_calls if call.unreadable is not None}
 
     def model_turn(message: Message) -> dict[str, Any] | None:
         parts = _model_parts(message)
@@ -166,7 +175,7 @@ def wire_contents(messages: list[Message]) -> list[dict[str, Any]]:
         answered_calls = answered.tool_calls if answered is not None else []
         calls = {call.id: call for call in answered_calls}
         order = {call.id: position for position, call in enumerate(answered_calls)}
-        parts = _user_parts(run, calls, order)
+        parts = _user_parts(run, calls, order, unreadable)
         return {"role": "user", "parts": parts} if parts else None
 
     return alternating_turns(messages, model_turn, user_turn)
@@ -267,10 +276,12 @@ def _tool_call(function_call: dict[str, Any], signature: str | None, arguments: 
     # No args is a call without arguments; anything but an object is kept as sent, for an error result.
     args = sent if isinstance(sent, dict) else ({} if sent is None else None)
     provider_id = function_call.get("id") or None
-    return ToolCall(id=provider_id or "", name=function_call.get("name") or "", arguments=args,
+    name = function_call.get("name") or ""
+    return ToolCall(id=provider_id or "", name=name, arguments=args,
                     raw_arguments=json.dumps(sent if sent is not None else {}, ensure_ascii=False),
                     provider_id=provider_id,
-                    provider_data={PROVIDER: {SIGNATURE: signature}} if signature else {})
+                    provider_data={PROVIDER: {SIGNATURE: signature}} if signature else {},
+                    unreadable=None if name else "it names no function")
 
 
 class _PartsBuilder:
@@ -475,9 +486,8 @@ class GeminiStreamAssembler:
             self._streamed = _StreamedCall(head=dict(function_call), signature=signature,
                                            arguments=dict(function_call.get("args") or {}))
             self._streamed.apply(function_call.get("partialArgs") or [])
-        elif function_call.get("name"):
+        else:  # whole; one without a name is an unreadable call the model is told about, never dropped
             self._builder.parts.append(_tool_call(function_call, signature))
-        # an empty functionCall outside a streamed call closes nothing: ignore it
 
     def finish(self) -> ModelResponse:
         """The assembled response; ``ProviderError`` when the stream stopped half-way."""
