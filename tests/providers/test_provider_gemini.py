@@ -13,9 +13,18 @@ from typing import Any
 import pytest
 
 from tests.loopback import Recorded, Reply
-from tests.provider_helpers import complete, load_tools, recorded_body, recorded_stream, run_through_runner, tool_round
+from tests.provider_helpers import (
+    complete,
+    load_tools,
+    recorded_body,
+    recorded_stream,
+    run_through_runner,
+    tool_round,
+    with_provider,
+)
 from tests.provider_roundtrip import CITIES, assert_replayed_offline, record_then_replay
 from tests.provider_roundtrip import WEATHER as CITY_WEATHER
+from toolrun.backends.base import CallContext
 from toolrun.core.errors import ProviderError, UserError
 from toolrun.core.messages import (
     Message,
@@ -30,6 +39,7 @@ from toolrun.core.messages import (
     ToolResult,
 )
 from toolrun.core.retry_after import retry_delay
+from toolrun.loop.runner import RunSettings, run_conversation
 from toolrun.providers import get_provider_class
 from toolrun.providers.base import ProviderConfig
 from toolrun.providers.gemini import (
@@ -340,7 +350,8 @@ def test_the_rejection_checker_catches_a_missing_answer():
     ("MAX_TOKENS", False, "length"), ("MAX_TOKENS", True, "length"),
     ("SAFETY", False, "content_filter"), ("RECITATION", False, "content_filter"), ("BLOCKLIST", False, "content_filter"),
     ("PROHIBITED_CONTENT", False, "content_filter"), ("SPII", False, "content_filter"),
-    ("MALFORMED_FUNCTION_CALL", False, "error"),
+    ("MALFORMED_FUNCTION_CALL", False, "error"), ("MALFORMED_FUNCTION_CALL", True, "tool_calls"),
+    ("UNEXPECTED_TOOL_CALL", True, "error"),
 ])
 def test_stop_reasons(raw, has_calls, expected):
     assert normalise_stop_reason(raw, has_calls) == expected
@@ -727,3 +738,39 @@ def test_a_call_without_a_name_is_told_to_the_model_and_never_sent_back_as_a_cal
     assert model_turn["parts"] == [named]
     assert answers["parts"] == [{"functionResponse": {"name": "weather", "response": {"output": weather.result}}},
                                 {"text": unread.result}]
+
+
+QUOTED = "Malformed function call: print(default_api.weather(location='北京'))"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_malformed_function_call_is_told_to_the_model_which_may_call_again(loopback, catalog_tools, stream):
+    # MALFORMED_FUNCTION_CALL ended the run with an error; the model only wrote a call Gemini could not parse.
+    server = loopback(_answer_then_final([], stream=stream, finish="MALFORMED_FUNCTION_CALL", finishMessage=QUOTED))
+    result = run_through_runner(_provider(server), catalog_tools, _question(), stream=stream)
+    assert (result.stop_reason, result.final) == ("stop", "北京 and San Francisco are both sunny."), result.error
+    first = result.turns[0]
+    assert first.stop_reason == "tool_calls" and len(first.tool_calls) == 1
+    call = first.tool_calls[0]
+    assert (call.name, call.arguments, call.is_error) == ("", QUOTED, True)  # the transcript shows what Gemini quoted
+    assert call.result.startswith(f"your function call could not be read: Gemini could not parse it "
+                                  f"(MALFORMED_FUNCTION_CALL: {QUOTED}). Nothing ran.")
+    # no model turn to send back (no part held the call): the question and what the model is told, as one user turn
+    contents = server.requests[1].json()["contents"]
+    assert contents == [{"role": "user", "parts": [{"text": "What is the weather in 北京 and San Francisco?"},
+                                                  {"text": call.result}]}]
+
+
+def test_malformed_calls_over_and_over_end_the_run_within_its_limits(loopback, catalog_tools):
+    malformed = {"candidates": [{"finishReason": "MALFORMED_FUNCTION_CALL"}], "usageMetadata": {"promptTokenCount": 5}}
+    server = loopback(lambda request: Reply(200, malformed))
+    settings = RunSettings(stream=False, max_turns=3)
+    result = with_provider(_provider(server), lambda p: run_conversation(
+        p, catalog_tools, system=None, messages=_question(), settings=settings, context=CallContext(environ={})))
+    assert (result.stop_reason, len(server.requests)) == ("max_turns", 3)
+    assert all(turn.tool_calls[0].result.startswith("your function call could not be read: Gemini could not parse it "
+                                                    "(MALFORMED_FUNCTION_CALL). Nothing ran.") for turn in result.turns)
+
+    result = run_through_runner(_provider(server), catalog_tools, _question(), stream=False)  # max_turns 10
+    assert result.stop_reason == "error" and len(server.requests) == 3 + 5
+    assert result.error.startswith("stopped after 5 consecutive failing tool calls; last: a call without a name: ")

@@ -329,7 +329,7 @@ class _ConversationLoop:
                 return self._finish(
                     "error",
                     f"stopped after {self.consecutive_failures} consecutive failing tool calls; "
-                    f"last: {last.name}: {short_excerpt(last.result)}",
+                    f"last: {last.name or 'a call without a name'}: {short_excerpt(last.result)}",
                 )
         return self._finish(
             "max_turns",

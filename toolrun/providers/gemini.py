@@ -12,7 +12,8 @@ Wire rules handled here:
 - a call's ``thoughtSignature`` is kept in ``ToolCall.provider_data["gemini"]`` and put
   back on the same part unchanged (Gemini 3 rejects a follow-up without it);
 - all results of a turn go into ONE user turn, in the order of the calls;
-- ``finishReason`` is STOP even when the model called tools;
+- ``finishReason`` is STOP even when the model called tools; MALFORMED_FUNCTION_CALL adds an
+  ``unreadable`` call (the model is told and may send it again), other failed answers are errors;
 - streamed calls usually arrive whole; with streamed arguments (``willContinue`` /
   ``partialArgs``) they are put back together here.
 """
@@ -46,6 +47,7 @@ from toolrun.core.messages import (
 )
 from toolrun.core.schema_dialects import to_gemini
 from toolrun.core.secrets import redact
+from toolrun.core.text import excerpt
 from toolrun.providers.alternation import alternating_turns
 from toolrun.providers.answer_numbers import token_count
 from toolrun.providers.base import Provider, StreamAssembler, WireItem, WireTool
@@ -59,9 +61,12 @@ TEXT_SIGNATURES = "text_signatures"  # Message.provider_data["gemini"][...]: par
 
 FILTERED = frozenset({"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII",
                       "IMAGE_SAFETY", "LANGUAGE"})
-# The model produced a call it could not express (MALFORMED_FUNCTION_CALL) or one it was not
-# allowed to make: nothing usable came back and nothing was cut off, so "error", not "length".
-FAILED = frozenset({"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", "TOO_MANY_TOOL_CALLS", "OTHER"})
+# The model made a call it was not allowed to make, or too many: nothing usable came back and nothing
+# was cut off, so "error", not "length".
+FAILED = frozenset({"UNEXPECTED_TOOL_CALL", "TOO_MANY_TOOL_CALLS", "OTHER"})
+# The model made a call Gemini could not parse: no part holds it (finishMessage may quote it). It is a call
+# that could not be read, which the model is told about and may send again, as it may a call with bad JSON.
+MALFORMED_CALL = "MALFORMED_FUNCTION_CALL"
 RETRYABLE_STATUSES = frozenset({"RESOURCE_EXHAUSTED", "UNAVAILABLE", "INTERNAL", "DEADLINE_EXCEEDED"})
 
 
@@ -243,7 +248,7 @@ def normalise_stop_reason(raw: str | None, has_calls: bool) -> StopReason:
         return "content_filter"
     if raw == "MAX_TOKENS":
         return "length"
-    if raw in FAILED:
+    if raw in FAILED or (raw == MALFORMED_CALL and not has_calls):
         return "error"
     return "tool_calls" if has_calls else "stop"
 
@@ -332,8 +337,17 @@ def _add_part(builder: _PartsBuilder, part: dict[str, Any]) -> None:
         builder.parts.append(OpaquePart(PROVIDER, dict(part)))
 
 
+def _malformed_call(finish_message: Any) -> ToolCall:
+    """The call a MALFORMED_FUNCTION_CALL answer reports: unreadable, with what ``finishMessage`` quotes of it."""
+    quoted = finish_message if isinstance(finish_message, str) else ""
+    reason = f"Gemini could not parse it ({MALFORMED_CALL}{': ' + excerpt(quoted, 300) if quoted else ''})"
+    return ToolCall(id="", name="", arguments=None, raw_arguments=quoted, unreadable=reason)
+
+
 def _finish(builder: _PartsBuilder, finish_reason: str | None, usage: dict[str, Any] | None,
-            model: str | None) -> ModelResponse:
+            model: str | None, finish_message: Any = None) -> ModelResponse:
+    if finish_reason == MALFORMED_CALL:
+        builder.parts.append(_malformed_call(finish_message))
     message = builder.message()
     return ModelResponse(message=message,
                          stop_reason=normalise_stop_reason(finish_reason, bool(message.tool_calls)),
@@ -353,7 +367,8 @@ def parse_response(body: dict[str, Any]) -> ModelResponse:
     candidate = candidates[0]
     for part in (candidate.get("content") or {}).get("parts") or []:
         _add_part(builder, part)
-    return _finish(builder, candidate.get("finishReason"), body.get("usageMetadata"), body.get("modelVersion"))
+    return _finish(builder, candidate.get("finishReason"), body.get("usageMetadata"), body.get("modelVersion"),
+                   candidate.get("finishMessage"))
 
 
 # ----------------------------------------------------------------------------- stream
@@ -447,6 +462,7 @@ class GeminiStreamAssembler:
         self._builder = _PartsBuilder()
         self._streamed: _StreamedCall | None = None
         self._finish_reason: str | None = None
+        self._finish_message: Any = None
         self._usage: dict[str, Any] | None = None
         self._model: str | None = None
         self._block_reason: str | None = None
@@ -465,6 +481,7 @@ class GeminiStreamAssembler:
                     events.append(TextDelta(part["text"]))
                 self._part(part)
             self._finish_reason = candidate.get("finishReason") or self._finish_reason
+            self._finish_message = candidate.get("finishMessage") or self._finish_message
         return events
 
     def _part(self, part: dict[str, Any]) -> None:
@@ -496,7 +513,7 @@ class GeminiStreamAssembler:
         if self._finish_reason is None:
             return ModelResponse(Message("assistant", []), "content_filter", parse_usage(self._usage),
                                  self._block_reason, self._model)
-        return _finish(self._builder, self._finish_reason, self._usage, self._model)
+        return _finish(self._builder, self._finish_reason, self._usage, self._model, self._finish_message)
 
 
 # --------------------------------------------------------------------------- provider
