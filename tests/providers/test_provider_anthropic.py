@@ -13,9 +13,18 @@ from typing import Any
 import pytest
 
 from tests.loopback import Recorded, Reply
-from tests.provider_helpers import complete, load_tools, recorded_body, recorded_stream, run_through_runner, tool_round
+from tests.provider_helpers import (
+    complete,
+    load_tools,
+    recorded_body,
+    recorded_stream,
+    run_through_runner,
+    tool_round,
+    with_provider,
+)
 from tests.provider_roundtrip import CITIES, assert_replayed_offline, record_then_replay
 from tests.provider_roundtrip import WEATHER as CITY_WEATHER
+from toolrun.backends.base import CallContext
 from toolrun.core.errors import ProviderError, UserError
 from toolrun.core.messages import (
     Message,
@@ -29,6 +38,7 @@ from toolrun.core.messages import (
     ToolDefinition,
     ToolResult,
 )
+from toolrun.loop.runner import RunSettings, run_conversation
 from toolrun.providers import get_provider_class
 from toolrun.providers.anthropic import (
     AnthropicProvider,
@@ -258,7 +268,7 @@ def test_the_rejection_checker_catches_split_results():
 
 @pytest.mark.parametrize("raw, expected", [
     ("end_turn", "stop"), ("stop_sequence", "stop"), ("tool_use", "tool_calls"), ("max_tokens", "length"),
-    ("model_context_window_exceeded", "length"), ("refusal", "content_filter"), ("pause_turn", "stop"),
+    ("model_context_window_exceeded", "length"), ("refusal", "content_filter"), ("pause_turn", "paused"),
 ])
 def test_stop_reasons(raw, expected):
     assert normalise_stop_reason(raw) == expected
@@ -638,3 +648,88 @@ def test_an_error_event_never_shows_the_key():
     with pytest.raises(ProviderError) as caught:
         assembler.feed({"type": "error", "error": {"type": "authentication_error", "message": f"invalid x-api-key {KEY}"}})
     assert KEY not in str(caught.value) and "authentication_error" in str(caught.value)
+
+
+# ------------------------------------------------------------- a paused turn (pause_turn)
+
+SEARCH = {"type": "server_tool_use", "id": "srvtoolu_01", "name": "web_search", "input": {"query": "北京 天气"}}
+SEARCHED = {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_01", "content": [
+    {"type": "web_search_result", "url": "https://weather.example/beijing", "title": "北京天气", "encrypted_content": "EqA1"}]}
+CALL_WEATHER = {"type": "tool_use", "id": "toolu_01W", "name": "weather", "input": {"location": "北京"}}
+
+
+def _message(content: list[dict[str, Any]], stop_reason: str) -> dict[str, Any]:
+    return {"type": "message", "role": "assistant", "model": "claude-sonnet-4-5", "content": content,
+            "stop_reason": stop_reason, "usage": {"input_tokens": 100, "output_tokens": 10}}
+
+
+def _events(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """``message`` as the stream that carries it: text and input in deltas, other blocks whole."""
+    events: list[dict[str, Any]] = [{"type": "message_start", "message": {
+        "model": message["model"], "content": [], "usage": {"input_tokens": 100, "output_tokens": 1}}}]
+    for index, block in enumerate(message["content"]):
+        if block["type"] == "text":
+            events += [{"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}},
+                       {"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": block["text"]}}]
+        elif "input" in block:
+            events += [{"type": "content_block_start", "index": index, "content_block": {**block, "input": {}}},
+                       {"type": "content_block_delta", "index": index,
+                        "delta": {"type": "input_json_delta", "partial_json": json.dumps(block["input"], ensure_ascii=False)}}]
+        else:
+            events.append({"type": "content_block_start", "index": index, "content_block": block})
+        events.append({"type": "content_block_stop", "index": index})
+    return events + [{"type": "message_delta", "delta": {"stop_reason": message["stop_reason"]}, "usage": {"output_tokens": 10}},
+                     {"type": "message_stop"}]
+
+
+def _answering(messages: list[dict[str, Any]], *, stream: bool):
+    """A Messages server answering ``messages`` in turn (the last one again and again), refusing what the API refuses."""
+    answers = list(messages)
+
+    def handler(request: Recorded) -> Reply:
+        refused = anthropic_rejections(request.json())
+        if refused:
+            return Reply(400, {"type": "error", "error": {"type": "invalid_request_error", "message": "; ".join(refused)}})
+        message = answers.pop(0) if len(answers) > 1 else answers[0]
+        return Reply(200, chunks=sse(_events(message))) if stream else Reply(200, message)
+
+    return handler
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_paused_turn_is_sent_back_as_it_came_and_goes_on(loopback, catalog_tools, stream):
+    # pause_turn ended the run as a finished answer ("stop"): the model had only said it would look something up.
+    paused = _message([{"type": "text", "text": "我查一下。"}, SEARCH], "pause_turn")
+    resumed = _message([SEARCHED, CALL_WEATHER], "tool_use")
+    answered = _message([{"type": "text", "text": "北京 18°C。"}], "end_turn")
+    server = loopback(_answering([paused, resumed, answered], stream=stream))
+    result = run_through_runner(_provider(server), catalog_tools, _question(), stream=stream)
+    assert (result.stop_reason, result.final, result.error) == ("stop", "北京 18°C。", None)
+    assert [turn.stop_reason for turn in result.turns] == ["paused", "tool_calls", "stop"]
+    assert result.turns[1].tool_calls[0].result == "北京: 18°C, sunny"
+    question = {"role": "user", "content": [{"type": "text", "text": "What is the weather in 北京 and San Francisco?"}]}
+    # the paused answer goes back as it came, as the last message: nothing added after it
+    assert server.requests[1].json()["messages"] == [question, {"role": "assistant", "content": paused["content"]}]
+    # and the turn it began goes back as one assistant message, answered by one user message
+    assert server.requests[2].json()["messages"] == [
+        question, {"role": "assistant", "content": paused["content"] + resumed["content"]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01W", "content": "北京: 18°C, sunny"}]}]
+
+
+def test_the_answer_of_a_paused_turn_is_its_text_before_and_after_the_pause(loopback, catalog_tools):
+    paused = _message([{"type": "text", "text": "北京"}, SEARCH], "pause_turn")
+    resumed = _message([SEARCHED, {"type": "text", "text": "有玫瑰。"}], "end_turn")
+    server = loopback(_answering([paused, resumed], stream=True))
+    result = run_through_runner(_provider(server), catalog_tools, _question(), stream=True)
+    assert (result.stop_reason, result.final) == ("stop", "北京有玫瑰。")
+    assert [(turn.stop_reason, turn.text) for turn in result.turns] == [("paused", "北京"), ("stop", "有玫瑰。")]
+
+
+def test_a_turn_that_keeps_pausing_ends_at_max_turns(loopback, catalog_tools):
+    server = loopback(_answering([_message([SEARCH], "pause_turn")], stream=False))
+    settings = RunSettings(stream=False, max_turns=3)
+    result = with_provider(_provider(server), lambda p: run_conversation(
+        p, catalog_tools, system=None, messages=_question(), settings=settings, context=CallContext(environ={})))
+    assert (result.stop_reason, len(server.requests)) == ("max_turns", 3)
+    assert "max_turns is 3" in result.error
+    assert server.requests[2].json()["messages"][1:] == [{"role": "assistant", "content": [SEARCH, SEARCH]}]

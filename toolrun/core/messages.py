@@ -14,7 +14,9 @@ from typing import Any, Literal
 
 from toolrun.core.content import ContentBlock
 
-StopReason = Literal["stop", "tool_calls", "length", "content_filter", "error", "max_turns"]
+# "paused": the model's turn is not over; it goes on when its answer is sent back as it came (Anthropic's
+# pause_turn). A run never ends with it: the loop asks again, within max_turns.
+StopReason = Literal["stop", "tool_calls", "length", "content_filter", "error", "max_turns", "paused"]
 Role = Literal["user", "assistant", "tool"]
 
 

@@ -285,6 +285,7 @@ class _ConversationLoop:
         self.output_errors: list[str] = []  # why the last structured answer cannot be used
         self.repairs = 0  # repair turns asked for a structured answer that failed its checks
         self.turn_limit = settings.max_turns  # repair turns come on top of max_turns
+        self.paused_text: str | None = None  # the text so far of a turn the model paused (stop reason "paused")
         self.window = open_window(settings.context, window=provider.context_window(provider.model),
                                   max_tokens=settings.max_tokens, chars_per_token=provider.chars_per_token,
                                   on_event=self.observer.on_context)
@@ -305,7 +306,8 @@ class _ConversationLoop:
             self.usage = self.usage + response.usage
             calls = self.ids.assign_all(response.message.tool_calls)
             self.history.append(response.message)
-            self.final = response.message.text or self.final
+            text = self._answer_text(response)
+            self.final = text or self.final
             self.observer.on_message(response.message)
             self.observer.on_model_response(turn_index, response)
             # Records are what callers keep and print: a secret the model repeats is redacted there (the
@@ -314,8 +316,8 @@ class _ConversationLoop:
                               tools_offered=self.offer.offered(request.tools))
             if not calls:
                 self._end_turn(turn)
-                if self._wants_repair(response):
-                    continue
+                if response.stop_reason == "paused" or self._wants_repair(response, text):
+                    continue  # a paused turn goes on from its answer, sent back as it came
                 return self._finish_answer(response)
             turn.tool_calls = await self._run_calls(calls, response.stop_reason)
             results = Message("tool", [ToolResult(r.id, r.name, r.result, r.is_error, c.provider_id, r.blocks)
@@ -475,14 +477,21 @@ class _ConversationLoop:
         self.turns.append(turn)
         self.observer.on_turn_end(turn)
 
-    def _wants_repair(self, response: ModelResponse) -> bool:
+    def _answer_text(self, response: ModelResponse) -> str | None:
+        """The answer's text; an answer that continues a paused turn has that turn's text before its own."""
+        text = (self.paused_text or "") + (response.message.text or "") or None
+        paused = response.stop_reason == "paused" and not response.message.tool_calls
+        self.paused_text = text if paused else None
+        return text
+
+    def _wants_repair(self, response: ModelResponse, text: str | None) -> bool:
         """Check a structured answer; True when a repair turn was added to the history to fix it."""
         output = self.settings.output
         if output is None or response.stop_reason not in ("stop", "tool_calls"):
             return False
         from toolrun.loop.final_answer import check_answer, repair_request  # start-up: only a structured answer is checked
 
-        checked = check_answer(response.message.text, output)
+        checked = check_answer(text, output)
         if checked.valid:
             self.output, self.output_valid = checked.value, True
             return False

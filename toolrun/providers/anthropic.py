@@ -9,6 +9,8 @@ Wire rules handled here:
 - the assistant turn goes back whole: text, ``tool_use`` and ``thinking`` /
   ``redacted_thinking`` blocks (kept as ``OpaquePart("anthropic", block)``) in their order;
 - every tool result of a turn goes into ONE user message, ``tool_result`` blocks first;
+- ``pause_turn`` is the stop reason ``paused``: the loop sends the answer back as the last
+  message and asks again; the answers of that one turn go back as one assistant message;
 - streamed ``tool_use`` input arrives as ``input_json_delta`` pieces per block index.
 """
 
@@ -66,9 +68,9 @@ STOP_REASONS: dict[str, StopReason] = {
     "max_tokens": "length",
     "model_context_window_exceeded": "length",
     "refusal": "content_filter",
-    # pause_turn: a server-side tool loop paused; the turn is usable as is and toolrun runs
-    # no server tools, so treat it as a normal end rather than an error.
-    "pause_turn": "stop",
+    # A long turn paused (a server-side tool loop, e.g. web search through settings.extra): sent back
+    # as it came, as the last message, it goes on where it stopped.
+    "pause_turn": "paused",
 }
 
 # Error types worth another attempt (the same ones the API sends as 429/500/529).
@@ -155,7 +157,8 @@ def _user_content(messages: list[Message]) -> list[dict[str, Any]]:
 
 
 def wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
-    """The ``messages`` array: assistant turns as they came, user-side runs merged into one."""
+    """The ``messages`` array: assistant turns as they came, user-side runs merged into one, and the
+    answers of one paused turn (consecutive assistant messages) one assistant message again."""
 
     def assistant_turn(message: Message) -> dict[str, Any] | None:
         content = _assistant_content(message)
@@ -165,7 +168,13 @@ def wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
         content = _user_content(run)
         return {"role": "user", "content": content} if content else None
 
-    return alternating_turns(messages, assistant_turn, user_turn)
+    wire: list[dict[str, Any]] = []
+    for turn in alternating_turns(messages, assistant_turn, user_turn):
+        if turn["role"] == "assistant" and wire and wire[-1]["role"] == "assistant":
+            wire[-1] = {"role": "assistant", "content": wire[-1]["content"] + turn["content"]}
+        else:
+            wire.append(turn)
+    return wire
 
 
 def build_request_body(request: ModelRequest, *, stream: bool) -> dict[str, Any]:
