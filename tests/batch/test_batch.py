@@ -23,6 +23,7 @@ from toolrun.batch.results_file import ResultsFile, read_results
 from toolrun.batch.run import ProviderTransports
 from toolrun.batch.summary import wilson_interval
 from toolrun.cli import main
+from toolrun.core.errors import PROBLEMS_LISTED
 from toolrun.providers.transport import HttpxTransport
 from toolrun.runlog import RunLog
 from toolrun.sessions.recipe import load_recipe
@@ -148,6 +149,33 @@ def test_an_unknown_field_names_the_row_and_the_field_with_a_guess(tmp_path: Pat
     assert "rows.jsonl:2" in result.stderr and "row 2: field 'citty'" in result.stderr
     assert "did you mean 'city'?" in result.stderr
     assert not (tmp_path / "out.jsonl").exists()  # nothing ran
+
+
+def test_every_problem_of_the_inputs_is_reported_at_once_in_line_order(tmp_path: Path):
+    # a line that is not JSON used to hide the unknown fields of the rows after it until the next try
+    make_world(tmp_path)
+    (tmp_path / "rows.jsonl").write_text('{"city": "北京", "tag": "a"}\n{"citty": "上海"\n[1]\n{"citty": "上海"}\n',
+                                         encoding="utf-8")
+    result = batch(tmp_path, "--model", f"scripted:{tmp_path / 'script.yaml'}", "--no-log")
+    assert result.exit_code == 2 and not (tmp_path / "out.jsonl").exists()
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert [Path(error.split()[1]).name for error in errors] == ["rows.jsonl:2:", "rows.jsonl:3:", "rows.jsonl:4:"]
+    assert "not JSON" in errors[0] and "a row is a JSON object" in errors[1]
+    assert "row 4: field 'citty'" in errors[2] and "did you mean 'city'?" in errors[2]  # row 4: rows counted as written
+    assert "3 problems." in result.stderr
+
+
+def test_a_file_with_many_problems_lists_the_first_and_counts_the_rest(tmp_path: Path):
+    make_world(tmp_path)
+    rows = "".join('{"citty": "上海"}\n' if n % 2 else "{not json\n" for n in range(50))
+    (tmp_path / "rows.jsonl").write_text(rows, encoding="utf-8")
+    result = batch(tmp_path, "--model", f"scripted:{tmp_path / 'script.yaml'}", "--no-log")
+    assert result.exit_code == 2
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == PROBLEMS_LISTED + 1
+    assert "rows.jsonl:1: not JSON" in errors[0] and "rows.jsonl:2: row 2: field 'citty'" in errors[1]
+    assert errors[-1] == f"error: and {50 - PROBLEMS_LISTED} more problems like these, not listed"
+    assert "50 problems." in result.stderr
 
 
 def test_a_row_holding_nan_or_infinity_is_named_before_anything_runs(tmp_path: Path):

@@ -2,6 +2,9 @@
 
 A field the recipe does not use is an error naming the row (its line in the file) and the
 field, with a did-you-mean: a typo would otherwise run a thousand rows on the default value.
+Every problem of the file is found in one reading — a line that is not JSON does not hide
+the typos of the rows after it — and reported in line order, the first ``PROBLEMS_LISTED``
+listed and the rest counted.
 """
 
 from __future__ import annotations
@@ -20,9 +23,22 @@ from toolrun.sessions.recipe import Recipe
 
 INPUT_FORMATS = ("JSON Lines (.jsonl)", "CSV (.csv)", "YAML list (.yaml)")
 
+# (line, fields) of each row in file order; fields None for a row that could not be read (its problem is said)
+ReadRows = list[tuple[int, dict[str, Any] | None]]
 
-def read_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    """``(line, fields)`` per row of a ``.jsonl``/``.ndjson``, ``.csv`` or ``.yaml``/``.yml`` file."""
+
+def load_rows(path: Path, recipe: Recipe) -> list[tuple[int, dict[str, Any]]]:
+    """``(line, fields)`` per row of a ``.jsonl``/``.ndjson``, ``.csv`` or ``.yaml``/``.yml`` file, checked
+    against ``recipe``; LoadError with every problem of the file: rows that cannot be read, fields no var
+    of the recipe takes, vars a row leaves without a value."""
+    rows, problems = _read_rows(path)
+    problems += row_problems(rows, recipe, path)
+    if problems:
+        raise LoadError.bounded(sorted(problems, key=lambda problem: problem.line or 0))
+    return [(line, fields) for line, fields in rows if fields is not None]
+
+
+def _read_rows(path: Path) -> tuple[ReadRows, list[Problem]]:
     if not path.is_file():
         raise LoadError(Problem(path, None, "the inputs file does not exist", "name a JSON Lines, CSV or YAML file"))
     suffix = path.suffix.lower()
@@ -36,13 +52,16 @@ def read_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
                             f"use one of {', '.join(INPUT_FORMATS)}"))
 
 
-def check_rows(rows: list[tuple[int, dict[str, Any]]], recipe: Recipe, path: Path) -> None:
-    """LoadError listing every field no var of the recipe takes (with a did-you-mean), and every row that
-    leaves a var the recipe uses without a value (it has no default under ``vars:``)."""
+def row_problems(rows: ReadRows, recipe: Recipe, path: Path) -> list[Problem]:
+    """Every field no var of the recipe takes (with a did-you-mean), every row that leaves a var the recipe
+    uses without a value (it has no default under ``vars:``), every value JSON cannot carry. A row is
+    numbered by its place in the file, rows that could not be read included."""
     used = recipe.placeholders()
     known = set(recipe.vars) | used
     problems: list[Problem] = []
     for number, (line, fields) in enumerate(rows, start=1):
+        if fields is None:
+            continue
         for name in sorted(used - set(recipe.vars) - set(fields)):
             problems.append(Problem(path, line, f"row {number}: no field {name!r}, and recipe {recipe.name!r} has no default for it",
                                     f"give the row a {name!r} field, or the recipe a default under vars:"))
@@ -56,8 +75,7 @@ def check_rows(rows: list[tuple[int, dict[str, Any]]], recipe: Recipe, path: Pat
             hint = f"did you mean {guess!r}?" if guess else (
                 f"the recipe's vars are: {', '.join(sorted(known))}" if known else "the recipe uses no vars")
             problems.append(Problem(path, line, f"row {number}: field {key!r} is not a var of recipe {recipe.name!r}", hint))
-    if problems:
-        raise LoadError(problems)
+    return problems
 
 
 def _read_text(path: Path) -> str:
@@ -71,8 +89,8 @@ def _read_text(path: Path) -> str:
                                 "check the file's permissions")) from None
 
 
-def _json_lines(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    rows: list[tuple[int, dict[str, Any]]] = []
+def _json_lines(path: Path) -> tuple[ReadRows, list[Problem]]:
+    rows: ReadRows = []
     problems: list[Problem] = []
     whole = _read_text(path)
     if whole.lstrip().startswith("["):  # one JSON array: not JSON Lines, but a YAML list as it stands
@@ -87,42 +105,43 @@ def _json_lines(path: Path) -> list[tuple[int, dict[str, Any]]]:
             value = json.loads(text)
         except json.JSONDecodeError as exc:
             problems.append(Problem(path, line_number, f"not JSON: {exc.msg}", "write one JSON object per line"))
-            continue
-        if not isinstance(value, dict):
-            problems.append(Problem(path, line_number, "a row is a JSON object of vars", 'write e.g. {"city": "北京"}'))
-            continue
+            value = None
+        else:
+            if not isinstance(value, dict):
+                problems.append(Problem(path, line_number, "a row is a JSON object of vars", 'write e.g. {"city": "北京"}'))
+                value = None
         rows.append((line_number, value))
-    if problems:
-        raise LoadError(problems)
-    return rows
+    return rows, problems
 
 
-def _csv_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
+def _csv_rows(path: Path) -> tuple[ReadRows, list[Problem]]:
     reader = csv.DictReader(io.StringIO(_read_text(path), newline=""))
-    rows = []
+    rows: ReadRows = []
+    problems: list[Problem] = []
     for fields in reader:
         if None in fields:  # more cells than the header names
-            raise LoadError(Problem(path, reader.line_num, "this row has more cells than the header has names",
+            problems.append(Problem(path, reader.line_num, "this row has more cells than the header has names",
                                     "quote a value that holds a comma"))
+            rows.append((reader.line_num, None))
+            continue
         rows.append((reader.line_num, {key: value for key, value in fields.items() if value is not None}))
-    return rows
+    return rows, problems
 
 
-def _yaml_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
+def _yaml_rows(path: Path) -> tuple[ReadRows, list[Problem]]:
     try:
         document = load_yaml_file(path)
     except YamlSyntaxError as exc:
         raise LoadError(exc.problem) from None
     if not isinstance(document, LineList):
         raise LoadError(Problem(path, 1, "the inputs are a YAML list of rows", "write e.g.\n- {city: 北京}\n- {city: 上海}"))
-    rows: list[tuple[int, dict[str, Any]]] = []
+    rows: ReadRows = []
     problems: list[Problem] = []
     for index, item in enumerate(document):
         line = document.item_lines[index]
         if not isinstance(item, dict):
             problems.append(Problem(path, line, "a row is a mapping of vars", "write e.g. - {city: 北京}"))
+            rows.append((line, None))
             continue
         rows.append((line, plain(item)))
-    if problems:
-        raise LoadError(problems)
-    return rows
+    return rows, problems

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolrun.batch.inputs import check_rows, read_rows
+from toolrun.batch.inputs import load_rows
 from toolrun.batch.jobs import Job, plan_jobs
 from toolrun.batch.results_file import read_results
 from toolrun.catalog.gate import load_checked_catalog
@@ -63,8 +63,7 @@ def plan_batch(spec: BatchSpec) -> BatchPlan:
     if spec.repeat < 1:
         raise UserError(Problem(None, None, f"--repeat {spec.repeat}: a batch runs each row at least once", "use --repeat 1 or more"))
     recipe = load_recipe(spec.recipe)
-    rows = read_rows(spec.inputs)
-    check_rows(rows, recipe, spec.inputs)
+    rows = load_rows(spec.inputs, recipe)
     models = list(dict.fromkeys(spec.models)) or [recipe.model_spec()]
     for model in models:
         split_model(model)  # a malformed model is bad input now, not a failure of every row

@@ -10,7 +10,7 @@ from toolrun.cli.color import echo_err
 from toolrun.cli.echo import echo
 from toolrun.core.errors import ToolrunError
 from toolrun.core.secrets import redact
-from toolrun.core.text import terminal_safe
+from toolrun.core.text import counted, terminal_safe
 
 
 def report_internal_error(exc: Exception) -> None:
@@ -26,7 +26,10 @@ def report_error(exc: ToolrunError) -> None:
     if problems:
         for problem in problems:
             echo_err(terminal_safe(f"error: {problem}"), "error")
-        if len(problems) > 1:
-            echo(f"{len(problems)} problems.", err=True)
+        unlisted = getattr(exc, "unlisted", 0)
+        if unlisted:  # found, but too many to list: counted
+            echo_err(f"error: and {counted(unlisted, 'more problem')} like these, not listed", "error")
+        if len(problems) + unlisted > 1:
+            echo(f"{len(problems) + unlisted} problems.", err=True)
     else:
         echo_err(terminal_safe(f"error: {exc}"), "error")

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 EXIT_OK = 0
 EXIT_RUN_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_EXPECT_FAILED = 3
 EXIT_INTERRUPTED = 130  # the shell's convention for a run stopped by Ctrl-C
+
+# Of one file's problems, this many are listed and the rest counted: a file of a million rows with a
+# typo in each is one screen of problems, not a million lines.
+PROBLEMS_LISTED = 20
 
 # The logger a failing tool's traceback goes to, at DEBUG level; `toolrun --debug` prints it.
 TOOL_LOGGER = "toolrun.tools"
@@ -44,17 +48,27 @@ class ToolrunError(Exception):
 
 
 class UserError(ToolrunError):
-    """Bad input: a file, an option, a missing credential. Exit code 2."""
+    """Bad input: a file, an option, a missing credential. Exit code 2.
+
+    ``problems`` lists the mistakes; ``unlisted`` counts those found beyond them (``bounded``).
+    """
 
     exit_code = EXIT_BAD_INPUT
 
-    def __init__(self, problems: list[Problem] | Problem | str):
+    def __init__(self, problems: list[Problem] | Problem | str, *, unlisted: int = 0):
         if isinstance(problems, str):
             problems = [Problem(None, None, problems)]
         elif isinstance(problems, Problem):
             problems = [problems]
         self.problems: list[Problem] = list(problems)
-        super().__init__("\n".join(str(p) for p in self.problems))
+        self.unlisted = unlisted
+        more = [f"and {unlisted} more problem{'' if unlisted == 1 else 's'}"] if unlisted else []
+        super().__init__("\n".join([*(str(p) for p in self.problems), *more]))
+
+    @classmethod
+    def bounded(cls, problems: list[Problem], *, listed: int = PROBLEMS_LISTED) -> Self:
+        """The error of every problem found, the first ``listed`` of them listed and the rest counted."""
+        return cls(problems[:listed], unlisted=max(0, len(problems) - listed))
 
 
 class LoadError(UserError):
@@ -63,8 +77,8 @@ class LoadError(UserError):
     For a catalog stopped by lint errors, ``catalog`` is the loaded catalog with its findings.
     """
 
-    def __init__(self, problems: list[Problem] | Problem | str, *, catalog: Any = None):
-        super().__init__(problems)
+    def __init__(self, problems: list[Problem] | Problem | str, *, catalog: Any = None, unlisted: int = 0):
+        super().__init__(problems, unlisted=unlisted)
         self.catalog = catalog
 
 
