@@ -240,6 +240,38 @@ def test_a_json_array_of_rows_is_told_to_be_a_yaml_list(tmp_path: Path):
     assert sorted(line["vars"]["tag"] for line in read_lines(tmp_path / "out.jsonl")) == ["a", "b"]
 
 
+def test_a_missing_script_is_named_before_the_batch_starts(tmp_path: Path):
+    make_world(tmp_path)
+    write_rows(tmp_path / "rows.jsonl", 3)
+    missing = tmp_path / "no-such-script.yaml"
+    result = batch(tmp_path, "--model", f"scripted:{tmp_path / 'script.yaml'}", "--model", f"scripted:{missing}",
+                   "--no-log")
+    assert result.exit_code == 2
+    assert f"{missing}: script file not found" in result.stderr
+    assert "1 run" not in result.stderr and "runs," not in result.stderr  # no batch started: no progress line
+    assert not (tmp_path / "out.jsonl").exists()  # nothing ran
+
+
+def test_the_recipes_own_script_is_relative_to_the_recipe_as_for_one_run(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch):
+    recipe = make_world(tmp_path)
+    recipe.write_text(recipe.read_text(encoding="utf-8").replace("model: openai:gpt-4o-mini", "model: scripted:script.yaml"),
+                      encoding="utf-8")
+    write_rows(tmp_path / "rows.jsonl", 2)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    result = batch(tmp_path, "--no-log", "--json")
+    assert result.exit_code == 0, result.stderr
+    lines = read_lines(tmp_path / "out.jsonl")
+    assert [line["status"] for line in lines] == ["ok", "ok"] and {line["model"] for line in lines} == {"scripted:script.yaml"}
+    (tmp_path / "script.yaml").unlink()
+    (tmp_path / "out.jsonl").unlink()
+    gone = batch(tmp_path, "--no-log")
+    assert gone.exit_code == 2 and f"{tmp_path / 'script.yaml'}: script file not found" in gone.stderr
+    assert not (tmp_path / "out.jsonl").exists()
+
+
 def test_ray_missing_is_said_before_the_results_file_is_made(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     make_world(tmp_path)
     write_rows(tmp_path / "rows.jsonl", 2)

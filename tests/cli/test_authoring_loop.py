@@ -64,6 +64,16 @@ def test_a_broken_script_names_file_line_and_fix(tmp_path: Path) -> None:
     assert f"{script}:3: a turn is {{text: ...}}, {{output: {{...}}}} or {{tool_calls: [{{name, arguments}}]}}" in result.stderr
 
 
+def test_a_missing_script_is_named_before_the_tools_load(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-turns.yaml"
+    for command in (("recipe", str(INVENTORY)), ("ask", "北京?", "--tools-dir", str(INVENTORY.parent.parent / "tools.d"),
+                                                 "--tools", "get_flower_*")):
+        result = invoke(*command, "--model", f"scripted:{missing}", "--no-log")
+        assert result.exit_code == 2, result.stderr
+        assert f"{missing}: script file not found" in result.stderr
+        assert " from " not in result.stderr  # the catalog's summary line: the tools were never loaded
+
+
 def test_a_script_that_runs_out_fails_the_run_with_a_reason(tmp_path: Path) -> None:
     script = _script(tmp_path, "- tool_calls: [{name: get_flower_inventory, arguments: {city: 北京}}]\n")
     result = invoke("recipe", str(INVENTORY), "--model", f"scripted:{script}")

@@ -32,6 +32,9 @@ class Job:
     model: str
     repeat: int
     twin: int = 0  # how many earlier rows of the inputs hold the same fields: identical rows stay distinct runs
+    # the recipe's own model (no --model): played as a run without --model plays it (a scripted:FILE in the
+    # recipe is relative to the recipe, not to where the batch runs)
+    recipe_model: bool = False
 
     @property
     def key(self) -> str:
@@ -46,15 +49,16 @@ def row_content(fields: dict[str, Any]) -> str:
     return json.dumps(fields, sort_keys=True, ensure_ascii=False, default=str)
 
 
-def plan_jobs(rows: list[dict[str, Any]], models: list[str], repeat: int) -> list[Job]:
-    """Every run of the batch: row × model × repeat, rows first so early results cover every model."""
+def plan_jobs(rows: list[dict[str, Any]], models: list[str], repeat: int, *, recipe_model: bool = False) -> list[Job]:
+    """Every run of the batch: row × model × repeat, rows first so early results cover every model.
+    ``recipe_model``: ``models`` is the recipe's own model, no ``--model`` was given."""
     seen: dict[str, int] = {}
     jobs: list[Job] = []
     for index, fields in enumerate(rows):
         content = row_content(fields)
         twin = seen.get(content, 0)
         seen[content] = twin + 1
-        jobs.extend(Job(index, dict(fields), model, number, twin) for model in models for number in range(repeat))
+        jobs.extend(Job(index, dict(fields), model, number, twin, recipe_model) for model in models for number in range(repeat))
     return jobs
 
 
@@ -65,8 +69,8 @@ async def play_job(job: Job, recipe: Recipe, catalog: Catalog, options: RunOptio
     input that fails every run alike."""
     started = clock()
     try:
-        result = await run_recipe(recipe, replace(options, vars=job.vars, model=job.model, catalog=catalog,
-                                                  observer=observer, transport=transport))
+        result = await run_recipe(recipe, replace(options, vars=job.vars, model=None if job.recipe_model else job.model,
+                                                  catalog=catalog, observer=observer, transport=transport))
     except UserError:
         raise
     except Exception as exc:  # a run that crashed is a failed row, not a stopped batch

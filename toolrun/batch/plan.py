@@ -15,6 +15,7 @@ from toolrun.catalog.gate import load_checked_catalog
 from toolrun.catalog.model import Catalog
 from toolrun.core.errors import Problem, UserError
 from toolrun.providers import split_model
+from toolrun.sessions.play import check_script
 from toolrun.sessions.recipe import Recipe, load_recipe
 from toolrun.sessions.run_options import RunOptions
 
@@ -67,8 +68,9 @@ def plan_batch(spec: BatchSpec) -> BatchPlan:
     models = list(dict.fromkeys(spec.models)) or [recipe.model_spec()]
     for model in models:
         split_model(model)  # a malformed model is bad input now, not a failure of every row
+        check_script(recipe, model if spec.models else None)  # so is a missing or broken scripted:FILE
     catalog = load_checked_catalog(recipe.locate_tools_dir(spec.tools_dir), wanted=recipe.tool_test)
-    jobs = plan_jobs([fields for _, fields in rows], models, spec.repeat)
+    jobs = plan_jobs([fields for _, fields in rows], models, spec.repeat, recipe_model=not spec.models)
     kept, foreign, batch_id = _resume_point(spec, {job.key: job.row for job in jobs})
     done = {line["key"] for line in kept}
     todo = [job for job in jobs if job.key not in done]

@@ -197,6 +197,9 @@ class _Play:
         record_path = Path(options.record) if options.record is not None else None
         replay = Path(options.replay) if options.replay is not None else None
         _check_record_apart(record_path, recipe.path, replay)
+        # A scripted model's script is a file of the run like the recipe: read and checked before the tools
+        # load (which may start their servers), so a missing one is said at once.
+        scripted = self._connect_script(model, record_path, replay, options.stream)
         # The recipe, its tools and its messages are checked before credentials are looked
         # for: a typo in the tool list is reported as such, not as a missing key.
         catalog = options.catalog
@@ -209,7 +212,7 @@ class _Play:
         system = recipe.render_system(self.vars)
         prompt = options.prompt
         messages = [Message("user", [TextPart(prompt)])] if prompt is not None else recipe.render_messages(self.vars)
-        connection = self._connect(model, options.mode, record_path, replay, options.stream)
+        connection = scripted or self._connect(model, options.mode, record_path, replay, options.stream)
         await self._check_output_mode(connection, tools)
         execute = None
         if options.replay_tools:
@@ -279,15 +282,11 @@ class _Play:
 
             kind = "scripted" if isinstance(model, ScriptedModel) else "live"
             return _Connection(model, f"{model.name}:{model.model}", kind, stream)
+        scripted = self._connect_script(model, record, replay, stream)
+        if scripted is not None:
+            return scripted
         spec = recipe.model_spec(model)
         provider_name, model_name = split_model(spec)
-        if provider_name == SCRIPTED_PROVIDER:
-            # --model scripted:FILE is relative to where the command runs; the recipe's own to the recipe
-            script = Path(model_name) if model else recipe.path.parent / model_name
-            if record is not None or replay is not None:
-                raise UserError(Problem(None, None, "a scripted model is offline: there is nothing to record or replay",
-                                        "drop --record / --replay, or use a provider's model"))
-            return _Connection(_scripted_model(script), spec, "scripted", stream)
         provider_class = get_provider_class(provider_name)
         if mode == "replay" and replay is None:
             replay = cassette_beside(recipe.path)
@@ -298,6 +297,19 @@ class _Play:
                              record=record, environ=self.environ,
                              model_line=None if model else recipe.line_of("model"))
         return self._open(provider_class, model_name, spec, choice, record, stream)
+
+    def _connect_script(self, model: str | Provider | None, record: Path | None, replay: Path | None,
+                        stream: bool | None) -> _Connection | None:
+        """The connection of a ``scripted:FILE`` model, its script read and checked; None for any other model."""
+        if isinstance(model, Provider):
+            return None
+        script = script_of(self.recipe, model)
+        if script is None:
+            return None
+        if record is not None or replay is not None:
+            raise UserError(Problem(None, None, "a scripted model is offline: there is nothing to record or replay",
+                                    "drop --record / --replay, or use a provider's model"))
+        return _Connection(_scripted_model(script), self.recipe.model_spec(model), "scripted", stream)
 
     def _open(self, provider_class: type[Provider], model_name: str, spec: str, choice: ModeChoice,
               record: Path | None, stream: bool | None) -> _Connection:
@@ -380,6 +392,24 @@ class _Borrowed(Transport):
 
     def stream(self, request: WireRequest) -> AsyncIterator[str]:
         return self.inner.stream(request)
+
+
+def script_of(recipe: Recipe, model: str | None) -> Path | None:
+    """The script a run of ``recipe`` plays when its model — ``model`` (``--model``), else the recipe's own —
+    is ``scripted:FILE``: ``--model``'s relative to where the command runs, the recipe's own relative to the
+    recipe. None for a provider's model (or none named: the run says so)."""
+    provider, _, name = (model or recipe.model or "").partition(":")
+    if provider != SCRIPTED_PROVIDER or not name:
+        return None
+    return Path(name) if model else recipe.path.parent / name
+
+
+def check_script(recipe: Recipe, model: str | None) -> None:
+    """LoadError naming the file when the script of a ``scripted:FILE`` model (``script_of``) is missing or
+    broken: what a batch checks before its first run. Nothing for a provider's model."""
+    script = script_of(recipe, model)
+    if script is not None:
+        _scripted_model(script)  # its checked turns are kept: the runs read them back
 
 
 def _scripted_model(script: Path) -> Provider:
