@@ -392,6 +392,47 @@ def test_sigkill_half_way_then_resume_runs_every_row_exactly_once(tmp_path: Path
     assert json.loads(resumed.stdout)["runs"] == 16
 
 
+def test_an_interrupted_then_resumed_batch_is_one_batch_of_its_runs_with_its_attempts_counted(tmp_path: Path):
+    make_world(tmp_path, delay=0.2)
+    write_rows(tmp_path / "rows.jsonl", 8)
+    log = tmp_path / "logs.db"
+    command = [sys.executable, "-m", "toolrun", "batch", str(tmp_path / "shop.yaml"), "--inputs",
+               str(tmp_path / "rows.jsonl"), "--out", str(tmp_path / "out.jsonl"), "--model",
+               f"scripted:{tmp_path / 'script.yaml'}", "--concurrency", "2", "--logs", str(log)]
+    env = clean_env(PYTHONPATH=str(ROOT))
+    process = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out = tmp_path / "out.jsonl"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and (not out.exists() or out.read_bytes().count(b"\n") < 2):
+        time.sleep(0.02)
+    time.sleep(0.05)  # the next two runs are in their tool
+    process.send_signal(signal.SIGINT)
+    process.communicate(timeout=20)
+    assert process.returncode == 130
+    done = len(read_results(out))
+    (stopped,) = json.loads(invoke("logs", "batches", "--logs", str(log), "--json").stdout)
+    interrupted = stopped["attempts"] - done
+    assert interrupted >= 1 and stopped["runs"] == stopped["attempts"] == done + interrupted
+    assert (stopped["ok"], stopped["failed_or_unfinished"], stopped["running"]) == (done, interrupted, 0)
+
+    resumed = invoke(*command[3:], "--resume", env=env)
+    assert resumed.exit_code == 0, resumed.stderr
+    (entry,) = json.loads(invoke("logs", "batches", "--logs", str(log), "--json").stdout)
+    assert entry["batch"] == stopped["batch"]
+    assert (entry["runs"], entry["ok"], entry["failed_or_unfinished"], entry["running"]) == (8, 8, 0, 0)
+    assert entry["attempts"] == 8 + interrupted  # each interrupted run was tried again: one run, two attempts
+    table = invoke("logs", "batches", "--logs", str(log)).stdout.splitlines()
+    assert table[0].split()[3:10] == ["RUNS", "OK", "EXPECT", "FAILED", "FAILED/UNFINISHED", "RUNNING", "ATTEMPTS"]
+    assert table[1].split()[4:10] == ["8", "8", "0", "0", "0", str(8 + interrupted)]
+    page = tmp_path / "batch.html"
+    assert invoke("view", entry["batch"], "--logs", str(log), "-o", str(page)).exit_code == 0
+    html = page.read_text(encoding="utf-8")
+    assert "<span>8 runs</span>" in html and f"<span>{8 + interrupted} attempts</span>" in html
+    assert '<span class="status-ok">8 ok</span>' in html and "status-interrupted\">" not in html.split("<table")[0]
+    assert html.count('<tr class="run superseded" data-status="interrupted">') == interrupted
+    assert "tried again as run" in html
+
+
 def test_identical_rows_are_runs_of_their_own_through_a_resume(tmp_path: Path):
     make_world(tmp_path)
     row = '{"city": "北京", "tag": "same"}\n'

@@ -227,6 +227,48 @@ def test_a_strict_replay_failed_after_its_answer_is_a_failed_run_in_the_log(tmp_
     assert [notice["kind"] for notice in run["notices"]] == ["divergence"]
 
 
+def test_a_batch_counts_its_runs_by_their_latest_attempt_and_every_attempt_apart(tmp_path: Path) -> None:
+    from toolrun.batch.logged_lines import log_result_line
+    from toolrun.core.messages import Usage
+    from toolrun.loop.results import RunResult
+    from toolrun.runlog import RunLogWriter
+
+    log = RunLog.open(tmp_path / "logs.db")
+
+    def attempt(key: str, stop_reason: str | None, tokens: int = 1) -> None:
+        """One attempt of run ``key`` of batch-1, ended with ``stop_reason`` (None: still running, in this process)."""
+        writer = RunLogWriter(log, command="batch", session="batch-1", run_key=key)
+        writer.on_run_start(recipe="shop", model="scripted:s", mode="scripted")
+        if stop_reason is not None:
+            writer.on_run_end(RunResult("ok" if stop_reason == "stop" else None, stop_reason, Usage(tokens, tokens, 1),
+                                        [], []))
+
+    try:
+        attempt("a", "error")  # failed, then retried on resume: ok
+        attempt("a", "stop")
+        attempt("b", None)
+        log.connection.execute("UPDATE runs SET status = 'interrupted' WHERE id = 3")  # as Ctrl-C leaves it
+        attempt("b", "stop")
+        attempt("c", "error")  # failed, kept (--no-retry-failed)
+        attempt("d", None)  # in progress
+        line = {"key": "e", "batch": "batch-1", "model": "m", "vars": {}, "status": "failed", "stop_reason": "error",
+                "final": None, "error": "boom", "usage": {"input_tokens": 5, "output_tokens": 5}, "tool_calls": []}
+        assert log_result_line(log, line, recipe="shop") is None  # a run on Ray, failed, then its retry: ok
+        assert log_result_line(log, {**line, "status": "ok", "final": "好", "error": None}, recipe="shop") is None
+        (batch,) = log.list_batches()
+        assert {key: batch[key] for key in ("runs", "ok", "expect_failed", "running", "failed_or_unfinished",
+                                            "attempts")} == {"runs": 5, "ok": 3, "expect_failed": 0, "running": 1,
+                                                             "failed_or_unfinished": 1, "attempts": 8}
+        assert batch["usage"] == {"input_tokens": 14, "output_tokens": 14}  # every attempt's tokens were spent
+        gone = subprocess.Popen(["true"])
+        gone.wait()
+        log.connection.execute("UPDATE runs SET pid = ? WHERE run_key = 'd'", (gone.pid,))  # its process was killed
+        (batch,) = log.list_batches()
+        assert (batch["running"], batch["failed_or_unfinished"]) == (0, 2)
+    finally:
+        log.close()
+
+
 def test_secrets_never_reach_the_log(tmp_path: Path) -> None:
     db = tmp_path / "logs.db"
     recipe = shop(tmp_path, "- tool_calls: [{name: whoami, arguments: {}}]\n- text: done\n")

@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from toolrun.runlog import RunLog
+from toolrun.runlog.store import supersede_earlier_attempts
 from toolrun.runlog.writer import storable
 
 
@@ -24,13 +25,14 @@ def log_result_line(log: RunLog, line: dict[str, Any], *, recipe: str, mode: str
     try:
         with log.transaction() as connection:
             cursor = connection.execute(
-                "INSERT INTO runs (command, session, recipe, model, mode, vars, started_at, ended_at, status, stop_reason, "
-                "final, error, input_tokens, output_tokens, requests, document) "
-                "VALUES ('batch', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                storable((line["batch"], recipe, line["model"], mode, _json(line["vars"]), started, ended, line["status"],
-                          line["stop_reason"], line["final"], line["error"], usage.get("input_tokens", 0),
+                "INSERT INTO runs (command, session, run_key, recipe, model, mode, vars, started_at, ended_at, status, "
+                "stop_reason, final, error, input_tokens, output_tokens, requests, document) "
+                "VALUES ('batch', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                storable((line["batch"], line["key"], recipe, line["model"], mode, _json(line["vars"]), started, ended,
+                          line["status"], line["stop_reason"], line["final"], line["error"], usage.get("input_tokens", 0),
                           usage.get("output_tokens", 0), usage.get("requests", 0), _json(line))))
             run_id = int(cursor.lastrowid or 0)
+            supersede_earlier_attempts(connection, run_id, line["batch"], line["key"])
             for seq, call in enumerate(line.get("tool_calls") or [], start=1):
                 connection.execute(
                     "INSERT OR REPLACE INTO tool_calls (run_id, turn, seq, call_id, name, arguments, result, is_error, "

@@ -125,7 +125,7 @@ async def run_locally(plan: BatchPlan, finished: Callable[[dict[str, Any]], None
         while not queue.empty():
             job = queue.get_nowait()
             writer = None if run_log is None else RunLogWriter(run_log, command="batch", session=plan.batch_id,
-                                                               vars={**plan.recipe.vars, **job.vars})
+                                                               run_key=job.key, vars={**plan.recipe.vars, **job.vars})
             try:
                 line = await play_job(job, plan.recipe, plan.catalog, plan.spec.options, batch_id=plan.batch_id,
                                       transport=transports.for_model(job.model), observer=writer)

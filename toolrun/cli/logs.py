@@ -110,7 +110,8 @@ def _list(*, limit: int, recipe: str | None, tool: str | None, errors: bool, as_
 @click.option("--json", "as_json", is_flag=True, help="print a JSON list")
 @_logs_option
 def batches_command(limit: int, as_json: bool, logs: Path | None) -> None:
-    """Batches newest first: id, recipe, runs by outcome, tokens (their runs: logs list --batch ID)."""
+    """Batches newest first: id, recipe, runs by the outcome of their latest attempt, attempts, tokens
+    (their runs: logs list --batch ID)."""
     batches = read_log(logs).list_batches(limit=limit)
     if as_json:
         click.echo(json_printable(batches))
@@ -119,8 +120,10 @@ def batches_command(limit: int, as_json: bool, logs: Path | None) -> None:
         click.echo("no batches in the log", err=True)
         return
     rows = [(b["batch"], _time(b["started_at"]), b["recipe"] or "", str(b["runs"]), str(b["ok"]), str(b["expect_failed"]),
-             str(b["failed_or_unfinished"]), f"{b['usage']['input_tokens']}/{b['usage']['output_tokens']}") for b in batches]
-    click.echo(format_table(("BATCH", "STARTED", "RECIPE", "RUNS", "OK", "EXPECT FAILED", "FAILED", "TOKENS IN/OUT"), rows))
+             str(b["failed_or_unfinished"]), str(b["running"]), str(b["attempts"]),
+             f"{b['usage']['input_tokens']}/{b['usage']['output_tokens']}") for b in batches]
+    click.echo(terminal_safe(format_table(("BATCH", "STARTED", "RECIPE", "RUNS", "OK", "EXPECT FAILED",
+                                           "FAILED/UNFINISHED", "RUNNING", "ATTEMPTS", "TOKENS IN/OUT"), rows)))
 
 
 @logs_group.command("show")

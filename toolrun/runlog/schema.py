@@ -75,6 +75,13 @@ MIGRATIONS: list[list[str]] = [
         "UPDATE runs SET indexed = 1",  # a run written before this indexed itself as it went
         "CREATE INDEX runs_not_indexed ON runs(id) WHERE indexed = 0",
     ],
+    [  # 4: which run of a batch a logged run is an attempt of (its key: row, model, repeat); NULL outside a batch.
+        # An interrupted run and its rerun on --resume, a failed run and its retry, share it; the earlier
+        # attempt is marked superseded when the later one starts, so a batch's runs count in one pass.
+        "ALTER TABLE runs ADD COLUMN run_key TEXT",
+        "ALTER TABLE runs ADD COLUMN superseded INTEGER NOT NULL DEFAULT 0",
+        "CREATE INDEX runs_attempts ON runs(session, run_key) WHERE run_key IS NOT NULL",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -169,18 +169,35 @@ class RunLog:
         return runs
 
     def list_batches(self, *, limit: int = 20) -> list[dict[str, Any]]:
-        """Batches newest first: id, recipe, runs by status, tokens, first start and last end."""
+        """Batches newest first, one entry each: id, recipe, first start, last end, and tokens (of every attempt:
+        each was spent). Its runs count by the outcome of their latest attempt — ``runs``, ``ok``,
+        ``expect_failed``, ``running``, ``failed_or_unfinished`` (failed, interrupted, or never finished) — and
+        ``attempts`` counts every run logged: an interrupted run and its rerun by ``--resume``, a failed run and
+        its retry, are one run and two attempts. (A batch logged before runs kept their key counts each attempt
+        as a run.)"""
         rows = self.connection.execute(
-            "SELECT session, MIN(recipe) AS recipe, COUNT(*) AS runs, MIN(started_at) AS started_at, "
-            "MAX(ended_at) AS ended_at, SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS output_tokens, "
-            "SUM(status = 'ok') AS ok, SUM(status = 'expect_failed') AS expect_failed, "
-            "SUM(status NOT IN ('ok', 'expect_failed')) AS other "
+            "SELECT session, MIN(recipe) AS recipe, COUNT(*) AS attempts, SUM(NOT superseded) AS runs, "
+            "SUM(NOT superseded AND status = 'ok') AS ok, SUM(NOT superseded AND status = 'expect_failed') AS expect_failed, "
+            "SUM(NOT superseded AND status = 'running') AS running, MIN(started_at) AS started_at, "
+            "MAX(ended_at) AS ended_at, SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS output_tokens "
             "FROM runs WHERE command = 'batch' AND session IS NOT NULL GROUP BY session "
             "ORDER BY MIN(started_at) DESC LIMIT ?", (limit,)).fetchall()
-        return [{"batch": row["session"], "recipe": row["recipe"], "runs": row["runs"], "ok": row["ok"],
-                 "expect_failed": row["expect_failed"], "failed_or_unfinished": row["other"],
-                 "started_at": row["started_at"], "ended_at": row["ended_at"],
-                 "usage": {"input_tokens": row["input_tokens"], "output_tokens": row["output_tokens"]}} for row in rows]
+        batches = []
+        for row in rows:
+            running = self._still_running(row["session"]) if row["running"] else 0
+            batches.append({
+                "batch": row["session"], "recipe": row["recipe"], "runs": row["runs"], "ok": row["ok"],
+                "expect_failed": row["expect_failed"], "running": running,
+                "failed_or_unfinished": row["runs"] - row["ok"] - row["expect_failed"] - running,
+                "attempts": row["attempts"], "started_at": row["started_at"], "ended_at": row["ended_at"],
+                "usage": {"input_tokens": row["input_tokens"], "output_tokens": row["output_tokens"]}})
+        return batches
+
+    def _still_running(self, batch: str) -> int:
+        """How many runs of ``batch`` are running now: their latest attempt says so and its process is alive."""
+        return sum(count for pid, count in self.connection.execute(
+            "SELECT pid, COUNT(*) FROM runs WHERE command = 'batch' AND session = ? AND status = 'running' "
+            "AND NOT superseded GROUP BY pid", (batch,)) if pid and process_alive(pid))
 
     def get_run(self, run_id: int) -> dict[str, Any] | None:
         """One run in full: turns with their calls, messages, notices; None when there is no such run."""
@@ -216,6 +233,14 @@ class RunLog:
 
         index_pending_runs(self)
         return search_runs(self.connection, text, limit=limit)
+
+
+def supersede_earlier_attempts(connection: sqlite3.Connection, run_id: int, batch: str | None, run_key: str | None) -> None:
+    """Mark the earlier attempts of the batch run ``run_key`` as superseded by run ``run_id`` (in the transaction
+    that writes it): an interrupted or failed run tried again counts once, by its latest attempt."""
+    if batch is not None and run_key is not None:
+        connection.execute("UPDATE runs SET superseded = 1 WHERE session = ? AND run_key = ? AND id < ? AND NOT superseded",
+                           (batch, run_key, run_id))
 
 
 def retry_busy(action: Callable[[], object], deadline: float) -> None:
@@ -263,7 +288,8 @@ def _summary(row: sqlite3.Row) -> dict[str, Any]:
     if status == "running" and row["pid"] and not process_alive(row["pid"]):
         status = "unfinished"  # the process that wrote it is gone: killed or crashed mid-run
     summary = {
-        "id": row["id"], "command": row["command"], "session": row["session"], "recipe": row["recipe"],
+        "id": row["id"], "command": row["command"], "session": row["session"], "run_key": row["run_key"],
+        "recipe": row["recipe"],
         "model": row["model"], "mode": row["mode"], "vars": _loads(row["vars"]), "prompt": row["prompt"],
         "started_at": row["started_at"], "ended_at": row["ended_at"], "status": status,
         "stop_reason": row["stop_reason"], "final": row["final"], "error": row["error"],

@@ -27,7 +27,7 @@ from toolrun.core.text import surrogates_escaped
 from toolrun.loop.results import RunResult, ToolCallRecord, TurnRecord
 from toolrun.loop.runner import RunObserver
 from toolrun.replay.divergence import Divergence
-from toolrun.runlog.store import RunLog
+from toolrun.runlog.store import RunLog, supersede_earlier_attempts
 
 if TYPE_CHECKING:
     from toolrun.loop.context_window import ContextEvent
@@ -71,15 +71,17 @@ def run_status(result: RunResult) -> str:
 class RunLogWriter(RunObserver):
     """Writes one run (or, for a chat, one run per answer) to ``log``.
 
-    ``command`` says which command ran it; ``session`` groups a chat's answers; ``vars``
-    and ``prompt`` are what the person asked for.
+    ``command`` says which command ran it; ``session`` groups a chat's answers (a batch's runs);
+    ``run_key`` is the batch run this is an attempt of; ``vars`` and ``prompt`` are what the person asked for.
     """
 
     def __init__(self, log: RunLog, *, command: str, vars: Mapping[str, Any] | None = None,
-                 prompt: str | None = None, session: str | None = None, clock: Callable[[], float] = time.time):
+                 prompt: str | None = None, session: str | None = None, run_key: str | None = None,
+                 clock: Callable[[], float] = time.time):
         self.log = log
         self.command = command
         self.session = session
+        self.run_key = run_key
         self.vars = dict(vars or {})
         self.prompt = prompt
         self.clock = clock
@@ -161,7 +163,7 @@ class RunLogWriter(RunObserver):
         self._asked = (vars_json, prompt)
         if self.problem is not None:
             return
-        row = (self.command, self.session, recipe, model, mode, vars_json, prompt, now, os.getpid())
+        row = (self.command, self.session, self.run_key, recipe, model, mode, vars_json, prompt, now, os.getpid())
         try:  # written at once: the run's id is needed for every row that follows
             try:
                 self.run_id = self._insert_run(row)
@@ -173,9 +175,11 @@ class RunLogWriter(RunObserver):
     def _insert_run(self, row: Sequence[Any]) -> int:
         with self.log.transaction() as connection:
             cursor = connection.execute(
-                "INSERT INTO runs (command, session, recipe, model, mode, vars, prompt, started_at, status, pid) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running', ?)", row)
-            return int(cursor.lastrowid or 0)
+                "INSERT INTO runs (command, session, run_key, recipe, model, mode, vars, prompt, started_at, status, pid) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', ?)", row)
+            run_id = int(cursor.lastrowid or 0)
+            supersede_earlier_attempts(connection, run_id, self.session, self.run_key)
+            return run_id
 
     def on_message(self, message: Message) -> None:
         if self.run_id is None:
