@@ -200,6 +200,39 @@ def test_view_says_what_is_wrong(tmp_path: Path) -> None:
     assert invoke("view", "7", "--logs", str(db)).exit_code == 2
 
 
+def test_a_hand_edited_transcript_of_the_wrong_types_is_bad_input_naming_each_line_and_field(
+        tmp_path: Path, inventory_run: tuple[Path, Path]) -> None:
+    events = [json.loads(line) for line in inventory_run[1].read_text(encoding="utf-8").splitlines()]
+    responses = [n for n, event in enumerate(events) if event["event"] == "model_response"]
+    calls = [n for n, event in enumerate(events) if event["event"] == "tool_call"]
+    events[responses[1]]["text"] = 42
+    events[responses[0]]["tool_calls"] = {"id": "call_1"}
+    events[calls[0]]["turn"] = '1"><script>alert(1)</script>'  # drawn into an id attribute
+    events[calls[1]]["started_at"] = "yesterday"
+    events[calls[2]]["duration_ms"] = float("nan")
+    events[-1]["turns"] = [{"usage": {"input_tokens": "95"}}]
+    edited = tmp_path / "edited.jsonl"
+    edited.write_text("".join(json.dumps(event, ensure_ascii=False) + "\n" for event in events), encoding="utf-8")
+    result = invoke("view", str(edited), "-o", str(tmp_path / "page.html"))
+    assert result.exit_code == 2 and "internal error" not in result.stderr, result.stderr
+    with edited.open("a", encoding="utf-8") as file:
+        file.write("{oops\n")  # a line that is not JSON hides none of the others
+    result = invoke("view", str(edited), "-o", str(tmp_path / "page.html"))
+    line = {n: n + 1 for n in range(len(events))}
+    for expected in (f"{edited}:{line[responses[1]]}: model_response event: \"text\" is the number 42, where a "
+                     "transcript has a text",
+                     f"{edited}:{line[responses[0]]}: model_response event: \"tool_calls\" is an object, where a "
+                     "transcript has a list of calls",
+                     f"{edited}:{line[calls[0]]}: tool_call event: \"turn\" is a text",
+                     f"{edited}:{line[calls[1]]}: tool_call event: \"started_at\" is a text, where a transcript has "
+                     "a time in seconds since 1970",
+                     f"{edited}:{line[calls[2]]}: tool_call event: \"duration_ms\" is the number nan",
+                     f"{edited}:{len(events)}: run_end event: \"turns[0].usage.input_tokens\" is a text",
+                     f"{edited}:{len(events) + 1}: not a JSON line"):
+        assert expected in result.stderr, result.stderr
+    assert "7 problems." in result.stderr and not (tmp_path / "page.html").exists()
+
+
 def test_a_call_stuck_when_the_run_stopped_is_the_long_bar_not_a_stub() -> None:
     """Ctrl-C while a slow call ran: its bar runs to the run's end; a killed run (no end): to the last time known."""
     def call(name: str, started: float, ended: float | None) -> dict:

@@ -22,6 +22,7 @@ from typing import Any
 from toolrun.core.errors import Problem, UserError
 from toolrun.runlog import RunLog
 from toolrun.view.call_outcome import expect_failures_of
+from toolrun.view.transcript_fields import LATEST_TIME, event_problems
 
 
 def timeline_from_log(log: RunLog, run_id: int | None = None) -> dict[str, Any]:
@@ -41,25 +42,35 @@ def timeline_from_log(log: RunLog, run_id: int | None = None) -> dict[str, Any]:
 
 
 def timeline_from_transcript(path: Path) -> dict[str, Any]:
-    """The run a ``--transcript`` file tells, event by event; UserError for a file that is not one."""
+    """The run a ``--transcript`` file tells, event by event; UserError listing every problem of a file that is
+    not one: lines that are not JSON objects, fields of a type ``--transcript`` never writes (a hand edit)."""
     try:
         lines = path.read_text(encoding="utf-8").split("\n")  # JSON Lines: only \n ends a line (not U+2028)
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(Problem(path, None, f"cannot read this transcript ({exc})", "name a file --transcript wrote")) from None
-    events = []
+    events: list[dict[str, Any]] = []
+    problems: list[Problem] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             event = json.loads(line)
         except ValueError:
-            raise UserError(Problem(path, number, "not a JSON line", "name a file --transcript wrote")) from None
-        if not isinstance(event, dict) or "event" not in event:
-            raise UserError(Problem(path, number, "a transcript line is an object with an \"event\" key",
+            problems.append(Problem(path, number, "not a JSON line", "name a file --transcript wrote"))
+            continue
+        if not isinstance(event, dict) or not isinstance(event.get("event"), str):
+            problems.append(Problem(path, number, "a transcript line is an object with an \"event\" name",
                                     "name a file --transcript wrote"))
+            continue
+        if not events and event["event"] != "run_start":
+            problems.append(Problem(path, number, "a transcript starts with a run_start event",
+                                    "name a file --transcript wrote"))
+        problems += event_problems(path, number, event)
         events.append(event)
-    if not events or events[0]["event"] != "run_start":
-        raise UserError(Problem(path, 1, "a transcript starts with a run_start event", "name a file --transcript wrote"))
+    if not events and not problems:
+        problems.append(Problem(path, None, "the transcript is empty", "name a file --transcript wrote"))
+    if problems:
+        raise UserError.bounded(problems)
     return _TranscriptReader().read(events)
 
 
@@ -73,8 +84,13 @@ class _TranscriptReader:
         self.mark = 0.0  # when the current model request went out
 
     def read(self, events: list[dict[str, Any]]) -> dict[str, Any]:
+        readers = {"run_start": self._run_start, "notice": self._notice, "divergence": self._divergence,
+                   "model_response": self._model_response, "tool_call": self._tool_call,
+                   "interrupted": self._interrupted, "run_end": self._run_end}
         for event in events:
-            getattr(self, "_" + str(event["event"]), lambda _: None)(event)
+            reader = readers.get(event["event"])  # an event this toolrun does not draw (context) is skipped
+            if reader is not None:
+                reader(event)
         if any(_guessed(turn) for turn in self.run["turns"]):
             self._guess_times()
         return self.run
@@ -162,7 +178,9 @@ def _guessed(turn: dict[str, Any]) -> bool:
 
 
 def _epoch(iso: Any) -> float | None:
+    """Seconds since 1970 of an ISO time (``started_at`` of a run_start), or None for none a run could start at."""
     try:
-        return datetime.fromisoformat(str(iso)).timestamp() if iso else None
-    except ValueError:
+        seconds = datetime.fromisoformat(str(iso)).timestamp() if iso else None
+    except (ValueError, OverflowError, OSError):
         return None
+    return seconds if seconds is not None and 0 <= seconds < LATEST_TIME else None
