@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
+from tests.cli.test_cli_recipe import invoke
 from tests.run_log_writer_process import write_run
 from toolrun.core.messages import Message, ModelResponse, ToolCall, Usage
 from toolrun.loop.results import ToolCallRecord, TurnRecord
@@ -83,6 +84,49 @@ def test_a_killed_writer_s_run_is_indexed_whole_once_its_process_is_gone(tmp_pat
     try:
         assert [hit.run_id for hit in log.search("深圳 郁金香")] == [1]
         assert counts(log)[1] == 1 and index_pending_runs(log) == 0  # marked: never indexed again
+    finally:
+        log.close()
+
+
+def test_text_is_searched_as_a_terminal_shows_it_and_stored_as_it_came(tmp_path: Path) -> None:
+    log = RunLog.open(tmp_path / "logs.db")
+    coloured = "\x1b[1;31mRED\x1b[0m alert on \x1b]8;;https://ops.example/a\x1b\\checkout\x1b]8;;\x1b\\"
+    writer, _ = run_by_hand(log, "coloured", "状态?", ["北京"], coloured)
+    writer.on_turn_end(TurnRecord("tool_calls", None, Usage(1, 1, 1), []))
+    try:
+        for words in ("RED", "red alert", "checkout", "RED checkout"):
+            assert [hit.run_id for hit in log.search(words)] == [1], words
+        (hit,) = log.search("RED")
+        assert "\x1b" not in hit.excerpt and "RED alert on checkout" in hit.excerpt
+        assert log.search("31mRED") == [] and log.search("ops.example") == []  # the escapes themselves are not text
+        stored = log.get_run(1)["turns"][0]["tool_calls"][0]["result"]
+        assert stored == coloured  # what the tool printed, kept as it was
+    finally:
+        log.close()
+    found = invoke("logs", "search", "RED", "--logs", str(tmp_path / "logs.db"), "--json")
+    assert [hit["id"] for hit in json.loads(found.stdout)] == [1], found.stderr
+
+
+def test_a_run_indexed_with_its_escape_sequences_is_indexed_again(tmp_path: Path) -> None:
+    db = tmp_path / "logs.db"
+    with sqlite3.connect(db) as connection:  # schema 4, its runs indexed with the escapes as part of their words
+        for migration in MIGRATIONS[:4]:
+            for statement in migration:
+                connection.execute(statement)
+        connection.execute("PRAGMA user_version = 4")
+        for run_id, result in ((1, "\x1b[31mRED\x1b[0m"), (2, "plain RED")):
+            connection.execute("INSERT INTO runs (id, command, started_at, status, indexed) VALUES (?, 'recipe', 1, 'ok', 1)",
+                               (run_id,))
+            connection.execute("INSERT INTO tool_calls (run_id, turn, seq, call_id, name, arguments, result, is_error) "
+                               "VALUES (?, 1, 1, 'c', 'status', '{}', ?, 0)", (run_id, result))
+            line = f"status {{}} → {result}"
+            connection.execute("INSERT INTO search (run_id, field, original, text) VALUES (?, 'tool calls', ?, ?)",
+                               (run_id, line, line))
+    log = RunLog.open(db)
+    try:
+        assert counts(log) == (2, 1)  # the coloured run is to be indexed again, the other keeps its rows
+        assert [hit.run_id for hit in log.search("RED")] == [2, 1]
+        assert counts(log) == (2, 2)
     finally:
         log.close()
 

@@ -87,6 +87,25 @@ def _lone_surrogate() -> re.Pattern[str]:
 _LINE_BREAKS_AND_TABS = str.maketrans("", "", "\n\t")  # not printable, yet a terminal shows them as they are
 
 
+@functools.cache
+def _terminal_escape() -> re.Pattern[str]:
+    return re.compile(
+        r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves, erases
+        r"|\x9b[0-?]*[ -/]*[@-~]"  # the same, introduced by its one-byte form
+        r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC: a window title, a hyperlink's target; ended by BEL or ST
+        r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"  # DCS, SOS, PM, APC strings
+        r"|\x1b[ -/]*[0-~]"  # the other escape sequences (character sets, keypad modes)
+    )
+
+
+def without_terminal_escapes(text: str) -> str:
+    """``text`` as a terminal shows it: its ANSI escape sequences (colours, cursor moves, OSC hyperlinks and
+    titles) removed, the text between them kept — ``\\x1b[31mRED\\x1b[0m`` reads ``RED``."""
+    if "\x1b" not in text and "\x9b" not in text:  # most text holds none: no pattern to compile or run
+        return text
+    return _terminal_escape().sub("", text)
+
+
 def terminal_safe(text: str) -> str:
     """``text`` with every character a terminal would act on shown as an escape (``\\x1b``):
     untrusted text (a tool's result, a model's arguments) cannot colour, retitle or forge a line."""

@@ -82,6 +82,11 @@ MIGRATIONS: list[list[str]] = [
         "ALTER TABLE runs ADD COLUMN superseded INTEGER NOT NULL DEFAULT 0",
         "CREATE INDEX runs_attempts ON runs(session, run_key) WHERE run_key IS NOT NULL",
     ],
+    [  # 5: the index holds text as a terminal shows it, ANSI escape sequences left out: runs indexed with them
+        # (a coloured \x1b[31mRED was the token 31mred) are indexed again at the next search
+        "UPDATE runs SET indexed = 0 WHERE indexed = 1 AND id IN (SELECT run_id FROM search "
+        "WHERE instr(original, char(27)) > 0 OR instr(original, char(155)) > 0)",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

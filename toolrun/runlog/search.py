@@ -14,6 +14,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
+from toolrun.core.text import without_terminal_escapes
 from toolrun.runlog.store import RunLog, match_query, process_alive, search_text
 
 RUNS_AT_ONCE = 200  # runs indexed in one transaction: writers wait for one batch at most
@@ -91,7 +92,8 @@ def _index_run(connection: sqlite3.Connection, run_id: int) -> None:
 
 
 def _excerpt(text: str, word: str, width: int = 60) -> str:
-    flat = " ".join(text.split())
+    """Where ``word`` is in ``text``, as a terminal shows the text (escape sequences left out, as the index has it)."""
+    flat = " ".join(without_terminal_escapes(text).split())
     at = flat.lower().find(word.lower())
     start = max(0, at - width // 2) if at >= 0 else 0
     piece = flat[start:start + width]

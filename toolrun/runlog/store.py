@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolrun.core.errors import Problem, UserError
 from toolrun.core.private_files import create_private, make_private_folders
+from toolrun.core.text import without_terminal_escapes
 from toolrun.runlog.schema import migrate
 
 if TYPE_CHECKING:
@@ -60,7 +61,9 @@ def default_log_path(environ: Mapping[str, str] | None = None) -> Path:
 
 
 def search_text(text: str) -> str:
-    """Text as the index stores it: CJK characters (``CJK_RANGES``) spaced apart, the rest as written."""
+    """Text as the index stores it: as a terminal shows it (ANSI escape sequences left out: a tool's coloured
+    ``\\x1b[31mRED`` is found by ``RED``), CJK characters (``CJK_RANGES``) spaced apart, the rest as written."""
+    text = without_terminal_escapes(text)
     if text.isascii():
         return text
     # surrogatepass: a lone surrogate (JSON may hold one) goes through unchanged, as before.
