@@ -207,3 +207,32 @@ def test_ctrl_c_exits_130_and_the_transcript_says_so(tmp_path: Path):
     assert "interrupted" in rest and "Traceback" not in rest
     events = [json.loads(line) for line in transcript.read_text(encoding="utf-8").splitlines()]
     assert [e["event"] for e in events][-2:] == ["model_response", "interrupted"]
+
+
+def test_ctrl_c_with_json_still_prints_the_run_as_far_as_it_got(tmp_path: Path):
+    """--json promises one document: an interrupted run's holds its turns so far and says it was interrupted."""
+    tools = _shipped_tools_backed_by(tmp_path, "slow", "import time\n\ndef get_flower_inventory(city):\n"
+                                     "    if city != '北京':\n        time.sleep(5)\n    return '玫瑰: 100'\n")
+    command = [*_inventory_recipe_command(tools, tmp_path / "int.jsonl"), "--json"]
+    process = subprocess.Popen(command, cwd=ROOT, env=_env_without_providers(), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    assert process.stderr is not None
+    seen: list[str] = []
+    while not (sum(line.startswith("→ get_flower_inventory") for line in seen) == 3
+               and any(line.startswith("← get_flower_inventory") for line in seen)):
+        line = process.stderr.readline()  # the three calls started, 北京's finished
+        assert line, "toolrun ended before its calls started"
+        seen.append(line)
+    process.send_signal(signal.SIGINT)
+    out, rest = process.communicate(timeout=30)
+    assert process.returncode == 130 and "Traceback" not in rest
+    document = json.loads(out)
+    assert (document["recipe"], document["mode"], document["stop_reason"]) == ("inventory", "replay", "interrupted")
+    assert document["error"] == "the run was interrupted (Ctrl-C) before it finished" and document["final"] is None
+    assert document["usage"]["requests"] == 1 and document["divergences"] == []
+    (turn,) = document["turns"]
+    calls = {call["arguments"]["city"]: call for call in turn["tool_calls"]}
+    assert list(calls) == ["北京", "上海", "深圳"]  # in the order the model asked
+    assert (calls["北京"]["result"], calls["北京"]["is_error"]) == ("玫瑰: 100", False)
+    for city in ("上海", "深圳"):
+        assert calls[city]["is_error"] and "interrupted before this call finished" in calls[city]["result"]

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -98,6 +100,27 @@ def test_ask_with_a_scripted_model_keeps_braces_as_typed(tmp_path: Path) -> None
     document = json.loads(completed.stdout)
     assert document["mode"] == "scripted" and document["final"] == "北京有玫瑰。"
     assert document["turns"][0]["tool_calls"][0]["result"] == "玫瑰: 100, 郁金香: 150"
+
+
+def test_ask_json_interrupted_prints_a_document_that_says_so(tmp_path: Path) -> None:
+    make_world(tmp_path, delay=5)  # the tool sleeps: Ctrl-C comes while it runs
+    script = tmp_path / "turns.yaml"
+    script.write_text("- tool_calls: [{name: get_flower_inventory, arguments: {city: 上海}}]\n- text: 上海有百合。\n",
+                      encoding="utf-8")
+    process = subprocess.Popen([sys.executable, "-m", "toolrun", "ask", "上海?", "--model", f"scripted:{script}", "--json",
+                                "--no-log"], cwd=tmp_path, env=clean_env(PYTHONPATH=str(ROOT)),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stderr is not None
+    while not process.stderr.readline().startswith("→ get_flower_inventory"):
+        assert process.poll() is None, "toolrun ended before its call started"
+    process.send_signal(signal.SIGINT)
+    out, rest = process.communicate(timeout=30)
+    assert process.returncode == 130, rest
+    document = json.loads(out)  # stdout holds the document, and nothing else
+    assert (document["recipe"], document["mode"], document["stop_reason"]) == ("ask", "scripted", "interrupted")
+    assert document["model"] == f"scripted:{script}" and "interrupted" in document["error"]
+    (call,) = document["turns"][0]["tool_calls"]
+    assert call["name"] == "get_flower_inventory" and call["arguments"] == {"city": "上海"} and call["is_error"]
 
 
 def test_ask_says_what_is_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

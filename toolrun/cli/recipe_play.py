@@ -23,6 +23,7 @@ from toolrun.core.errors import EXIT_EXPECT_FAILED, EXIT_INTERRUPTED, EXIT_OK, E
 from toolrun.core.event_loop import run_until_done
 from toolrun.core.text import counted
 from toolrun.loop.results import RunResult, dumps
+from toolrun.loop.run_so_far import RunSoFar
 from toolrun.loop.runner import ObserverGroup
 from toolrun.sessions.play import run_recipe
 from toolrun.sessions.recipe import Recipe, load_recipe
@@ -106,6 +107,9 @@ def play_recipe(
 
         log = TranscriptLog(transcript_path)  # opened when the run starts
     recipe = recipe_path if isinstance(recipe_path, Recipe) else load_recipe(recipe_path)
+    # --json promises one document whatever happens: an interrupted run's is the run as far as it got
+    so_far = RunSoFar(recipe=recipe.name, model=options.model if isinstance(options.model, str) else recipe.model,
+                      output_requested=recipe.settings.output is not None) if as_json else None
     writer = None
     if run_log is not None:
         from toolrun.runlog import RunLogWriter  # start-up: --no-log does without the run log (and sqlite3)
@@ -114,7 +118,7 @@ def play_recipe(
     try:
         try:
             result = run_until_done(run_recipe(recipe, replace(
-                options, observer=ObserverGroup(display, log, writer),
+                options, observer=ObserverGroup(display, log, writer, so_far),
                 approver=TerminalApprover(assume_yes, quiet=display.paused))))
         except KeyboardInterrupt:
             display.calls_stopped()
@@ -123,6 +127,8 @@ def play_recipe(
                 log.write("interrupted", message="the run was interrupted (Ctrl-C)")
             if writer is not None:
                 writer.interrupted()
+            if so_far is not None:
+                echo(dumps(so_far.interrupted().to_json()))
             return EXIT_INTERRUPTED
     finally:
         display.write_held()  # a run that broke off (a crash inside toolrun): every call line it had

@@ -18,7 +18,8 @@ from toolrun.core.text import json_printable
 if TYPE_CHECKING:
     from toolrun.replay.divergence import Divergence
 
-FAILED_STOP_REASONS = frozenset({"error", "max_turns"})
+INTERRUPTED = "interrupted"  # the stop reason of a run stopped by Ctrl-C (toolrun.loop.run_so_far)
+FAILED_STOP_REASONS = frozenset({"error", "max_turns", INTERRUPTED})
 
 
 @dataclass
@@ -111,8 +112,8 @@ class RunResult:
 
     @property
     def failed(self) -> bool:
-        """The run did not reach an answer: the provider failed, the turn limit was hit, or a
-        structured answer was asked for and none came (cut off, filtered, invalid)."""
+        """The run did not reach an answer: the provider failed, the turn limit was hit, it was interrupted, or
+        a structured answer was asked for and none came (cut off, filtered, invalid)."""
         return self.stop_reason in FAILED_STOP_REASONS or (self.output_requested and not self.output_valid)
 
     def redact(self, value: Any) -> Any:
