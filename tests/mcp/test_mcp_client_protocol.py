@@ -358,3 +358,49 @@ def test_a_legacy_sse_post_the_server_refuses_fails_the_call_at_once_with_the_re
         assert refused.result == (f"the MCP server {base}/sse could not be sent the call (the next call starts it "
                                   f"again); Error in post_writer: HTTP 500 Internal Server Error (POST {base}/messages/)")
         assert toolrun.call(catalog, "filler_0", {}).result == "filler 0"  # a new session
+
+
+def breaking_the_stream_after_a_call_of(app: Any, tool: str, ran: list[str]) -> Any:
+    """``app``, whose SSE stream breaks (the connection dropped mid-body) once a call of ``tool`` has been
+    accepted and run: the answer is lost, the call is not."""
+    broken = {"now": False}
+
+    async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await app(scope, receive, send)
+        if scope["method"] == "GET":
+            async def sending(message: dict[str, Any]) -> None:
+                if broken["now"] and message["type"] == "http.response.body":
+                    raise ConnectionResetError("the stream broke")  # uvicorn drops the connection mid-body
+                await send(message)
+
+            return await app(scope, receive, sending)
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body, more = body + message.get("body", b""), message.get("more_body", False)
+        if f'"name":"{tool}"'.encode() in body.replace(b" ", b""):
+            ran.append(tool)
+            broken["now"] = True
+        replayed = iter([{"type": "http.request", "body": body, "more_body": False}])
+
+        async def replay() -> Any:
+            return next(replayed, None) or await receive()
+
+        return await app(scope, replay, send)
+
+    return wrapped
+
+
+def test_a_legacy_sse_stream_that_breaks_after_the_call_was_sent_does_not_say_it_was_not_sent(tmp_path: Path) -> None:
+    # The POST was accepted: the server may have run the call. "could not be sent the call" would invite the
+    # model to make it again (a second ticket, a second payment).
+    ran: list[str] = []
+    server = protocol_server("legacy")
+    with served(breaking_the_stream_after_a_call_of(server.sse_app(), "filler_1", ran)) as base:
+        catalog = toolrun.load_catalog(toolset(tmp_path, base + "/sse"))
+        broken = toolrun.call(catalog, "filler_1", {})
+        assert ran == ["filler_1"]
+        assert broken.is_error
+        assert "could not be sent" not in broken.result, broken.result
+        assert "lost its stream of answers during the call: the call may have run" in broken.result, broken.result

@@ -39,7 +39,13 @@ from toolrun.backends.mcp_server_config import (
     parse_mcp_server_config,
 )
 from toolrun.backends.mcp_tool_list import RejectedTool, list_every_tool
-from toolrun.backends.mcp_transport_log import CURRENT_CONNECTION, TransportEnded, first_line, unless_transport_ends
+from toolrun.backends.mcp_transport_log import (
+    CURRENT_CONNECTION,
+    TransportEnded,
+    first_line,
+    transport_ended_text,
+    unless_transport_ends,
+)
 from toolrun.backends.tool_list_changes import note_tools_changed
 from toolrun.core.content import BLOCK_TYPES, capped_blocks
 from toolrun.core.errors import Problem
@@ -151,6 +157,7 @@ class _Connection:
         self.http_refusal: str | None = None  # "HTTP 401 Unauthorized": the SDK's error does not say (url servers)
         self.unreadable: str | None = None  # the last message of the server that could not be read, in one line
         self.transport_error: str | None = None  # the first failure the SDK's transport logged (a refused POST), in one line
+        self.transport_ending: str | None = None  # the record that ended a legacy SSE session's sending or reading
         self.legacy_sse = bool(spec.url and is_legacy_sse_url(spec.url))  # protocol 2024-11-05: GET /sse, POST messages
         self.listed = False  # whether this session listed the tools (it knows each one's output schema)
         self.transport_ended = asyncio.Event()  # the SDK's legacy SSE client stopped sending or reading
@@ -191,7 +198,7 @@ class _Connection:
         self.starts += 1
         self.finished = False
         self.http_refusal = None
-        self.transport_error = None
+        self.transport_error = self.transport_ending = None
         CURRENT_CONNECTION.set(self)  # this task's context, and so the SDK's tasks it starts: their log records are ours
         self.listed, self.learning, self.transport_ended = False, None, asyncio.Event()
         try:
@@ -377,8 +384,8 @@ class ServerHub:
         except Exception as exc:
             if isinstance(exc, TransportEnded):
                 await connection.closed()  # the next call starts a new session (once)
-                return BackendOutput(f"the MCP server {spec.label} could not be sent the call ({_restart(connection)})"
-                                     f"; {connection.transport_error}", True)
+                return BackendOutput(f"the MCP server {spec.label} {transport_ended_text(connection.transport_ending)}"
+                                     f" ({_restart(connection)}); {connection.transport_ending}", True)
             if getattr(exc, "code", None) == CONNECTION_CLOSED or connection.finished:
                 await connection.closed()  # the next call starts a new one (once)
                 tail = connection.stderr_tail()

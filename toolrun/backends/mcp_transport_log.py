@@ -24,6 +24,7 @@ class LoggedConnection(Protocol):
 
     secrets: tuple[str, ...]
     transport_error: str | None
+    transport_ending: str | None
     transport_ended: asyncio.Event
     legacy_sse: bool
 
@@ -34,7 +35,8 @@ CURRENT_CONNECTION: ContextVar[LoggedConnection | None] = ContextVar("toolrun_mc
 
 # What the SDK's legacy HTTP+SSE client logs as its reading or sending task ends: the session can no longer
 # send a request or receive an answer, and every call waiting on it would wait out its timeout.
-_LEGACY_SSE_ENDINGS = frozenset({"Error in post_writer", "Error in sse_reader", "Encountered SSE exception"})
+_POST_WRITER_ENDED = "Error in post_writer"
+_LEGACY_SSE_ENDINGS = frozenset({_POST_WRITER_ENDED, "Error in sse_reader", "Encountered SSE exception"})
 _SDK_TRANSPORT_LOGGERS = ("mcp.client.stdio", "mcp.client.streamable_http", "mcp.client.sse")
 
 
@@ -45,11 +47,14 @@ class _ReportedByTheConnection(logging.Filter):
         connection = CURRENT_CONNECTION.get()
         if record.exc_info is None or connection is None:
             return True
+        failure = record.exc_info[1]
+        said = f"{record.getMessage()}: {describe(failure)}" if failure is not None else record.getMessage()
+        said = first_line(Redactor(connection.secrets).redact(said))  # redacted, then cut
         if connection.transport_error is None:
-            failure = record.exc_info[1]
-            said = f"{record.getMessage()}: {describe(failure)}" if failure is not None else record.getMessage()
-            connection.transport_error = first_line(Redactor(connection.secrets).redact(said))  # redacted, then cut
+            connection.transport_error = said
         if record.name == "mcp.client.sse" and record.getMessage() in _LEGACY_SSE_ENDINGS:
+            if connection.transport_ending is None:  # its own reason, not an earlier record's
+                connection.transport_ending = said
             connection.transport_ended.set()  # logged on the hub's loop, by the SDK's task that just ended
         return False
 
@@ -78,6 +83,14 @@ async def unless_transport_ends(connection: LoggedConnection, request: Coroutine
     if answer.done() and not answer.cancelled():
         return answer.result()
     raise TransportEnded
+
+
+def transport_ended_text(ending: str | None) -> str:
+    """What befell a call whose legacy SSE transport ended under it (``ending``: the record that ended it). Only a
+    failed POST leaves the call unsent; once the stream of answers breaks, the server may well have run it."""
+    if ending is not None and ending.startswith(_POST_WRITER_ENDED):
+        return "could not be sent the call"
+    return "lost its stream of answers during the call: the call may have run, its answer is lost"
 
 
 def first_line(text: str, limit: int = 200) -> str:
