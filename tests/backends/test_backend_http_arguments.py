@@ -149,3 +149,17 @@ def test_arguments_count_as_used_and_bad_entries_are_load_problems(tmp_path: Pat
         """), encoding="utf-8")
     problems = load_catalog(tmp_path).problems
     assert problems and problems[0].line == 8 and "querystring" in problems[0].message
+
+
+def test_the_urls_own_query_goes_as_written_beside_the_arguments(tmp_path: Path, loopback) -> None:
+    # The tool's author wrote these bytes: a comma separating fields, a Latin-1 escape of an older API, a bare
+    # flag. Adding an argument must not re-encode them (fields=id%2Cname is one field to a server that splits
+    # before decoding; %FC is no UTF-8 and came back as %EF%BF%BD).
+    server = loopback(lambda request: Reply(200, {}))
+    tool = tool_for(tmp_path, server.url + "/items?fields=id,name&city=M%FCnchen&verbose&q=old&b=x%20y", {
+        "arguments": {"ids": {"in": "query", "explode": False}, "name": {"in": "query", "name": "q"}}})
+    assert call(tool, {}).is_error is False
+    assert call(tool, {"ids": ["a,b", "c"], "name": "new one"}).is_error is False
+    alone, merged = server.requests
+    assert alone.raw_query == "fields=id,name&city=M%FCnchen&verbose&q=old&b=x%20y"
+    assert merged.raw_query == "fields=id,name&city=M%FCnchen&verbose&q=new+one&b=x%20y&ids=a%2Cb,c"

@@ -14,6 +14,7 @@ import re
 import urllib.request
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import unquote_plus
 
 import httpx
 
@@ -283,17 +284,23 @@ def _add_placed(parts: dict[str, Any], arguments_config: Mapping[str, Any], argu
 
 def _with_query(url: str, pairs: list[tuple[str, str]]) -> httpx.URL:
     """``url`` with the percent-encoded ``pairs`` in its query: a name they give replaces the URL's own entries
-    of that name. Written by hand: httpx would encode the commas that separate an array's items (?ids=a,b)."""
+    of that name (where the first of them stood), the others go on as written (``fields=id,name``, ``%FC``, a
+    bare ``verbose``). Written by hand: httpx would encode the commas that separate an array's items (?ids=a,b)."""
     base = httpx.URL(url)
-    merged: dict[str, list[str]] = {}
-    for name, value in base.params.multi_items():
-        merged.setdefault(query_text(name), []).append(query_text(value))
     given: dict[str, list[str]] = {}
     for name, value in pairs:
         given.setdefault(name, []).append(value)
-    merged.update(given)
-    query = "&".join(f"{name}={value}" for name, values in merged.items() for value in values)
-    return base.copy_with(query=query.encode("ascii"))
+    entries: list[str] = []
+    replaced: set[str] = set()
+    for entry in base.query.decode("ascii").split("&"):
+        name = query_text(unquote_plus(entry.partition("=")[0]))  # compared as the pairs' names are written
+        if name not in given:
+            entries += [entry] if entry else []
+        elif name not in replaced:
+            replaced.add(name)
+            entries += [f"{name}={value}" for value in given[name]]
+    entries += [f"{name}={value}" for name, values in given.items() if name not in replaced for value in values]
+    return base.copy_with(query="&".join(entries).encode("ascii"))
 
 
 def _pairs_of(mapping: Any) -> list[tuple[str, Any]]:
