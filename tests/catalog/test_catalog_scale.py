@@ -328,13 +328,16 @@ ESCAPED_NAMES = {  # each spells get_user only once YAML has read its escape
     "json": '{"name": "get_\\u0075ser", "description": "D", "backend": {"shell": {"argv": [echo, hi]}}}',
     "escaped key": '"n\\x61me": "get_\\U00000075ser"',
     "line break": 'name: "get_\\\n  user"',
+    "tagged": 'name: !!str "get_\\x75ser"',  # a tag or an anchor may stand between the key and the value
+    "anchored": 'name: &who "get_\\x75ser"',
+    "aliased": 'description: &who "get_\\x75ser"\nname: *who\nbackend:\n  shell: {argv: [echo, hi]}\n',
 }
 
 
 def _escaped_tool(spelling: str) -> str:
     described = f"description: Prints who is logged in. {WIRING}"
     written = ESCAPED_NAMES[spelling]
-    return written if spelling == "json" else f"{written}\n{described}\nbackend:\n  shell: {{argv: [echo, hi]}}\n"
+    return written if "backend" in written else f"{written}\n{described}\nbackend:\n  shell: {{argv: [echo, hi]}}\n"
 
 
 @pytest.mark.parametrize("cache", ["cold", "warm"])
@@ -349,7 +352,8 @@ def test_a_duplicate_name_written_with_a_yaml_escape_is_not_missed_by_call(
     parses.clear()
     twice = CliRunner().invoke(main, ["call", "get_user", "--tools-dir", str(tmp_path)])
     assert twice.exit_code == 2, twice.output  # before: a_literal.yaml's tool ran, the duplicate unseen
-    assert "b_escaped.yaml:1: duplicate tool name 'get_user' (also defined at" in twice.stderr
+    line = 2 if spelling == "aliased" else 1  # the name's line
+    assert f"b_escaped.yaml:{line}: duplicate tool name 'get_user' (also defined at" in twice.stderr
     assert "c_other.yaml" not in parses  # a file is parsed for an escape in a name's place only
 
 

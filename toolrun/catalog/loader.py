@@ -236,7 +236,9 @@ def _server_toolset() -> re.Pattern[bytes]:
 def _escaped_name() -> re.Pattern[bytes]:
     # A double-quoted value with a backslash escape, of a `name` key (plain, quoted, JSON's "name") or of a
     # double-quoted key with an escape of its own ("n\x61me"): the places a tool's name can hide from a scan.
-    return re.compile(rb"""(?:(?<![\w-])name|"[^"\n]*\\[^"\n]*")["']?\s*:\s*"[^"]*\\""")
+    # A tag or an anchor may stand before the value (name: !!str "get_\x75ser"); an alias (name: *who) names
+    # a value written elsewhere, perhaps so.
+    return re.compile(rb"""(?:(?<![\w-])name|"[^"\n]*\\[^"\n]*")["']?\s*:\s*(?:[!&][^\s"]*\s+)*(?:"[^"]*\\|\*)""")
 
 
 @functools.lru_cache(maxsize=64)
