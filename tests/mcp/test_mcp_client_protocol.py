@@ -323,24 +323,39 @@ def test_sdk_internals_of_another_shape_leave_the_listing_to_the_sdk(tmp_path: P
     assert not identity.is_error and json.loads(identity.result)["name"] == "toolrun"
 
 
+async def _whole_body(receive: Any) -> bytes:
+    body, more = b"", True
+    while more:
+        message = await receive()
+        body, more = body + message.get("body", b""), message.get("more_body", False)
+    return body
+
+
+def _calls(body: bytes, tool: str) -> bool:
+    """Whether a JSON-RPC message ``body`` calls ``tool``."""
+    return f'"name":"{tool}"'.encode() in body.replace(b" ", b"")
+
+
+def _replaying(body: bytes, receive: Any) -> Any:
+    """An ASGI ``receive`` that hands the app ``body``, read already, then what ``receive`` gets."""
+    replayed = iter([{"type": "http.request", "body": body, "more_body": False}])
+
+    async def replay() -> Any:
+        return next(replayed, None) or await receive()
+
+    return replay
+
+
 def refusing_a_post_of(app: Any, tool: str) -> Any:
     """``app``, answering 500 to the POST that carries a call of ``tool`` (the SDK's legacy client then stops sending)."""
     async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
             return await app(scope, receive, send)
-        body, more = b"", True
-        while more:
-            message = await receive()
-            body, more = body + message.get("body", b""), message.get("more_body", False)
-        if f'"name":"{tool}"'.encode() in body.replace(b" ", b""):
+        body = await _whole_body(receive)
+        if _calls(body, tool):
             await send({"type": "http.response.start", "status": 500, "headers": [(b"content-type", b"text/plain")]})
             return await send({"type": "http.response.body", "body": b"broken"})
-        replayed = iter([{"type": "http.request", "body": body, "more_body": False}])
-
-        async def replay() -> Any:
-            return next(replayed, None) or await receive()
-
-        return await app(scope, replay, send)
+        return await app(scope, _replaying(body, receive), send)
 
     return wrapped
 
@@ -375,19 +390,11 @@ def breaking_the_stream_after_a_call_of(app: Any, tool: str, ran: list[str]) -> 
                 await send(message)
 
             return await app(scope, receive, sending)
-        body, more = b"", True
-        while more:
-            message = await receive()
-            body, more = body + message.get("body", b""), message.get("more_body", False)
-        if f'"name":"{tool}"'.encode() in body.replace(b" ", b""):
+        body = await _whole_body(receive)
+        if _calls(body, tool):
             ran.append(tool)
             broken["now"] = True
-        replayed = iter([{"type": "http.request", "body": body, "more_body": False}])
-
-        async def replay() -> Any:
-            return next(replayed, None) or await receive()
-
-        return await app(scope, replay, send)
+        return await app(scope, _replaying(body, receive), send)
 
     return wrapped
 
