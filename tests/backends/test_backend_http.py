@@ -33,6 +33,17 @@ def test_path_parameters_are_url_encoded_including_slashes(tmp_path: Path, loopb
     assert server.requests[0].path == f"/api/items/{quote(city, safe='')}/stock"
 
 
+def test_a_base_url_with_a_query_keeps_it_after_the_joined_path(tmp_path: Path, loopback) -> None:
+    # "https://host/api?api-version=1" and "/items/{city}" made ".../api?api-version=1/items/x": the path in the query
+    server = loopback(ok)
+    tool = http_tool(tmp_path, {"url": "/items/{city}?full=1", "base_url": server.url + "/api/?api-version=2024-06-01",
+                                "query": {"q": "{{ city }}"}}, properties={"city": {"type": "string"}})
+    outcome = call(tool, {"city": "x"})
+    assert not outcome.is_error, outcome.result
+    (request,) = server.requests
+    assert (request.path, request.raw_query) == ("/api/items/x", "api-version=2024-06-01&full=1&q=x")
+
+
 def test_query_headers_and_optional_entries(tmp_path: Path, loopback) -> None:
     server = loopback(ok)
     tool = http_tool(tmp_path, {"url": server.url + "/search",

@@ -14,7 +14,7 @@ import re
 import urllib.request
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import unquote_plus
+from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
 import httpx
 
@@ -123,8 +123,19 @@ def build_url(config: HttpConfig, arguments: Mapping[str, Any], environ: Mapping
         return url
     if not config.base_url:
         raise ValueError(f"the url {config.url!r} is relative and the tool has no base_url")
-    base = render(config.base_url, arguments, environ)
-    return base.rstrip("/") + "/" + url.lstrip("/")
+    return joined_to_base(render(config.base_url, arguments, environ), url)
+
+
+def joined_to_base(base: str, url: str) -> str:
+    """``url`` (relative) under ``base``: its path after the base's path, and a query the base carries (an API
+    version, ``?api-version=2024-06-01``) kept before the url's own, not followed by the url's path."""
+    parts = urlsplit(base)
+    if not parts.query and not parts.fragment:
+        return base.rstrip("/") + "/" + url.lstrip("/")
+    relative = urlsplit(url)
+    path = parts.path.rstrip("/") + "/" + relative.path.lstrip("/")
+    query = "&".join(part for part in (parts.query, relative.query) if part)
+    return urlunsplit((parts.scheme, parts.netloc, path, query, relative.fragment))
 
 
 def _segment(encoded: str) -> str:
