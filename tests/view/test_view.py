@@ -308,3 +308,16 @@ def test_a_transcript_whose_tool_printed_line_separators_and_terminal_controls_i
     assert all(json.loads(line) for line in text.split("\n") if line)
     drawn = invoke("view", str(transcript), "-o", str(tmp_path / "page.html"))
     assert drawn.exit_code == 0, drawn.stderr  # was "run.jsonl:4: not a JSON line"
+
+
+def test_a_transcript_whose_notices_have_a_null_message_is_drawn(tmp_path: Path, inventory_run: tuple[Path, Path]) -> None:
+    # A missing or null field is fine in a transcript; a null notice message ended in an internal error.
+    lines = inventory_run[1].read_text(encoding="utf-8").splitlines()
+    lines[1:1] = [json.dumps({"event": "notice", "at": None, "message": None}),
+                  json.dumps({"event": "divergence", "message": None})]
+    edited = tmp_path / "edited.jsonl"
+    edited.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = invoke("view", str(edited), "-o", str(tmp_path / "page.html"))
+    assert result.exit_code == 0, result.stderr
+    page = (tmp_path / "page.html").read_text(encoding="utf-8")
+    assert '<div class="notice">notice: </div>' in page and '<div class="notice">divergence: </div>' in page

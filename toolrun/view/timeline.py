@@ -102,10 +102,10 @@ class _TranscriptReader:
         self.mark = started or 0.0
 
     def _notice(self, event: dict[str, Any]) -> None:
-        self.run["notices"].append({"kind": "notice", "message": event.get("message", "")})
+        self.run["notices"].append({"kind": "notice", "message": event.get("message") or ""})  # null: none
 
     def _divergence(self, event: dict[str, Any]) -> None:
-        self.run["notices"].append({"kind": "divergence", "message": event.get("message", "")})
+        self.run["notices"].append({"kind": "divergence", "message": event.get("message") or ""})
 
     def _model_response(self, event: dict[str, Any]) -> None:
         at = event.get("at")
