@@ -774,3 +774,24 @@ def test_malformed_calls_over_and_over_end_the_run_within_its_limits(loopback, c
     result = run_through_runner(_provider(server), catalog_tools, _question(), stream=False)  # max_turns 10
     assert result.stop_reason == "error" and len(server.requests) == 3 + 5
     assert result.error.startswith("stopped after 5 consecutive failing tool calls; last: a call without a name: ")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_signature_of_a_call_without_a_name_stays_on_the_model_turn_sent_back(loopback, catalog_tools, stream):
+    # Of parallel calls only the first carries the thoughtSignature, and Gemini 3 refuses a model turn whose
+    # first call has none. Leaving the nameless first call out took its signature with it.
+    nameless = {"functionCall": {"args": {"location": "北京"}}, "thoughtSignature": "SIG-1"}
+    named = {"functionCall": {"name": "weather", "args": {"location": "San Francisco"}}}
+    server = loopback(_answer_then_final([nameless, named], stream=stream))
+    result = run_through_runner(_provider(server), catalog_tools, _question(), stream=stream)
+    assert (result.stop_reason, result.error) == ("stop", None)
+    model_turn = server.requests[1].json()["contents"][1]
+    assert model_turn["parts"] == [{**named, "thoughtSignature": "SIG-1"}]
+
+
+def test_the_signature_of_a_lone_call_without_a_name_is_sent_back_on_an_empty_part():
+    response = parse_response({"candidates": [{"content": {"role": "model", "parts": [
+        {"text": "checking"}, {"functionCall": {"args": {}}, "thoughtSignature": "SIG-1"}]}, "finishReason": "STOP"}]})
+    history = _question() + _answer(response)
+    model_turn = build_request_body(_request(history), stream=False)["contents"][1]
+    assert model_turn["parts"] == [{"text": "checking"}, {"text": "", "thoughtSignature": "SIG-1"}]

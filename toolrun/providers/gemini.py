@@ -8,7 +8,8 @@ Wire rules handled here:
 - roles are ``user`` / ``model``; the system prompt is ``systemInstruction``;
 - calls often come without an id: parsed as ``ToolCall(id="", provider_id=None)`` (the
   runner makes ids unique) and answered by name, with ``id`` only when Gemini sent one;
-- a call without a name is ``unreadable``: never echoed, its error result goes back as text;
+- a call without a name is ``unreadable``: never echoed (its signature moves to the next call sent
+  back, or an empty text part), its error result goes back as text;
 - a call's ``thoughtSignature`` is kept in ``ToolCall.provider_data["gemini"]`` and put
   back on the same part unchanged (Gemini 3 rejects a follow-up without it);
 - all results of a turn go into ONE user turn, in the order of the calls;
@@ -112,20 +113,27 @@ def _signed(part: dict[str, Any], signature: str | None) -> dict[str, Any]:
 def _model_parts(message: Message) -> list[dict[str, Any]]:
     text_signatures = (message.provider_data.get(PROVIDER) or {}).get(TEXT_SIGNATURES) or {}
     parts: list[dict[str, Any]] = []
+    carried: str | None = None  # the signature of an unreadable call left out, for the next call sent back
     for index, part in enumerate(message.parts):
         if isinstance(part, TextPart):
             signature = text_signatures.get(str(index))
             if part.text or signature:
                 parts.append(_signed({"text": part.text}, signature))
-        elif isinstance(part, ToolCall) and part.unreadable is None:  # an unreadable one has no wire form
+        elif isinstance(part, ToolCall):
+            signature = (part.provider_data.get(PROVIDER) or {}).get(SIGNATURE)
+            if part.unreadable is not None:  # no wire form; its signature (the first call's, of parallel ones) stays
+                carried = carried or signature
+                continue
             call: dict[str, Any] = {"name": part.name,
                                     "args": part.arguments if isinstance(part.arguments, dict) else {}}
             if part.provider_id:  # echo an id only when Gemini sent one
                 call["id"] = part.provider_id
-            signature = (part.provider_data.get(PROVIDER) or {}).get(SIGNATURE)
-            parts.append(_signed({"functionCall": call}, signature))
+            parts.append(_signed({"functionCall": call}, signature or carried))
+            carried = None
         elif isinstance(part, OpaquePart) and part.provider == PROVIDER:
             parts.append(part.data)  # thought parts and anything else, exactly as received
+    if carried:  # no call after it: echoed as Gemini sends a signature of its own, on an empty text part
+        parts.append({"text": "", SIGNATURE: carried})
     return parts
 
 
