@@ -178,6 +178,19 @@ def test_a_file_with_many_problems_lists_the_first_and_counts_the_rest(tmp_path:
     assert "50 problems." in result.stderr
 
 
+def test_a_csv_cell_too_long_to_read_is_bad_input_beside_the_other_problems(tmp_path: Path):
+    # csv refuses a cell past its field limit: that ended in "internal error ... this is a bug in toolrun", exit 1
+    make_world(tmp_path)
+    (tmp_path / "rows.csv").write_text('citty\n上海\n"' + "x" * 200_000 + '"\n', encoding="utf-8")
+    result = batch(tmp_path, "--inputs", str(tmp_path / "rows.csv"), "--model", f"scripted:{tmp_path / 'script.yaml'}",
+                   "--no-log")
+    assert result.exit_code == 2 and "internal error" not in result.stderr, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert "rows.csv:2: row 1: field 'citty'" in errors[0]
+    assert "rows.csv:3: this row cannot be read as CSV (field larger than field limit" in errors[1], errors
+    assert not (tmp_path / "out.jsonl").exists()
+
+
 def test_a_row_holding_nan_or_infinity_is_named_before_anything_runs(tmp_path: Path):
     # json.loads and YAML take them, but the results file then held NaN, which no strict JSON reader takes
     make_world(tmp_path)

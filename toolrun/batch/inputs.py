@@ -118,7 +118,16 @@ def _csv_rows(path: Path) -> tuple[ReadRows, list[Problem]]:
     reader = csv.DictReader(io.StringIO(_read_text(path), newline=""))
     rows: ReadRows = []
     problems: list[Problem] = []
-    for fields in reader:
+    while True:
+        try:
+            fields = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:  # a cell past csv's field limit: no row to read on from
+            # the row it was reading starts on the line after the last one read whole
+            problems.append(Problem(path, reader.line_num + 1, f"this row cannot be read as CSV ({exc})",
+                                    "check the quotes around the values of this row: a quote left open runs on to the end of the file"))
+            break
         if None in fields:  # more cells than the header names
             problems.append(Problem(path, reader.line_num, "this row has more cells than the header has names",
                                     "quote a value that holds a comma"))
