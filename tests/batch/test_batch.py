@@ -370,12 +370,13 @@ def test_failed_runs_are_run_again_on_resume_unless_told_not_to(tmp_path: Path):
     assert json.loads(retried.stdout)["runs"] == 4
 
 
-def started_batch(tmp_path: Path, log: Path, results: int) -> tuple[list[str], dict[str, str], subprocess.Popen[bytes]]:
-    """The shop batch of ``make_world`` over rows.jsonl as a real process (2 at a time, logged to ``log``), once
-    ``results`` lines are in out.jsonl: its command, environment and process."""
+def started_batch(tmp_path: Path, log: Path, results: int,
+                  *options: str) -> tuple[list[str], dict[str, str], subprocess.Popen[bytes]]:
+    """The shop batch of ``make_world`` over rows.jsonl as a real process (2 at a time, logged to ``log``, with
+    ``options``), once ``results`` lines are in out.jsonl: its command, environment and process."""
     command = [sys.executable, "-m", "toolrun", "batch", str(tmp_path / "shop.yaml"), "--inputs",
                str(tmp_path / "rows.jsonl"), "--out", str(tmp_path / "out.jsonl"), "--model",
-               f"scripted:{tmp_path / 'script.yaml'}", "--concurrency", "2", "--logs", str(log)]
+               f"scripted:{tmp_path / 'script.yaml'}", "--concurrency", "2", "--logs", str(log), *options]
     env = clean_env(PYTHONPATH=str(ROOT))
     process = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out = tmp_path / "out.jsonl"
@@ -389,7 +390,7 @@ def test_sigkill_half_way_then_resume_runs_every_row_exactly_once(tmp_path: Path
     make_world(tmp_path, delay=0.1)
     rows = write_rows(tmp_path / "rows.jsonl", 16)
     log, out = tmp_path / "logs.db", tmp_path / "out.jsonl"
-    command, env, process = started_batch(tmp_path, log, results=5)
+    command, env, process = started_batch(tmp_path, log, 5)
     process.send_signal(signal.SIGKILL)
     process.communicate(timeout=10)
     before = read_results(out)
@@ -416,12 +417,14 @@ def test_an_interrupted_then_resumed_batch_is_one_batch_of_its_runs_with_its_att
     make_world(tmp_path, delay=0.2)
     write_rows(tmp_path / "rows.jsonl", 8)
     log, out = tmp_path / "logs.db", tmp_path / "out.jsonl"
-    command, env, process = started_batch(tmp_path, log, results=2)
+    command, env, process = started_batch(tmp_path, log, 2, "--json")
     time.sleep(0.05)  # the next two runs are in their tool
     process.send_signal(signal.SIGINT)
-    process.communicate(timeout=20)
+    stdout, _ = process.communicate(timeout=20)
     assert process.returncode == 130
     done = len(read_results(out))
+    so_far = json.loads(stdout)  # --json: the summary of the runs finished, saying the batch was interrupted
+    assert (so_far["interrupted"], so_far["runs"], so_far["total"], so_far["out"]) == (True, done, 8, str(out))
     (stopped,) = json.loads(invoke("logs", "batches", "--logs", str(log), "--json").stdout)
     interrupted = stopped["attempts"] - done
     assert interrupted >= 1 and stopped["runs"] == stopped["attempts"] == done + interrupted

@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 import click
 
-from toolrun.batch import BatchObserver, BatchPlan, BatchSpec, BatchSummary, run_batch
+from toolrun.batch import BatchObserver, BatchPlan, BatchSpec, BatchSummary, run_batch, summarize
 from toolrun.cli.recipe_options import (
     assume_yes_option,
     json_option,
@@ -81,6 +81,9 @@ def batch_command(recipe_path: Path, inputs: Path, out: Path | None, concurrency
     except KeyboardInterrupt:
         progress.finish()
         click.echo(f"interrupted: the finished runs are in {spec.out}; --resume goes on from there", err=True)
+        so_far = progress.summary_so_far()
+        if as_json and so_far is not None:  # a script reading stdout learns what finished, and that it stopped
+            click.echo(dumps({**so_far.to_json(), "out": str(spec.out), "interrupted": True}))
         sys.exit(EXIT_INTERRUPTED)
     finally:
         if run_log is not None:
@@ -128,14 +131,18 @@ class Progress(BatchObserver):
         self.total = self.done = self.failures = self.tokens = self.ran = 0
         self.started = self.last_line = 0.0
         self.to_run = 0
+        self.plan: BatchPlan | None = None
+        self.finished: list[dict[str, Any]] = []  # the results file's lines of the batch so far
 
     def on_batch_start(self, plan: BatchPlan) -> None:
+        self.plan, self.finished = plan, list(plan.kept)
         self.total, self.done, self.to_run = plan.total, len(plan.kept), len(plan.todo)
         self.started = self.last_line = self.clock()
         where = f", {len(plan.kept)} already done" if plan.kept else ""
         self._write(f"batch {plan.batch_id}: {counted(plan.total, 'run')}{where}, {plan.concurrency} at a time\n")
 
     def on_result(self, line: dict[str, Any]) -> None:
+        self.finished.append(line)
         self.done += 1
         self.ran += 1
         self.failures += line["status"] == "failed"
@@ -147,6 +154,12 @@ class Progress(BatchObserver):
         elif now - self.last_line >= PLAIN_PROGRESS_EVERY_S:
             self.last_line = now
             self._write(self.status(now) + "\n")
+
+    def summary_so_far(self) -> BatchSummary | None:
+        """The summary of the runs finished so far (those of earlier invocations too); None before the plan."""
+        if self.plan is None:
+            return None
+        return summarize(self.finished, batch_id=self.plan.batch_id, total=self.plan.total)
 
     def status(self, now: float) -> str:
         elapsed = now - self.started
