@@ -8,11 +8,10 @@ backend that hands arguments to another program refuses such a value first, nami
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
+from toolrun.core.text import lone_surrogate_in
 
 
 def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
@@ -35,9 +34,9 @@ def lone_surrogate_problem(arguments: Mapping[str, Any], receiver: str) -> str |
     server"), or None when every string is text."""
     for name, value in arguments.items():
         for where, text in _strings(value, str(name)):
-            found = _SURROGATE.search(text)
+            found = lone_surrogate_in(text)
             if found:
-                return (f"refused: argument {where} holds {ascii(found.group())[1:-1]}, a lone UTF-16 surrogate "
+                return (f"refused: argument {where} holds {found}, a lone UTF-16 surrogate "
                         f"(half of a \\u escape pair): it is no character, and {receiver} can only be sent UTF-8 "
                         "text. Send the character itself (é, or \\u00e9; past U+FFFF both halves of its pair)")
     return None

@@ -136,6 +136,14 @@ def surrogates_escaped(text: str) -> str:
     return text if text.isascii() else _lone_surrogate().sub(_json_escaped, text)
 
 
+def lone_surrogate_in(text: str) -> str | None:
+    """The first lone surrogate of ``text`` as its ``\\uXXXX`` escape, or None when UTF-8 can hold the text."""
+    if text.isascii():
+        return None
+    found = _lone_surrogate().search(text)
+    return f"\\u{ord(found.group()):04x}" if found else None
+
+
 def _json_escaped(match: re.Match[str]) -> str:
     return "".join(f"\\u{ord(char):04x}" for char in match.group())
 
@@ -162,7 +170,7 @@ def text_as_sent(text: str) -> str:
     try:
         return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     except UnicodeEncodeError:  # a surrogate that no decoding made (U+D800): nothing to read back
-        return re.sub("[\ud800-\udfff]", "\ufffd", text)
+        return _lone_surrogate().sub("\ufffd", text)
 
 
 def exception_text(exc: BaseException) -> str:
