@@ -21,6 +21,11 @@ _MAX_ITEMS = 20
 _BODY = " | body: "
 
 
+def status_line(response: Any) -> str:
+    """``HTTP 500 Internal Server Error`` for an HTTP client's response (httpx's, or the MCP SDK's copy of it)."""
+    return f"HTTP {response.status_code} {getattr(response, 'reason_phrase', '') or ''}".rstrip()
+
+
 def error_text(status: str, body: str, limit: int = DEFAULT_ERROR_EXCERPT) -> str:
     """``HTTP 422 Unprocessable Entity: Validation Failed; title: missing_field | body: {...}`` within ``limit``."""
     said = summary(body)

@@ -23,7 +23,7 @@ from toolrun.backends.base import BackendOutput, CallContext
 from toolrun.backends.extract import ExtractError, extract
 from toolrun.backends.http_arguments import header_problem, path_text, place, placements, query_text
 from toolrun.backends.http_config import HttpConfig
-from toolrun.backends.http_errors import error_text
+from toolrun.backends.http_errors import error_text, status_line
 from toolrun.backends.http_safety import RefusedRequest, check_destination, checked_transport, same_origin
 from toolrun.core.content_decoding import ACCEPT_ENCODING, BodyTooLarge, RefusedBody, decoded
 from toolrun.core.json_limits import MAX_BODY_DEPTH, loads_bounded
@@ -178,7 +178,7 @@ def _response_json(response: httpx.Response) -> Any:
 def result_of(config: HttpConfig, arguments: Mapping[str, Any], response: httpx.Response,
               environ: Mapping[str, str]) -> BackendOutput:
     """The model's view of a response: an error for 4xx/5xx, else extract / result template / body."""
-    status = f"HTTP {response.status_code} {response.reason_phrase}".rstrip()
+    status = status_line(response)
     if response.status_code >= 400:
         return BackendOutput(error_text(status, response.text, config.error_excerpt), is_error=True)
     if response.is_redirect:

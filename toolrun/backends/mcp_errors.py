@@ -14,6 +14,7 @@ import re
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from toolrun.backends.http_errors import status_line
 from toolrun.core.credentials import without_login
 
 # pydantic's str(ValidationError): "N validation error(s) for Model", then per error its location
@@ -54,7 +55,7 @@ def http_refusal(exc: BaseException) -> str | None:
     status = getattr(response, "status_code", None)
     if not isinstance(status, int):
         return None
-    said = f"HTTP {status} {getattr(response, 'reason_phrase', '') or ''}".rstrip()
+    said = status_line(response)
     request = getattr(exc, "request", None)
     if request is None or not str(getattr(request, "url", "")):
         return said

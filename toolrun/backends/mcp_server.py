@@ -31,6 +31,7 @@ from typing import Any
 
 from toolrun.backends.argument_text import lone_surrogate_problem
 from toolrun.backends.base import Backend, BackendOutput, CallContext, ConfigProblem
+from toolrun.backends.http_errors import status_line
 from toolrun.backends.mcp_errors import describe, innermost, validation_summary
 from toolrun.backends.mcp_server_config import (
     DEFAULT_CONNECT_TIMEOUT_SECONDS,
@@ -269,7 +270,7 @@ class _Connection:
 
     async def _note_refusal(self, response: Any) -> None:
         if response.status_code >= 400:
-            self.http_refusal = f"HTTP {response.status_code} {response.reason_phrase}".rstrip()
+            self.http_refusal = status_line(response)
 
     def unavailable(self, doing: str) -> McpServerUnavailable:
         failure = innermost(self.failure) if self.failure is not None else None
