@@ -128,7 +128,7 @@ class Progress(BatchObserver):
         self.stream = stream
         self.clock = clock
         self.tty = stream.isatty()
-        self.total = self.done = self.failures = self.tokens = self.ran = 0
+        self.total = self.failures = self.tokens = self.ran = 0
         self.started = self.last_line = 0.0
         self.to_run = 0
         self.plan: BatchPlan | None = None
@@ -136,14 +136,13 @@ class Progress(BatchObserver):
 
     def on_batch_start(self, plan: BatchPlan) -> None:
         self.plan, self.finished = plan, list(plan.kept)
-        self.total, self.done, self.to_run = plan.total, len(plan.kept), len(plan.todo)
+        self.total, self.to_run = plan.total, len(plan.todo)
         self.started = self.last_line = self.clock()
         where = f", {len(plan.kept)} already done" if plan.kept else ""
         self._write(f"batch {plan.batch_id}: {counted(plan.total, 'run')}{where}, {plan.concurrency} at a time\n")
 
     def on_result(self, line: dict[str, Any]) -> None:
         self.finished.append(line)
-        self.done += 1
         self.ran += 1
         self.failures += line["status"] == "failed"
         usage = line.get("usage") or {}
@@ -154,6 +153,11 @@ class Progress(BatchObserver):
         elif now - self.last_line >= PLAIN_PROGRESS_EVERY_S:
             self.last_line = now
             self._write(self.status(now) + "\n")
+
+    @property
+    def done(self) -> int:
+        """Runs of the batch finished: earlier invocations' and this one's."""
+        return len(self.finished)
 
     def summary_so_far(self) -> BatchSummary | None:
         """The summary of the runs finished so far (those of earlier invocations too); None before the plan."""
