@@ -65,6 +65,9 @@ def load_gateway_config(path: Path) -> GatewayConfig:
         if key in document:
             problems.append(Problem(path, _line(document, key), f"{key} is not supported by this version", fix))
     options, option_problems = _options(document, path)
+    # A value the schema refused (listen: nonsense) is not told a second time by the check its option gets.
+    refused = {problem.line for problem in problems}
+    option_problems = [problem for problem in option_problems if problem.line not in refused]
     if isinstance(options.get("auth"), InlineAuth):  # its problems with the others, not at the server's start
         try:
             access_list_from(document["auth"], path, options.get("resource_url"))
@@ -118,7 +121,9 @@ def _address_problems(document: dict[str, Any], path: Path) -> list[Problem]:
         try:
             return reading(value)
         except UserError as exc:
-            problems.extend(Problem(path, _line(document, key), problem.message, problem.fix) for problem in exc.problems)
+            problems.extend(Problem(path, _line(document, key), _in_file_words(problem.message),
+                                    _in_file_words(problem.fix) if problem.fix else problem.fix)
+                            for problem in exc.problems)
             return None
 
     listen = check("listen", document["listen"], parse_address) if isinstance(document.get("listen"), str) else None
@@ -131,3 +136,17 @@ def _address_problems(document: dict[str, Any], path: Path) -> list[Problem]:
         if isinstance(origin, str):
             check("allow_origins", origin, check_origin)
     return problems
+
+
+# The options' checks word their problems as options; in the file the same values are keys.
+_OPTION_WORDS = (("--metrics-listen ", "metrics_listen: "), ("--metrics-listen", "metrics_listen"),
+                 ("e.g. --allow-origin http://localhost:6274", "e.g. allow_origins: [http://localhost:6274]"),
+                 ("--allow-origin ", "allow_origins: "), (" (one option per origin; '*' is not accepted)",
+                                                          " ('*' is not accepted)"),
+                 ("--http ", "listen: "), ("--http", "listen"))
+
+
+def _in_file_words(text: str) -> str:
+    for option, key in _OPTION_WORDS:
+        text = text.replace(option, key)
+    return text
